@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs loom's build and test dependencies from Debian 12 packages. Idempotent.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libpcre2-dev libxxhash-dev libcli11-dev
+  libboost-dev
+)
+# Node.js (for the tests that drive the server with the official openai npm package):
+# the machine's own nodejs ships npm; Debian's npm would conflict with it.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,50 @@
+// Tensor element types. Values are ggml's type ids so GGUF files map one to one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace loom {
+
+enum class Dtype : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,  // activation-side format; never stored in model files loom writes
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,  // activation-side format for K-quant dot products
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct DtypeInfo {
+  Dtype dtype;
+  std::string_view name;  // "f32", "q4_k", ... (lower case, as on loom's command line)
+  int64_t block_size;     // elements per block (1 for plain types)
+  int64_t block_bytes;    // bytes per block
+  bool quantized;
+};
+
+// nullopt for ids loom does not know (an unknown type in a file is an error, not a crash).
+std::optional<DtypeInfo> dtype_info(uint32_t ggml_type_id);
+const DtypeInfo& dtype_info(Dtype t);
+std::string_view dtype_name(Dtype t);
+// Parses "f32", "F16", "q4_k", "Q8_0", ... (case-insensitive).
+std::optional<Dtype> parse_dtype(std::string_view name);
+
+// Bytes for one row of n elements; nullopt if n is not a multiple of the block size.
+std::optional<uint64_t> row_bytes(Dtype t, int64_t n);
+
+}  // namespace loom

@@ -1,0 +1,20 @@
+// Matrix multiplication of a weight matrix (any supported dtype, kept in its storage format)
+// by float activations. The hot loop of every forward pass.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "format/tensor.h"
+
+namespace loom::kernels {
+
+// out[t * rows + r] = sum_k W[r][k] * x[t * cols + k]   for t < n_tokens, r < w.rows()
+// W is w (ne = {cols, rows}); x is [n_tokens][cols] floats; out is [n_tokens][rows].
+//
+// Batch invariance: each output element is computed with a fixed reduction order that does
+// not depend on n_tokens, the thread count or the row's position in the batch, so a token's
+// result is bit-identical whether it is multiplied alone or inside a large batch.
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
+
+}  // namespace loom::kernels

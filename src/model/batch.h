@@ -1,0 +1,37 @@
+// Batch: every token of one engine step, flattened. Prefill chunks, single decode tokens and
+// speculative verifies of many sequences travel together through one Model::forward call.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace loom {
+
+struct BatchSequence {
+  // Physical KV block ids of this sequence, in logical order (block i holds positions
+  // [i*block_size, (i+1)*block_size)). Must cover positions [0, n_past + n_new).
+  const int32_t* block_table = nullptr;
+  int32_t n_blocks = 0;
+  int32_t n_past = 0;     // tokens already in the KV cache (their K/V are read, not recomputed)
+  int32_t n_new = 0;      // tokens computed this step: rows [row_begin, row_begin + n_new)
+  int32_t row_begin = 0;  // first row of this sequence in Batch::tokens
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;              // [n_rows] token ids
+  std::vector<int32_t> pos;                 // [n_rows] position of each token in its sequence
+  std::vector<int32_t> seq;                 // [n_rows] index into `sequences`
+  std::vector<BatchSequence> sequences;
+  std::vector<int32_t> logits_rows;         // rows whose logits are wanted, in output order
+
+  int32_t n_rows() const { return static_cast<int32_t>(tokens.size()); }
+  void clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    sequences.clear();
+    logits_rows.clear();
+  }
+};
+
+}  // namespace loom
