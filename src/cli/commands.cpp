@@ -1,12 +1,47 @@
 #include "cli/commands.h"
 
 #include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
 
 namespace loom::cli {
+namespace {
+
+struct Entry {
+  const char* help;
+  CommandFn fn;
+};
+
+std::map<std::string, Entry>& registry() {
+  static std::map<std::string, Entry> r;
+  return r;
+}
+
+void print_usage() {
+  std::fprintf(stderr, "usage: loom <command> [options]\n\ncommands:\n");
+  for (const auto& [name, e] : registry()) std::fprintf(stderr, "  %-10s %s\n", name.c_str(), e.help);
+  std::fprintf(stderr, "\n'loom <command> --help' shows a command's options.\n");
+}
+
+}  // namespace
+
+CommandRegistration::CommandRegistration(const char* name, const char* help, CommandFn fn) {
+  registry()[name] = Entry{help, fn};
+}
 
 int run_main(int argc, char** argv) {
-  std::fprintf(stderr, "loom: no subcommands yet\n");
-  return 1;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_usage();
+    return argc < 2 ? 1 : 0;
+  }
+  auto it = registry().find(argv[1]);
+  if (it == registry().end()) {
+    std::fprintf(stderr, "loom: unknown command '%s'\n\n", argv[1]);
+    print_usage();
+    return 1;
+  }
+  return it->second.fn(argc - 1, argv + 1);
 }
 
 }  // namespace loom::cli

@@ -1,0 +1,56 @@
+// Model: a loaded transformer (config + weights) that runs one flat Batch per call, reading
+// and writing K/V through per-sequence block tables (paged KV cache).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "format/dtype.h"
+#include "model/batch.h"
+#include "model/config.h"
+
+namespace loom {
+
+// K and V storage for every layer: blocks of block_size tokens. Which block belongs to which
+// sequence is decided by the engine's block pool; this class only holds the memory.
+class KvCache {
+ public:
+  static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, int32_t num_blocks,
+                                                 int32_t block_size, Dtype dtype);
+  virtual ~KvCache() = default;
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  Dtype dtype() const { return dtype_; }
+  // Bytes one block takes over all layers, K and V (for sizing the pool from a memory budget).
+  static uint64_t bytes_per_block(const ModelConfig& config, int32_t block_size, Dtype dtype);
+
+ protected:
+  int32_t num_blocks_ = 0;
+  int32_t block_size_ = 0;
+  Dtype dtype_ = Dtype::kF32;
+};
+
+struct ModelLoadOptions {
+  int n_threads = 0;  // 0 = physical cores
+};
+
+class Model {
+ public:
+  // spec: a GGUF file, a Hugging Face directory (config.json + *.safetensors), or
+  // "synth:PRESET[:TYPE]" (random weights built in memory).
+  static Result<std::unique_ptr<Model>> load(const std::string& spec,
+                                             const ModelLoadOptions& options = {});
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Runs every row of the batch; writes logits for batch.logits_rows, in that order, to
+  // `logits` ([logits_rows.size()][n_vocab]). New K/V land in `kv` at each row's position.
+  virtual Status forward(const Batch& batch, KvCache& kv, float* logits) = 0;
+  virtual ThreadPool& thread_pool() = 0;
+  virtual uint64_t weight_bytes() const = 0;  // bytes of weights read per forward token
+};
+
+}  // namespace loom
