@@ -1,0 +1,96 @@
+// The one table of GGUF metadata keys and tensor names loom reads and writes, plus the
+// Hugging Face → GGUF tensor-name mapping. Canonical names inside loom are GGUF's; every other
+// spelling (safetensors checkpoints) is translated here and nowhere else.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace loom::names {
+
+// ---- GGUF metadata keys -------------------------------------------------------------------
+inline constexpr std::string_view kGeneralArchitecture = "general.architecture";
+inline constexpr std::string_view kGeneralName = "general.name";
+inline constexpr std::string_view kGeneralAlignment = "general.alignment";
+inline constexpr std::string_view kGeneralFileType = "general.file_type";
+
+// Per-architecture keys are "{arch}.{suffix}"; build them with arch_key().
+inline constexpr std::string_view kVocabSize = "vocab_size";
+inline constexpr std::string_view kContextLength = "context_length";
+inline constexpr std::string_view kEmbeddingLength = "embedding_length";
+inline constexpr std::string_view kBlockCount = "block_count";
+inline constexpr std::string_view kFeedForwardLength = "feed_forward_length";
+inline constexpr std::string_view kHeadCount = "attention.head_count";
+inline constexpr std::string_view kHeadCountKv = "attention.head_count_kv";
+inline constexpr std::string_view kKeyLength = "attention.key_length";
+inline constexpr std::string_view kValueLength = "attention.value_length";
+inline constexpr std::string_view kRmsEps = "attention.layer_norm_rms_epsilon";
+inline constexpr std::string_view kRopeFreqBase = "rope.freq_base";
+inline constexpr std::string_view kRopeDimensionCount = "rope.dimension_count";
+inline constexpr std::string_view kRopeScalingType = "rope.scaling.type";  // "none", "linear", "llama3", ...
+inline constexpr std::string_view kRopeScalingFactor = "rope.scaling.factor";
+inline constexpr std::string_view kRopeScalingOrigCtx = "rope.scaling.original_context_length";
+// Not written by llama.cpp's converter (it stores rope_freqs.weight instead); loom writes and
+// reads them so a converted Llama 3.1 keeps its exact scaling parameters.
+inline constexpr std::string_view kRopeScalingLowFreqFactor = "rope.scaling.low_freq_factor";
+inline constexpr std::string_view kRopeScalingHighFreqFactor = "rope.scaling.high_freq_factor";
+
+std::string arch_key(std::string_view arch, std::string_view suffix);  // "llama.block_count"
+
+inline constexpr std::string_view kTokenizerModel = "tokenizer.ggml.model";
+inline constexpr std::string_view kTokenizerPre = "tokenizer.ggml.pre";
+inline constexpr std::string_view kTokenizerTokens = "tokenizer.ggml.tokens";
+inline constexpr std::string_view kTokenizerScores = "tokenizer.ggml.scores";
+inline constexpr std::string_view kTokenizerTokenType = "tokenizer.ggml.token_type";
+inline constexpr std::string_view kTokenizerMerges = "tokenizer.ggml.merges";
+inline constexpr std::string_view kTokenizerBos = "tokenizer.ggml.bos_token_id";
+inline constexpr std::string_view kTokenizerEos = "tokenizer.ggml.eos_token_id";
+inline constexpr std::string_view kTokenizerPad = "tokenizer.ggml.padding_token_id";
+inline constexpr std::string_view kTokenizerAddBos = "tokenizer.ggml.add_bos_token";
+inline constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
+
+// ---- Tensor names ---------------------------------------------------------------------------
+// Shapes in ggml order (ne[0] first); E = n_embd, D = head_dim, V = n_vocab, F = n_ff.
+inline constexpr std::string_view kTokenEmbd = "token_embd.weight";    // {E, V}
+inline constexpr std::string_view kOutputNorm = "output_norm.weight";  // {E}
+inline constexpr std::string_view kOutput = "output.weight";           // {E, V}; absent when tied
+inline constexpr std::string_view kRopeFreqs = "rope_freqs.weight";    // {D/2} divisors of each frequency
+
+// Per-layer suffixes; the full name is "blk.{layer}.{suffix}" (layer_tensor()).
+inline constexpr std::string_view kAttnNorm = "attn_norm.weight";      // {E}
+inline constexpr std::string_view kAttnQ = "attn_q.weight";            // {E, n_head * D}
+inline constexpr std::string_view kAttnK = "attn_k.weight";            // {E, n_head_kv * D}
+inline constexpr std::string_view kAttnV = "attn_v.weight";            // {E, n_head_kv * D}
+inline constexpr std::string_view kAttnQBias = "attn_q.bias";          // {n_head * D}
+inline constexpr std::string_view kAttnKBias = "attn_k.bias";          // {n_head_kv * D}
+inline constexpr std::string_view kAttnVBias = "attn_v.bias";          // {n_head_kv * D}
+inline constexpr std::string_view kAttnQNorm = "attn_q_norm.weight";   // {D}
+inline constexpr std::string_view kAttnKNorm = "attn_k_norm.weight";   // {D}
+inline constexpr std::string_view kAttnOutput = "attn_output.weight";  // {n_head * D, E}
+inline constexpr std::string_view kFfnNorm = "ffn_norm.weight";        // {E}
+inline constexpr std::string_view kFfnGate = "ffn_gate.weight";        // {E, F}
+inline constexpr std::string_view kFfnUp = "ffn_up.weight";            // {E, F}
+inline constexpr std::string_view kFfnDown = "ffn_down.weight";        // {F, E}
+
+std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
+
+// Splits "blk.3.attn_q.weight" into (3, "attn_q.weight"); nullopt for global names.
+struct LayerTensorName {
+  int layer;
+  std::string suffix;
+};
+std::optional<LayerTensorName> parse_layer_tensor(std::string_view name);
+
+// ---- Hugging Face names -----------------------------------------------------------------------
+// "model.layers.3.self_attn.q_proj.weight" → "blk.3.attn_q.weight", "lm_head.weight" →
+// "output.weight". nullopt for tensors loom does not use (e.g. rotary_emb.inv_freq).
+std::optional<std::string> hf_to_gguf(std::string_view hf_name);
+// The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
+std::optional<std::string> gguf_to_hf(std::string_view gguf_name);
+
+// True for the tensors whose rows GGUF `llama` files store permuted for interleaved-pair RoPE
+// (attn_q / attn_k weights and biases).
+bool is_rope_permuted_tensor(std::string_view gguf_name);
+
+}  // namespace loom::names
