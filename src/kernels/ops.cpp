@@ -1,0 +1,152 @@
+// CPU element-wise and attention ops. Plain loops with explicit fixed-width partial sums, so
+// the compiler vectorizes them without -ffast-math and the summation order stays fixed.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "base/status.h"
+
+namespace loom::kernels {
+namespace {
+
+constexpr int kLanes = 8;
+
+// Sum of a[i]*b[i] with kLanes interleaved partial sums combined in a fixed tree.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  float mean = sum_squares(x, n) / static_cast<float>(n);
+  float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
+          bool neox) {
+  const int64_t half = head_dim / 2;
+  // cos/sin depend only on (pos, i): compute them once for all heads.
+  float cs[512], sn[512];
+  LOOM_CHECK(half <= 512);
+  for (int64_t i = 0; i < half; ++i) {
+    double a = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
+    cs[i] = static_cast<float>(std::cos(a));
+    sn[i] = static_cast<float>(std::sin(a));
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    if (neox) {
+      for (int64_t i = 0; i < half; ++i) {
+        float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs[i] - x1 * sn[i];
+        v[i + half] = x0 * sn[i] + x1 * cs[i];
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cs[i] - x1 * sn[i];
+        v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void store_kv(Dtype dtype, const float* src, void* dst, int64_t n) {
+  switch (dtype) {
+    case Dtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case Dtype::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_fp16(src[i]);
+      return;
+    }
+    case Dtype::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    default:
+      LOOM_CHECK(false && "KV dtype must be f32, f16 or bf16");
+  }
+}
+
+void load_kv(Dtype dtype, const void* src, float* dst, int64_t n) {
+  switch (dtype) {
+    case Dtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case Dtype::kF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(s[i]);
+      return;
+    }
+    case Dtype::kBF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    default:
+      LOOM_CHECK(false && "KV dtype must be f32, f16 or bf16");
+  }
+}
+
+void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
+               int32_t n_kv, float scale, float* scratch, float* out) {
+  float* scores = scratch;
+  float* row = scratch + n_kv;  // one K or V token converted to float
+  const bool k_f32 = k.dtype == Dtype::kF32;
+  const bool v_f32 = v.dtype == Dtype::kF32;
+  for (int32_t j = 0; j < n_kv; ++j) {
+    const float* kj = reinterpret_cast<const float*>(k.token(j));
+    if (!k_f32) {
+      load_kv(k.dtype, k.token(j), row, head_dim);
+      kj = row;
+    }
+    scores[j] = dot(q, kj, head_dim) * scale;
+  }
+  softmax(scores, n_kv);
+  std::fill(out, out + head_dim, 0.0f);
+  for (int32_t j = 0; j < n_kv; ++j) {
+    const float* vj = reinterpret_cast<const float*>(v.token(j));
+    if (!v_f32) {
+      load_kv(v.dtype, v.token(j), row, head_dim);
+      vj = row;
+    }
+    const float p = scores[j];
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * vj[d];
+  }
+}
+
+}  // namespace loom::kernels

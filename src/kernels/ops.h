@@ -1,0 +1,56 @@
+// Element-wise and attention ops of the transformer forward pass on the CPU: RMSNorm, RoPE,
+// softmax, SwiGLU, paged attention over one head, and K/V storage conversion. Each has a
+// scalar double-accumulating twin in kernels/ref/ops_ref.h that tests compare against.
+//
+// Every reduction here runs in an order fixed by the vector length alone (never by the batch
+// size or thread count), so a token's result is bit-identical whichever batch it is in.
+#pragma once
+
+#include <cstdint>
+
+#include "format/dtype.h"
+
+namespace loom::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]. out may alias x.
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+
+// Rotates n_heads consecutive heads of head_dim floats in place for position pos.
+// inv_freq[i] (i < head_dim/2) is the angular frequency of pair i (any scaling already folded
+// in). neox: pairs are (i, i + head_dim/2) ("halves", HF layout); otherwise (2i, 2i+1).
+void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
+          bool neox);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i]. out may alias gate or up.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// Converts n floats to K/V storage (kF32, kF16 or kBF16) and back.
+void store_kv(Dtype dtype, const float* src, void* dst, int64_t n);
+void load_kv(Dtype dtype, const void* src, float* dst, int64_t n);
+
+// K or V of one KV head of one sequence in a paged cache. Token j lives at
+// base + block_table[j / block_size] * block_stride + (j % block_size) * token_stride,
+// as head_dim values of `dtype`.
+struct PagedHead {
+  const uint8_t* base = nullptr;
+  Dtype dtype = Dtype::kF32;
+  const int32_t* block_table = nullptr;
+  int32_t block_size = 0;
+  uint64_t block_stride = 0;  // bytes
+  uint64_t token_stride = 0;  // bytes
+  const uint8_t* token(int32_t j) const {
+    return base + static_cast<uint64_t>(block_table[j / block_size]) * block_stride +
+           static_cast<uint64_t>(j % block_size) * token_stride;
+  }
+};
+
+// Causal attention of one query head over tokens [0, n_kv):
+//   out = sum_j softmax_j(scale * q·k_j) v_j.
+// scratch must hold n_kv + head_dim floats.
+void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
+               int32_t n_kv, float scale, float* scratch, float* out);
+
+}  // namespace loom::kernels

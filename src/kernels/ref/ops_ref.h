@@ -1,0 +1,20 @@
+// Scalar ground truth for kernels/ops.h: the same contracts, double accumulation, no tricks.
+// Tests compare the fast ops against these on random inputs.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace loom::kernels::ref {
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
+          bool neox);
+void softmax(float* x, int64_t n);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// No scratch: allocates (reference code, not for the hot path).
+void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
+               int32_t n_kv, float scale, float* out);
+
+}  // namespace loom::kernels::ref
