@@ -1,0 +1,106 @@
+// Partial selections for the sampler: a k-heap scan for top-k and a weighted quickselect for
+// top-p, both under the total order ranks_before (logit desc, id asc).
+#include "sampling/top_select.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace loom::sampling_internal {
+
+void select_top_k(const float* values, int32_t n, int32_t k, bool skip_unsampleable,
+                  std::vector<Candidate>* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  out->clear();
+  if (k <= 0 || n <= 0) return;
+  auto eligible = [&](float v, float* fixed) {
+    if (v > kNegInf) {
+      *fixed = v;
+      return true;
+    }
+    *fixed = kNegInf;  // -inf or NaN
+    return !skip_unsampleable;
+  };
+
+  if (static_cast<int64_t>(k) * 8 >= n) {
+    // Large k: a heap would be updated for most entries; nth_element is cheaper.
+    for (int32_t i = 0; i < n; ++i) {
+      float v;
+      if (eligible(values[i], &v)) out->push_back({v, 0.0f, i});
+    }
+    if (static_cast<int32_t>(out->size()) > k) {
+      std::nth_element(out->begin(), out->begin() + k, out->end(), ranks_before);
+      out->resize(k);
+    }
+    std::sort(out->begin(), out->end(), ranks_before);
+    return;
+  }
+
+  // Small k: keep a heap of the best k seen, worst on top. Ids grow along the scan, so a later
+  // entry beats the worst kept one only with a strictly greater value.
+  int32_t i = 0;
+  for (; i < n && static_cast<int32_t>(out->size()) < k; ++i) {
+    float v;
+    if (eligible(values[i], &v)) out->push_back({v, 0.0f, i});
+  }
+  std::make_heap(out->begin(), out->end(), ranks_before);
+  if (static_cast<int32_t>(out->size()) == k) {
+    float worst = out->front().logit;
+    for (; i < n; ++i) {
+      float v = values[i];
+      if (v > worst) {  // false for NaN and -inf
+        std::pop_heap(out->begin(), out->end(), ranks_before);
+        out->back() = {v, 0.0f, i};
+        std::push_heap(out->begin(), out->end(), ranks_before);
+        worst = out->front().logit;
+      }
+    }
+  }
+  std::sort_heap(out->begin(), out->end(), ranks_before);
+}
+
+int32_t select_top_p(Candidate* c, int32_t n, double target) {
+  if (n <= 0) return 0;
+  // Invariants: c[0, lo) rank before everything in [lo, n) and weigh `above` < target; the
+  // answer lies in (lo, hi].
+  int32_t lo = 0, hi = n;
+  double above = 0.0;
+  int budget = 2 * std::bit_width(static_cast<uint32_t>(n)) + 16;
+  while (hi - lo > 32 && budget-- > 0) {
+    // Median of three as pivot, parked at hi - 1.
+    int32_t mid = lo + (hi - lo) / 2;
+    Candidate* a = &c[lo];
+    Candidate* b = &c[mid];
+    Candidate* z = &c[hi - 1];
+    if (ranks_before(*b, *a)) std::swap(a, b);
+    if (ranks_before(*z, *b)) std::swap(b, z);
+    if (ranks_before(*b, *a)) std::swap(a, b);
+    std::swap(*b, c[hi - 1]);
+    const Candidate pivot = c[hi - 1];
+    Candidate* m = std::partition(c + lo, c + hi - 1,
+                                  [&](const Candidate& x) { return ranks_before(x, pivot); });
+    std::swap(*m, c[hi - 1]);
+    int32_t mi = static_cast<int32_t>(m - c);
+    double left = 0.0;
+    for (int32_t j = lo; j < mi; ++j) left += c[j].weight;
+    if (above + left >= target) {
+      hi = mi;
+    } else if (above + left + pivot.weight >= target) {
+      return mi + 1;
+    } else {
+      above += left + pivot.weight;
+      lo = mi + 1;
+    }
+  }
+  std::sort(c + lo, c + hi, ranks_before);
+  for (int32_t j = lo; j < hi; ++j) {
+    above += c[j].weight;
+    if (above >= target) return j + 1;
+  }
+  // Only reachable through rounding (the mass of [0, hi) was >= target when summed in
+  // another order): keep [0, hi).
+  return std::max(hi, 1);
+}
+
+}  // namespace loom::sampling_internal
