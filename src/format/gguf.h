@@ -100,6 +100,10 @@ class GgufFile {
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensorInfo> tensors_;
   std::shared_ptr<const void> keepalive_;
+
+  // The parser proper: `data` stays valid as long as `keepalive` lives.
+  static Result<GgufFile> parse_range(const uint8_t* data, uint64_t size,
+                                      std::shared_ptr<const void> keepalive);
 };
 
 // Builds a GGUF v3 file. Tensor data is referenced, not copied: it must stay alive until
@@ -131,6 +135,9 @@ class GgufWriter {
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Pending> tensors_;
+
+  // Everything before the tensor data (magic .. padding); fills `offsets` per tensor.
+  std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets) const;
 };
 
 }  // namespace loom
