@@ -1,0 +1,201 @@
+// Public engine API: continuous batching over a paged KV cache (vLLM's design in C++).
+//
+//   Engine       synchronous: add_request(), then step() until has_unfinished() is false.
+//                Each step runs ONE forward pass over a flat batch mixing prefill chunks and
+//                decode tokens of many requests, and returns the outputs it produced.
+//   AsyncEngine  an engine thread looping over step(); any thread may submit() (getting a
+//                per-request RequestStream to read outputs from) or abort().
+//
+// Requests stop on EOS (unless ignore_eos), stop token ids, stop strings (never leaked into the
+// text, even when split across tokens), max_tokens, or the context limit. A request that can
+// never fit (prompt + max_tokens over max_model_len or over the whole KV cache) is rejected by
+// add_request/submit with an error instead of waiting forever.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "format/dtype.h"
+#include "sampling/sampling_params.h"
+
+namespace loom {
+
+class Model;
+class Tokenizer;
+class EngineCore;
+
+struct EngineConfig {
+  int32_t block_size = 16;  // tokens per KV block
+  // KV cache size. If kv_cache_memory_gib > 0 the pool gets that many GiB; otherwise it is
+  // sized to hold max_num_seqs sequences of max_model_len tokens.
+  double kv_cache_memory_gib = 0.0;
+  // Longest sequence (prompt + output). 0 = the model's context length (and never more).
+  int32_t max_model_len = 0;
+  int32_t max_num_seqs = 256;           // sequences running at once
+  int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = backend default (CPU: 2048)
+  bool enable_prefix_caching = true;
+  Dtype kv_dtype = Dtype::kF16;         // f32, f16 or bf16
+  int n_threads = 0;                    // CPU threads for Engine::load; 0 = physical cores
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+// "stop", "length", "abort" (OpenAI finish_reason spelling); "" for kNone.
+const char* finish_reason_name(FinishReason r);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// Logprobs at one generated position: the sampled token's, then the top-k (most likely first).
+struct PositionLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;
+};
+
+// One of the n samples of a request; fields are deltas since the previous output unless noted.
+struct CompletionOutput {
+  int32_t index = 0;                   // which of the n samples
+  std::vector<int32_t> token_ids;      // new tokens this step
+  std::string text;                    // new text (stop strings held back / cut)
+  std::vector<PositionLogprobs> logprobs;  // one per new token, if requested
+  int32_t num_output_tokens = 0;       // total generated so far
+  FinishReason finish_reason = FinishReason::kNone;
+  // What stopped it: the stop string, or the stop token id as text ("" if EOS / length).
+  std::string stop_reason;
+  std::optional<int32_t> stop_token;   // set when a stop_token_id (or EOS) ended it
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::vector<CompletionOutput> outputs;  // samples that changed this step
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache
+  bool finished = false;          // every sample finished
+  // Timing for metrics (seconds): arrival → first scheduled (queue), arrival → first token.
+  double queue_time_s = 0.0;
+  double time_to_first_token_s = 0.0;  // 0 until the first token exists
+  double elapsed_s = 0.0;              // arrival → this output
+  std::string error;                   // set if the engine failed this request
+};
+
+struct EngineMetrics {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  double kv_cache_usage = 0.0;  // 0..1
+  int32_t num_kv_blocks = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up
+  int64_t prefix_cache_hits = 0;     // tokens found
+  int64_t prompt_tokens = 0;         // prompt tokens of admitted requests (totals)
+  int64_t prompt_tokens_computed = 0;  // tokens actually run through the model for prefill
+  int64_t generation_tokens = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t num_finished = 0;
+};
+
+struct GenerateRequest {
+  std::string request_id;            // unique among unfinished requests
+  std::vector<int32_t> prompt;       // token ids (non-empty)
+  SamplingParams params;
+  int32_t priority = 0;              // lower runs first; ties FCFS
+  uint64_t cache_salt = 0;           // separates prefix caches (e.g. per tenant / LoRA)
+};
+
+class Engine {
+ public:
+  // Loads the model (GGUF path, HF dir or "synth:PRESET[:TYPE]") and, where the file has one,
+  // its tokenizer.
+  static Result<std::unique_ptr<Engine>> load(const std::string& model_spec,
+                                              const EngineConfig& config);
+  // With a model already loaded; tokenizer may be null (then outputs have no text and stop
+  // strings are rejected).
+  static Result<std::unique_ptr<Engine>> create(std::unique_ptr<Model> model,
+                                                std::unique_ptr<Tokenizer> tokenizer,
+                                                const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Status add_request(GenerateRequest request);
+  // Frees everything the request holds at once; its final output (finish reason abort) comes
+  // from the next step(). Unknown ids are ignored (the request may just have finished).
+  void abort(const std::string& request_id);
+  // One scheduling + forward + sampling round. Returns outputs of requests that changed.
+  Result<std::vector<RequestOutput>> step();
+  bool has_unfinished() const;
+
+  EngineMetrics metrics() const;
+  const EngineConfig& config() const;  // with defaults resolved (max_model_len, pool size)
+  const Model& model() const;
+  const Tokenizer* tokenizer() const;  // null if none
+
+  // For tests: logits of the rows sampled in the last step, keyed by request id
+  // (only kept while keep_logits(true)).
+  void keep_logits(bool on);
+  const std::vector<std::pair<std::string, std::vector<float>>>& last_logits() const;
+  // For tests: "" when every KV block is free, else a description. Also checks pool invariants.
+  std::string check_kv_drained() const;
+
+ private:
+  explicit Engine(std::unique_ptr<EngineCore> core);
+  std::unique_ptr<EngineCore> core_;
+};
+
+class RequestStream;
+
+// A background engine thread. Submitting and aborting are thread-safe; outputs of each request
+// arrive on its own RequestStream.
+class AsyncEngine {
+ public:
+  explicit AsyncEngine(std::unique_ptr<Engine> engine);
+  ~AsyncEngine();  // aborts what is left and joins the engine thread
+  AsyncEngine(const AsyncEngine&) = delete;
+  AsyncEngine& operator=(const AsyncEngine&) = delete;
+
+  // Validation errors are returned here; the request is then never started.
+  Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request);
+  void abort(const std::string& request_id);
+  EngineMetrics metrics() const;  // snapshot taken after the latest step
+  const Engine& engine() const { return *engine_; }  // config / tokenizer / model (read-only)
+
+ private:
+  struct State;
+  void loop();
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<State> state_;
+};
+
+// Outputs of one request, in order; the last one has finished == true.
+class RequestStream {
+ public:
+  // Blocks until an output is available; nullopt once the final output was read.
+  std::optional<RequestOutput> next();
+  // Like next() but gives up after `timeout` (nullopt: nothing yet, or done — see done()).
+  std::optional<RequestOutput> next_for(std::chrono::milliseconds timeout);
+  bool done() const;  // the final output was read
+  const std::string& request_id() const { return request_id_; }
+
+  // Engine side.
+  explicit RequestStream(std::string request_id) : request_id_(std::move(request_id)) {}
+  void push(RequestOutput output);
+
+ private:
+  std::string request_id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+  bool final_pushed_ = false;
+  bool final_read_ = false;
+};
+
+}  // namespace loom

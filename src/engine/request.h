@@ -1,0 +1,46 @@
+// Request: one sequence's state inside the engine. A user request with n > 1 samples becomes n
+// sequences (one Request each) that share the prompt's KV blocks; RequestGroup ties them
+// together. There are no prefill/decode phases: a sequence has num_tokens() known tokens, of
+// which num_computed_tokens have K/V in the cache, and each step lets it catch up.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/engine.h"
+#include "sampling/penalty_state.h"
+#include "sampling/rng.h"
+#include "sampling/sampling_params.h"
+
+namespace loom {
+
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+
+struct RequestGroup;
+
+struct Request {
+  int64_t seq_id = 0;       // engine-wide unique (KV manager key)
+  RequestGroup* group = nullptr;
+  int32_t index = 0;        // sample index within the group
+  std::vector<int32_t> tokens;  // prompt then output
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;
+  int32_t priority = 0;
+  uint64_t cache_salt = 0;
+  uint64_t arrival_order = 0;  // FCFS tie-break
+  uint64_t admit_order = 0;    // when it last became running (newest is preempted first)
+  RequestStatus status = RequestStatus::kWaiting;
+  bool ever_scheduled = false;
+  int32_t num_cached_tokens = 0;  // prefix-cache hit at first admission
+
+  Rng rng;
+  PenaltyState penalties;  // only fed when the params have penalties
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  bool finished() const { return status == RequestStatus::kFinished; }
+};
+
+}  // namespace loom

@@ -1,0 +1,65 @@
+// Scheduler: decides, each step, which sequences run and how many tokens each computes.
+// Running sequences first (those needing one token, i.e. decodes, before partial prompts),
+// then waiting ones in FCFS order (lower priority value first), all within a token budget.
+// When the KV pool has no room, the most recently admitted running sequence is preempted:
+// its blocks are freed and it goes back to the head of the waiting queue to be recomputed.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+
+namespace loom {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+};
+
+struct ScheduledSeq {
+  Request* req;
+  int32_t num_new;  // tokens [num_computed_tokens, num_computed_tokens + num_new) run this step
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;
+  std::vector<Request*> preempted;  // preempted during this schedule() call
+  int32_t num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+
+  void add_waiting(Request* r);
+  // A sequence that already holds KV blocks (an n > 1 fork) joins the running set directly.
+  void add_running(Request* r);
+  SchedulerOutput schedule();
+  // Removes a sequence from whichever queue holds it and frees its blocks.
+  void remove(Request* r);
+
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool empty() const { return running_.empty() && waiting_.empty(); }
+  const std::vector<Request*>& running() const { return running_; }
+  const std::deque<Request*>& waiting() const { return waiting_; }
+
+ private:
+  bool allocate(Request* r, int32_t num_new, SchedulerOutput& out, int32_t& budget);
+  void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);
+  Request* pick_victim() const;
+  void insert_waiting(Request* r, bool at_head_of_class);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::vector<Request*> running_;  // in admission order
+  std::deque<Request*> waiting_;   // sorted by priority, FCFS within one priority
+  uint64_t next_admit_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace loom
