@@ -1,0 +1,250 @@
+// Vocab from a Hugging Face tokenizer.json (+ tokenizer_config.json): BPE models with a
+// ByteLevel pre-tokenizer (GPT-2 / Llama 3 / Qwen style) or with Metaspace / Prepend+Replace
+// normalization and byte fallback (Llama 2 / Mistral style).
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "tokenizer/loaders.h"
+
+namespace loom::tok {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kGpt2Regex =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+constexpr const char* kSpaceMark = "\xE2\x96\x81";  // ▁
+
+struct HfState {
+  bool byte_level = false;
+  bool metaspace = false;
+};
+
+std::string str_or(const json& j, const char* k, std::string def) {
+  auto it = j.find(k);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+}
+bool bool_or(const json& j, const char* k, bool def) {
+  auto it = j.find(k);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : def;
+}
+
+Status parse_behavior(const std::string& b, SplitBehavior* out) {
+  if (b == "Isolated") *out = SplitBehavior::kIsolated;
+  else if (b == "Removed") *out = SplitBehavior::kRemoved;
+  else if (b == "MergedWithPrevious") *out = SplitBehavior::kMergedWithPrevious;
+  else if (b == "MergedWithNext") *out = SplitBehavior::kMergedWithNext;
+  else return unsupported("tokenizer.json split behavior '" + b + "' is not supported");
+  return Status::ok();
+}
+
+Status parse_pre(const json& p, Vocab* v, HfState* st) {
+  if (p.is_null()) return Status::ok();
+  std::string type = str_or(p, "type", "");
+  if (type == "Sequence") {
+    for (const json& q : p.value("pretokenizers", json::array())) LOOM_RETURN_IF_ERROR(parse_pre(q, v, st));
+  } else if (type == "Split") {
+    PreSplit s;
+    const json& pat = p.value("pattern", json::object());
+    if (pat.contains("Regex") && pat["Regex"].is_string()) {
+      s.regex = pat["Regex"].get<std::string>();
+    } else if (pat.contains("String") && pat["String"].is_string()) {
+      s.regex = pat["String"].get<std::string>();
+      s.literal = true;
+    } else {
+      return invalid_file("tokenizer.json Split pre-tokenizer has no Regex or String pattern");
+    }
+    LOOM_RETURN_IF_ERROR(parse_behavior(str_or(p, "behavior", "Isolated"), &s.behavior));
+    s.invert = bool_or(p, "invert", false);
+    v->pre_splits.push_back(std::move(s));
+  } else if (type == "ByteLevel") {
+    st->byte_level = true;
+    v->add_prefix_space_bytelevel = bool_or(p, "add_prefix_space", false);
+    if (bool_or(p, "use_regex", true)) v->pre_splits.push_back(PreSplit{kGpt2Regex});
+  } else if (type == "Metaspace") {
+    st->metaspace = true;
+    if (str_or(p, "replacement", kSpaceMark) != kSpaceMark) {
+      return unsupported("tokenizer.json Metaspace replacement other than U+2581 is not supported");
+    }
+    std::string scheme = str_or(p, "prepend_scheme", bool_or(p, "add_prefix_space", true) ? "always" : "never");
+    v->add_space_prefix = scheme != "never";
+    v->escape_spaces = true;
+    if (bool_or(p, "split", true)) {
+      v->pre_splits.push_back(PreSplit{kSpaceMark, SplitBehavior::kMergedWithNext, true});
+    }
+  } else if (type == "Digits") {
+    v->pre_splits.push_back(PreSplit{bool_or(p, "individual_digits", false) ? "\\p{N}" : "\\p{N}+"});
+  } else if (type == "Punctuation") {
+    PreSplit s{"\\p{P}"};
+    LOOM_RETURN_IF_ERROR(parse_behavior(str_or(p, "behavior", "Isolated"), &s.behavior));
+    v->pre_splits.push_back(std::move(s));
+  } else if (type == "WhitespaceSplit") {
+    v->pre_splits.push_back(PreSplit{"\\s+", SplitBehavior::kRemoved});
+  } else if (type == "Whitespace") {
+    v->pre_splits.push_back(PreSplit{"\\w+|[^\\w\\s]+", SplitBehavior::kRemoved, false, true});
+  } else {
+    return unsupported("tokenizer.json pre-tokenizer '" + type + "' is not supported");
+  }
+  return Status::ok();
+}
+
+Status parse_normalizer(const json& n, Vocab* v) {
+  if (n.is_null()) return Status::ok();
+  std::string type = str_or(n, "type", "");
+  if (type == "Sequence") {
+    for (const json& q : n.value("normalizers", json::array())) LOOM_RETURN_IF_ERROR(parse_normalizer(q, v));
+  } else if (type == "NFC") {
+    // Accepted but not applied: text that is already NFC (nearly all text) tokenizes the same,
+    // and llama.cpp's GGUF path does not normalize either.
+  } else if (type == "Prepend") {
+    if (str_or(n, "prepend", "") != kSpaceMark) return unsupported("tokenizer.json Prepend normalizer other than U+2581");
+    v->add_space_prefix = true;
+  } else if (type == "Replace") {
+    const json& pat = n.value("pattern", json::object());
+    if (pat.value("String", "") != " " || str_or(n, "content", "") != kSpaceMark) {
+      return unsupported("tokenizer.json Replace normalizer other than ' ' → U+2581");
+    }
+    v->escape_spaces = true;
+  } else {
+    return unsupported("tokenizer.json normalizer '" + type + "' is not supported");
+  }
+  return Status::ok();
+}
+
+// "<s>", {"content": "<s>", ...} or null.
+std::string token_string(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object()) return str_or(j, "content", "");
+  return "";
+}
+
+}  // namespace
+
+Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view tokenizer_config_json) {
+  json j = json::parse(tokenizer_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid_file("tokenizer.json is not valid JSON");
+  json cfg = json::object();
+  if (!tokenizer_config_json.empty()) {
+    cfg = json::parse(tokenizer_config_json, nullptr, false);
+    if (cfg.is_discarded() || !cfg.is_object()) return invalid_file("tokenizer_config.json is not valid JSON");
+  }
+
+  const json& model = j.value("model", json::object());
+  std::string mtype = str_or(model, "type", "BPE");
+  if (mtype != "BPE") return unsupported("tokenizer.json model '" + mtype + "' is not supported (only BPE)");
+  const json& vocab = model.value("vocab", json::object());
+  if (!vocab.is_object() || vocab.empty()) return invalid_file("tokenizer.json model.vocab is missing or empty");
+
+  Vocab v;
+  v.escape_spaces = false;
+  v.byte_fallback = bool_or(model, "byte_fallback", false);
+  v.ignore_merges = bool_or(model, "ignore_merges", false);
+
+  // Ids may have holes and added tokens may extend the vocabulary.
+  int64_t max_id = -1;
+  for (const auto& [piece, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
+      return invalid_file("tokenizer.json vocab entry '" + piece + "' has a bad id");
+    }
+    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+  }
+  const json& added = j.value("added_tokens", json::array());
+  for (const json& a : added) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
+        a["id"].get<int64_t>() >= (1 << 30)) {
+      return invalid_file("tokenizer.json added_tokens entry without a valid id");
+    }
+    max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
+  }
+  v.tokens.resize(static_cast<size_t>(max_id + 1));
+  for (auto& t : v.tokens) t.type = TokenType::kUnused;
+  for (const auto& [piece, id] : vocab.items()) {
+    TokenData& t = v.tokens[id.get<int64_t>()];
+    t.text = piece;
+    t.type = TokenType::kNormal;
+    if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') t.type = TokenType::kByte;
+  }
+  for (const json& a : added) {
+    TokenData& t = v.tokens[a["id"].get<int64_t>()];
+    t.text = str_or(a, "content", "");
+    t.type = bool_or(a, "special", false) ? TokenType::kControl : TokenType::kUserDefined;
+    t.lstrip = bool_or(a, "lstrip", false);
+    t.rstrip = bool_or(a, "rstrip", false);
+  }
+
+  for (const json& m : model.value("merges", json::array())) {
+    if (m.is_string()) {
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) return invalid_file("tokenizer.json merge '" + s + "' is not 'left right'");
+      v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      v.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      return invalid_file("tokenizer.json merge entries must be \"a b\" strings or [a, b] pairs");
+    }
+  }
+
+  HfState st;
+  LOOM_RETURN_IF_ERROR(parse_normalizer(j.value("normalizer", json()), &v));
+  LOOM_RETURN_IF_ERROR(parse_pre(j.value("pre_tokenizer", json()), &v, &st));
+  v.kind = st.byte_level ? VocabKind::kBpeByteLevel : VocabKind::kBpeMerges;
+  if (st.byte_level) {
+    v.escape_spaces = false;
+    v.add_space_prefix = false;
+  }
+
+  auto find_id = [&](const std::string& s) -> int32_t {
+    if (s.empty()) return -1;
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      if (v.tokens[i].text == s) return static_cast<int32_t>(i);
+    }
+    return -1;
+  };
+  v.unk = find_id(str_or(model, "unk_token", ""));
+
+  // BOS/EOS added by a TemplateProcessing post-processor ("$A" framed by special tokens).
+  const json& post = j.value("post_processor", json());
+  auto template_of = [](const json& p) -> const json* {
+    if (p.is_object() && str_or(p, "type", "") == "TemplateProcessing" && p.contains("single")) return &p["single"];
+    return nullptr;
+  };
+  const json* single = template_of(post);
+  if (!single && post.is_object() && str_or(post, "type", "") == "Sequence") {
+    for (const json& q : post.value("processors", json::array())) {
+      if ((single = template_of(q))) break;
+    }
+  }
+  if (single && single->is_array() && !single->empty()) {
+    const json& first = single->front();
+    const json& last = single->back();
+    if (first.contains("SpecialToken")) {
+      v.bos = find_id(str_or(first["SpecialToken"], "id", ""));
+      v.add_bos = v.bos >= 0;
+    }
+    if (single->size() > 1 && last.contains("SpecialToken")) {
+      v.eos = find_id(str_or(last["SpecialToken"], "id", ""));
+      v.add_eos = v.eos >= 0;
+    }
+  }
+
+  if (cfg.contains("bos_token")) {
+    int32_t id = find_id(token_string(cfg["bos_token"]));
+    if (id >= 0) v.bos = id;
+  }
+  if (cfg.contains("eos_token")) {
+    int32_t id = find_id(token_string(cfg["eos_token"]));
+    if (id >= 0) v.eos = id;
+  }
+  if (cfg.contains("pad_token")) v.pad = find_id(token_string(cfg["pad_token"]));
+  if (cfg.contains("unk_token") && v.unk < 0) v.unk = find_id(token_string(cfg["unk_token"]));
+  v.add_bos = bool_or(cfg, "add_bos_token", v.add_bos) && v.bos >= 0;
+  v.add_eos = bool_or(cfg, "add_eos_token", v.add_eos) && v.eos >= 0;
+
+  LOOM_RETURN_IF_ERROR(v.finalize());
+  return v;
+}
+
+}  // namespace loom::tok
