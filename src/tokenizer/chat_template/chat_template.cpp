@@ -1,0 +1,51 @@
+// Public entry points: parse once, render per request (see chat_template.h).
+#include "tokenizer/chat_template/chat_template.h"
+
+#include "tokenizer/chat_template/interpreter.h"
+#include "tokenizer/chat_template/parser.h"
+
+namespace loom {
+
+Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const jinja::Program> program, jinja::parse_template(source));
+  return ChatTemplate(std::move(program));
+}
+
+namespace {
+
+template <typename Json>
+Result<std::string> render_impl(const std::shared_ptr<const jinja::Program>& program,
+                                const Json& context, const ChatTemplateOptions& options) {
+  if (!context.is_object() && !context.is_null())
+    return invalid_argument("chat template context must be a JSON object");
+  jinja::Value ctx = context.is_null() ? jinja::Value::new_dict() : jinja::from_json(context);
+  jinja::Interpreter interpreter(program, options);
+  return interpreter.render(ctx);
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context,
+                                         const ChatTemplateOptions& options) const {
+  return render_impl(program_, context, options);
+}
+
+Result<std::string> ChatTemplate::render(const nlohmann::json& context,
+                                         const ChatTemplateOptions& options) const {
+  return render_impl(program_, context, options);
+}
+
+Result<std::string> render_chat_template(std::string_view source,
+                                         const nlohmann::ordered_json& context,
+                                         const ChatTemplateOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(source));
+  return t.render(context, options);
+}
+
+Result<std::string> render_chat_template(std::string_view source, const nlohmann::json& context,
+                                         const ChatTemplateOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(source));
+  return t.render(context, options);
+}
+
+}  // namespace loom

@@ -1,0 +1,14 @@
+// Jinja2's builtin filters with Hugging Face's tojson (json.dumps, ensure_ascii=False).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "tokenizer/chat_template/value.h"
+
+namespace loom::jinja {
+
+Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v,
+                           const CallArgs& args);
+
+}  // namespace loom::jinja
