@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string>
 
+#include "base/checked.h"
 #include "base/status.h"
 
 namespace loom {
@@ -60,7 +61,8 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 std::optional<uint64_t> row_bytes(Dtype t, int64_t n) {
   const DtypeInfo& i = dtype_info(t);
   if (n < 0 || n % i.block_size != 0) return std::nullopt;
-  return static_cast<uint64_t>(n / i.block_size) * static_cast<uint64_t>(i.block_bytes);
+  // Checked: n comes from file headers, and a wrapped size would pass every range check.
+  return checked_mul(static_cast<uint64_t>(n / i.block_size), static_cast<uint64_t>(i.block_bytes));
 }
 
 }  // namespace loom

@@ -44,7 +44,8 @@ std::string_view dtype_name(Dtype t);
 // Parses "f32", "F16", "q4_k", "Q8_0", ... (case-insensitive).
 std::optional<Dtype> parse_dtype(std::string_view name);
 
-// Bytes for one row of n elements; nullopt if n is not a multiple of the block size.
+// Bytes for one row of n elements; nullopt if n is not a multiple of the block size or the
+// byte count overflows uint64.
 std::optional<uint64_t> row_bytes(Dtype t, int64_t n);
 
 }  // namespace loom

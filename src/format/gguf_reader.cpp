@@ -305,12 +305,14 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
     s = c.read(&t.offset, "offset");
     if (!s) return with_context(s, ctx);
 
-    std::optional<uint64_t> rb = row_bytes(info->dtype, t.view.ne[0]);
-    if (!rb)
+    if (t.view.ne[0] % info->block_size != 0)
       return invalid_file(ctx + ": ne[0] = " + std::to_string(t.view.ne[0]) +
                           " is not a multiple of the " + std::string(info->name) +
                           " block size " + std::to_string(info->block_size));
-    std::optional<uint64_t> nb = checked_product(*rb, t.view.ne[1], t.view.ne[2], t.view.ne[3]);
+    std::optional<uint64_t> nb =
+        checked_product(static_cast<uint64_t>(t.view.ne[0] / info->block_size),
+                        static_cast<uint64_t>(info->block_bytes), t.view.ne[1], t.view.ne[2],
+                        t.view.ne[3]);
     if (!nb) return invalid_file(ctx + ": byte size overflows");
     t.view.nbytes = *nb;
     if (!names.insert(t.name).second) return invalid_file("duplicate " + ctx);
