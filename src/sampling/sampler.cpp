@@ -174,6 +174,14 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
   return Status::ok();
 }
 
+Result<std::span<const float>> Sampler::process(std::span<const float> logits,
+                                                const SamplingParams& params,
+                                                const PenaltyState* penalties,
+                                                std::span<const int32_t> suppressed) {
+  LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed));
+  return std::span<const float>(work_.data(), logits.size());
+}
+
 void Sampler::logprobs(std::span<const float> logits, int32_t token, int32_t num_top,
                        PositionLogprobs* out) {
   const int32_t n = static_cast<int32_t>(logits.size());

@@ -68,6 +68,14 @@ class Sampler {
                 const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                 SampleOutput* out);
 
+  // Steps 2-5 only: the logits the distribution is built from (before temperature), e.g. for
+  // speculative decoding's rejection test or for debugging. The view stays valid until the
+  // next call on this Sampler. Same errors as sample().
+  Result<std::span<const float>> process(std::span<const float> logits,
+                                         const SamplingParams& params,
+                                         const PenaltyState* penalties,
+                                         std::span<const int32_t> suppressed);
+
   // Raw logprobs of `token` and the `num_top` most likely tokens (clamped to the vocabulary)
   // of one logits row: the prompt_logprobs path and step 1 above.
   void logprobs(std::span<const float> logits, int32_t token, int32_t num_top,
