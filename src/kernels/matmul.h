@@ -6,6 +6,7 @@
 
 #include "base/thread_pool.h"
 #include "format/tensor.h"
+#include "kernels/cpu/isa.h"
 
 namespace loom::kernels {
 
@@ -15,6 +16,11 @@ namespace loom::kernels {
 // Batch invariance: each output element is computed with a fixed reduction order that does
 // not depend on n_tokens, the thread count or the row's position in the batch, so a token's
 // result is bit-identical whether it is multiplied alone or inside a large batch.
+// pool may be nullptr (runs on the calling thread). w.dtype must satisfy matmul_supported and
+// w.cols() must be a multiple of its block size.
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
+
+// Weight dtypes matmul accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K.
+bool matmul_supported(Dtype w);
 
 }  // namespace loom::kernels

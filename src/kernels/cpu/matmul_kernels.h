@@ -1,0 +1,46 @@
+// The per-(weight dtype, ISA) matmul micro-kernels behind kernels::matmul, and the table that
+// picks one. A kernel computes a tile of up to tile_rows weight rows x tile_tokens tokens.
+//
+// Batch invariance contract: the arithmetic producing out[t][r] (operations and their order)
+// must be the same for every tile shape (n_rows, n_tok) a kernel accepts, so a token's result
+// does not depend on how many other tokens share its tile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/dtype.h"
+#include "kernels/cpu/act_quant.h"
+#include "kernels/cpu/isa.h"
+
+namespace loom::kernels::cpu {
+
+struct TileArgs {
+  const uint8_t* w;   // first weight row of the tile
+  size_t w_stride;    // bytes between weight rows
+  const uint8_t* x;   // first activation row (format per the kernel's ActFormat)
+  size_t x_stride;    // bytes between activation rows
+  float* out;         // out[t * out_stride + r]
+  size_t out_stride;  // floats
+  int64_t cols;       // elements per row (multiple of the dtype's block size)
+};
+
+// Computes the n_rows x n_tok tile (1 <= n_rows <= tile_rows, 1 <= n_tok <= tile_tokens).
+using TileFn = void (*)(const TileArgs& a, int n_rows, int n_tok);
+
+struct MatmulKernel {
+  ActFormat act;
+  TileFn tile;
+  int tile_rows;
+  int tile_tokens;
+};
+
+// nullptr when the ISA has no fast path for the dtype.
+const MatmulKernel* scalar_kernel(Dtype w);  // generic: every matmul dtype
+const MatmulKernel* avx2_kernel(Dtype w);
+const MatmulKernel* avx512_kernel(Dtype w);
+
+// Best kernel for (dtype, isa): the ISA's fast path, else the next lower ISA's, else scalar.
+const MatmulKernel* find_kernel(Dtype w, Isa isa);
+
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,127 @@
+// Quantized block layouts, byte for byte as ggml defines them (ggml-common.h), so GGUF tensor
+// data can be read in place. Sizes must match the dtype table in src/format/dtype.cpp.
+#pragma once
+
+#include <cstdint>
+
+namespace loom::kernels {
+
+constexpr int kQK32 = 32;   // elements per block of the legacy formats (Q4_0 ... Q8_1)
+constexpr int kQKK = 256;   // elements per K-quant super-block
+constexpr int kKScaleBytes = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
+
+// value = (q - 8) * d;  qs[j] holds element j (low nibble) and j + 16 (high nibble).
+struct BlockQ4_0 {
+  uint16_t d;  // fp16
+  uint8_t qs[kQK32 / 2];
+};
+// value = q * d + m
+struct BlockQ4_1 {
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qs[kQK32 / 2];
+};
+// value = (q - 16) * d; bit 4 of element j is bit j of qh (read as little-endian uint32).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+// value = q * d + m
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+// value = q * d
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK32];
+};
+// Activation side of Q4_1/Q5_1 dot products: s = d * sum(qs).
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK32];
+};
+
+// 16 sub-blocks of 16: value = d * (scales & 15) * q - dmin * (scales >> 4), q in 0..3.
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+// 16 sub-blocks of 16 with 6-bit signed scales (packed in 12 bytes, offset 32); q in -4..3
+// from 2 low bits (qs) and a high bit (hmask, set = no -4).
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// 8 sub-blocks of 32 with 6-bit scales and mins: value = d * sc * q - dmin * m, q in 0..15.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQKK / 2];
+};
+// As Q4_K with a fifth bit per element in qh: q in 0..31.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+// 16 sub-blocks of 16 with int8 scales: value = d * scale * (q - 32), q in 0..63 from 4 low
+// bits (ql) and 2 high bits (qh).
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+// Activation side of K-quant dot products: value = d * q; bsums = sums of 16 consecutive q.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
+inline void k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Unpacks the 16 signed 6-bit scales of a Q3_K block (already minus 32).
+inline void q3k_scales(const uint8_t* packed, int8_t out[16]) {
+  for (int j = 0; j < 16; ++j) {
+    int low = j < 8 ? (packed[j] & 0xF) : (packed[j - 8] >> 4);
+    int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+}  // namespace loom::kernels

@@ -1,0 +1,47 @@
+// CPU feature detection sanity and the active-ISA switch.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "kernels/cpu/isa.h"
+
+namespace loom::kernels {
+namespace {
+
+bool cpuinfo_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
+TEST(Isa, DetectionAgreesWithProcCpuinfo) {
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(f.avx2, cpuinfo_has("avx2") && cpuinfo_has("fma") && cpuinfo_has("f16c") &&
+                        cpuinfo_has("bmi2"));
+  EXPECT_EQ(f.avx512f, cpuinfo_has("avx512f"));
+  EXPECT_EQ(f.avx512bw, cpuinfo_has("avx512bw"));
+  EXPECT_EQ(f.avx512vnni, cpuinfo_has("avx512_vnni"));
+  EXPECT_EQ(f.avx512bf16, cpuinfo_has("avx512_bf16"));
+  std::printf("best isa: %s (avx512_bf16: %d)\n", std::string(isa_name(best_isa())).c_str(),
+              f.avx512bf16);
+}
+
+TEST(Isa, AvailableIsasAreOrderedAndSwitchable) {
+  const auto isas = available_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), Isa::kScalar);
+  EXPECT_EQ(isas.back(), best_isa());
+  const Isa saved = active_isa();
+  for (Isa i : isas) {
+    set_active_isa(i);
+    EXPECT_EQ(active_isa(), i);
+  }
+  set_active_isa(saved);
+  EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
+}
+
+}  // namespace
+}  // namespace loom::kernels

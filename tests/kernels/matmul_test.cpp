@@ -1,0 +1,186 @@
+// kernels::matmul against the double-accumulating reference for every weight dtype on every
+// ISA this CPU runs, and batch invariance (a token's output bit-identical alone or in a batch,
+// on 1 or 2 threads).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/ref/ref.h"
+#include "test_util.h"
+
+namespace loom::kernels {
+namespace {
+
+const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
+                               Dtype::kQ4_0, Dtype::kQ4_1, Dtype::kQ5_0, Dtype::kQ5_1,
+                               Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K,
+                               Dtype::kQ6_K};
+
+bool is_k_quant(Dtype t) { return dtype_info(t).block_size == 256; }
+
+// Error of matmul vs the reference (which uses the same dequantized weights, in double):
+// what remains is the activation quantization (int8 per block) and float accumulation.
+// Measured per element as |got - want| / (||w_r|| * ||x_t||): random vectors give dots of
+// about 1/sqrt(cols) in these units, a wrong or misplaced element about 1/cols.
+double bound_for(Dtype t) {
+  switch (t) {
+    case Dtype::kF32: case Dtype::kF16: case Dtype::kBF16: return 1e-6;
+    default: return 5e-3;
+  }
+}
+
+double max_scaled_error(const TensorView& w, const float* x, int64_t nt, const float* got,
+                        const float* want) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  std::vector<float> wr(cols);
+  std::vector<double> wn(rows), xn(nt);
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::dequantize_row(w.dtype, w.row(r), wr.data(), cols);
+    for (float v : wr) wn[r] += double(v) * v;
+  }
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t k = 0; k < cols; ++k) xn[t] += double(x[t * cols + k]) * x[t * cols + k];
+  double worst = 0;
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      const double e = std::abs(double(got[t * rows + r]) - want[t * rows + r]) /
+                       std::sqrt(wn[r] * xn[t] + 1e-30);
+      worst = std::max(worst, e);
+    }
+  return worst;
+}
+
+struct Weights {
+  TensorView view;
+  std::vector<uint8_t> bytes;
+};
+
+Weights make_weights(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
+  Weights w;
+  const uint64_t rb = *row_bytes(t, cols);
+  w.bytes.resize(rb * rows);
+  const auto src = testing::random_normal(rows * cols, seed, 0.5f);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_TRUE(quantize_row(t, src.data() + r * cols, w.bytes.data() + r * rb, cols).is_ok());
+  w.view.dtype = t;
+  w.view.n_dims = 2;
+  w.view.ne = {cols, rows, 1, 1};
+  w.view.data = w.bytes.data();
+  w.view.nbytes = w.bytes.size();
+  return w;
+}
+
+class IsaGuard {
+ public:
+  explicit IsaGuard(Isa isa) : saved_(active_isa()) { set_active_isa(isa); }
+  ~IsaGuard() { set_active_isa(saved_); }
+
+ private:
+  Isa saved_;
+};
+
+TEST(Matmul, EveryDtypeMatchesReferenceOnEveryIsa) {
+  ThreadPool pool(2);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    for (Dtype t : kMatmulDtypes) {
+      ASSERT_TRUE(matmul_supported(t));
+      const int64_t cols = is_k_quant(t) ? 512 : 96;  // 96: an odd number of 32-blocks
+      for (int64_t rows : {1, 7, 33}) {
+        Weights w = make_weights(t, rows, cols, 17 + rows);
+        for (int64_t nt : {1, 3, 17, 64}) {
+          const auto x = testing::random_normal(nt * cols, 1000 + nt);
+          std::vector<float> got(nt * rows, -1.0f), want(nt * rows);
+          matmul(w.view, x.data(), nt, got.data(), &pool);
+          ref::matmul(w.view, x.data(), nt, want.data());
+          const double err = max_scaled_error(w.view, x.data(), nt, got.data(), want.data());
+          EXPECT_LT(err, bound_for(t)) << dtype_name(t) << " isa=" << isa_name(isa)
+                                       << " rows=" << rows << " tokens=" << nt;
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, LargerShapeWithPool) {
+  ThreadPool pool(2);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    for (Dtype t : {Dtype::kQ8_0, Dtype::kQ4_K, Dtype::kQ6_K, Dtype::kF16}) {
+      Weights w = make_weights(t, 301, 1024, 5);
+      const int64_t nt = 19;
+      const auto x = testing::random_normal(nt * 1024, 77);
+      std::vector<float> got(nt * 301), want(nt * 301);
+      matmul(w.view, x.data(), nt, got.data(), &pool);
+      ref::matmul(w.view, x.data(), nt, want.data());
+      EXPECT_LT(max_scaled_error(w.view, x.data(), nt, got.data(), want.data()), bound_for(t))
+          << dtype_name(t) << " " << isa_name(isa);
+      // Over this many outputs the plain relative error is stable: int8 activations cost ~1%.
+      EXPECT_LT(testing::rel_error(got.data(), want.data(), got.size()),
+                bound_for(t) < 1e-5 ? 1e-6 : 2e-2)
+          << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+TEST(Matmul, BatchInvariance) {
+  ThreadPool pool1(1), pool2(2);
+  const int64_t rows = 67, nt = 37;
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    for (Dtype t : kMatmulDtypes) {
+      const int64_t cols = is_k_quant(t) ? 512 : 160;
+      Weights w = make_weights(t, rows, cols, 3);
+      const auto x = testing::random_normal(nt * cols, 4242);
+      std::vector<float> batch2(nt * rows), batch1(nt * rows), alone(rows), alone_nopool(rows);
+      matmul(w.view, x.data(), nt, batch2.data(), &pool2);
+      matmul(w.view, x.data(), nt, batch1.data(), &pool1);
+      ASSERT_EQ(0, std::memcmp(batch1.data(), batch2.data(), batch1.size() * 4))
+          << dtype_name(t) << " " << isa_name(isa);
+      for (int64_t tok = 0; tok < nt; ++tok) {
+        matmul(w.view, x.data() + tok * cols, 1, alone.data(), &pool2);
+        matmul(w.view, x.data() + tok * cols, 1, alone_nopool.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batch2.data() + tok * rows, rows * 4))
+            << dtype_name(t) << " " << isa_name(isa) << " token " << tok;
+        ASSERT_EQ(0, std::memcmp(alone.data(), alone_nopool.data(), rows * 4));
+      }
+      // Sub-batches that split differently (chunked prefill) agree too.
+      std::vector<float> part(5 * rows);
+      matmul(w.view, x.data() + 11 * cols, 5, part.data(), &pool2);
+      ASSERT_EQ(0, std::memcmp(part.data(), batch2.data() + 11 * rows, part.size() * 4))
+          << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+TEST(Matmul, KQuantSimdMatchesScalarExactly) {
+  // K-quant kernels keep whole super-blocks in exact integer sums, so every ISA must agree
+  // with the generic path bit for bit.
+  const int64_t rows = 21, nt = 5, cols = 768;
+  for (Dtype t : {Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
+    Weights w = make_weights(t, rows, cols, 8);
+    const auto x = testing::random_normal(nt * cols, 9);
+    std::vector<float> want(nt * rows), got(nt * rows);
+    {
+      IsaGuard g(Isa::kScalar);
+      matmul(w.view, x.data(), nt, want.data(), nullptr);
+    }
+    for (Isa isa : available_isas()) {
+      IsaGuard g(isa);
+      matmul(w.view, x.data(), nt, got.data(), nullptr);
+      const double err = testing::rel_error(got.data(), want.data(), got.size());
+      EXPECT_LT(err, 1e-6) << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels
