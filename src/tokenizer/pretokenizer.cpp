@@ -26,7 +26,7 @@ Result<PreTokenizer> PreTokenizer::create(const std::vector<PreSplit>& splits) {
     // DOLLAR_ENDONLY: `$` means the end of the piece, not "before a final newline" (matches
     // the ECMAScript / Rust semantics the patterns were written for).
     uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
-    if (s.literal) opts |= PCRE2_LITERAL;
+    if (s.literal) opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_LITERAL;  // the only flags LITERAL allows
     int err = 0;
     PCRE2_SIZE err_off = 0;
     st->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(s.regex.data()), s.regex.size(), opts,
