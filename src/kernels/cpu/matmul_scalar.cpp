@@ -1,6 +1,7 @@
 // Generic (portable C++) matmul kernels for every weight dtype: one dot product per output,
 // weights kept quantized, activations pre-quantized (Q8 per 32-block or Q8_K), integer sums
 // per block and float accumulation in block order.
+#include <cmath>
 #include <cstring>
 
 #include "base/fp16.h"
@@ -109,7 +110,8 @@ float dot_q5_1(const uint8_t* w, const uint8_t* x, int64_t cols) {
 }
 
 // K-quants: per super-block, exact integer sums of scale * (q . x) and of min * sum(x); then
-// one float step per super-block.
+// fused multiply-adds per super-block, exactly what the SIMD kernels do, so that K-quant
+// results are bit-identical on every ISA.
 float dot_q2_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
   const auto* a = reinterpret_cast<const BlockQ8_K*>(x);
@@ -127,8 +129,8 @@ float dot_q2_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
     }
     const float d = fp16_to_f32(b[i].d) * a[i].d;
     const float dmin = fp16_to_f32(b[i].dmin) * a[i].d;
-    acc += d * static_cast<float>(isum);
-    acc -= dmin * static_cast<float>(msum);
+    acc = std::fma(d, static_cast<float>(isum), acc);
+    acc = std::fma(-dmin, static_cast<float>(msum), acc);
   }
   return acc;
 }
@@ -152,7 +154,7 @@ float dot_q3_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
       }
       isum += sc[j] * s;
     }
-    acc += (fp16_to_f32(b[i].d) * a[i].d) * static_cast<float>(isum);
+    acc = std::fma(fp16_to_f32(b[i].d) * a[i].d, static_cast<float>(isum), acc);
   }
   return acc;
 }
@@ -175,8 +177,8 @@ float dot_q4_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
     }
     const float d = fp16_to_f32(b[i].d) * a[i].d;
     const float dmin = fp16_to_f32(b[i].dmin) * a[i].d;
-    acc += d * static_cast<float>(isum);
-    acc -= dmin * static_cast<float>(msum);
+    acc = std::fma(d, static_cast<float>(isum), acc);
+    acc = std::fma(-dmin, static_cast<float>(msum), acc);
   }
   return acc;
 }
@@ -202,8 +204,8 @@ float dot_q5_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
     }
     const float d = fp16_to_f32(b[i].d) * a[i].d;
     const float dmin = fp16_to_f32(b[i].dmin) * a[i].d;
-    acc += d * static_cast<float>(isum);
-    acc -= dmin * static_cast<float>(msum);
+    acc = std::fma(d, static_cast<float>(isum), acc);
+    acc = std::fma(-dmin, static_cast<float>(msum), acc);
   }
   return acc;
 }
@@ -227,7 +229,7 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
       }
       isum += b[i].scales[j] * s;
     }
-    acc += (fp16_to_f32(b[i].d) * a[i].d) * static_cast<float>(isum);
+    acc = std::fma(fp16_to_f32(b[i].d) * a[i].d, static_cast<float>(isum), acc);
   }
   return acc;
 }

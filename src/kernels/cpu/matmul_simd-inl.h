@@ -1,0 +1,486 @@
+// Shared 256-bit SIMD matmul kernels, included by matmul_avx2.cpp and matmul_avx512.cpp.
+// The including file defines, before including this header:
+//   LOOM_SIMD_NS                 namespace for this ISA's instantiation
+//   __m256i dot_u8s8(u, s)       8 x int32: sums of 4 adjacent u8*s8 products
+//   __m256i acc_u8s8_scaled(acc, u, s, sc16)
+//                                acc + per int32 lane sum of (u8*s8 pair sums) * int16 sc16
+// The two ISAs differ only there (maddubs+madd vs VNNI), and both give the same exact integers.
+//
+// Batch invariance: a tile of R rows x T tokens runs, for each output, exactly the operations
+// of the 1 x 1 tile in the same order; only the interleaving across outputs differs. Float
+// accumulation uses explicit FMA intrinsics (never left to compiler contraction).
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace loom::kernels::cpu::LOOM_SIMD_NS {
+namespace {
+
+// Local copies of small shared helpers: an external inline function compiled here with wider
+// ISA flags could be the copy the linker keeps for baseline callers too.
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+inline void scale_min6(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Fixed-order horizontal sum.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i unpack_nibbles(const uint8_t* p) {  // 16 bytes -> low nibbles, then high
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// Byte j = 0x10 where bit j of bits is set, else 0.
+inline __m256i bits_to_0x10(uint32_t bits) {
+  __m256i v = _mm256_set1_epi32(static_cast<int>(bits));
+  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                               0x0101010101010101, 0x0000000000000000));
+  const __m256i probe = _mm256_set1_epi64x(0x8040201008040201);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, probe), probe);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generic tile driver. A kernel K describes one block format:
+//   kBlock (elements per block), kChunks (32-element chunks per block),
+//   W prep(row, b)                 per row and block: scales etc.
+//   C unpack(const W&, row, b, c)  the chunk's weights in registers
+//   X load_x(xrow, cols, b, c)     the chunk's activations
+//   S (per output, per block state), Acc (per output, whole row)
+//   step(S&, W, C, X, c), end_block(Acc&, S, W, xrow, cols, b), float finish(Acc)
+
+template <class K, int R, int T>
+void tile_rt(const TileArgs& a) {
+  typename K::Acc acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = K::zero_acc();
+  const int64_t nb = a.cols / K::kBlock;
+  for (int64_t b = 0; b < nb; ++b) {
+    typename K::W w[R];
+    for (int r = 0; r < R; ++r) w[r] = K::prep(a.w + r * a.w_stride, b);
+    typename K::S s[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) s[r][t] = K::zero_s();
+    for (int c = 0; c < K::kChunks; ++c) {
+      typename K::C wc[R];
+      for (int r = 0; r < R; ++r) wc[r] = K::unpack(w[r], a.w + r * a.w_stride, b, c);
+      for (int t = 0; t < T; ++t) {
+        const typename K::X xc = K::load_x(a.x + t * a.x_stride, a.cols, b, c);
+        for (int r = 0; r < R; ++r) K::step(s[r][t], w[r], wc[r], xc, c);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t)
+        K::end_block(acc[r][t], s[r][t], w[r], a.x + t * a.x_stride, a.cols, b);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) a.out[t * a.out_stride + r] = K::finish(acc[r][t]);
+}
+
+template <class K, int R, int T>
+void tile_dispatch(const TileArgs& a, int n_rows, int n_tok) {
+  using Fn = void (*)(const TileArgs&);
+  static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<Fn, R * T>{&tile_rt<K, I / T + 1, I % T + 1>...};
+  }(std::make_index_sequence<R * T>{});
+  table[(n_rows - 1) * T + (n_tok - 1)](a);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Legacy 32-blocks against kQ8_32 activations.
+
+struct X32 {
+  __m256i q;
+  float d;
+  float s;
+};
+inline X32 load_x32(const uint8_t* xrow, int64_t cols, int64_t b) {
+  // kQ8_32 row: qs[cols] | d[cols / 32] | s[cols / 32] (see act_quant.h).
+  const float* d = reinterpret_cast<const float*>(xrow + cols);
+  return {_mm256_load_si256(reinterpret_cast<const __m256i*>(xrow + 32 * b)), d[b],
+          d[cols / 32 + b]};
+}
+
+struct VecAcc {
+  __m256 v;
+  float m;  // min terms (Q4_1/Q5_1)
+};
+
+// Signed weights (Q8_0, Q4_0, Q5_0): |w| as u8 against x with w's sign.
+struct SignedW {
+  __m256i q;
+  __m256i u;
+  float d;
+};
+
+template <class Unpack>
+struct Signed32 {
+  static constexpr int kBlock = 32, kChunks = 1;
+  using W = SignedW;
+  using C = int;
+  using X = X32;
+  using S = int;
+  using Acc = VecAcc;
+  static Acc zero_acc() { return {_mm256_setzero_ps(), 0.0f}; }
+  static S zero_s() { return 0; }
+  static W prep(const uint8_t* row, int64_t b) {
+    W w;
+    w.q = Unpack::q(row, b, &w.d);
+    w.u = _mm256_abs_epi8(w.q);
+    return w;
+  }
+  static C unpack(const W&, const uint8_t*, int64_t, int) { return 0; }
+  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) { return load_x32(xrow, cols, b); }
+  static void step(S&, const W&, const C&, const X&, int) {}
+  static void end_block(Acc& acc, const S&, const W& w, const uint8_t* xrow, int64_t cols,
+                        int64_t b) {
+    const X x = load_x32(xrow, cols, b);
+    const __m256i p = dot_u8s8(w.u, _mm256_sign_epi8(x.q, w.q));
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.d * x.d), acc.v);
+  }
+  static float finish(const Acc& acc) { return hsum(acc.v); }
+};
+
+struct UnpackQ8_0 {
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    *d = half_to_float(blk->d);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  }
+};
+struct UnpackQ4_0 {
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    *d = half_to_float(blk->d);
+    return _mm256_sub_epi8(unpack_nibbles(blk->qs), _mm256_set1_epi8(8));
+  }
+};
+struct UnpackQ5_0 {
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
+    *d = half_to_float(blk->d);
+    uint32_t qh;
+    std::memcpy(&qh, blk->qh, 4);
+    const __m256i q = _mm256_or_si256(unpack_nibbles(blk->qs), bits_to_0x10(qh));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+};
+
+// Unsigned weights with a min (Q4_1, Q5_1): value = d * q + m.
+struct MinW {
+  __m256i q;
+  float d, m;
+};
+template <class Unpack>
+struct Min32 {
+  static constexpr int kBlock = 32, kChunks = 1;
+  using W = MinW;
+  using C = int;
+  using X = X32;
+  using S = int;
+  using Acc = VecAcc;
+  static Acc zero_acc() { return {_mm256_setzero_ps(), 0.0f}; }
+  static S zero_s() { return 0; }
+  static W prep(const uint8_t* row, int64_t b) {
+    W w;
+    w.q = Unpack::q(row, b, &w.d, &w.m);
+    return w;
+  }
+  static C unpack(const W&, const uint8_t*, int64_t, int) { return 0; }
+  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) { return load_x32(xrow, cols, b); }
+  static void step(S&, const W&, const C&, const X&, int) {}
+  static void end_block(Acc& acc, const S&, const W& w, const uint8_t* xrow, int64_t cols,
+                        int64_t b) {
+    const X x = load_x32(xrow, cols, b);
+    const __m256i p = dot_u8s8(w.q, x.q);
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.d * x.d), acc.v);
+    acc.m = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(w.m), _mm_set_ss(x.s), _mm_set_ss(acc.m)));
+  }
+  static float finish(const Acc& acc) { return hsum(acc.v) + acc.m; }
+};
+
+struct UnpackQ4_1 {
+  static __m256i q(const uint8_t* row, int64_t b, float* d, float* m) {
+    const auto* blk = reinterpret_cast<const BlockQ4_1*>(row) + b;
+    *d = half_to_float(blk->d);
+    *m = half_to_float(blk->m);
+    return unpack_nibbles(blk->qs);
+  }
+};
+struct UnpackQ5_1 {
+  static __m256i q(const uint8_t* row, int64_t b, float* d, float* m) {
+    const auto* blk = reinterpret_cast<const BlockQ5_1*>(row) + b;
+    *d = half_to_float(blk->d);
+    *m = half_to_float(blk->m);
+    uint32_t qh;
+    std::memcpy(&qh, blk->qh, 4);
+    return _mm256_or_si256(unpack_nibbles(blk->qs), bits_to_0x10(qh));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// K-quants against Q8_K activations: exact integer sums per super-block (scales applied in
+// integer, lanes reduced exactly), then the same two scalar FMAs per super-block as the generic
+// kernels in matmul_scalar.cpp, so K-quant results are bit-identical on every ISA.
+
+inline const BlockQ8_K* q8k(const uint8_t* xrow, int64_t b) {
+  return reinterpret_cast<const BlockQ8_K*>(xrow) + b;
+}
+inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+struct KAcc {
+  float v;
+};
+
+// (sum of a's lanes, sum of b's lanes), exact.
+inline void reduce2(__m256i a, __m256i b, int32_t* sa, int32_t* sb) {
+  const __m256i h = _mm256_hadd_epi32(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  x = _mm_hadd_epi32(x, x);
+  *sa = _mm_cvtsi128_si32(x);
+  *sb = _mm_extract_epi32(x, 1);
+}
+
+inline float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+struct KX {
+  __m256i lo, hi;  // 64 activations: chunk c covers elements 64c .. 64c+63
+};
+
+// Q4_K / Q5_K: chunk c = 64 elements = sub-blocks 2c (low nibbles) and 2c+1 (high nibbles).
+struct KWMins {
+  const uint8_t* blk;
+  float d, dmin;
+  uint8_t sc[8];
+  __m256i mins16;  // m_j in int16 lanes 2j and 2j+1 (pairs with Q8_K bsums)
+  __m256i qh;      // Q5_K only
+};
+
+inline void prep_mins(KWMins& w, const uint8_t* scales) {
+  alignas(32) int16_t m16[16];
+  for (int j = 0; j < 8; ++j) {
+    uint8_t m;
+    scale_min6(j, scales, &w.sc[j], &m);
+    m16[2 * j] = m16[2 * j + 1] = m;
+  }
+  w.mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+}
+
+template <bool kFive>
+struct KMins {
+  static constexpr int kBlock = 256, kChunks = 4;
+  using W = KWMins;
+  struct C {
+    __m256i lo, hi;
+  };
+  using X = KX;
+  using S = __m256i;
+  using Acc = KAcc;
+  static Acc zero_acc() { return {0.0f}; }
+  static S zero_s() { return _mm256_setzero_si256(); }
+  static W prep(const uint8_t* row, int64_t b) {
+    W w;
+    if constexpr (kFive) {
+      const auto* blk = reinterpret_cast<const BlockQ5_K*>(row) + b;
+      w.blk = blk->qs;
+      w.d = half_to_float(blk->d);
+      w.dmin = half_to_float(blk->dmin);
+      prep_mins(w, blk->scales);
+      w.qh = load32(blk->qh);
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + b;
+      w.blk = blk->qs;
+      w.d = half_to_float(blk->d);
+      w.dmin = half_to_float(blk->dmin);
+      prep_mins(w, blk->scales);
+    }
+    return w;
+  }
+  static C unpack(const W& w, const uint8_t*, int64_t, int c) {
+    const __m256i v = load32(w.blk + 32 * c);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    C out{_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m)};
+    if constexpr (kFive) {
+      const __m256i one = _mm256_set1_epi8(1);
+      const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(w.qh, 2 * c), one);
+      const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(w.qh, 2 * c + 1), one);
+      out.lo = _mm256_or_si256(out.lo, _mm256_slli_epi16(h0, 4));
+      out.hi = _mm256_or_si256(out.hi, _mm256_slli_epi16(h1, 4));
+    }
+    return out;
+  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
+    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
+    return {load32(q), load32(q + 32)};
+  }
+  static void step(S& s, const W& w, const C& wc, const X& x, int c) {
+    s = acc_u8s8_scaled(s, wc.lo, x.lo, _mm256_set1_epi16(w.sc[2 * c]));
+    s = acc_u8s8_scaled(s, wc.hi, x.hi, _mm256_set1_epi16(w.sc[2 * c + 1]));
+  }
+  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t,
+                        int64_t b) {
+    const BlockQ8_K* x = q8k(xrow, b);
+    int32_t isum, msum;
+    reduce2(s, _mm256_madd_epi16(load32(x->bsums), w.mins16), &isum, &msum);
+    acc.v = fma1(w.d * x->d, static_cast<float>(isum), acc.v);
+    acc.v = fma1(-(w.dmin * x->d), static_cast<float>(msum), acc.v);
+  }
+  static float finish(const Acc& acc) { return acc.v; }
+};
+
+// Q6_K: chunk c = 64 elements; group g = c/2 (128 elements), q in 0..63 (offset 32 applied
+// through the Q8_K block sums).
+struct KW6 {
+  const BlockQ6_K* blk;
+  float d;
+  __m256i sc16;  // scales as int16 (for the offset term against bsums)
+};
+struct Q6K {
+  static constexpr int kBlock = 256, kChunks = 4;
+  using W = KW6;
+  struct C {
+    __m256i lo, hi;  // elements 64c .. +31 and 64c+32 .. +63
+  };
+  using X = KX;
+  using S = __m256i;
+  using Acc = KAcc;
+  static Acc zero_acc() { return {0.0f}; }
+  static S zero_s() { return _mm256_setzero_si256(); }
+  static W prep(const uint8_t* row, int64_t b) {
+    W w;
+    w.blk = reinterpret_cast<const BlockQ6_K*>(row) + b;
+    w.d = half_to_float(w.blk->d);
+    w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.blk->scales)));
+    return w;
+  }
+  static C unpack(const W& w, const uint8_t*, int64_t, int c) {
+    // Within group g: quarter p (32 elements) = nibble (p / 2) of ql[64g + 32 (p % 2) + l]
+    // with high bits (qh[32g + l] >> 2p) & 3. Chunk c holds quarters 2(c%2), 2(c%2)+1.
+    const int g = c / 2, p0 = 2 * (c % 2);
+    const uint8_t* ql = w.blk->ql + 64 * g;
+    const __m256i qh = load32(w.blk->qh + 32 * g);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    auto quarter = [&](int p) {
+      __m256i lo = load32(ql + 32 * (p % 2));
+      lo = p < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m2);
+      return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    };
+    return {quarter(p0), quarter(p0 + 1)};
+  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
+    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
+    return {load32(q), load32(q + 32)};
+  }
+  static __m256i scale_pair(const W& w, int j) {  // sub-blocks j, j+1 -> int16 halves
+    const int8_t* s = w.blk->scales;
+    return _mm256_set_m128i(_mm_set1_epi16(s[j + 1]), _mm_set1_epi16(s[j]));
+  }
+  static void step(S& s, const W& w, const C& wc, const X& x, int c) {
+    s = acc_u8s8_scaled(s, wc.lo, x.lo, scale_pair(w, 4 * c));
+    s = acc_u8s8_scaled(s, wc.hi, x.hi, scale_pair(w, 4 * c + 2));
+  }
+  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t,
+                        int64_t b) {
+    const BlockQ8_K* x = q8k(xrow, b);
+    // sum (q - 32) x = sum q x - 32 sum x, per sub-block scale.
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(load32(x->bsums), w.sc16), 5);
+    int32_t isum, unused;
+    reduce2(_mm256_sub_epi32(s, off), _mm256_setzero_si256(), &isum, &unused);
+    acc.v = fma1(w.d * x->d, static_cast<float>(isum), acc.v);
+  }
+  static float finish(const Acc& acc) { return acc.v; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Float weights (F32, F16, BF16) against float activations, 8 columns per step. The tail
+// (cols % 8) is accumulated separately with scalar FMAs.
+
+template <class Load, int R, int T>
+void float_tile_rt(const TileArgs& a) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t n8 = a.cols & ~int64_t{7};
+  for (int64_t k = 0; k < n8; k += 8) {
+    __m256 w[R];
+    for (int r = 0; r < R; ++r) w[r] = Load::load8(a.w + r * a.w_stride, k);
+    for (int t = 0; t < T; ++t) {
+      const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float*>(a.x + t * a.x_stride) + k);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      float s = hsum(acc[r][t]);
+      const float* x = reinterpret_cast<const float*>(a.x + t * a.x_stride);
+      for (int64_t k = n8; k < a.cols; ++k)
+        s = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(Load::load1(a.w + r * a.w_stride, k)),
+                                       _mm_set_ss(x[k]), _mm_set_ss(s)));
+      a.out[t * a.out_stride + r] = s;
+    }
+}
+
+template <class Load, int R, int T>
+void float_tile_dispatch(const TileArgs& a, int n_rows, int n_tok) {
+  using Fn = void (*)(const TileArgs&);
+  static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<Fn, R * T>{&float_tile_rt<Load, I / T + 1, I % T + 1>...};
+  }(std::make_index_sequence<R * T>{});
+  table[(n_rows - 1) * T + (n_tok - 1)](a);
+}
+
+struct LoadF32 {
+  static __m256 load8(const uint8_t* row, int64_t k) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static float load1(const uint8_t* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+};
+struct LoadF16 {
+  static __m256 load8(const uint8_t* row, int64_t k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+  }
+  static float load1(const uint8_t* row, int64_t k) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return half_to_float(h);
+  }
+};
+struct LoadBF16 {
+  static __m256 load8(const uint8_t* row, int64_t k) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float load1(const uint8_t* row, int64_t k) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+}  // namespace
+}  // namespace loom::kernels::cpu::LOOM_SIMD_NS
