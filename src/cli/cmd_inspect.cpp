@@ -1,0 +1,84 @@
+// `loom inspect FILE`: everything a GGUF file declares: header, metadata (arrays abbreviated)
+// and the tensor table, with totals. Works on vocabulary-only files.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "base/checked.h"
+#include "cli/commands.h"
+#include "format/gguf.h"
+
+namespace loom::cli {
+namespace {
+
+std::string type_string(const GgufValue& v) {
+  if (v.type() != GgufType::kArray) return std::string(gguf_type_name(v.type()));
+  return "array[" + std::string(gguf_type_name(v.array_type())) + "," + std::to_string(v.array_size()) + "]";
+}
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+int cmd_inspect(int argc, char** argv) {
+  CLI::App app{"Print a GGUF file's header, metadata and tensor table.", "loom inspect"};
+  std::string path;
+  int max_items = 5;
+  app.add_option("file", path, "GGUF file")->required();
+  app.add_option("--items", max_items, "array items to show per key")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto f = GgufFile::open(path);
+  if (!f.is_ok()) {
+    std::fprintf(stderr, "loom inspect: %s\n", f.status().message().c_str());
+    return 1;
+  }
+  std::printf("file: %s\n", path.c_str());
+  std::printf("GGUF version: %u\n", f->version());
+  std::printf("alignment: %llu\n", static_cast<unsigned long long>(f->alignment()));
+  std::printf("data offset: %llu\n", static_cast<unsigned long long>(f->data_offset()));
+  std::printf("file size: %llu (%s)\n", static_cast<unsigned long long>(f->file_size()),
+              human_bytes(f->file_size()).c_str());
+  std::printf("tensor count: %zu\n", f->tensors().size());
+  std::printf("metadata: %zu keys\n", f->metadata().size());
+
+  size_t key_w = 3;
+  for (const auto& [k, v] : f->metadata()) key_w = std::max(key_w, k.size());
+  for (const auto& [k, v] : f->metadata())
+    std::printf("  %-*s  %-20s  %s\n", static_cast<int>(key_w), k.c_str(), type_string(v).c_str(),
+                v.to_display_string(static_cast<size_t>(std::max(max_items, 0))).c_str());
+
+  if (!f->tensors().empty()) {
+    size_t name_w = 4;
+    for (const auto& t : f->tensors()) name_w = std::max(name_w, t.name.size());
+    std::printf("tensors:\n  %-*s  %-6s  %-22s  %14s  %14s\n", static_cast<int>(name_w), "name", "dtype",
+                "shape", "offset", "bytes");
+    for (const auto& t : f->tensors())
+      std::printf("  %-*s  %-6s  %-22s  %14llu  %14llu\n", static_cast<int>(name_w), t.name.c_str(),
+                  std::string(dtype_name(t.view.dtype)).c_str(), shape_string(t.view).c_str(),
+                  static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.view.nbytes));
+  }
+  uint64_t params = 0, bytes = 0;
+  for (const auto& t : f->tensors()) {
+    params += static_cast<uint64_t>(t.view.numel());
+    bytes += t.view.nbytes;
+  }
+  std::printf("total: %llu params (%.3f B), %llu bytes of tensor data (%s)\n",
+              static_cast<unsigned long long>(params), params / 1e9, static_cast<unsigned long long>(bytes),
+              human_bytes(bytes).c_str());
+  return 0;
+}
+
+LOOM_REGISTER_COMMAND("inspect", "print a GGUF file's metadata and tensors", cmd_inspect);
+
+}  // namespace
+}  // namespace loom::cli

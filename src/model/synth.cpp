@@ -1,0 +1,401 @@
+#include "model/synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "format/gguf.h"
+#include "model/gguf_build.h"
+#include "model/synth_presets.h"
+#include "model/synth_vocab.h"
+#include "model/tensor_names.h"
+
+namespace loom {
+namespace {
+
+// ---- deterministic random numbers ------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// xoshiro256**: fast, good enough for weights, and seeded per chunk so chunks can be filled
+// in any order by any thread.
+class Xoshiro {
+ public:
+  explicit Xoshiro(uint64_t seed) {
+    for (auto& w : s_) w = splitmix64(seed);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Approximately standard normal: the sum of four 16-bit uniforms (Irwin-Hall), rescaled to
+  // unit variance. Bounded by ±3.46, which keeps random models free of outliers.
+  float normal() {
+    const uint64_t r = next();
+    const uint32_t sum = static_cast<uint32_t>(r & 0xffff) + ((r >> 16) & 0xffff) +
+                         ((r >> 32) & 0xffff) + (r >> 48);
+    constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3) / 2^16
+    return (static_cast<float>(sum) + 2.0f - 131072.0f) * kScale;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+// ---- the plan: tensors and metadata -------------------------------------------------------------
+
+enum class Init { kMatrix, kNorm, kBias, kRopeFreqs };
+
+constexpr float kMatrixStd = 0.02f;  // GPT-2 / Llama init scale
+constexpr float kNormStd = 0.02f;    // norms = 1 ± small noise
+constexpr float kBiasStd = 0.02f;
+
+struct Plan {
+  const SynthPreset* preset = nullptr;
+  const SynthArch* arch = nullptr;
+  std::vector<std::pair<std::string, GgufValue>> kv;
+  std::vector<PlannedTensor> tensors;
+  std::vector<Init> init;
+  uint64_t seed = 0;
+  SynthReport report;
+};
+
+// K-quants need rows that are multiples of 256, Q8_0/Q4_0 of 32; fall back the way
+// llama-quantize does for unusual shapes, to Q8_0 where it fits and F16 otherwise.
+Dtype fit_type(Dtype want, int64_t cols) {
+  if (row_bytes(want, cols)) return want;
+  if (row_bytes(Dtype::kQ8_0, cols)) return Dtype::kQ8_0;
+  return Dtype::kF16;
+}
+
+Status add_tensor(Plan& p, std::string name, Dtype want, std::vector<int64_t> ne, Init init) {
+  Dtype t = want;
+  if (ne.size() == 1 || init != Init::kMatrix) {
+    t = Dtype::kF32;
+  } else {
+    t = fit_type(want, ne[0]);
+    if (t != want)
+      p.report.notes.push_back(name + ": rows of " + std::to_string(ne[0]) + " do not fit " +
+                               std::string(dtype_name(want)) + " blocks, stored as " +
+                               std::string(dtype_name(t)));
+  }
+  LOOM_ASSIGN_OR_RETURN(PlannedTensor pt, plan_tensor(std::move(name), t, std::move(ne)));
+  uint64_t n = 1;
+  for (int64_t d : pt.ne) n *= static_cast<uint64_t>(d);
+  p.report.n_params += n;
+  p.tensors.push_back(std::move(pt));
+  p.init.push_back(init);
+  return Status::ok();
+}
+
+Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset, SynthReport& report) {
+  const int32_t pad_to = preset.vocab_size_fixed ? preset.n_vocab : 0;
+  if (!o.vocab_path.empty()) return load_synth_vocab(o.vocab_path, pad_to);
+  if (!preset.vocab_fixture.empty()) {
+    std::string path = find_vocab_fixture(preset.vocab_fixture);
+    if (!path.empty()) return load_synth_vocab(path, pad_to);
+    report.notes.push_back("vocabulary " + std::string(preset.vocab_fixture) +
+                           " not found (set LOOM_VOCAB_DIR or pass --vocab); using a placeholder");
+  }
+  return placeholder_vocab(preset.n_vocab);
+}
+
+Result<Plan> make_plan(const SynthOptions& o) {
+  Plan p;
+  p.preset = find_synth_preset(o.preset);
+  if (!p.preset) {
+    std::string list;
+    for (auto n : synth_preset_names()) list += (list.empty() ? "" : ", ") + std::string(n);
+    return invalid_argument("unknown synth preset '" + o.preset + "' (choose one of: " + list + ")");
+  }
+  p.arch = find_synth_arch(o.arch);
+  if (!p.arch) {
+    std::string list;
+    for (auto n : synth_arch_names()) list += (list.empty() ? "" : ", ") + std::string(n);
+    return invalid_argument("unknown synth arch '" + o.arch + "' (choose one of: " + list + ")");
+  }
+  if (!is_synth_weight_type(o.type))
+    return invalid_argument("synth cannot write weights of type " + std::string(dtype_name(o.type)) +
+                            " (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
+  const SynthPreset& ps = *p.preset;
+  const SynthArch& ar = *p.arch;
+  p.seed = o.seed;
+
+  LOOM_ASSIGN_OR_RETURN(SynthVocab vocab, choose_vocab(o, ps, p.report));
+  p.report.n_vocab = vocab.n_vocab;
+  p.report.vocab_source = vocab.source;
+  if (vocab.placeholder && o.vocab_path.empty() && ps.vocab_fixture.empty() && ps.vocab_size_fixed)
+    p.report.notes.push_back("no tokenizer fixture exists for preset " + std::string(ps.name) +
+                             "; using a generated placeholder vocabulary");
+
+  const float theta = ps.rope_theta > 0 ? ps.rope_theta : ar.default_rope_theta;
+  const float eps = ps.rms_eps > 0 ? ps.rms_eps : ar.default_rms_eps;
+  const bool tied = ps.tied_embeddings.value_or(ar.default_tied);
+  const std::string a(ar.name);
+  const int64_t E = ps.n_embd, D = ps.head_dim, F = ps.n_ff, V = vocab.n_vocab;
+  const int64_t QD = int64_t{ps.n_head} * D, KD = int64_t{ps.n_head_kv} * D;
+
+  struct Meta {
+    std::vector<std::pair<std::string, GgufValue>>& kv;
+    void set(std::string k, GgufValue v) { kv.emplace_back(std::move(k), std::move(v)); }
+    void set_string(std::string k, std::string v) { set(std::move(k), GgufValue::of_string(std::move(v))); }
+    void set_u32(std::string k, uint32_t v) { set(std::move(k), GgufValue::of_uint(GgufType::kU32, v)); }
+    void set_f32(std::string k, float v) { set(std::move(k), GgufValue::of_float(GgufType::kF32, v)); }
+  } m{p.kv};
+  m.set_string(std::string(names::kGeneralArchitecture), a);
+  m.set_string(std::string(names::kGeneralName), "loom-synth " + std::string(ps.name) + " (" + a + ")");
+  m.set_string("general.description",
+               "random weights from `loom synth` (seed " + std::to_string(o.seed) + "): not a trained model");
+  m.set_u32(std::string(names::kGeneralFileType), gguf_file_type_for(o.type));
+  if (dtype_info(o.type).quantized) m.set_u32("general.quantization_version", 2);
+  auto key = [&](std::string_view suffix) { return names::arch_key(a, suffix); };
+  m.set_u32(key(names::kVocabSize), static_cast<uint32_t>(V));
+  m.set_u32(key(names::kContextLength), static_cast<uint32_t>(ps.context_length));
+  m.set_u32(key(names::kEmbeddingLength), static_cast<uint32_t>(E));
+  m.set_u32(key(names::kBlockCount), static_cast<uint32_t>(ps.n_layer));
+  m.set_u32(key(names::kFeedForwardLength), static_cast<uint32_t>(F));
+  m.set_u32(key(names::kHeadCount), static_cast<uint32_t>(ps.n_head));
+  m.set_u32(key(names::kHeadCountKv), static_cast<uint32_t>(ps.n_head_kv));
+  m.set_u32(key(names::kKeyLength), static_cast<uint32_t>(D));
+  m.set_u32(key(names::kValueLength), static_cast<uint32_t>(D));
+  m.set_f32(key(names::kRmsEps), eps);
+  m.set_f32(key(names::kRopeFreqBase), theta);
+  m.set_u32(key(names::kRopeDimensionCount), static_cast<uint32_t>(D));
+  const bool llama3_rope = ps.rope_scaling_factor > 0;
+  if (llama3_rope) {
+    m.set_string(key(names::kRopeScalingType), "llama3");
+    m.set_f32(key(names::kRopeScalingFactor), ps.rope_scaling_factor);
+    m.set_u32(key(names::kRopeScalingOrigCtx), static_cast<uint32_t>(ps.rope_original_context));
+    m.set_f32(key(names::kRopeScalingLowFreqFactor), ps.rope_low_freq_factor);
+    m.set_f32(key(names::kRopeScalingHighFreqFactor), ps.rope_high_freq_factor);
+  }
+  m.set_string("loom.synth.preset", std::string(ps.name));
+  m.set("loom.synth.seed", GgufValue::of_uint(GgufType::kU64, o.seed));
+  m.set_string("loom.synth.vocab", vocab.source);
+  for (auto& [k, v] : vocab.kv) m.set(k, std::move(v));
+
+  const Dtype w = o.type;
+  LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kTokenEmbd), w, {E, V}, Init::kMatrix));
+  if (llama3_rope)
+    LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kRopeFreqs), Dtype::kF32, {D / 2}, Init::kRopeFreqs));
+  for (int l = 0; l < ps.n_layer; ++l) {
+    auto n = [&](std::string_view s) { return names::layer_tensor(l, s); };
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnNorm), Dtype::kF32, {E}, Init::kNorm));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQ), w, {E, QD}, Init::kMatrix));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnK), w, {E, KD}, Init::kMatrix));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnV), w, {E, KD}, Init::kMatrix));
+    if (ar.qkv_bias) {
+      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQBias), Dtype::kF32, {QD}, Init::kBias));
+      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnKBias), Dtype::kF32, {KD}, Init::kBias));
+      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnVBias), Dtype::kF32, {KD}, Init::kBias));
+    }
+    if (ar.qk_norm) {
+      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQNorm), Dtype::kF32, {D}, Init::kNorm));
+      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnKNorm), Dtype::kF32, {D}, Init::kNorm));
+    }
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnOutput), w, {QD, E}, Init::kMatrix));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnNorm), Dtype::kF32, {E}, Init::kNorm));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnGate), w, {E, F}, Init::kMatrix));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnUp), w, {E, F}, Init::kMatrix));
+    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnDown), w, {F, E}, Init::kMatrix));
+  }
+  LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutputNorm), Dtype::kF32, {E}, Init::kNorm));
+  if (!tied) LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutput), w, {E, V}, Init::kMatrix));
+  return p;
+}
+
+// Fills every tensor of the plan; values depend only on (seed, tensor name, chunk), so every
+// dtype of the same seed starts from the same floats.
+TensorFillFn make_fill(const Plan& p, ThreadPool& pool) {
+  return [&p, &pool](size_t i, uint8_t* dst) -> Status {
+    const PlannedTensor& t = p.tensors[i];
+    const int64_t cols = t.ne[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+    const Init init = p.init[i];
+    if (init == Init::kRopeFreqs) {
+      const float theta = p.preset->rope_theta > 0 ? p.preset->rope_theta : p.arch->default_rope_theta;
+      const SynthPreset& ps = *p.preset;
+      std::vector<float> v = llama3_rope_freq_divisors(ps.head_dim, theta, ps.rope_scaling_factor,
+                                                       ps.rope_low_freq_factor, ps.rope_high_freq_factor,
+                                                       ps.rope_original_context);
+      return encode_rows(t.dtype, v.data(), dst, 1, cols);
+    }
+    uint64_t s = p.seed ^ fnv1a(t.name);
+    const uint64_t tensor_seed = splitmix64(s);
+    const uint64_t rb = t.nbytes / static_cast<uint64_t>(rows);
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+    return parallel_row_chunks(pool, rows, cols, [&](int64_t chunk, int64_t r0, int64_t nr, int thread) {
+      std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
+      buf.resize(static_cast<size_t>(nr * cols));
+      Xoshiro rng(tensor_seed + static_cast<uint64_t>(chunk) * 0x9e3779b97f4a7c15ull);
+      const size_t n = buf.size();
+      switch (init) {
+        case Init::kMatrix:
+          for (size_t k = 0; k < n; ++k) buf[k] = kMatrixStd * rng.normal();
+          break;
+        case Init::kNorm:
+          for (size_t k = 0; k < n; ++k) buf[k] = 1.0f + kNormStd * rng.normal();
+          break;
+        default:
+          for (size_t k = 0; k < n; ++k) buf[k] = kBiasStd * rng.normal();
+          break;
+      }
+      return encode_rows(t.dtype, buf.data(), dst + static_cast<uint64_t>(r0) * rb, nr, cols);
+    });
+  };
+}
+
+GgufWriter make_writer(const Plan& p) {
+  GgufWriter w;
+  for (const auto& [k, v] : p.kv) w.set(k, v);
+  return w;
+}
+
+void finish_report(const Plan& p, uint64_t n_bytes, SynthReport* report) {
+  for (const auto& n : p.report.notes) LOOM_LOG_DEBUG("synth: %s", n.c_str());
+  if (!report) return;
+  *report = p.report;
+  report->n_bytes = n_bytes;
+}
+
+}  // namespace
+
+std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float factor, float low_freq_factor,
+                                             float high_freq_factor, int original_context) {
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  std::vector<float> out(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / head_dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    double d;
+    if (wavelen < high_wavelen) {
+      d = 1.0;
+    } else if (wavelen > low_wavelen) {
+      d = factor;
+    } else {
+      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      d = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out[i] = static_cast<float>(d);
+  }
+  return out;
+}
+
+bool is_synth_weight_type(Dtype t) {
+  switch (t) {
+    case Dtype::kF32:
+    case Dtype::kF16:
+    case Dtype::kBF16:
+    case Dtype::kQ8_0:
+    case Dtype::kQ4_0:
+    case Dtype::kQ4_K:
+    case Dtype::kQ5_K:
+    case Dtype::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint32_t gguf_file_type_for(Dtype t) {
+  switch (t) {
+    case Dtype::kF32: return 0;    // ALL_F32
+    case Dtype::kF16: return 1;    // MOSTLY_F16
+    case Dtype::kQ4_0: return 2;   // MOSTLY_Q4_0
+    case Dtype::kQ4_1: return 3;
+    case Dtype::kQ8_0: return 7;   // MOSTLY_Q8_0
+    case Dtype::kQ5_0: return 8;
+    case Dtype::kQ5_1: return 9;
+    case Dtype::kQ2_K: return 10;
+    case Dtype::kQ3_K: return 11;  // Q3_K_S
+    case Dtype::kQ4_K: return 14;  // Q4_K_S: "mostly Q4_K" without the _M upgrades
+    case Dtype::kQ5_K: return 16;  // Q5_K_S
+    case Dtype::kQ6_K: return 18;
+    case Dtype::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+Result<std::shared_ptr<std::vector<uint8_t>>> synth_model_bytes(const SynthOptions& options,
+                                                                SynthReport* report) {
+  LOOM_ASSIGN_OR_RETURN(Plan p, make_plan(options));
+  ThreadPool pool(0);
+  LOOM_ASSIGN_OR_RETURN(auto bytes, build_gguf_bytes(make_writer(p), p.tensors, make_fill(p, pool)));
+  finish_report(p, bytes->size(), report);
+  return bytes;
+}
+
+Status synth_model_file(const SynthOptions& options, const std::string& path, SynthReport* report) {
+  LOOM_ASSIGN_OR_RETURN(Plan p, make_plan(options));
+  ThreadPool pool(0);
+  LOOM_RETURN_IF_ERROR(build_gguf_file(make_writer(p), p.tensors, make_fill(p, pool), path));
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);  // header + padding + data
+  finish_report(p, size, report);
+  return Status::ok();
+}
+
+Result<SynthLayout> synth_layout(const SynthOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(Plan p, make_plan(options));
+  SynthLayout l;
+  l.metadata = std::move(p.kv);
+  l.tensors = std::move(p.tensors);
+  l.report = std::move(p.report);
+  return l;
+}
+
+Result<SynthOptions> parse_synth_spec(std::string_view spec) {
+  constexpr std::string_view kPrefix = "synth:";
+  if (spec.substr(0, kPrefix.size()) != kPrefix)
+    return invalid_argument("not a synth spec (expected synth:PRESET[:TYPE]): " + std::string(spec));
+  std::string_view rest = spec.substr(kPrefix.size());
+  std::string_view preset = rest, type;
+  if (auto colon = rest.find(':'); colon != std::string_view::npos) {
+    preset = rest.substr(0, colon);
+    type = rest.substr(colon + 1);
+  }
+  const SynthPreset* ps = find_synth_preset(preset);
+  if (!ps) {
+    std::string list;
+    for (auto n : synth_preset_names()) list += (list.empty() ? "" : ", ") + std::string(n);
+    return invalid_argument("unknown synth preset '" + std::string(preset) + "' in " + std::string(spec) +
+                            " (choose one of: " + list + ")");
+  }
+  SynthOptions o;
+  o.preset = std::string(preset);
+  o.arch = std::string(ps->default_arch);
+  if (!type.empty()) {
+    auto t = parse_dtype(type);
+    if (!t || !is_synth_weight_type(*t))
+      return invalid_argument("bad weight type '" + std::string(type) + "' in " + std::string(spec) +
+                              " (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
+    o.type = *t;
+  }
+  return o;
+}
+
+}  // namespace loom

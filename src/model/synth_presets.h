@@ -1,0 +1,50 @@
+// The shapes `loom synth` can build (tiny test models up to Llama-3.1-8B) and what each
+// architecture family adds to them (qkv biases, q/k norms, rope layout defaults).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+struct SynthPreset {
+  std::string_view name;
+  std::string_view default_arch;  // the family the preset's shape comes from
+  int32_t n_layer;
+  int32_t n_embd;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t head_dim;
+  int32_t n_ff;
+  int32_t n_vocab;         // placeholder vocabulary size when no vocabulary file is used
+  bool vocab_size_fixed;   // true: a vocabulary file is padded to n_vocab (published
+                           // checkpoints pad their embedding); false: the file sets the size
+  int32_t context_length;
+  float rope_theta;        // 0: the family default
+  float rms_eps;           // 0: the family default
+  std::optional<bool> tied_embeddings;  // nullopt: the family default
+  std::string_view vocab_fixture;       // file name under tests/data/vocab, "" for none
+  float rope_scaling_factor;            // llama3-style; 0 = none
+  float rope_low_freq_factor;
+  float rope_high_freq_factor;
+  int32_t rope_original_context;
+};
+
+// What an architecture family contributes to tensors and metadata.
+struct SynthArch {
+  std::string_view name;
+  bool qkv_bias;
+  bool qk_norm;
+  float default_rope_theta;
+  float default_rms_eps;
+  bool default_tied;  // for presets that leave tying to the family (tiny)
+};
+
+const SynthPreset* find_synth_preset(std::string_view name);
+const SynthArch* find_synth_arch(std::string_view name);
+std::vector<std::string_view> synth_preset_names();
+std::vector<std::string_view> synth_arch_names();
+
+}  // namespace loom

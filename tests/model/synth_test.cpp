@@ -1,0 +1,414 @@
+// synth: exact tensor names / shapes / dtypes / metadata per arch and type, determinism in the
+// seed, bytes == file, value statistics, and the large presets' shapes.
+#include "model/synth.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "base/fp16.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
+
+namespace loom {
+namespace {
+
+struct Expect {
+  std::vector<int64_t> ne;
+  bool matrix;
+};
+
+// The tensor list written down independently of synth.cpp, from GGUF's naming convention.
+std::map<std::string, Expect> expected_tensors(const std::string& arch, int n_layer, int64_t E, int64_t nh,
+                                               int64_t nkv, int64_t D, int64_t F, int64_t V, bool tied) {
+  std::map<std::string, Expect> m;
+  m["token_embd.weight"] = {{E, V}, true};
+  m["output_norm.weight"] = {{E}, false};
+  if (!tied) m["output.weight"] = {{E, V}, true};
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    m[b + "attn_norm.weight"] = {{E}, false};
+    m[b + "attn_q.weight"] = {{E, nh * D}, true};
+    m[b + "attn_k.weight"] = {{E, nkv * D}, true};
+    m[b + "attn_v.weight"] = {{E, nkv * D}, true};
+    m[b + "attn_output.weight"] = {{nh * D, E}, true};
+    m[b + "ffn_norm.weight"] = {{E}, false};
+    m[b + "ffn_gate.weight"] = {{E, F}, true};
+    m[b + "ffn_up.weight"] = {{E, F}, true};
+    m[b + "ffn_down.weight"] = {{F, E}, true};
+    if (arch == "qwen2") {
+      m[b + "attn_q.bias"] = {{nh * D}, false};
+      m[b + "attn_k.bias"] = {{nkv * D}, false};
+      m[b + "attn_v.bias"] = {{nkv * D}, false};
+    }
+    if (arch == "qwen3") {
+      m[b + "attn_q_norm.weight"] = {{D}, false};
+      m[b + "attn_k_norm.weight"] = {{D}, false};
+    }
+  }
+  return m;
+}
+
+GgufFile parse(const std::shared_ptr<std::vector<uint8_t>>& bytes) {
+  auto f = GgufFile::parse_bytes(bytes);
+  EXPECT_TRUE(f.is_ok()) << f.status().message();
+  return std::move(f).value();
+}
+
+std::shared_ptr<std::vector<uint8_t>> synth(const SynthOptions& o, SynthReport* r = nullptr) {
+  auto b = synth_model_bytes(o, r);
+  EXPECT_TRUE(b.is_ok()) << b.status().message();
+  return b.is_ok() ? *b : std::make_shared<std::vector<uint8_t>>();
+}
+
+std::vector<float> dequant(const TensorView& v) {
+  std::vector<float> out(static_cast<size_t>(v.numel()));
+  for (int64_t r = 0; r < v.rows(); ++r) {
+    const uint8_t* src = v.row(r);
+    float* dst = out.data() + r * v.cols();
+    if (v.dtype == Dtype::kF32) {
+      std::memcpy(dst, src, static_cast<size_t>(v.cols()) * 4);
+    } else if (v.dtype == Dtype::kF16) {
+      for (int64_t c = 0; c < v.cols(); ++c) dst[c] = fp16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
+    } else if (v.dtype == Dtype::kBF16) {
+      for (int64_t c = 0; c < v.cols(); ++c) dst[c] = bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
+    } else {
+      kernels::dequantize_row(v.dtype, src, dst, v.cols());
+    }
+  }
+  return out;
+}
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "/synth_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+class SynthTinyTest : public ::testing::TestWithParam<std::tuple<std::string, Dtype>> {};
+
+TEST_P(SynthTinyTest, TensorsShapesDtypesAndMetadata) {
+  const auto& [arch, type] = GetParam();
+  SynthOptions o;
+  o.arch = arch;
+  o.type = type;
+  SynthReport report;
+  auto bytes = synth(o, &report);
+  GgufFile f = parse(bytes);
+  EXPECT_EQ(report.n_bytes, bytes->size());
+
+  EXPECT_EQ(f.get_string("general.architecture"), arch);
+  EXPECT_EQ(f.get_int(arch + ".block_count"), 2);
+  EXPECT_EQ(f.get_int(arch + ".embedding_length"), 64);
+  EXPECT_EQ(f.get_int(arch + ".feed_forward_length"), 128);
+  EXPECT_EQ(f.get_int(arch + ".attention.head_count"), 4);
+  EXPECT_EQ(f.get_int(arch + ".attention.head_count_kv"), 2);
+  EXPECT_EQ(f.get_int(arch + ".attention.key_length"), 16);
+  EXPECT_EQ(f.get_int(arch + ".attention.value_length"), 16);
+  EXPECT_EQ(f.get_int(arch + ".rope.dimension_count"), 16);
+  EXPECT_EQ(f.get_int(arch + ".context_length"), 512);
+  EXPECT_EQ(f.get_int(arch + ".vocab_size"), 512);
+  ASSERT_TRUE(f.get_float(arch + ".attention.layer_norm_rms_epsilon"));
+  EXPECT_NEAR(*f.get_float(arch + ".attention.layer_norm_rms_epsilon"), arch == "llama" ? 1e-5 : 1e-6, 1e-9);
+  const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_EQ(tokens->array_size(), 512u);
+  std::set<std::string> unique(tokens->as_string_array()->begin(), tokens->as_string_array()->end());
+  EXPECT_EQ(unique.size(), 512u) << "placeholder tokens must be distinct";
+  EXPECT_EQ(f.get_int("general.file_type"), gguf_file_type_for(type));
+
+  const bool tied = arch == "qwen3";
+  auto want = expected_tensors(arch, 2, 64, 4, 2, 16, 128, 512, tied);
+  ASSERT_EQ(f.tensors().size(), want.size());
+  // K-quants cannot hold 64- or 128-element rows: synth falls back to Q8_0 for them.
+  const Dtype matrix_type = dtype_info(type).block_size == 256 ? Dtype::kQ8_0 : type;
+  for (const auto& t : f.tensors()) {
+    auto it = want.find(t.name);
+    ASSERT_NE(it, want.end()) << "unexpected tensor " << t.name;
+    ASSERT_EQ(t.view.n_dims, static_cast<int>(it->second.ne.size())) << t.name;
+    for (int d = 0; d < t.view.n_dims; ++d) EXPECT_EQ(t.view.ne[d], it->second.ne[d]) << t.name;
+    EXPECT_EQ(t.view.dtype, it->second.matrix ? matrix_type : Dtype::kF32) << t.name;
+  }
+  if (matrix_type != type) EXPECT_FALSE(report.notes.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ArchTypes, SynthTinyTest,
+    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                       ::testing::Values(Dtype::kF32, Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
+                                         Dtype::kQ4_K)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+    });
+
+TEST(SynthTest, SameSeedSameBytesOtherSeedDiffers) {
+  SynthOptions o;
+  o.arch = "qwen2";
+  o.type = Dtype::kQ8_0;
+  auto a = synth(o), b = synth(o);
+  EXPECT_EQ(*a, *b);
+  o.seed = 43;
+  auto c = synth(o);
+  ASSERT_EQ(a->size(), c->size());  // same layout
+  EXPECT_NE(*a, *c);
+  // Every tensor changes with the seed, not just some.
+  GgufFile fa = parse(a), fc = parse(c);
+  for (size_t i = 0; i < fa.tensors().size(); ++i)
+    EXPECT_NE(std::memcmp(fa.tensors()[i].view.data, fc.tensors()[i].view.data, fa.tensors()[i].view.nbytes), 0)
+        << fa.tensors()[i].name;
+}
+
+TEST(SynthTest, BytesAndFileAreIdentical) {
+  SynthOptions o;
+  o.arch = "qwen3";
+  o.type = Dtype::kF16;
+  o.seed = 7;
+  auto bytes = synth(o);
+  const std::string path = tmp_path("file.gguf");
+  ASSERT_TRUE(synth_model_file(o, path).is_ok());
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path.c_str());
+  EXPECT_EQ(file, *bytes);
+}
+
+// Weight statistics: matrices ~ N(0, 0.02), norms ~ 1 ± 0.02, biases small but nonzero; and
+// every type is the same floats rounded (f16 exactly, q8_0 within its step).
+TEST(SynthTest, ValueScalesAndTypesShareTheSameFloats) {
+  SynthOptions o;
+  o.arch = "qwen2";
+  GgufFile f32 = parse(synth(o));
+  o.type = Dtype::kF16;
+  GgufFile f16 = parse(synth(o));
+  o.type = Dtype::kQ8_0;
+  GgufFile q8 = parse(synth(o));
+  for (size_t i = 0; i < f32.tensors().size(); ++i) {
+    const auto& t = f32.tensors()[i];
+    std::vector<float> x = dequant(t.view);
+    double sum = 0, sq = 0;
+    for (float v : x) {
+      ASSERT_TRUE(std::isfinite(v));
+      sum += v;
+      sq += double(v) * v;
+    }
+    const double mean = sum / x.size(), sd = std::sqrt(sq / x.size() - mean * mean);
+    const bool norm = t.name.find("norm") != std::string::npos;
+    if (norm) {
+      EXPECT_NEAR(mean, 1.0, 0.01) << t.name;
+      EXPECT_NEAR(sd, 0.02, 0.01) << t.name;
+    } else {
+      EXPECT_NEAR(mean, 0.0, 0.005) << t.name;
+      EXPECT_NEAR(sd, 0.02, t.view.numel() > 1000 ? 0.002 : 0.008) << t.name;
+    }
+    std::vector<float> h = dequant(f16.tensors()[i].view);
+    std::vector<float> q = dequant(q8.tensors()[i].view);
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (t.view.n_dims == 2) {
+        ASSERT_EQ(h[k], fp16_to_f32(f32_to_fp16(x[k]))) << t.name << " " << k;
+        ASSERT_NEAR(q[k], x[k], 0.0005) << t.name << " " << k;  // q8_0 step is max|x|/127 per 32
+      } else {
+        ASSERT_EQ(h[k], x[k]) << t.name;  // 1-D tensors stay f32 in every type
+      }
+    }
+  }
+}
+
+TEST(SynthTest, VocabFileSetsTinyVocabulary) {
+  SynthOptions o;
+  o.vocab_path = std::string(LOOM_TEST_DATA) + "/vocab/ggml-vocab-qwen3.gguf";
+  o.arch = "qwen3";
+  SynthLayout l = synth_layout(o).value();
+  EXPECT_EQ(l.report.n_vocab, 151669);
+  bool found = false;
+  for (const auto& t : l.tensors)
+    if (t.name == "token_embd.weight") {
+      found = true;
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{64, 151669}));
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(SynthTest, BadOptionsAreErrors) {
+  SynthOptions o;
+  o.preset = "huge";
+  EXPECT_EQ(synth_model_bytes(o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.arch = "gpt2";
+  EXPECT_EQ(synth_model_bytes(o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.type = Dtype::kQ8_1;
+  EXPECT_EQ(synth_model_bytes(o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.vocab_path = "/nonexistent/vocab.gguf";
+  EXPECT_FALSE(synth_model_bytes(o).is_ok());
+}
+
+TEST(SynthTest, ParseSynthSpec) {
+  auto a = parse_synth_spec("synth:qwen3-0.6b:q8_0");
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_EQ(a->arch, "qwen3");
+  EXPECT_EQ(a->preset, "qwen3-0.6b");
+  EXPECT_EQ(a->type, Dtype::kQ8_0);
+  auto b = parse_synth_spec("synth:tiny");
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->arch, "llama");
+  EXPECT_EQ(b->type, Dtype::kF32);
+  EXPECT_FALSE(parse_synth_spec("synth:tiny:q9_9").is_ok());
+  EXPECT_FALSE(parse_synth_spec("synth:nope").is_ok());
+  EXPECT_FALSE(parse_synth_spec("tiny").is_ok());
+}
+
+std::map<std::string, const GgufValue*> metadata_map(const std::vector<std::pair<std::string, GgufValue>>& kv) {
+  std::map<std::string, const GgufValue*> m;
+  for (const auto& [k, v] : kv) m[k] = &v;
+  return m;
+}
+
+TEST(SynthTest, Qwen3PresetShapesWithoutGenerating) {
+  for (const char* preset : {"qwen3-0.6b", "qwen3-1.7b"}) {
+    SynthOptions o;
+    o.arch = "qwen3";
+    o.preset = preset;
+    o.type = Dtype::kQ4_K;
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto m = metadata_map(l->metadata);
+    const int64_t E = std::string(preset) == "qwen3-0.6b" ? 1024 : 2048;
+    const int64_t F = E == 1024 ? 3072 : 6144;
+    EXPECT_EQ(m["qwen3.embedding_length"]->as_int(), E);
+    EXPECT_EQ(m["qwen3.feed_forward_length"]->as_int(), F);
+    EXPECT_EQ(m["qwen3.block_count"]->as_int(), 28);
+    EXPECT_EQ(m["qwen3.attention.head_count"]->as_int(), 16);
+    EXPECT_EQ(m["qwen3.attention.head_count_kv"]->as_int(), 8);
+    EXPECT_EQ(m["qwen3.attention.key_length"]->as_int(), 128);
+    EXPECT_EQ(m["qwen3.vocab_size"]->as_int(), 151936);
+    EXPECT_NEAR(*m["qwen3.rope.freq_base"]->as_float(), 1e6, 1);
+    EXPECT_NEAR(*m["qwen3.attention.layer_norm_rms_epsilon"]->as_float(), 1e-6, 1e-10);
+    EXPECT_EQ(m["tokenizer.ggml.tokens"]->array_size(), 151936u);
+    EXPECT_EQ(m["tokenizer.ggml.token_type"]->array_size(), 151936u);
+    EXPECT_EQ(m["tokenizer.ggml.tokens"]->as_string_array()->back(), "[PAD151935]");
+    EXPECT_EQ(m["tokenizer.ggml.merges"]->array_size(), 151387u);  // copied from the fixture
+    EXPECT_NE(m.count("tokenizer.chat_template"), 0u);
+    auto want = expected_tensors("qwen3", 28, E, 16, 8, 128, F, 151936, /*tied=*/true);
+    ASSERT_EQ(l->tensors.size(), want.size());
+    uint64_t params = 0;
+    for (const auto& t : l->tensors) {
+      ASSERT_TRUE(want.count(t.name)) << t.name;
+      EXPECT_EQ(t.ne, want[t.name].ne) << t.name;
+      EXPECT_EQ(t.dtype, want[t.name].matrix ? Dtype::kQ4_K : Dtype::kF32) << t.name;
+      uint64_t n = 1;
+      for (auto d : t.ne) n *= d;
+      params += n;
+    }
+    EXPECT_EQ(l->report.n_params, params);
+    // Published sizes: 0.6B (0.596B with tied embeddings) and 1.7B (1.72B).
+    EXPECT_NEAR(params / 1e9, E == 1024 ? 0.596 : 1.72, 0.01);
+  }
+}
+
+TEST(SynthTest, Llama8bPresetShapeAndRopeScaling) {
+  SynthOptions o;
+  o.preset = "llama-8b";
+  o.type = Dtype::kQ4_K;
+  auto l = synth_layout(o);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto m = metadata_map(l->metadata);
+  EXPECT_EQ(m["llama.block_count"]->as_int(), 32);
+  EXPECT_EQ(m["llama.embedding_length"]->as_int(), 4096);
+  EXPECT_EQ(m["llama.feed_forward_length"]->as_int(), 14336);
+  EXPECT_EQ(m["llama.attention.head_count"]->as_int(), 32);
+  EXPECT_EQ(m["llama.attention.head_count_kv"]->as_int(), 8);
+  EXPECT_EQ(m["llama.vocab_size"]->as_int(), 128256);
+  EXPECT_NEAR(*m["llama.rope.freq_base"]->as_float(), 500000, 1);
+  EXPECT_EQ(*m["llama.rope.scaling.type"]->as_string(), "llama3");
+  EXPECT_NEAR(*m["llama.rope.scaling.factor"]->as_float(), 8, 1e-6);
+  EXPECT_NEAR(*m["llama.rope.scaling.low_freq_factor"]->as_float(), 1, 1e-6);
+  EXPECT_NEAR(*m["llama.rope.scaling.high_freq_factor"]->as_float(), 4, 1e-6);
+  EXPECT_EQ(m["llama.rope.scaling.original_context_length"]->as_int(), 8192);
+  EXPECT_EQ(m["tokenizer.ggml.tokens"]->array_size(), 128256u);
+  EXPECT_NE(m["loom.synth.vocab"]->as_string()->find("placeholder"), std::string::npos);
+  bool has_rope_freqs = false;
+  for (const auto& t : l->tensors) has_rope_freqs |= t.name == "rope_freqs.weight";
+  EXPECT_TRUE(has_rope_freqs);
+  EXPECT_NEAR(l->report.n_params / 1e9, 8.03, 0.01);  // Llama-3.1-8B: 8.03B parameters
+}
+
+TEST(SynthTest, Llama3RopeDivisorsFollowMetasRule) {
+  // Llama 3.1: head_dim 128, theta 500000, factor 8, low 1, high 4, original context 8192.
+  std::vector<float> d = llama3_rope_freq_divisors(128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+  ASSERT_EQ(d.size(), 64u);
+  int ones = 0, eights = 0, between = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double freq = std::pow(500000.0, -2.0 * i / 128.0);
+    const double wavelen = 2 * M_PI / freq;
+    double want;
+    if (wavelen < 8192.0 / 4) {
+      want = 1, ++ones;
+    } else if (wavelen > 8192.0 / 1) {
+      want = 8, ++eights;
+    } else {
+      // scaled freq = (1 - s) * freq / 8 + s * freq, as a divisor of freq
+      const double s = (8192.0 / wavelen - 1) / (4 - 1);
+      want = freq / ((1 - s) * freq / 8 + s * freq), ++between;
+    }
+    EXPECT_NEAR(d[i], want, 1e-5 * want) << i;
+    if (i) EXPECT_GE(d[i], d[i - 1]);
+  }
+  EXPECT_GT(ones, 0);
+  EXPECT_GT(eights, 0);
+  EXPECT_GT(between, 0);
+}
+
+TEST(SynthTest, Llama05bQ8_0IsFastAndHasTheSpmVocabulary) {
+  SynthOptions o;
+  o.preset = "llama-0.5b";
+  o.type = Dtype::kQ8_0;
+  const auto start = std::chrono::steady_clock::now();
+  SynthReport report;
+  auto bytes = synth(o, &report);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("llama-0.5b q8_0: %.1f MiB in %.2f s\n", bytes->size() / 1048576.0, secs);
+  EXPECT_LT(secs, 60.0);
+  GgufFile f = parse(bytes);
+  EXPECT_EQ(f.get_int("llama.block_count"), 28);
+  EXPECT_EQ(f.get_int("llama.embedding_length"), 1024);
+  EXPECT_EQ(f.get_int("llama.attention.head_count"), 16);
+  EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 8);
+  EXPECT_EQ(f.get_int("llama.attention.key_length"), 128);
+  EXPECT_EQ(f.get_int("llama.feed_forward_length"), 3072);
+  EXPECT_EQ(f.get_int("llama.context_length"), 4096);
+  EXPECT_NEAR(*f.get_float("llama.rope.freq_base"), 10000, 1e-3);
+  EXPECT_NEAR(*f.get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-10);
+  // The tokenizer is the fixture's, key for key.
+  auto vocab = GgufFile::open(std::string(LOOM_TEST_DATA) + "/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(vocab.is_ok());
+  int copied = 0;
+  for (const auto& [k, v] : vocab->metadata()) {
+    if (k.rfind("tokenizer.", 0) != 0) continue;
+    const GgufValue* mine = f.find(k);
+    ASSERT_NE(mine, nullptr) << k;
+    EXPECT_EQ(mine->type(), v.type()) << k;
+    EXPECT_EQ(mine->to_display_string(1u << 30), v.to_display_string(1u << 30)) << k;
+    ++copied;
+  }
+  EXPECT_GE(copied, 9);
+  auto want = expected_tensors("llama", 28, 1024, 16, 8, 128, 3072, 32000, false);
+  ASSERT_EQ(f.tensors().size(), want.size());
+  for (const auto& t : f.tensors()) {
+    ASSERT_TRUE(want.count(t.name)) << t.name;
+    EXPECT_EQ(t.view.dtype, want[t.name].matrix ? Dtype::kQ8_0 : Dtype::kF32) << t.name;
+  }
+  // Spot-check a late layer's weights are random, not the zeros the layout started from.
+  std::vector<float> w = dequant(f.find_tensor("blk.27.ffn_down.weight")->view);
+  double sq = 0;
+  for (float v : w) sq += double(v) * v;
+  EXPECT_NEAR(std::sqrt(sq / w.size()), 0.02, 0.002);
+}
+
+}  // namespace
+}  // namespace loom
