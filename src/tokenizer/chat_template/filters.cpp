@@ -69,7 +69,13 @@ Result<Value> f_abs(Interpreter&, const Value& v, const CallArgs&) {
 Result<Value> f_attr(Interpreter&, const Value& v, const CallArgs& a) {
   const Value* n = arg(a, 0, "name");
   if (!n) return invalid_argument("attr needs a name");
-  return get_attr(v, to_str(*n));
+  // Jinja2's attr() is getattr() only: dict keys are not attributes.
+  std::string name = to_str(*n);
+  if (v.is_undefined()) return undefined_error(v);
+  if (auto m = bind_method(v, name)) return Value::callable(std::move(m));
+  if (v.is_namespace())
+    if (const Value* x = v.dict().find(name)) return *x;
+  return Value::undefined(std::string("'") + v.type_name() + " object' has no attribute '" + name + "'");
 }
 
 Result<Value> f_batch(Interpreter& in, const Value& v, const CallArgs& a) {

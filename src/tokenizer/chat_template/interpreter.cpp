@@ -336,7 +336,7 @@ Result<std::string> Interpreter::run_macro(const Stmt& macro, const Body& body,
       scope->set(params[i].name, Value::undefined("parameter '" + params[i].name + "' was not provided"));
     }
   }
-  scope->set("varargs", Value::list(std::move(varargs)));
+  scope->set("varargs", Value::tuple(std::move(varargs)));
   scope->set("kwargs", Value::dict(std::move(kwargs)));
   if (caller) scope->set("caller", *caller);
   ++call_depth_;

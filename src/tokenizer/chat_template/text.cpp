@@ -130,9 +130,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
       while (i < u.size() && py_isspace(u[i])) ++i;
       if (i >= u.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-        size_t e = u.size();
-        while (e > i && py_isspace(u[e - 1])) --e;
-        parts.push_back(utf8_encode(std::u32string_view(u).substr(i, e - i)));
+        parts.push_back(utf8_encode(std::u32string_view(u).substr(i)));  // keeps its tail
         break;
       }
       size_t j = i;
@@ -147,9 +145,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
       while (e > 0 && py_isspace(u[e - 1])) --e;
       if (e == 0) break;
       if (maxsplit >= 0 && static_cast<int64_t>(rev.size()) >= maxsplit) {
-        size_t b = 0;
-        while (b < e && py_isspace(u[b])) ++b;
-        rev.push_back(utf8_encode(std::u32string_view(u).substr(b, e - b)));
+        rev.push_back(utf8_encode(std::u32string_view(u).substr(0, e)));  // keeps its head
         break;
       }
       size_t b = e;
@@ -192,19 +188,61 @@ std::string py_replace(std::string_view s, std::string_view old_s, std::string_v
   return out;
 }
 
-std::string ascii_upper(std::string_view s) {
-  std::string r(s);
-  for (char& c : r)
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-  return r;
+namespace {
+
+// Simple case mapping for the scripts chat content commonly uses (Latin-1, Latin
+// Extended-A, Greek, Cyrillic); other code points are left unchanged.
+char32_t to_upper_cp(char32_t c) {
+  if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
+  if (c >= 0xe0 && c <= 0xfe && c != 0xf7) return c - 32;
+  if (c == 0xff) return 0x178;
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_upper) return (c % 2 == 0) ? c - 1 : c;
+    return (c % 2 == 1) ? c - 1 : c;
+  }
+  if (c >= 0x3b1 && c <= 0x3c9) return c == 0x3c2 ? 0x3a3 : c - 32;
+  if (c >= 0x430 && c <= 0x44f) return c - 32;
+  if (c >= 0x450 && c <= 0x45f) return c - 80;
+  return c;
 }
 
-std::string ascii_lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  return r;
+char32_t to_lower_cp(char32_t c) {
+  if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
+  if (c == 0x178) return 0xff;
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_upper) return (c % 2 == 1) ? c + 1 : c;
+    return (c % 2 == 0) ? c + 1 : c;
+  }
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
+  if (c >= 0x410 && c <= 0x42f) return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  return c;
 }
+
+std::string map_case(std::string_view s, bool upper) {
+  if (is_ascii(s)) {
+    std::string r(s);
+    for (char& c : r) c = static_cast<char>(upper ? to_upper_cp(c) : to_lower_cp(c));
+    return r;
+  }
+  std::string out;
+  for (char32_t c : utf8_decode(s)) {
+    if (upper && c == 0xdf) {
+      out += "SS";  // Python: 'ß'.upper() == 'SS'
+      continue;
+    }
+    utf8_append(out, upper ? to_upper_cp(c) : to_lower_cp(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ascii_upper(std::string_view s) { return map_case(s, true); }
+std::string ascii_lower(std::string_view s) { return map_case(s, false); }
 
 std::string py_capitalize(std::string_view s) {
   std::string r = ascii_lower(s);

@@ -29,6 +29,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
                                   bool from_right);
 std::string py_replace(std::string_view s, std::string_view old_s, std::string_view new_s,
                        int64_t count);
+// str.upper()/str.lower(): ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic letters.
 std::string ascii_upper(std::string_view s);
 std::string ascii_lower(std::string_view s);
 // Python's str.capitalize and str.title (ASCII letters change case; others are kept).
