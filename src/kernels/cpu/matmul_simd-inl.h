@@ -272,19 +272,30 @@ struct KX {
 struct KWMins {
   const uint8_t* blk;
   float d, dmin;
-  uint8_t sc[8];
+  __m256i sc16;    // the 8 scales as int16 in lanes 0..7 of both 128-bit halves
   __m256i mins16;  // m_j in int16 lanes 2j and 2j+1 (pairs with Q8_K bsums)
   __m256i qh;      // Q5_K only
 };
 
+// Unpacks the 12-byte 6-bit scales/mins with 32-bit masks: bytes 0..7 = scales, 8..15 = mins.
 inline void prep_mins(KWMins& w, const uint8_t* scales) {
-  alignas(32) int16_t m16[16];
-  for (int j = 0; j < 8; ++j) {
-    uint8_t m;
-    scale_min6(j, scales, &w.sc[j], &m);
-    m16[2 * j] = m16[2 * j + 1] = m;
-  }
-  w.mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+  uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  const uint32_t m03 = u[1] & 0x3f3f3f3f;
+  u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  u[2] = m03;
+  u[0] &= 0x3f3f3f3f;
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+  w.sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+  const __m128i dup = _mm_shuffle_epi8(v, _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10,
+                                                       10, 9, 9, 8, 8));
+  w.mins16 = _mm256_cvtepu8_epi16(dup);
+}
+
+// int16 scale j of sc16 broadcast to all 16 lanes.
+inline __m256i bcast_scale(__m256i sc16, int j) {
+  return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
 }
 
 template <bool kFive>
@@ -335,8 +346,8 @@ struct KMins {
     return {load32(q), load32(q + 32)};
   }
   static void step(S& s, const W& w, const C& wc, const X& x, int c) {
-    s = acc_u8s8_scaled(s, wc.lo, x.lo, _mm256_set1_epi16(w.sc[2 * c]));
-    s = acc_u8s8_scaled(s, wc.hi, x.hi, _mm256_set1_epi16(w.sc[2 * c + 1]));
+    s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc16, 2 * c));
+    s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc16, 2 * c + 1));
   }
   static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t,
                         int64_t b) {
@@ -393,9 +404,10 @@ struct Q6K {
     const int8_t* q = q8k(xrow, b)->qs + 64 * c;
     return {load32(q), load32(q + 32)};
   }
-  static __m256i scale_pair(const W& w, int j) {  // sub-blocks j, j+1 -> int16 halves
-    const int8_t* s = w.blk->scales;
-    return _mm256_set_m128i(_mm_set1_epi16(s[j + 1]), _mm_set1_epi16(s[j]));
+  static __m256i scale_pair(const W& w, int j) {  // sub-blocks j, j+1 (j even) -> int16 halves
+    const __m256i pair = _mm256_permutevar8x32_epi32(w.sc16, _mm256_set1_epi32(j / 2));
+    return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                                       0x0100010001000100, 0x0100010001000100));
   }
   static void step(S& s, const W& w, const C& wc, const X& x, int c) {
     s = acc_u8s8_scaled(s, wc.lo, x.lo, scale_pair(w, 4 * c));

@@ -1,0 +1,124 @@
+// Kernel micro-benchmark (not a test): GEMV weight-read bandwidth (GB/s) and 512-token GEMM
+// throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
+// override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
+//   loom_kernels_bench [filter-substring]
+// Prints the median of several timed runs; small shapes fit in cache, so their GB/s is cache,
+// not DRAM, bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+using namespace loom;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Matrix {
+  TensorView view;
+  std::vector<uint8_t> bytes;
+};
+
+// Quantizes 64 random rows and repeats them (quantizing 32M values per matrix is slow).
+Matrix make_matrix(Dtype t, int64_t rows, int64_t cols) {
+  Matrix m;
+  const uint64_t rb = *row_bytes(t, cols);
+  m.bytes.resize(rb * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> src(cols);
+  const int64_t distinct = std::min<int64_t>(rows, 64);
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (auto& v : src) v = dist(rng);
+    if (!kernels::quantize_row(t, src.data(), m.bytes.data() + r * rb, cols).is_ok()) std::abort();
+  }
+  for (int64_t r = distinct; r < rows; ++r)
+    std::memcpy(m.bytes.data() + r * rb, m.bytes.data() + (r % distinct) * rb, rb);
+  m.view.dtype = t;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+// Seconds now: wall clock, or this thread's CPU time with LOOM_BENCH_CPU_TIME=1 (with one
+// thread, that measures the kernel itself on a machine other jobs are also using).
+double now_s() {
+  static const bool cpu = std::getenv("LOOM_BENCH_CPU_TIME") != nullptr;
+  if (cpu) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// Median seconds per call over `runs` timed batches of calls lasting >= ~50 ms each.
+template <class F>
+double time_call(F&& f, int runs = 7) {
+  f();
+  double t0 = now_s();
+  int reps = 0;
+  while (now_s() - t0 < 0.05) {
+    f();
+    ++reps;
+  }
+  std::vector<double> v;
+  for (int i = 0; i < runs; ++i) {
+    t0 = now_s();
+    for (int k = 0; k < reps; ++k) f();
+    v.push_back((now_s() - t0) / reps);
+  }
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string filter = argc > 1 ? argv[1] : "";
+  const char* th = std::getenv("LOOM_BENCH_THREADS");
+  ThreadPool pool(th ? std::atoi(th) : 0);
+  std::printf("isa=%s threads=%d clock=%s\n", std::string(kernels::isa_name(kernels::active_isa())).c_str(),
+              pool.size(), std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
+  const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
+                          Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
+  struct Shape {
+    int64_t cols, rows;
+  };
+  const Shape shapes[] = {{1024, 3072}, {3072, 1024}, {1024, 32000}};
+  for (Dtype t : dtypes) {
+    const std::string name(dtype_name(t));
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    for (const Shape& s : shapes) {
+      Matrix m = make_matrix(t, s.rows, s.cols);
+      std::vector<float> x(512 * s.cols), out(512 * s.rows);
+      std::mt19937 rng(2);
+      std::normal_distribution<float> dist(0.f, 1.f);
+      for (auto& v : x) v = dist(rng);
+      const double gemv = time_call([&] { kernels::matmul(m.view, x.data(), 1, out.data(), &pool); });
+      std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(),
+                  (long long)s.cols, (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
+      if (s.rows == 3072) {
+        const int64_t nt = 512;
+        const double gemm =
+            time_call([&] { kernels::matmul(m.view, x.data(), nt, out.data(), &pool); }, 3);
+        std::printf("%-5s gemm %5lldx%-6lld x%lld tokens %8.2f ms  %6.1f GFLOP/s\n", name.c_str(),
+                    (long long)s.cols, (long long)s.rows, (long long)nt, gemm * 1e3,
+                    2.0 * s.rows * s.cols * nt / gemm / 1e9);
+      }
+    }
+  }
+  return 0;
+}
