@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "format/dtype.h"
+#include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 
 namespace loom {
@@ -50,16 +51,8 @@ enum class FinishReason { kNone, kStop, kLength, kAbort };
 // "stop", "length", "abort" (OpenAI finish_reason spelling); "" for kNone.
 const char* finish_reason_name(FinishReason r);
 
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-};
-
-// Logprobs at one generated position: the sampled token's, then the top-k (most likely first).
-struct PositionLogprobs {
-  TokenLogprob sampled;
-  std::vector<TokenLogprob> top;
-};
+// Logprobs use the sampler's PositionLogprobs: the sampled token's logprob and rank, plus the
+// top-k most likely tokens (raw logits, before penalties and temperature, as vLLM).
 
 // One of the n samples of a request; fields are deltas since the previous output unless noted.
 struct CompletionOutput {
@@ -127,6 +120,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   Status add_request(GenerateRequest request);
+  // The checks add_request makes that do not depend on engine state (everything but the id
+  // being unused). Thread-safe: reads only immutable configuration.
+  Status validate(const GenerateRequest& request) const;
   // Frees everything the request holds at once; its final output (finish reason abort) comes
   // from the next step(). Unknown ids are ignored (the request may just have finished).
   void abort(const std::string& request_id);

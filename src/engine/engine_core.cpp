@@ -1,0 +1,384 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace loom {
+namespace {
+
+constexpr int32_t kCpuDefaultBatchedTokens = 2048;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> model,
+                                                       std::unique_ptr<Tokenizer> tokenizer,
+                                                       const EngineConfig& config) {
+  if (!model) return invalid_argument("engine: no model");
+  std::unique_ptr<EngineCore> e(new EngineCore());
+  EngineConfig& c = e->config_;
+  c = config;
+  const ModelConfig& mc = model->config();
+  if (c.block_size <= 0 || c.block_size > 1024)
+    return invalid_argument("--block-size must be in [1, 1024], got " +
+                            std::to_string(c.block_size));
+  if (c.max_num_seqs <= 0)
+    return invalid_argument("--max-num-seqs must be positive, got " +
+                            std::to_string(c.max_num_seqs));
+  if (c.kv_dtype != Dtype::kF32 && c.kv_dtype != Dtype::kF16 && c.kv_dtype != Dtype::kBF16)
+    return invalid_argument("KV cache dtype must be f32, f16 or bf16, got " +
+                            std::string(dtype_name(c.kv_dtype)));
+  if (c.max_model_len <= 0) c.max_model_len = mc.context_length;
+  if (c.max_model_len > mc.context_length)
+    return invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
+                            " is over the model's context length " +
+                            std::to_string(mc.context_length));
+  if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = kCpuDefaultBatchedTokens;
+
+  const uint64_t block_bytes = KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype);
+  int64_t num_blocks;
+  if (c.kv_cache_memory_gib > 0) {
+    num_blocks = static_cast<int64_t>(c.kv_cache_memory_gib * double(1ull << 30) /
+                                      static_cast<double>(block_bytes));
+  } else {
+    const int64_t per_seq = (c.max_model_len + c.block_size - 1) / c.block_size;
+    num_blocks = per_seq * c.max_num_seqs;
+  }
+  if (num_blocks < 1)
+    return invalid_argument("KV cache budget holds no block of " + std::to_string(block_bytes) +
+                            " bytes; raise --kv-cache-memory");
+  if (num_blocks > (int64_t{1} << 30))
+    return invalid_argument("KV cache of " + std::to_string(num_blocks) + " blocks is too large");
+  LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, static_cast<int32_t>(num_blocks),
+                                                c.block_size, c.kv_dtype));
+  e->kv_manager_ = std::make_unique<KvCacheManager>(static_cast<int32_t>(num_blocks),
+                                                    c.block_size, c.enable_prefix_caching);
+  e->scheduler_ = std::make_unique<Scheduler>(
+      SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
+
+  auto add_eos = [&](int32_t id) {
+    if (id >= 0 && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), id) == e->eos_ids_.end())
+      e->eos_ids_.push_back(id);
+  };
+  add_eos(mc.eos_token);
+  if (tokenizer) {
+    add_eos(tokenizer->eos());
+    add_eos(tokenizer->eot());
+  }
+  e->model_ = std::move(model);
+  e->tokenizer_ = std::move(tokenizer);
+  LOOM_LOG_INFO("engine: %lld KV blocks of %d tokens (%.1f MiB, %s), max_model_len %d, "
+                "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
+                static_cast<long long>(num_blocks), c.block_size,
+                static_cast<double>(num_blocks) * block_bytes / (1 << 20),
+                std::string(dtype_name(c.kv_dtype)).c_str(), c.max_model_len, c.max_num_seqs,
+                c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
+  return e;
+}
+
+Status EngineCore::validate(const GenerateRequest& req) const {
+  if (req.request_id.empty()) return invalid_argument("request id must not be empty");
+  const ModelConfig& mc = model_->config();
+  if (req.prompt.empty()) return invalid_argument("the prompt must have at least one token");
+  for (int32_t t : req.prompt)
+    if (t < 0 || t >= mc.n_vocab)
+      return invalid_argument("prompt token id " + std::to_string(t) + " is outside the "
+                              "vocabulary [0, " + std::to_string(mc.n_vocab) + ")");
+  LOOM_RETURN_IF_ERROR(req.params.validate(mc.n_vocab));
+  if (!req.params.stop.empty() && !tokenizer_)
+    return invalid_argument("stop strings need a tokenizer, and this model has none");
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  const int64_t total = prompt_len + req.params.max_tokens;
+  if (total > config_.max_model_len)
+    return invalid_argument("prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
+                            std::to_string(req.params.max_tokens) + ") = " +
+                            std::to_string(total) + " is over max_model_len " +
+                            std::to_string(config_.max_model_len) +
+                            "; shorten the prompt or lower max_tokens");
+  // The last sampled token is never run through the model, so it needs no KV slot.
+  const int32_t need = kv_manager_->blocks_for(total - 1);
+  if (need > kv_manager_->num_blocks())
+    return invalid_argument("prompt + max_tokens needs " + std::to_string(need) +
+                            " KV blocks but the whole cache has " +
+                            std::to_string(kv_manager_->num_blocks()) +
+                            "; raise --kv-cache-memory or lower max_tokens");
+  return Status::ok();
+}
+
+Status EngineCore::add_request(GenerateRequest req) {
+  LOOM_RETURN_IF_ERROR(validate(req));
+  if (groups_.count(req.request_id))
+    return invalid_argument("request id '" + req.request_id + "' is already in use");
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  auto g = std::make_unique<RequestGroup>();
+  g->id = req.request_id;
+  g->params = std::move(req.params);
+  g->num_prompt_tokens = static_cast<int32_t>(prompt_len);
+  g->priority = req.priority;
+  g->arrival = std::chrono::steady_clock::now();
+  const int32_t n = g->params.n;
+  g->text.resize(n);
+  g->pending.resize(n);
+  g->dirty.assign(n, false);
+  for (int32_t i = 0; i < n; ++i) {
+    g->text[i] = std::make_unique<SeqTextState>(tokenizer_.get(), g->params);
+    g->pending[i].index = i;
+  }
+  auto r = std::make_unique<Request>();
+  r->seq_id = next_seq_id_++;
+  r->group = g.get();
+  r->index = 0;
+  r->tokens = std::move(req.prompt);
+  r->num_prompt_tokens = g->num_prompt_tokens;
+  r->priority = req.priority;
+  r->cache_salt = req.cache_salt;
+  r->arrival_order = next_arrival_++;
+  r->rng = Rng::for_request(g->params.seed, 0);
+  if (g->params.has_penalties()) r->penalties.add_prompt(r->tokens);
+  scheduler_->add_waiting(r.get());
+  g->seqs.push_back(std::move(r));
+  totals_.prompt_tokens += prompt_len;
+  groups_.emplace(g->id, std::move(g));
+  return Status::ok();
+}
+
+void EngineCore::abort(const std::string& request_id) {
+  auto it = groups_.find(request_id);
+  if (it == groups_.end() || it->second->aborted) return;
+  RequestGroup& g = *it->second;
+  g.aborted = true;
+  for (auto& r : g.seqs)
+    if (!r->finished()) finish_seq(*r, FinishReason::kAbort);
+  aborted_.push_back(request_id);
+}
+
+void EngineCore::finish_seq(Request& r, FinishReason reason) {
+  RequestGroup& g = *r.group;
+  scheduler_->remove(&r);  // frees its blocks now
+  r.status = RequestStatus::kFinished;
+  g.text[r.index]->flush();  // no-op after a stop string, which already fixed the text
+  CompletionOutput& out = g.pending[r.index];
+  out.finish_reason = reason;
+  g.dirty[r.index] = true;
+  ++g.num_finished;
+  ++totals_.num_finished;
+}
+
+void EngineCore::build_batch(const SchedulerOutput& so) {
+  batch_.clear();
+  sample_seqs_.clear();
+  for (const ScheduledSeq& s : so.seqs) {
+    Request& r = *s.req;
+    const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
+    BatchSequence bs;
+    bs.block_table = table.data();
+    bs.n_blocks = static_cast<int32_t>(table.size());
+    bs.n_past = r.num_computed_tokens;
+    bs.n_new = s.num_new;
+    bs.row_begin = batch_.n_rows();
+    const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size());
+    for (int32_t i = 0; i < s.num_new; ++i) {
+      const int32_t p = r.num_computed_tokens + i;
+      batch_.tokens.push_back(r.tokens[p]);
+      batch_.pos.push_back(p);
+      batch_.seq.push_back(seq_index);
+    }
+    batch_.sequences.push_back(bs);
+    // Only a sequence whose last known token runs now needs logits (one row); a prompt chunk
+    // that stops short of the end needs none.
+    if (r.num_computed_tokens + s.num_new == r.num_tokens()) {
+      batch_.logits_rows.push_back(batch_.n_rows() - 1);
+      sample_seqs_.push_back(&r);
+    }
+  }
+}
+
+void EngineCore::accept_token(Request& r, const SampleOutput& s) {
+  RequestGroup& g = *r.group;
+  const SamplingParams& p = g.params;
+  const int32_t token = s.token;
+  r.tokens.push_back(token);
+  if (p.has_penalties()) r.penalties.add_output(token);
+  ++totals_.generation_tokens;
+  CompletionOutput& out = g.pending[r.index];
+  out.token_ids.push_back(token);
+  if (s.has_logprobs) out.logprobs.push_back(s.logprobs);
+  out.num_output_tokens = r.num_output_tokens();
+  g.dirty[r.index] = true;
+
+  // vLLM: token stops count from min_tokens outputs on, stop strings only after them.
+  const bool past_min = r.num_output_tokens() >= p.min_tokens;
+  const bool is_eos = !p.ignore_eos && (tokenizer_ ? tokenizer_->is_eog(token)
+                                                   : token == model_->config().eos_token);
+  if (past_min && is_eos) {
+    out.stop_token = token;
+    finish_seq(r, FinishReason::kStop);
+    return;
+  }
+  if (past_min && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+                      p.stop_token_ids.end()) {
+    out.stop_token = token;
+    out.stop_reason = std::to_string(token);
+    finish_seq(r, FinishReason::kStop);
+    return;
+  }
+  if (auto stop = g.text[r.index]->add_token(token, r.num_output_tokens() > p.min_tokens)) {
+    out.stop_reason = *stop;
+    finish_seq(r, FinishReason::kStop);
+    return;
+  }
+  if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.max_model_len)
+    finish_seq(r, FinishReason::kLength);
+}
+
+void EngineCore::fork_samples(Request& parent) {
+  // The other samples share the prompt's full blocks (ref counts) and recompute only the
+  // partial tail, which keeps one sequence's KV writes from touching another's blocks.
+  RequestGroup& g = *parent.group;
+  g.forked = true;
+  const int32_t shared = (g.num_prompt_tokens - 1) / config_.block_size;
+  for (int32_t i = 1; i < g.params.n; ++i) {
+    auto c = std::make_unique<Request>();
+    c->seq_id = next_seq_id_++;
+    c->group = &g;
+    c->index = i;
+    c->tokens.assign(parent.tokens.begin(), parent.tokens.begin() + g.num_prompt_tokens);
+    c->num_prompt_tokens = g.num_prompt_tokens;
+    c->priority = parent.priority;
+    c->cache_salt = parent.cache_salt;
+    c->arrival_order = parent.arrival_order;
+    c->ever_scheduled = true;
+    c->num_cached_tokens = parent.num_cached_tokens;
+    c->rng = Rng::for_request(g.params.seed, static_cast<uint64_t>(i));
+    if (g.params.has_penalties()) c->penalties.add_prompt(c->tokens);
+    const bool has_blocks = kv_manager_->has_blocks(parent.seq_id) &&
+                            static_cast<int32_t>(kv_manager_->block_table(parent.seq_id).size()) >=
+                                shared;
+    if (has_blocks && shared > 0) {
+      kv_manager_->fork(parent.seq_id, c->seq_id, shared);
+      c->num_computed_tokens = shared * config_.block_size;
+      scheduler_->add_running(c.get());
+    } else {
+      scheduler_->add_waiting(c.get());
+    }
+    g.seqs.push_back(std::move(c));
+  }
+}
+
+RequestOutput EngineCore::make_output(RequestGroup& g) {
+  RequestOutput o;
+  o.request_id = g.id;
+  o.num_prompt_tokens = g.num_prompt_tokens;
+  o.num_cached_tokens = g.seqs.front()->num_cached_tokens;
+  o.finished = g.num_finished == g.params.n || g.aborted;
+  o.queue_time_s = std::max(0.0, g.queue_time_s);
+  o.time_to_first_token_s = g.ttft_s;
+  o.elapsed_s = seconds_since(g.arrival);
+  for (size_t i = 0; i < g.pending.size(); ++i) {
+    if (!g.dirty[i]) continue;
+    CompletionOutput& c = g.pending[i];
+    c.text = g.text[i]->take_delta();
+    o.outputs.push_back(std::move(c));
+    c = CompletionOutput();
+    c.index = static_cast<int32_t>(i);
+    c.num_output_tokens = o.outputs.back().num_output_tokens;
+    g.dirty[i] = false;
+  }
+  return o;
+}
+
+Result<std::vector<RequestOutput>> EngineCore::step() {
+  std::vector<RequestOutput> outputs;
+  for (const std::string& id : aborted_) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;
+    outputs.push_back(make_output(*it->second));
+    groups_.erase(it);
+  }
+  aborted_.clear();
+  if (scheduler_->empty()) return outputs;
+
+  SchedulerOutput so = scheduler_->schedule();
+  if (so.seqs.empty()) return outputs;
+  ++totals_.num_steps;
+  for (const ScheduledSeq& s : so.seqs) {
+    RequestGroup& g = *s.req->group;
+    if (g.queue_time_s < 0) g.queue_time_s = seconds_since(g.arrival);
+    const int32_t prompt_left = s.req->num_prompt_tokens - s.req->num_computed_tokens;
+    if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
+  }
+  build_batch(so);
+
+  const int32_t n_vocab = model_->config().n_vocab;
+  const size_t need = batch_.logits_rows.size() * static_cast<size_t>(n_vocab);
+  if (logits_.size() < need) logits_.resize(need);
+  Status st = model_->forward(batch_, *kv_, logits_.data());
+  if (!st.is_ok()) {
+    // Nothing sensible can continue for these sequences: fail them, free their blocks.
+    for (const ScheduledSeq& s : so.seqs) {
+      RequestGroup& g = *s.req->group;
+      if (!g.aborted) abort(g.id);
+    }
+    return Status(st.code(), "forward pass failed: " + st.message());
+  }
+  for (const ScheduledSeq& s : so.seqs) s.req->num_computed_tokens += s.num_new;
+
+  if (keep_logits_) last_logits_.clear();
+  std::vector<RequestGroup*> touched;
+  for (size_t i = 0; i < sample_seqs_.size(); ++i) {
+    Request& r = *sample_seqs_[i];
+    RequestGroup& g = *r.group;
+    if (r.finished()) continue;  // its group was aborted earlier in this loop
+    std::span<const float> row(logits_.data() + i * n_vocab, n_vocab);
+    if (keep_logits_) last_logits_.emplace_back(g.id, std::vector<float>(row.begin(), row.end()));
+    min_tokens_suppressed_ids(g.params, eos_ids_, r.num_output_tokens(), &suppressed_);
+    SampleOutput sample;
+    Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
+                                suppressed_, r.rng, &sample);
+    if (!ss.is_ok()) {
+      LOOM_LOG_WARN("request %s: sampling failed: %s", g.id.c_str(), ss.message().c_str());
+      abort(g.id);
+      continue;
+    }
+    if (g.ttft_s == 0.0) g.ttft_s = seconds_since(g.arrival);
+    // Fork before accepting: the parent may finish on this token and free its blocks.
+    if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked)
+      fork_samples(r);
+    accept_token(r, sample);
+    if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
+  }
+  for (RequestGroup* g : touched) {
+    if (g->aborted) continue;  // its final output goes out with the aborts next step
+    outputs.push_back(make_output(*g));
+    if (outputs.back().finished) groups_.erase(g->id);
+  }
+  return outputs;
+}
+
+EngineMetrics EngineCore::metrics() const {
+  EngineMetrics m = totals_;
+  m.num_running = scheduler_->num_running();
+  m.num_waiting = scheduler_->num_waiting();
+  m.kv_cache_usage = kv_manager_->usage();
+  m.num_kv_blocks = kv_manager_->num_blocks();
+  m.prefix_cache_queries = kv_manager_->prefix_query_tokens();
+  m.prefix_cache_hits = kv_manager_->prefix_hit_tokens();
+  m.num_preemptions = scheduler_->num_preemptions();
+  return m;
+}
+
+std::string EngineCore::check_kv_drained() const {
+  std::string inv = kv_manager_->pool().check_invariants();
+  if (!inv.empty()) return inv;
+  if (kv_manager_->num_free_blocks() != kv_manager_->num_blocks())
+    return std::to_string(kv_manager_->num_blocks() - kv_manager_->num_free_blocks()) +
+           " KV blocks still in use";
+  return "";
+}
+
+}  // namespace loom

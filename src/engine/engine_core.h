@@ -1,0 +1,100 @@
+// EngineCore: what Engine (include/loom/engine.h) runs on. Owns the model, the KV storage and
+// its block bookkeeping, the scheduler and the sampler; one step() = schedule → build one flat
+// Batch → Model::forward → sample the rows that reached their end → process outputs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/output_processor.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "loom/engine.h"
+#include "loom/tokenizer.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace loom {
+
+// A user request: its n sequences and what the client has been told so far.
+struct RequestGroup {
+  std::string id;
+  SamplingParams params;
+  int32_t num_prompt_tokens = 0;
+  int32_t priority = 0;
+  std::chrono::steady_clock::time_point arrival;
+  double queue_time_s = -1.0;  // arrival → first scheduled
+  double ttft_s = 0.0;
+  bool forked = false;  // n > 1: the other samples exist
+  int32_t num_finished = 0;
+  std::vector<std::unique_ptr<Request>> seqs;
+  std::vector<std::unique_ptr<SeqTextState>> text;  // per sequence index
+  std::vector<CompletionOutput> pending;             // per sequence index: unsent delta
+  std::vector<bool> dirty;                           // pending has something to send
+  bool aborted = false;
+};
+
+class EngineCore {
+ public:
+  static Result<std::unique_ptr<EngineCore>> create(std::unique_ptr<Model> model,
+                                                    std::unique_ptr<Tokenizer> tokenizer,
+                                                    const EngineConfig& config);
+
+  Status add_request(GenerateRequest request);
+  Status validate(const GenerateRequest& request) const;
+  void abort(const std::string& request_id);
+  Result<std::vector<RequestOutput>> step();
+  bool has_unfinished() const { return !groups_.empty(); }
+  EngineMetrics metrics() const;
+
+  const EngineConfig& config() const { return config_; }
+  const Model& model() const { return *model_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  void keep_logits(bool on) { keep_logits_ = on; }
+  const std::vector<std::pair<std::string, std::vector<float>>>& last_logits() const {
+    return last_logits_;
+  }
+  std::string check_kv_drained() const;
+
+ private:
+  EngineCore() = default;
+  void build_batch(const SchedulerOutput& so);
+  // Appends a sampled token to `r` and decides whether it stops there.
+  void accept_token(Request& r, const SampleOutput& s);
+  void finish_seq(Request& r, FinishReason reason);
+  void fork_samples(Request& parent);
+  RequestOutput make_output(RequestGroup& g);
+
+  EngineConfig config_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<KvCacheManager> kv_manager_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Sampler sampler_;
+  std::vector<int32_t> eos_ids_;
+
+  std::unordered_map<std::string, std::unique_ptr<RequestGroup>> groups_;
+  std::vector<std::string> aborted_;  // groups whose final "abort" output is still to be sent
+  int64_t next_seq_id_ = 0;
+  uint64_t next_arrival_ = 0;
+
+  // Per-step scratch, kept to avoid reallocating every step.
+  Batch batch_;
+  std::vector<Request*> sample_seqs_;  // sequence of each logits row
+  std::vector<float> logits_;
+  std::vector<int32_t> suppressed_;
+
+  bool keep_logits_ = false;
+  std::vector<std::pair<std::string, std::vector<float>>> last_logits_;
+
+  EngineMetrics totals_;
+};
+
+}  // namespace loom
