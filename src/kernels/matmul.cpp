@@ -58,7 +58,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, T
     auto quant = [&](int64_t t, int) {
       cpu::quantize_act_row(k->act, x + t * cols, cols, buf + t * x_stride);
     };
-    if (pool && n_tokens > 1)
+    // Parallel only when there is enough work to pay for a pool hand-off.
+    if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
       pool->parallel_for(n_tokens, quant);
     else
       for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
