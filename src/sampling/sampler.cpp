@@ -7,19 +7,22 @@
 #include <cstring>
 #include <limits>
 
+#include "sampling/fast_exp.h"
+
 namespace loom {
 
 using sampling_internal::Candidate;
 using sampling_internal::select_top_k;
+using sampling_internal::count_at_least;
+using sampling_internal::exp_weights;
+using sampling_internal::row_max;
 using sampling_internal::select_top_p;
+using sampling_internal::sum_weights;
+using sampling_internal::top_p_from_row;
 
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// expf of anything below this is 0 in float (the smallest denormal is ~1.4e-45 = e^-103.3):
-// such tokens can never be drawn, so the sampler does not carry them as candidates.
-constexpr float kUnderflowExponent = -104.0f;
 
 std::string out_of_vocab(const char* what, int32_t id, int32_t n) {
   return std::string(what) + " token id " + std::to_string(id) + " is out of range [0, " +
@@ -91,62 +94,92 @@ Status Sampler::apply_processors(std::span<const float> logits, const SamplingPa
   return Status::ok();
 }
 
+namespace {
+
+// Inverse CDF over weights w[0, n): the first i whose running sum exceeds u. Blocks of 64
+// keep the serial running sum inside one block. -1 if rounding left u beyond the end.
+template <typename WeightAt>
+int32_t inverse_cdf(int32_t n, double u, WeightAt weight_at) {
+  double cum = 0.0;
+  for (int32_t b = 0; b < n; b += 64) {
+    const int32_t e = std::min(n, b + 64);
+    double block = 0.0;
+    for (int32_t i = b; i < e; ++i) block += weight_at(i);
+    if (cum + block > u) {
+      for (int32_t i = b; i < e; ++i) {
+        cum += weight_at(i);
+        if (cum > u) return i;
+      }
+      return -1;
+    }
+    cum += block;
+  }
+  return -1;
+}
+
+// The last index with a nonzero weight (the rounding fallback of inverse_cdf).
+template <typename WeightAt>
+int32_t last_positive(int32_t n, WeightAt weight_at) {
+  for (int32_t i = n - 1; i >= 0; --i) {
+    if (weight_at(i) > 0.0f) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
 int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
   const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
 
-  float max_v = kNegInf;
-  for (int32_t i = 0; i < n; ++i) max_v = x[i] > max_v ? x[i] : max_v;
+  const float max_v = row_max(x, n);
   if (!(max_v > kNegInf)) return -1;
   if (std::isinf(max_v)) return argmax_logits(x, n);  // +inf outweighs everything
 
-  const float temperature = params.temperature;
-  const float inv_t = 1.0f / temperature;
-  const bool use_top_k = params.top_k > 0 && params.top_k < n;
-  if (use_top_k) {
-    select_top_k(x, n, params.top_k, /*skip_unsampleable=*/true, &cand_);
-  } else {
-    cand_.clear();
-    const float cutoff = max_v + kUnderflowExponent * temperature;
-    for (int32_t i = 0; i < n; ++i) {
-      if (x[i] >= cutoff) cand_.push_back({x[i], 0.0f, i});  // excludes -inf and NaN
-    }
-  }
-
-  double total = 0.0;
-  for (Candidate& c : cand_) {
-    c.weight = std::exp((c.logit - max_v) * inv_t);
-    total += c.weight;
-  }
+  const float inv_t = 1.0f / params.temperature;
   // The most likely token has weight exp(0) = 1, so min_p's threshold min_p × p_max is min_p
-  // in weight units.
-  if (params.min_p > 0.0f) {
-    const float min_p = params.min_p;
-    auto end = std::remove_if(cand_.begin(), cand_.end(),
-                              [min_p](const Candidate& c) { return c.weight < min_p; });
-    cand_.erase(end, cand_.end());
-    total = 0.0;
-    for (const Candidate& c : cand_) total += c.weight;
-  }
-  if (params.top_p < 1.0f) {
-    int32_t k = select_top_p(cand_.data(), static_cast<int32_t>(cand_.size()),
-                             static_cast<double>(params.top_p) * total);
-    cand_.resize(k);
-    total = 0.0;
-    for (const Candidate& c : cand_) total += c.weight;
-  }
-  if (cand_.empty()) return -1;  // unreachable: the max token survives every filter
+  // in weight units. top_k and min_p commute (both keep a best-first prefix).
+  const float min_w = params.min_p;
 
-  const double u = u01 * total;
-  double cum = 0.0;
-  for (const Candidate& c : cand_) {
-    cum += c.weight;
-    if (cum > u) return c.id;
+  if (params.top_k > 0 && params.top_k < n) {
+    // Few candidates: select them, then work on the short list.
+    select_top_k(x, n, params.top_k, /*skip_unsampleable=*/true, &cand_);
+    auto end = std::remove_if(cand_.begin(), cand_.end(), [&](Candidate& c) {
+      c.weight = std::exp((c.logit - max_v) * inv_t);
+      return !(c.weight >= min_w) || c.weight == 0.0f;
+    });
+    cand_.erase(end, cand_.end());
+    int32_t m = static_cast<int32_t>(cand_.size());
+    if (params.top_p < 1.0f) {
+      double total = 0.0;
+      for (const Candidate& c : cand_) total += c.weight;
+      m = select_top_p(cand_.data(), m, static_cast<double>(params.top_p) * total);
+    }
+    auto weight_at = [this](int32_t i) { return cand_[i].weight; };
+    double total = 0.0;
+    for (int32_t i = 0; i < m; ++i) total += cand_[i].weight;
+    int32_t i = inverse_cdf(m, u01 * total, weight_at);
+    if (i < 0) i = last_positive(m, weight_at);
+    return i < 0 ? -1 : cand_[i].id;
   }
-  // Rounding left u at the very end: take the last token that has any weight.
-  for (auto it = cand_.rbegin(); it != cand_.rend(); ++it) {
-    if (it->weight > 0.0f) return it->id;
+
+  // Whole vocabulary: vectorized weights (min_p folded in as zeros), no candidate list unless
+  // top_p needs one.
+  float* w = scratch_f_.data();
+  exp_weights(x, w, n, max_v, inv_t, min_w);
+  const double total = sum_weights(w, n);
+  if (params.top_p < 1.0f) {
+    const int32_t m = top_p_from_row(x, w, n, max_v, inv_t,
+                                     static_cast<double>(params.top_p) * total, &cand_, &top_p_);
+    auto weight_at = [this](int32_t i) { return cand_[i].weight; };
+    double kept = 0.0;
+    for (int32_t i = 0; i < m; ++i) kept += cand_[i].weight;
+    int32_t i = inverse_cdf(m, u01 * kept, weight_at);
+    if (i < 0) i = last_positive(m, weight_at);
+    return i < 0 ? -1 : cand_[i].id;
   }
-  return cand_.front().id;
+  auto weight_at = [w](int32_t i) { return w[i]; };
+  int32_t i = inverse_cdf(n, u01 * total, weight_at);
+  return i < 0 ? last_positive(n, weight_at) : i;
 }
 
 Status Sampler::sample(std::span<const float> logits, const SamplingParams& params,
@@ -156,6 +189,10 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
   if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
 
   const float* x = logits.data();
+  if (scratch_f_.size() < logits.size()) {  // first call at this vocabulary size
+    scratch_f_.resize(logits.size());
+    cand_.reserve(logits.size() + 2);
+  }
   const bool penalize = penalties != nullptr && params.has_penalties();
   if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
       penalize) {
@@ -187,21 +224,18 @@ void Sampler::logprobs(std::span<const float> logits, int32_t token, int32_t num
   const int32_t n = static_cast<int32_t>(logits.size());
   const float* x = logits.data();
   num_top = std::clamp(num_top, 0, n);
+  if (scratch_f_.size() < logits.size()) scratch_f_.resize(logits.size());
 
-  float max_v = kNegInf;
-  for (int32_t i = 0; i < n; ++i) max_v = x[i] > max_v ? x[i] : max_v;
+  const float max_v = row_max(x, n);
   const bool in_vocab = token >= 0 && token < n;
   const float token_v = in_vocab ? x[token] : std::numeric_limits<float>::quiet_NaN();
 
-  // Float exponentials (relative error ~1e-7 each), double sum and log: ample for the 1e-5
-  // the API promises, at a fraction of the cost of double exp over 152k entries.
-  double sum = 0.0;
-  int32_t rank = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (v > kNegInf) sum += std::exp(v - max_v);
-    rank += v >= token_v;
-  }
+  // Vectorized float exponentials (~2 ulp each, -inf/NaN → 0) summed in double: ample for
+  // the 1e-5 the API promises.
+  float* e = scratch_f_.data();
+  exp_weights(x, e, n, max_v, 1.0f, 0.0f);
+  const double sum = sum_weights(e, n);
+  const int32_t rank = in_vocab ? count_at_least(x, n, token_v) : 0;
   const double lse = static_cast<double>(max_v) + std::log(sum);
   auto logprob_of = [lse](float v) -> float {
     return v > kNegInf ? static_cast<float>(static_cast<double>(v) - lse) : kNegInf;

@@ -88,9 +88,10 @@ class Sampler {
   // Step 6, random branch. Returns the token, or -1 if nothing is sampleable.
   int32_t sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng);
 
-  std::vector<float> work_;                                 // (n_vocab) processed logits
-  std::vector<sampling_internal::Candidate> cand_;          // (<= n_vocab) candidates
-  std::vector<float> allowed_vals_;                         // (allowed ids) saved logits
+  std::vector<float> work_;                         // (n_vocab) processed logits
+  std::vector<float> scratch_f_;                    // (n_vocab) exp weights
+  std::vector<sampling_internal::Candidate> cand_;  // (<= n_vocab) sampling candidates
+  sampling_internal::TopPScratch top_p_;
 };
 
 // Index of the largest finite-or-+inf entry of x[0, n), ties → lowest index; -1 if every

@@ -103,4 +103,60 @@ int32_t select_top_p(Candidate* c, int32_t n, double target) {
   return std::max(hi, 1);
 }
 
+int32_t top_p_from_row(const float* x, const float* w, int32_t n, float max_logit, float inv_t,
+                       double target, std::vector<Candidate>* out, TopPScratch* scratch) {
+  // Buckets split the exponent range [-87, 0] of the nonzero weights evenly; bucket 0 holds
+  // the largest logits. (max - x) · inv_t is a chain of monotone float operations, so bucket
+  // order agrees with ranks_before.
+  constexpr int32_t kBuckets = 4096;
+  constexpr int32_t kNone = kBuckets;  // zero-weight tokens: not candidates
+  const float scale = inv_t * ((kBuckets - 1) / 87.0f);
+  scratch->bucket.resize(n);
+  scratch->mass.assign(kBuckets + 1, 0.0);
+  scratch->count.assign(kBuckets + 1, 0);
+  uint16_t* bucket = scratch->bucket.data();
+  double* mass = scratch->mass.data();
+  int32_t* count = scratch->count.data();
+  for (int32_t i = 0; i < n; ++i) {
+    float f = (max_logit - x[i]) * scale;
+    int32_t b = f < static_cast<float>(kBuckets - 1) ? static_cast<int32_t>(f) : kBuckets - 1;
+    b = w[i] > 0.0f ? b : kNone;
+    bucket[i] = static_cast<uint16_t>(b);
+    mass[b] += w[i];
+    ++count[b];
+  }
+  int32_t cross = 0, n_in = 0;
+  double cum = 0.0;
+  for (; cross < kBuckets - 1; ++cross) {
+    if (cum + mass[cross] >= target) break;
+    cum += mass[cross];
+    n_in += count[cross];
+  }
+  const int32_t n_cross = count[cross];
+
+  // Branch-free split: kept buckets to out[0, n_in), the crossing bucket to
+  // out[n_in + 1, ...); every token is written to both cursors and advances only the one it
+  // belongs to, so out[n_in] and the slot after the crossing bucket take the spill.
+  out->resize(static_cast<size_t>(n_in) + n_cross + 2);
+  Candidate* o = out->data();
+  int32_t wi = 0, wb = n_in + 1;
+  for (int32_t i = 0; i < n; ++i) {
+    const Candidate c{x[i], w[i], i};
+    const int32_t b = bucket[i];
+    o[wi] = c;
+    wi += b < cross;
+    o[wb] = c;
+    wb += b == cross;
+  }
+  std::copy(o + n_in + 1, o + n_in + 1 + n_cross, o + n_in);
+  out->resize(static_cast<size_t>(n_in) + n_cross);
+
+  double above = 0.0;
+  for (int32_t i = 0; i < n_in; ++i) above += o[i].weight;
+  // Summation order differs from the histogram's; if rounding says the kept buckets already
+  // reach the target, the answer lies among them.
+  if (above >= target) return select_top_p(o, n_in, target);
+  return n_in + select_top_p(o + n_in, n_cross, target - above);
+}
+
 }  // namespace loom::sampling_internal

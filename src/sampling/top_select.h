@@ -29,4 +29,19 @@ void select_top_k(const float* values, int32_t n, int32_t k, bool skip_unsamplea
 // Expected O(n) (a weighted quickselect), falling back to a sort on adversarial input.
 int32_t select_top_p(Candidate* c, int32_t n, double target);
 
+// Reused buffers of top_p_from_row.
+struct TopPScratch {
+  std::vector<uint16_t> bucket;  // (n) histogram bucket of each token
+  std::vector<double> mass;      // (kBuckets + 1) weight per bucket
+  std::vector<int32_t> count;    // (kBuckets + 1) tokens per bucket
+};
+
+// Top-p over a whole row without sorting it: x = logits, w = weights (0 = not a candidate,
+// else exp((x - max_logit) · inv_t) >= e^-87). One histogram pass over logit buckets finds the
+// bucket where the mass (ranks_before order) crosses `target`; only that bucket is resolved
+// exactly, by select_top_p. Writes the kept tokens (the same set select_top_p would keep) to
+// out[0, k), unordered, and returns k. out's capacity must already be >= n + 2.
+int32_t top_p_from_row(const float* x, const float* w, int32_t n, float max_logit, float inv_t,
+                       double target, std::vector<Candidate>* out, TopPScratch* scratch);
+
 }  // namespace loom::sampling_internal

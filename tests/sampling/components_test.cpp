@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "sampling/fast_exp.h"
 #include "sampling/penalty_state.h"
 #include "sampling/rng.h"
 #include "sampling/top_select.h"
@@ -161,6 +162,76 @@ TEST(TopSelect, TopPFindsMinimalPrefix) {
       std::sort(b.begin(), b.end());
       ASSERT_EQ(a, b) << "n=" << n << " p=" << p;
     }
+  }
+}
+
+TEST(TopSelect, TopPFromRowMatchesReference) {
+  // Whole rows as the sampler sees them (weights from exp_weights, with min_p zeros), sizes
+  // around the vector width and large enough for crowded buckets.
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    const int32_t n = seed % 4 == 0 ? 1 + static_cast<int32_t>(seed) : 5000 + 9000 * (seed % 3);
+    auto x = test::random_logits(n, seed + 900, 0.5f + seed % 5);
+    if (seed % 5 == 1) for (float& v : x) v = std::round(v * 2) / 2;  // heavy ties
+    x[seed % n] = -INFINITY;
+    const float inv_t = seed % 2 ? 1.0f : 1.0f / 0.6f;
+    const float min_w = seed % 3 == 2 ? 0.01f : 0.0f;
+    const float mx = sampling_internal::row_max(x.data(), n);
+    std::vector<float> w(n);
+    sampling_internal::exp_weights(x.data(), w.data(), n, mx, inv_t, min_w);
+    std::vector<Candidate> ref;
+    for (int32_t i = 0; i < n; ++i) {
+      if (w[i] > 0) ref.push_back({x[i], w[i], i});
+    }
+    std::sort(ref.begin(), ref.end(), ranks_before);
+    const double total = sampling_internal::sum_weights(w.data(), n);
+    for (double p : {0.05, 0.5, 0.9, 0.99}) {
+      int32_t want = 0;
+      double acc = 0;
+      while (want < static_cast<int32_t>(ref.size()) && acc < p * total) acc += ref[want++].weight;
+      std::vector<Candidate> out;
+      out.reserve(n + 2);
+      sampling_internal::TopPScratch scratch;
+      int32_t got = sampling_internal::top_p_from_row(x.data(), w.data(), n, mx, inv_t, p * total,
+                                                      &out, &scratch);
+      ASSERT_EQ(got, want) << "n=" << n << " p=" << p << " seed=" << seed;
+      std::set<int32_t> kept;
+      for (int32_t i = 0; i < got; ++i) kept.insert(out[i].id);
+      ASSERT_EQ(kept.size(), static_cast<size_t>(got)) << "duplicate ids";
+      for (int32_t i = 0; i < want; ++i) {
+        ASSERT_TRUE(kept.count(ref[i].id)) << "rank " << i << " missing, p=" << p;
+      }
+    }
+  }
+}
+
+TEST(RowOps, ExpWeightsMaxAndCountAgainstScalar) {
+  for (int32_t n : {1, 3, 4, 5, 17, 1000, 4099}) {
+    auto x = test::random_logits(n, 40 + n, 6.0f);
+    x[n / 2] = NAN;
+    if (n > 3) x[1] = -INFINITY;
+    if (n > 5) x[n - 2] = -120.0f;  // exp underflows: 0
+    float ref_max = -INFINITY;
+    for (float v : x) ref_max = v > ref_max ? v : ref_max;
+    const float mx = sampling_internal::row_max(x.data(), n);
+    ASSERT_EQ(mx, ref_max) << n;
+    std::vector<float> w(n);
+    const float inv_t = 0.8f, min_w = 1e-3f;
+    sampling_internal::exp_weights(x.data(), w.data(), n, mx, inv_t, min_w);
+    for (int32_t i = 0; i < n; ++i) {
+      const float a = (x[i] - mx) * inv_t;  // the same float argument, exp in double
+      const double r = std::isnan(a) ? 0.0 : std::exp(static_cast<double>(a));
+      if (r < min_w * (1 + 1e-6)) {
+        ASSERT_TRUE(w[i] == 0.0f || std::abs(w[i] - r) <= 1e-6 * r) << i;
+      } else {
+        ASSERT_NEAR(w[i], r, 4e-7 * r) << "n=" << n << " i=" << i << " x=" << x[i];
+      }
+    }
+    double ref_sum = 0;
+    for (float v : w) ref_sum += v;
+    EXPECT_NEAR(sampling_internal::sum_weights(w.data(), n), ref_sum, 1e-12 * (1 + ref_sum));
+    int32_t ref_count = 0;
+    for (float v : x) ref_count += v >= x[0];
+    EXPECT_EQ(sampling_internal::count_at_least(x.data(), n, x[0]), ref_count);
   }
 }
 
