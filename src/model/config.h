@@ -9,8 +9,11 @@ namespace loom {
 
 enum class RopeStyle { kInterleaved, kNeox };  // pairs (2i, 2i+1) vs halves (i, i + d/2)
 
-struct RopeScaling {  // llama3-style frequency scaling; factor == 0 means none
-  float factor = 0.0f;
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+struct RopeScaling {  // factor == 0 means none
+  RopeScalingType type = RopeScalingType::kNone;
+  float factor = 0.0f;  // linear: positions divided by factor; llama3: low frequencies divided
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int32_t original_context = 8192;

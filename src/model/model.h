@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/dtype.h"
+#include "format/gguf.h"
 #include "model/batch.h"
 #include "model/config.h"
 
@@ -43,6 +44,13 @@ class Model {
   // "synth:PRESET[:TYPE]" (random weights built in memory).
   static Result<std::unique_ptr<Model>> load(const std::string& spec,
                                              const ModelLoadOptions& options = {});
+  // From an already parsed GGUF (file or in-memory bytes); the views stay valid because the
+  // model keeps `file`'s mapping alive.
+  static Result<std::unique_ptr<Model>> from_gguf(GgufFile file,
+                                                  const ModelLoadOptions& options = {});
+  // From a Hugging Face directory (config.json + model.safetensors or its index).
+  static Result<std::unique_ptr<Model>> from_hf_dir(const std::string& dir,
+                                                    const ModelLoadOptions& options = {});
   virtual ~Model() = default;
 
   virtual const ModelConfig& config() const = 0;

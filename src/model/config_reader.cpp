@@ -1,0 +1,222 @@
+// GGUF / config.json → ModelConfig.
+#include "model/config_reader.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/arch.h"
+#include "model/tensor_names.h"
+
+namespace loom {
+namespace {
+
+using names::arch_key;
+
+Status check_dims(const ModelConfig& c, const std::string& source) {
+  auto bad = [&](const char* what) {
+    return invalid_file(source + ": invalid hyperparameter " + what);
+  };
+  if (c.n_embd <= 0) return bad("embedding length (must be > 0)");
+  if (c.n_layer <= 0) return bad("block count (must be > 0)");
+  if (c.n_head <= 0) return bad("head count (must be > 0)");
+  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
+    return bad("KV head count (must be > 0 and divide the head count)");
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024)
+    return bad("head dim (must be even, 2..1024)");
+  if (c.n_ff <= 0) return bad("feed-forward length (must be > 0)");
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return bad("rms epsilon / rope theta (must be > 0)");
+  if (c.rope_scaling.type != RopeScalingType::kNone && !(c.rope_scaling.factor > 0))
+    return bad("rope scaling factor (must be > 0)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> config_from_gguf(const GgufFile& f) {
+  auto arch_name = f.get_string(names::kGeneralArchitecture);
+  if (!arch_name) return invalid_file("GGUF file has no general.architecture");
+  const ArchSpec* arch = find_arch(*arch_name);
+  if (!arch)
+    return unsupported("unsupported architecture '" + *arch_name + "' (supported: " +
+                       supported_arch_list() + ")");
+  ModelConfig c;
+  c.arch = std::string(arch->name);
+  c.rope_style = arch->gguf_rope_style;
+  auto key = [&](std::string_view suffix) { return arch_key(arch->name, suffix); };
+  auto req_int = [&](std::string_view suffix, int32_t* out) -> Status {
+    auto v = f.get_int(key(suffix));
+    if (!v) return invalid_file("GGUF metadata key " + key(suffix) + " is missing or not an integer");
+    if (*v < 0 || *v > (1ll << 31) - 1) return invalid_file("GGUF metadata key " + key(suffix) + " out of range");
+    *out = static_cast<int32_t>(*v);
+    return Status::ok();
+  };
+  auto opt_int = [&](std::string_view full_key, int32_t def) -> int32_t {
+    auto v = f.get_int(full_key);
+    return v && *v >= INT32_MIN && *v <= INT32_MAX ? static_cast<int32_t>(*v) : def;
+  };
+  LOOM_RETURN_IF_ERROR(req_int(names::kEmbeddingLength, &c.n_embd));
+  LOOM_RETURN_IF_ERROR(req_int(names::kBlockCount, &c.n_layer));
+  LOOM_RETURN_IF_ERROR(req_int(names::kHeadCount, &c.n_head));
+  LOOM_RETURN_IF_ERROR(req_int(names::kFeedForwardLength, &c.n_ff));
+  c.n_head_kv = opt_int(key(names::kHeadCountKv), c.n_head);
+  c.head_dim = opt_int(key(names::kKeyLength), c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  int32_t v_len = opt_int(key(names::kValueLength), c.head_dim);
+  if (v_len != c.head_dim) return unsupported("value length differs from key length in " + key(names::kValueLength));
+  int32_t rope_dim = opt_int(key(names::kRopeDimensionCount), c.head_dim);
+  if (rope_dim != c.head_dim) return unsupported("partial rotary embedding (rope.dimension_count != head dim) is not supported");
+  c.context_length = opt_int(key(names::kContextLength), 0);
+  c.n_vocab = opt_int(key(names::kVocabSize), 0);  // replaced by the embedding's row count
+  if (auto e = f.get_float(key(names::kRmsEps))) c.rms_eps = static_cast<float>(*e);
+  if (auto t = f.get_float(key(names::kRopeFreqBase))) c.rope_theta = static_cast<float>(*t);
+
+  auto type = f.get_string(key(names::kRopeScalingType));
+  auto factor = f.get_float(key(names::kRopeScalingFactor));
+  if (type && *type == "llama3") {
+    c.rope_scaling.type = RopeScalingType::kLlama3;
+    c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
+    if (auto v = f.get_float(key(names::kRopeScalingLowFreqFactor))) c.rope_scaling.low_freq_factor = static_cast<float>(*v);
+    if (auto v = f.get_float(key(names::kRopeScalingHighFreqFactor))) c.rope_scaling.high_freq_factor = static_cast<float>(*v);
+    c.rope_scaling.original_context = opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
+  } else if ((type && *type == "linear") || (!type && factor && *factor != 1.0 && *factor != 0.0)) {
+    c.rope_scaling.type = RopeScalingType::kLinear;
+    c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
+  } else if (type && *type != "none") {
+    return unsupported("rope scaling type '" + *type + "' is not supported (llama3, linear, none)");
+  }
+  c.bos_token = opt_int(names::kTokenizerBos, -1);
+  c.eos_token = opt_int(names::kTokenizerEos, -1);
+  LOOM_RETURN_IF_ERROR(check_dims(c, "GGUF file"));
+  return c;
+}
+
+Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string& source) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid_file(source + ": not a JSON object");
+  auto type = j.value("model_type", std::string());
+  const ArchSpec* arch = find_arch_hf(type);
+  if (!arch)
+    return unsupported(source + ": unsupported model_type '" + type + "' (supported: " +
+                       supported_arch_list() + ", mistral)");
+  ModelConfig c;
+  c.arch = std::string(arch->name);
+  c.rope_style = RopeStyle::kNeox;
+  Status err = Status::ok();
+  // Integer field; null or absent → def (or an error when def < 0).
+  auto get_int = [&](const char* k, int64_t def) -> int32_t {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) {
+      if (def < 0 && err.is_ok()) err = invalid_file(source + ": missing \"" + k + "\"");
+      return static_cast<int32_t>(def);
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
+      if (err.is_ok()) err = invalid_file(source + ": \"" + k + "\" must be a non-negative integer");
+      return 0;
+    }
+    return static_cast<int32_t>(it->get<int64_t>());
+  };
+  auto get_float = [&](const nlohmann::json& obj, const char* k, double def) -> double {
+    auto it = obj.find(k);
+    if (it == obj.end() || it->is_null()) return def;
+    if (!it->is_number()) {
+      if (err.is_ok()) err = invalid_file(source + ": \"" + k + "\" must be a number");
+      return def;
+    }
+    return it->get<double>();
+  };
+  // bos/eos may be null, an integer or a list of integers (the first is the primary one).
+  auto token_id = [&](const char* k) -> int32_t {
+    auto it = j.find(k);
+    if (it == j.end()) return -1;
+    if (it->is_number_integer()) return it->get<int32_t>();
+    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) return (*it)[0].get<int32_t>();
+    return -1;
+  };
+
+  c.n_vocab = get_int("vocab_size", -1);
+  c.n_embd = get_int("hidden_size", -1);
+  c.n_layer = get_int("num_hidden_layers", -1);
+  c.n_head = get_int("num_attention_heads", -1);
+  c.n_head_kv = get_int("num_key_value_heads", c.n_head);
+  c.head_dim = get_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.n_ff = get_int("intermediate_size", -1);
+  c.context_length = get_int("max_position_embeddings", 0);
+  c.rms_eps = static_cast<float>(get_float(j, "rms_norm_eps", 1e-6));
+  c.tied_embeddings = j.value("tie_word_embeddings", false);
+  c.bos_token = token_id("bos_token_id");
+  c.eos_token = token_id("eos_token_id");
+  LOOM_RETURN_IF_ERROR(err);
+  auto act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu")
+    return unsupported(source + ": hidden_act '" + act + "' is not supported (silu)");
+  if (get_float(j, "partial_rotary_factor", 1.0) != 1.0)
+    return unsupported(source + ": partial_rotary_factor is not supported");
+
+  // RoPE: transformers >= 5 writes rope_parameters {rope_theta, rope_type, ...}; older
+  // configs have a top-level rope_theta and an optional rope_scaling {type|rope_type, ...}.
+  c.rope_theta = static_cast<float>(get_float(j, "rope_theta", 10000.0));
+  const nlohmann::json* rp = nullptr;
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) rp = &*it;
+  else if (auto it2 = j.find("rope_scaling"); it2 != j.end() && it2->is_object()) rp = &*it2;
+  if (rp) {
+    c.rope_theta = static_cast<float>(get_float(*rp, "rope_theta", c.rope_theta));
+    std::string rt = rp->value("rope_type", rp->value("type", std::string("default")));
+    if (rt == "llama3") {
+      c.rope_scaling.type = RopeScalingType::kLlama3;
+      c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));
+      c.rope_scaling.low_freq_factor = static_cast<float>(get_float(*rp, "low_freq_factor", 1.0));
+      c.rope_scaling.high_freq_factor = static_cast<float>(get_float(*rp, "high_freq_factor", 4.0));
+      c.rope_scaling.original_context = static_cast<int32_t>(
+          get_float(*rp, "original_max_position_embeddings", c.rope_scaling.original_context));
+    } else if (rt == "linear") {
+      c.rope_scaling.type = RopeScalingType::kLinear;
+      c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));
+    } else if (rt != "default") {
+      return unsupported(source + ": rope_type '" + rt + "' is not supported (default, linear, llama3)");
+    }
+  }
+  LOOM_RETURN_IF_ERROR(err);
+  LOOM_RETURN_IF_ERROR(check_dims(c, source));
+  if (c.n_vocab <= 0) return invalid_file(source + ": vocab_size must be > 0");
+  return c;
+}
+
+Result<ModelConfig> config_from_hf_dir(const std::string& dir) {
+  std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) return not_found("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return config_from_hf_json(ss.str(), path);
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> freq_factors) {
+  const int half = c.head_dim / 2;
+  std::vector<float> out(half);
+  const auto& s = c.rope_scaling;
+  for (int i = 0; i < half; ++i) {
+    double f = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
+    if (!freq_factors.empty()) {
+      f /= freq_factors[i];
+    } else if (s.type == RopeScalingType::kLinear) {
+      f /= s.factor;
+    } else if (s.type == RopeScalingType::kLlama3) {
+      const double low_wavelen = s.original_context / s.low_freq_factor;
+      const double high_wavelen = s.original_context / s.high_freq_factor;
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;
+      } else if (wavelen >= high_wavelen) {  // between the two: blend
+        double smooth = (s.original_context / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    out[i] = static_cast<float>(f);
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,68 @@
+// KvCache factory and the CPU storage.
+#include "model/kv_cache.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "base/checked.h"
+
+namespace loom {
+namespace {
+
+bool kv_dtype_ok(Dtype d) { return d == Dtype::kF32 || d == Dtype::kF16 || d == Dtype::kBF16; }
+uint64_t elem_size(Dtype d) { return d == Dtype::kF32 ? 4 : 2; }
+
+}  // namespace
+
+uint64_t KvCache::bytes_per_block(const ModelConfig& c, int32_t block_size, Dtype dtype) {
+  return 2ull * c.n_layer * block_size * c.n_head_kv * c.head_dim * elem_size(dtype);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
+                                                 int32_t block_size, Dtype dtype) {
+  if (!kv_dtype_ok(dtype))
+    return invalid_argument("KV cache dtype must be f32, f16 or bf16, not " +
+                            std::string(dtype_name(dtype)));
+  if (num_blocks <= 0 || block_size <= 0)
+    return invalid_argument("KV cache needs num_blocks > 0 and block_size > 0");
+  if (config.n_layer <= 0 || config.n_head_kv <= 0 || config.head_dim <= 0)
+    return invalid_argument("KV cache: model config has no layers / heads");
+  // Per-layer buffer size, with overflow checked before allocating.
+  auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size,
+                                   config.n_head_kv, config.head_dim, elem_size(dtype));
+  if (!per_layer || *per_layer > (1ull << 46))
+    return Status(StatusCode::kResourceExhausted, "KV cache too large: reduce the number of blocks");
+  try {
+    return std::unique_ptr<KvCache>(new CpuKvCache(config, num_blocks, block_size, dtype));
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted,
+                  "cannot allocate the KV cache (" + std::to_string(num_blocks) + " blocks)");
+  }
+}
+
+CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_size, Dtype dtype)
+    : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  dtype_ = dtype;
+  token_stride_ = static_cast<uint64_t>(c.n_head_kv) * c.head_dim * elem_size(dtype);
+  block_stride_ = token_stride_ * block_size;
+  const uint64_t bytes = block_stride_ * num_blocks;
+  for (int l = 0; l < c.n_layer; ++l) {
+    // Default-initialized: pages are committed on first write, not at start-up.
+    k_.emplace_back(new uint8_t[bytes]);
+    v_.emplace_back(new uint8_t[bytes]);
+  }
+}
+
+void CpuKvCache::copy_block(int32_t src, int32_t dst) {
+  LOOM_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
+  if (src == dst) return;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    std::memcpy(k_[l].get() + dst * block_stride_, k_[l].get() + src * block_stride_, block_stride_);
+    std::memcpy(v_[l].get() + dst * block_stride_, v_[l].get() + src * block_stride_, block_stride_);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,58 @@
+// Model::load: GGUF file, Hugging Face directory, or "synth:PRESET[:TYPE]".
+#include <filesystem>
+#include <memory>
+
+#include "format/safetensors.h"
+#include "model/arch.h"
+#include "model/config_reader.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "model/tensor_names.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+
+namespace loom {
+
+Result<std::unique_ptr<Model>> Model::from_gguf(GgufFile file, const ModelLoadOptions& options) {
+  auto holder = std::make_shared<GgufFile>(std::move(file));
+  LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_gguf(*holder));
+  const ArchSpec* arch = find_arch(config.arch);
+  TensorLookup find = [&](std::string_view name) -> const TensorView* {
+    const GgufTensorInfo* t = holder->find_tensor(name);
+    return t ? &t->view : nullptr;
+  };
+  LOOM_ASSIGN_OR_RETURN(Weights weights, Weights::bind(config, *arch, find));
+  weights.keepalive = holder;
+  return std::unique_ptr<Model>(new CpuModel(std::move(config), std::move(weights), options));
+}
+
+Result<std::unique_ptr<Model>> Model::from_hf_dir(const std::string& dir,
+                                                  const ModelLoadOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(dir));
+  LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(dir));
+  auto holder = std::make_shared<SafetensorsModel>(std::move(st));
+  const ArchSpec* arch = find_arch(config.arch);
+  TensorLookup find = [&](std::string_view name) -> const TensorView* {
+    auto hf = names::gguf_to_hf(name);
+    return hf ? holder->find(*hf) : nullptr;
+  };
+  LOOM_ASSIGN_OR_RETURN(Weights weights, Weights::bind(config, *arch, find));
+  weights.keepalive = holder;
+  return std::unique_ptr<Model>(new CpuModel(std::move(config), std::move(weights), options));
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& spec, const ModelLoadOptions& options) {
+  if (spec.rfind("synth:", 0) == 0) {
+    LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
+    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
+    return from_gguf(std::move(file), options);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(spec, ec)) return from_hf_dir(spec, options);
+  if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);
+  LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(spec));
+  return from_gguf(std::move(file), options);
+}
+
+}  // namespace loom

@@ -1,0 +1,191 @@
+// CPU forward pass. All weight products go through kernels::matmul; the element-wise and
+// attention work is spread over the model's pool by row (and by (row, head) for attention).
+//
+// Batch invariance: every row's computation depends only on its own activations and on the
+// K/V of its own sequence. Each layer first writes the K/V of all rows of the step into the
+// cache, then every row attends over positions [0, pos] read back from the cache in order,
+// so a position's contribution is summed identically whether it was computed in this step or
+// an earlier one, and whatever else shares the batch.
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "model/config_reader.h"
+#include "model/kv_cache.h"
+
+namespace loom {
+
+CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options)
+    : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
+  weight_bytes_ = weights_.bytes_per_token();
+  inv_freq_ = rope_inv_freq(config_, weights_.rope_freqs);
+}
+
+Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
+  const int32_t n = b.n_rows();
+  if (b.pos.size() != static_cast<size_t>(n) || b.seq.size() != static_cast<size_t>(n))
+    return invalid_argument("batch: tokens, pos and seq must have the same length");
+  const int32_t n_seq = static_cast<int32_t>(b.sequences.size());
+  for (const auto& s : b.sequences) {
+    if (s.n_blocks < 0 || (s.n_blocks > 0 && !s.block_table))
+      return invalid_argument("batch: sequence without a block table");
+    for (int32_t i = 0; i < s.n_blocks; ++i)
+      if (s.block_table[i] < 0 || s.block_table[i] >= kv.num_blocks())
+        return invalid_argument("batch: block id " + std::to_string(s.block_table[i]) +
+                                " outside the KV cache (" + std::to_string(kv.num_blocks()) + " blocks)");
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
+      return invalid_argument("batch: token id " + std::to_string(b.tokens[i]) +
+                              " outside the vocabulary (" + std::to_string(config_.n_vocab) + ")");
+    if (b.seq[i] < 0 || b.seq[i] >= n_seq) return invalid_argument("batch: row with a bad sequence index");
+    const auto& s = b.sequences[b.seq[i]];
+    if (b.pos[i] < 0 || static_cast<int64_t>(b.pos[i]) >= static_cast<int64_t>(s.n_blocks) * kv.block_size())
+      return invalid_argument("batch: position " + std::to_string(b.pos[i]) +
+                              " not covered by the sequence's block table");
+  }
+  for (int32_t r : b.logits_rows)
+    if (r < 0 || r >= n) return invalid_argument("batch: logits row out of range");
+  return Status::ok();
+}
+
+void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
+  const auto& c = config_;
+  const int64_t D = c.head_dim;
+  if (n_rows > cap_rows_) {
+    cap_rows_ = n_rows;
+    x_.resize(n_rows * c.n_embd);
+    xn_.resize(n_rows * c.n_embd);
+    q_.resize(n_rows * c.n_head * D);
+    k_.resize(n_rows * c.n_head_kv * D);
+    v_.resize(n_rows * c.n_head_kv * D);
+    attn_.resize(n_rows * c.n_head * D);
+    proj_.resize(n_rows * c.n_embd);
+    gate_.resize(n_rows * c.n_ff);
+    up_.resize(n_rows * c.n_ff);
+  }
+  if (n_logits > cap_logits_) {
+    cap_logits_ = n_logits;
+    final_.resize(n_logits * c.n_embd);
+  }
+  if (max_kv > cap_kv_) {
+    cap_kv_ = max_kv;
+    attn_scratch_.resize(static_cast<size_t>(pool_.size()) * (max_kv + D));
+  }
+}
+
+Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
+  auto* kv = dynamic_cast<CpuKvCache*>(&kv_base);
+  if (!kv) return invalid_argument("forward: KV cache was not created for the CPU model");
+  if (kv->n_layer() != config_.n_layer || kv->n_head_kv() != config_.n_head_kv ||
+      kv->head_dim() != config_.head_dim)
+    return invalid_argument("forward: KV cache shape does not match the model");
+  LOOM_RETURN_IF_ERROR(validate(b, *kv));
+  const int64_t n = b.n_rows();
+  if (n == 0) return Status::ok();
+
+  const auto& c = config_;
+  const int64_t E = c.n_embd, D = c.head_dim, F = c.n_ff;
+  const int64_t q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;
+  const int64_t group = c.n_head / c.n_head_kv;
+  const int64_t n_logits = static_cast<int64_t>(b.logits_rows.size());
+  int32_t max_kv = 0;
+  for (int64_t i = 0; i < n; ++i) max_kv = std::max(max_kv, b.pos[i] + 1);
+  reserve(n, n_logits, max_kv);
+  ThreadPool* pool = &pool_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const int32_t bs = kv->block_size();
+
+  // Embedding lookup (rows of any dtype).
+  const TensorView& embd = weights_.token_embd;
+  pool_.parallel_for(n, [&](int64_t i, int) {
+    kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), &x_[i * E], E);
+  });
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = weights_.layers[l];
+    pool_.parallel_for(n, [&](int64_t i, int) {
+      kernels::rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    });
+    kernels::matmul(L.wq, xn_.data(), n, q_.data(), pool);
+    kernels::matmul(L.wk, xn_.data(), n, k_.data(), pool);
+    kernels::matmul(L.wv, xn_.data(), n, v_.data(), pool);
+
+    // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
+    uint8_t* k_cache = kv->k(l);
+    uint8_t* v_cache = kv->v(l);
+    pool_.parallel_for(n, [&](int64_t i, int) {
+      float* q = &q_[i * q_dim];
+      float* k = &k_[i * kv_dim];
+      float* v = &v_[i * kv_dim];
+      if (c.qkv_bias) {
+        for (int64_t j = 0; j < q_dim; ++j) q[j] += L.bq[j];
+        for (int64_t j = 0; j < kv_dim; ++j) k[j] += L.bk[j];
+        for (int64_t j = 0; j < kv_dim; ++j) v[j] += L.bv[j];
+      }
+      if (c.qk_norm) {
+        for (int64_t h = 0; h < c.n_head; ++h)
+          kernels::rms_norm(q + h * D, L.q_norm.data(), q + h * D, D, c.rms_eps);
+        for (int64_t h = 0; h < c.n_head_kv; ++h)
+          kernels::rms_norm(k + h * D, L.k_norm.data(), k + h * D, D, c.rms_eps);
+      }
+      const bool neox = c.rope_style == RopeStyle::kNeox;
+      kernels::rope(q, c.n_head, D, b.pos[i], inv_freq_.data(), neox);
+      kernels::rope(k, c.n_head_kv, D, b.pos[i], inv_freq_.data(), neox);
+      const BatchSequence& s = b.sequences[b.seq[i]];
+      const uint64_t off = static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
+                           static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();
+      kernels::store_kv(kv->dtype(), k, k_cache + off, kv_dim);
+      kernels::store_kv(kv->dtype(), v, v_cache + off, kv_dim);
+    });
+
+    // Attention per (row, head) over the row's positions [0, pos], read through the cache.
+    const uint64_t head_bytes = kv->token_stride() / c.n_head_kv;
+    pool_.parallel_for(n * c.n_head, [&](int64_t task, int thread) {
+      const int64_t i = task / c.n_head, h = task % c.n_head;
+      const int64_t hk = h / group;
+      const BatchSequence& s = b.sequences[b.seq[i]];
+      kernels::PagedHead kh{k_cache + hk * head_bytes, kv->dtype(), s.block_table, bs,
+                            kv->block_stride(), kv->token_stride()};
+      kernels::PagedHead vh = kh;
+      vh.base = v_cache + hk * head_bytes;
+      float* scratch = &attn_scratch_[static_cast<size_t>(thread) * (cap_kv_ + D)];
+      kernels::attention(&q_[i * q_dim + h * D], kh, vh, D, b.pos[i] + 1, scale, scratch,
+                         &attn_[i * q_dim + h * D]);
+    });
+    kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
+
+    pool_.parallel_for(n, [&](int64_t i, int) {
+      float* x = &x_[i * E];
+      const float* p = &proj_[i * E];
+      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+      kernels::rms_norm(x, L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    });
+    kernels::matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
+    kernels::matmul(L.w_up, xn_.data(), n, up_.data(), pool);
+    pool_.parallel_for(n, [&](int64_t i, int) {
+      kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
+    });
+    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
+    pool_.parallel_for(n, [&](int64_t i, int) {
+      float* x = &x_[i * E];
+      const float* p = &proj_[i * E];
+      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+    });
+  }
+
+  if (n_logits == 0) return Status::ok();
+  pool_.parallel_for(n_logits, [&](int64_t r, int) {
+    kernels::rms_norm(&x_[b.logits_rows[r] * E], weights_.output_norm.data(), &final_[r * E], E,
+                      c.rms_eps);
+  });
+  kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool);
+  return Status::ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,49 @@
+// The CPU transformer: one Model::forward over a flat Batch with a paged KV cache.
+// Decoder-only, pre-norm: RMSNorm → attention (GQA, optional qkv bias / qk norm, RoPE) →
+// residual → RMSNorm → SwiGLU FFN → residual; final RMSNorm; logits for the wanted rows.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace loom {
+
+class CpuModel final : public Model {
+ public:
+  CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  Status forward(const Batch& batch, KvCache& kv, float* logits) override;
+  ThreadPool& thread_pool() override { return pool_; }
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  const Weights& weights() const { return weights_; }
+
+ private:
+  Status validate(const Batch& batch, const KvCache& kv) const;
+  void reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv);
+
+  ModelConfig config_;
+  Weights weights_;
+  ThreadPool pool_;
+  uint64_t weight_bytes_ = 0;
+  std::vector<float> inv_freq_;  // (D/2) RoPE angular frequency per pair, scaling folded in
+
+  // Scratch, grown on demand and reused (no allocation per step in steady state).
+  int64_t cap_rows_ = 0, cap_logits_ = 0, cap_kv_ = 0;
+  std::vector<float> x_;        // (rows, E) residual stream
+  std::vector<float> xn_;       // (rows, E) normed input of the current sub-block
+  std::vector<float> q_;        // (rows, n_head * D)
+  std::vector<float> k_;        // (rows, n_head_kv * D)
+  std::vector<float> v_;        // (rows, n_head_kv * D)
+  std::vector<float> attn_;     // (rows, n_head * D) attention output before wo
+  std::vector<float> proj_;     // (rows, E) output of wo / w_down
+  std::vector<float> gate_;     // (rows, F)
+  std::vector<float> up_;       // (rows, F)
+  std::vector<float> final_;    // (logits rows, E)
+  std::vector<float> attn_scratch_;  // (threads, max_kv + D) scores and a converted K/V row
+};
+
+}  // namespace loom

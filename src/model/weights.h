@@ -1,0 +1,53 @@
+// Weights: the model's tensors bound by name and checked against the config. Matrices are
+// zero-copy TensorViews into the mapped file (or an owned buffer); small 1-D tensors (norm
+// weights, biases, rope frequency factors) are converted to float once at load.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "format/tensor.h"
+#include "model/arch.h"
+#include "model/config.h"
+
+namespace loom {
+
+// Looks a tensor up by its GGUF name; nullptr when absent.
+using TensorLookup = std::function<const TensorView*(std::string_view gguf_name)>;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (E)
+  TensorView wq;                 // (n_head * D, E)   shapes as (rows, cols)
+  TensorView wk;                 // (n_head_kv * D, E)
+  TensorView wv;                 // (n_head_kv * D, E)
+  std::vector<float> bq, bk, bv; // (n_head * D), (n_head_kv * D) x2; empty without qkv bias
+  std::vector<float> q_norm;     // (D); empty without qk norm
+  std::vector<float> k_norm;     // (D)
+  TensorView wo;                 // (E, n_head * D)
+  std::vector<float> ffn_norm;   // (E)
+  TensorView w_gate;             // (F, E)
+  TensorView w_up;               // (F, E)
+  TensorView w_down;             // (E, F)
+};
+
+struct Weights {
+  TensorView token_embd;           // (V, E), any dtype; rows dequantized on lookup
+  std::vector<float> output_norm;  // (E)
+  TensorView output;               // (V, E); the same view as token_embd when tied
+  std::vector<float> rope_freqs;   // (D/2) frequency divisors; empty when absent
+  std::vector<LayerWeights> layers;
+  std::shared_ptr<const void> keepalive;  // the mapping / buffer the views point into
+
+  // Binds every tensor the config needs. Fills the tensor-derived config fields: n_vocab
+  // (embedding rows), tied_embeddings (no output.weight, or the HF config said so),
+  // qkv_bias and qk_norm (per the arch's TensorNeed and what the file holds). A missing
+  // required tensor or a wrong shape is an error naming the tensor.
+  static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find);
+
+  uint64_t bytes_per_token() const;  // matrix bytes one forward token reads
+};
+
+}  // namespace loom
