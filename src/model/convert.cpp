@@ -1,0 +1,156 @@
+// HF → GGUF conversion. Tensors are converted row by row straight into the output file
+// (model/gguf_build.h), so converting never holds a second copy of the model in memory.
+#include "model/convert.h"
+
+#include <filesystem>
+
+#include "format/safetensors.h"
+#include "kernels/quant.h"
+#include "model/arch.h"
+#include "model/config_reader.h"
+#include "model/gguf_build.h"
+#include "model/synth.h"
+#include "model/tensor_names.h"
+#include "model/weights.h"
+
+namespace loom {
+
+int64_t rope_permuted_source_row(int64_t gguf_row, int64_t head_dim) {
+  const int64_t h = gguf_row / head_dim, r = gguf_row % head_dim;
+  const int64_t i = r / 2, j = r % 2;
+  return h * head_dim + j * (head_dim / 2) + i;
+}
+
+namespace {
+
+struct Source {
+  const TensorView* view;
+  bool permute;  // llama Q/K rows (or bias elements) reordered for interleaved RoPE
+};
+
+void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name, Dtype type) {
+  namespace n = names;
+  auto key = [&](std::string_view suffix) { return n::arch_key(c.arch, suffix); };
+  m.set_string(std::string(n::kGeneralArchitecture), c.arch);
+  m.set_string(std::string(n::kGeneralName), name);
+  m.set_u32(std::string(n::kGeneralFileType), gguf_file_type_for(type));
+  if (dtype_info(type).quantized) m.set_u32("general.quantization_version", 2);
+  m.set_u32(key(n::kVocabSize), c.n_vocab);
+  m.set_u32(key(n::kContextLength), c.context_length);
+  m.set_u32(key(n::kEmbeddingLength), c.n_embd);
+  m.set_u32(key(n::kBlockCount), c.n_layer);
+  m.set_u32(key(n::kFeedForwardLength), c.n_ff);
+  m.set_u32(key(n::kHeadCount), c.n_head);
+  m.set_u32(key(n::kHeadCountKv), c.n_head_kv);
+  m.set_u32(key(n::kKeyLength), c.head_dim);
+  m.set_u32(key(n::kValueLength), c.head_dim);
+  m.set_u32(key(n::kRopeDimensionCount), c.head_dim);
+  m.set_f32(key(n::kRmsEps), c.rms_eps);
+  m.set_f32(key(n::kRopeFreqBase), c.rope_theta);
+  const auto& s = c.rope_scaling;
+  if (s.type == RopeScalingType::kLinear) {
+    m.set_string(key(n::kRopeScalingType), "linear");
+    m.set_f32(key(n::kRopeScalingFactor), s.factor);
+  } else if (s.type == RopeScalingType::kLlama3) {
+    m.set_string(key(n::kRopeScalingType), "llama3");
+    m.set_f32(key(n::kRopeScalingFactor), s.factor);
+    m.set_f32(key(n::kRopeScalingLowFreqFactor), s.low_freq_factor);
+    m.set_f32(key(n::kRopeScalingHighFreqFactor), s.high_freq_factor);
+    m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
+  }
+  if (c.bos_token >= 0) m.set_u32(std::string(n::kTokenizerBos), c.bos_token);
+  if (c.eos_token >= 0) m.set_u32(std::string(n::kTokenizerEos), c.eos_token);
+}
+
+}  // namespace
+
+Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path,
+                          const ConvertOptions& o, ConvertReport* report) {
+  ConvertReport local;
+  ConvertReport& rep = report ? *report : local;
+  if (o.type != Dtype::kF32 && o.type != Dtype::kF16 && o.type != Dtype::kBF16 &&
+      o.type != Dtype::kQ8_0)
+    return invalid_argument("convert --type must be f32, f16, bf16 or q8_0");
+  LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(hf_dir));
+  LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(hf_dir));
+  const ArchSpec* arch = find_arch(config.arch);
+  TensorLookup find = [&](std::string_view name) -> const TensorView* {
+    auto hf = names::gguf_to_hf(name);
+    return hf ? st.find(*hf) : nullptr;
+  };
+  // Binding validates every shape and settles tied / bias / qk-norm flags.
+  LOOM_ASSIGN_OR_RETURN(Weights bound, Weights::bind(config, *arch, find));
+  rep.arch = config.arch;
+  const bool permute = arch->gguf_rope_style == RopeStyle::kInterleaved;
+
+  // The tensors to write, in GGUF order: globals, then each layer.
+  std::vector<std::string> order = {std::string(names::kTokenEmbd), std::string(names::kOutputNorm)};
+  if (!config.tied_embeddings) order.push_back(std::string(names::kOutput));
+  for (int l = 0; l < config.n_layer; ++l) {
+    for (auto suf : {names::kAttnNorm, names::kAttnQ, names::kAttnK, names::kAttnV})
+      order.push_back(names::layer_tensor(l, suf));
+    if (config.qkv_bias)
+      for (auto suf : {names::kAttnQBias, names::kAttnKBias, names::kAttnVBias})
+        order.push_back(names::layer_tensor(l, suf));
+    if (config.qk_norm)
+      for (auto suf : {names::kAttnQNorm, names::kAttnKNorm}) order.push_back(names::layer_tensor(l, suf));
+    for (auto suf : {names::kAttnOutput, names::kFfnNorm, names::kFfnGate, names::kFfnUp, names::kFfnDown})
+      order.push_back(names::layer_tensor(l, suf));
+  }
+  std::vector<PlannedTensor> plan;
+  std::vector<Source> sources;
+  for (const auto& name : order) {
+    const TensorView* v = find(name);
+    if (!v) return internal_error("convert: bound tensor " + name + " disappeared");
+    if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16)
+      return unsupported("convert: tensor " + *names::gguf_to_hf(name) + " has dtype " +
+                         std::string(dtype_name(v->dtype)) + " (expected F32, F16 or BF16)");
+    Dtype dt = Dtype::kF32;
+    std::vector<int64_t> ne = {v->ne[0]};
+    if (v->n_dims == 2) {
+      ne.push_back(v->ne[1]);
+      dt = o.type;
+      if (!row_bytes(dt, v->ne[0])) {
+        rep.notes.push_back(name + ": row length " + std::to_string(v->ne[0]) +
+                            " does not fit " + std::string(dtype_name(dt)) + " blocks; written as f16");
+        dt = Dtype::kF16;
+      }
+    }
+    LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(name, dt, ne));
+    rep.n_bytes += p.nbytes;
+    plan.push_back(std::move(p));
+    sources.push_back({v, permute && names::is_rope_permuted_tensor(name)});
+  }
+  rep.n_tensors = static_cast<int>(plan.size());
+  if (std::filesystem::exists(hf_dir + "/tokenizer.json"))
+    rep.notes.push_back("tokenizer.json not embedded (no HF tokenizer importer yet): the GGUF has no tokenizer");
+
+  GgufWriter meta;
+  std::string model_name = std::filesystem::path(hf_dir).lexically_normal().filename().string();
+  if (model_name.empty()) model_name = std::filesystem::path(hf_dir).parent_path().filename().string();
+  write_metadata(meta, config, model_name, o.type);
+
+  const int64_t D = config.head_dim;
+  auto fill = [&](size_t index, uint8_t* dst) -> Status {
+    const PlannedTensor& p = plan[index];
+    const Source& s = sources[index];
+    const int64_t cols = p.ne[0];
+    const int64_t rows = p.ne.size() > 1 ? p.ne[1] : 1;
+    const uint64_t out_row = *row_bytes(p.dtype, cols);
+    std::vector<float> row(cols), tmp;
+    if (rows == 1 && s.permute) tmp.resize(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src_row = s.permute && rows > 1 ? rope_permuted_source_row(r, D) : r;
+      kernels::dequantize_row(s.view->dtype, s.view->row(src_row), row.data(), cols);
+      if (rows == 1 && s.permute) {  // a bias: permute its elements like rows
+        for (int64_t i = 0; i < cols; ++i) tmp[i] = row[rope_permuted_source_row(i, D)];
+        row.swap(tmp);
+      }
+      LOOM_RETURN_IF_ERROR(kernels::quantize_row(p.dtype, row.data(), dst + r * out_row, cols));
+    }
+    return Status::ok();
+  };
+  return build_gguf_file(std::move(meta), plan, fill, out_path);
+}
+
+}  // namespace loom

@@ -1,0 +1,120 @@
+// Real fixtures: tiny models saved by Hugging Face transformers with the logits it computed
+// (tests/data/hf_reference, see its README). Loading the safetensors directory, and the same
+// model converted to GGUF (which permutes llama's Q/K rows for interleaved RoPE), must
+// reproduce transformers' logits and greedy continuations.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/convert.h"
+#include "model/model.h"
+#include "model/tiny_model.h"
+
+namespace loom {
+namespace {
+
+std::string fixture(const std::string& arch) {
+  return std::string(LOOM_TEST_DATA) + "/hf_reference/" + arch;
+}
+
+struct HfCase {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [n][vocab]
+  std::vector<int32_t> greedy;
+};
+
+std::vector<HfCase> read_cases(const std::string& dir) {
+  std::ifstream in(dir + "/cases.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<HfCase> out;
+  for (const auto& c : j["cases"]) {
+    HfCase hc;
+    hc.tokens = c["tokens"].get<std::vector<int32_t>>();
+    hc.greedy = c["greedy_16"].get<std::vector<int32_t>>();
+    const int64_t n = c["shape"][0].get<int64_t>() * c["shape"][1].get<int64_t>();
+    hc.logits.resize(n);
+    std::ifstream lf(dir + "/" + c["logits_file"].get<std::string>(), std::ios::binary);
+    lf.read(reinterpret_cast<char*>(hc.logits.data()), n * 4);
+    EXPECT_EQ(lf.gcount(), n * 4);
+    out.push_back(std::move(hc));
+  }
+  return out;
+}
+
+// Relative error per row: max over rows of max|a-b| / max|b| within the row.
+double row_rel_err(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  double worst = 0;
+  for (size_t r = 0; r * vocab < b.size(); ++r)
+    worst = std::max(worst, test::rel_err(&a[r * vocab], &b[r * vocab], vocab));
+  return worst;
+}
+
+void check_model(Model& m, const std::string& dir) {
+  const int32_t V = m.config().n_vocab;
+  auto cases = read_cases(dir);
+  ASSERT_EQ(cases.size(), 3u);
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const HfCase& c = cases[ci];
+    auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+    auto got = test::run_sequence(m, *kv, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    double err = row_rel_err(*got, c.logits, V);
+    EXPECT_LT(err, 1e-4) << dir << " case " << ci;
+    std::printf("  %s case %zu: row rel err %.3g\n", dir.c_str(), ci, err);
+
+    // Greedy: prompt in one step, then one token per step from the KV cache.
+    std::vector<int32_t> table = {0, 1, 2, 3};
+    std::vector<float> logits(V);
+    std::vector<int32_t> seq = c.tokens, out;
+    int32_t done = 0;
+    for (int step = 0; step < 16; ++step) {
+      Batch b;
+      const int32_t n_new = static_cast<int32_t>(seq.size()) - done;
+      b.sequences.push_back({table.data(), 4, done, n_new, 0});
+      for (int32_t i = 0; i < n_new; ++i) {
+        b.tokens.push_back(seq[done + i]);
+        b.pos.push_back(done + i);
+        b.seq.push_back(0);
+      }
+      b.logits_rows = {n_new - 1};
+      ASSERT_TRUE(m.forward(b, *kv, logits.data()).is_ok());
+      done = static_cast<int32_t>(seq.size());
+      out.push_back(test::argmax(logits.data(), V));
+      seq.push_back(out.back());
+    }
+    EXPECT_EQ(out, c.greedy) << dir << " case " << ci;
+  }
+}
+
+class HfReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfReference, SafetensorsDirMatchesTransformers) {
+  auto m = Model::load(fixture(GetParam()), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().rope_style, RopeStyle::kNeox);
+  check_model(**m, fixture(GetParam()));
+}
+
+TEST_P(HfReference, ConvertedGgufMatchesTransformers) {
+  auto tmp = std::filesystem::temp_directory_path() /
+             ("loom_convert_" + GetParam() + "_" + std::to_string(::getpid()) + ".gguf");
+  ConvertOptions opts;
+  auto st = convert_hf_to_gguf(fixture(GetParam()), tmp.string(), opts);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto m = Model::load(tmp.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().rope_style,
+            GetParam() == "llama" ? RopeStyle::kInterleaved : RopeStyle::kNeox);
+  check_model(**m, fixture(GetParam()));
+  std::filesystem::remove(tmp);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, HfReference, ::testing::Values("llama", "qwen2", "qwen3"));
+
+}  // namespace
+}  // namespace loom
