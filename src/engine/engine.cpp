@@ -1,0 +1,76 @@
+// Engine: the public synchronous front of EngineCore, plus model + tokenizer loading.
+#include <filesystem>
+
+#include "engine/engine_core.h"
+#include "format/gguf.h"
+#include "model/synth.h"
+
+namespace loom {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
+                                               std::unique_ptr<Tokenizer> tokenizer,
+                                               const EngineConfig& config) {
+  LOOM_ASSIGN_OR_RETURN(auto core,
+                        EngineCore::create(std::move(model), std::move(tokenizer), config));
+  return std::unique_ptr<Engine>(new Engine(std::move(core)));
+}
+
+Result<std::unique_ptr<Engine>> Engine::load(const std::string& spec, const EngineConfig& config) {
+  ModelLoadOptions mo;
+  mo.n_threads = config.n_threads;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::error_code ec;
+  if (spec.rfind("synth:", 0) != 0 && std::filesystem::is_directory(spec, ec)) {
+    LOOM_ASSIGN_OR_RETURN(model, Model::from_hf_dir(spec, mo));
+    if (auto t = Tokenizer::from_hf_dir(spec); t.is_ok()) tokenizer = std::move(t).value();
+  } else {
+    GgufFile file;
+    if (spec.rfind("synth:", 0) == 0) {
+      LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+      LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
+      LOOM_ASSIGN_OR_RETURN(file, GgufFile::parse_bytes(bytes));
+    } else {
+      if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);
+      LOOM_ASSIGN_OR_RETURN(file, GgufFile::open(spec));
+    }
+    // A model without a usable vocabulary still runs on token ids.
+    if (auto t = Tokenizer::from_gguf(file); t.is_ok()) tokenizer = std::move(t).value();
+    LOOM_ASSIGN_OR_RETURN(model, Model::from_gguf(std::move(file), mo));
+  }
+  return create(std::move(model), std::move(tokenizer), config);
+}
+
+Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+Engine::~Engine() = default;
+
+Status Engine::add_request(GenerateRequest request) {
+  return core_->add_request(std::move(request));
+}
+Status Engine::validate(const GenerateRequest& request) const {
+  return core_->validate(request);
+}
+void Engine::abort(const std::string& request_id) { core_->abort(request_id); }
+Result<std::vector<RequestOutput>> Engine::step() { return core_->step(); }
+bool Engine::has_unfinished() const { return core_->has_unfinished(); }
+EngineMetrics Engine::metrics() const { return core_->metrics(); }
+const EngineConfig& Engine::config() const { return core_->config(); }
+const Model& Engine::model() const { return core_->model(); }
+const Tokenizer* Engine::tokenizer() const { return core_->tokenizer(); }
+void Engine::keep_logits(bool on) { core_->keep_logits(on); }
+const std::vector<std::pair<std::string, std::vector<float>>>& Engine::last_logits() const {
+  return core_->last_logits();
+}
+std::string Engine::check_kv_drained() const { return core_->check_kv_drained(); }
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+// Helpers for engine tests: tiny synthetic models (optionally with a longer context or a real
+// vocabulary) loaded straight into an Engine, and a run-to-completion driver.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "loom/engine.h"
+#include "loom/tokenizer.h"
+#include "model/model.h"
+#include "model/synth.h"
+
+namespace loom::testing {
+
+struct TestModelOptions {
+  int32_t context_length = 0;  // 0: the preset's
+  std::string vocab_path;      // "": the preset's placeholder vocabulary
+  std::string preset = "tiny";
+};
+
+// A GGUF of synth's tiny preset, with context_length rewritten if asked (synth presets are
+// fixed; the prefix-cache test needs more than tiny's 512 positions).
+inline std::shared_ptr<std::vector<uint8_t>> test_model_bytes(const TestModelOptions& o) {
+  SynthOptions so;
+  so.preset = o.preset;
+  so.vocab_path = o.vocab_path;
+  auto bytes = synth_model_bytes(so);
+  EXPECT_TRUE(bytes.is_ok()) << bytes.status().message();
+  if (o.context_length == 0) return *bytes;
+  auto file = GgufFile::parse_bytes(*bytes);
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  GgufWriter w;
+  w.set_alignment(file->alignment());
+  for (const auto& [key, value] : file->metadata()) w.set(key, value);
+  std::string arch = file->get_string("general.architecture").value_or("llama");
+  w.set_u32(arch + ".context_length", static_cast<uint32_t>(o.context_length));
+  for (const GgufTensorInfo& t : file->tensors()) {
+    std::vector<int64_t> ne(t.view.ne.begin(), t.view.ne.begin() + t.view.n_dims);
+    Status st = w.add_tensor(t.name, t.view.dtype, ne, t.view.data, t.view.nbytes);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
+  return std::make_shared<std::vector<uint8_t>>(w.to_bytes());
+}
+
+inline std::unique_ptr<Engine> make_engine(const EngineConfig& config,
+                                           const std::shared_ptr<std::vector<uint8_t>>& bytes) {
+  auto file = GgufFile::parse_bytes(bytes);
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  std::unique_ptr<Tokenizer> tok;
+  if (auto t = Tokenizer::from_gguf(*file); t.is_ok()) tok = std::move(t).value();
+  ModelLoadOptions mo;
+  mo.n_threads = config.n_threads;
+  auto model = Model::from_gguf(std::move(*file), mo);
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  auto engine = Engine::create(std::move(*model), std::move(tok), config);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  return engine.is_ok() ? std::move(engine).value() : nullptr;
+}
+
+inline std::vector<int32_t> random_prompt(int n, uint32_t seed, int32_t n_vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
+  return t;
+}
+
+// Everything one request produced, gathered from its step outputs.
+struct Collected {
+  std::map<int32_t, std::vector<int32_t>> tokens;  // per sample index
+  std::map<int32_t, std::string> text;
+  std::map<int32_t, FinishReason> finish;
+  std::map<int32_t, std::string> stop_reason;
+  std::vector<std::vector<float>> logits;          // every sampled row, in order
+  int32_t num_cached_tokens = 0;
+  bool finished = false;
+  int n_outputs = 0;
+};
+
+// Steps until nothing is left; returns per-request results. Fails the test on a step error.
+inline std::map<std::string, Collected> run_all(Engine& engine, int max_steps = 100000) {
+  std::map<std::string, Collected> out;
+  for (int i = 0; i < max_steps && engine.has_unfinished(); ++i) {
+    auto r = engine.step();
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    if (!r.is_ok()) break;
+    for (const auto& [id, row] : engine.last_logits()) out[id].logits.push_back(row);
+    for (const RequestOutput& o : *r) {
+      Collected& c = out[o.request_id];
+      EXPECT_FALSE(c.finished) << "output after the final one for " << o.request_id;
+      c.finished = o.finished;
+      c.num_cached_tokens = o.num_cached_tokens;
+      ++c.n_outputs;
+      for (const CompletionOutput& co : o.outputs) {
+        auto& t = c.tokens[co.index];
+        t.insert(t.end(), co.token_ids.begin(), co.token_ids.end());
+        c.text[co.index] += co.text;
+        if (co.finished()) {
+          c.finish[co.index] = co.finish_reason;
+          c.stop_reason[co.index] = co.stop_reason;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(engine.has_unfinished());
+  return out;
+}
+
+}  // namespace loom::testing
