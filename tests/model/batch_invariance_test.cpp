@@ -1,0 +1,105 @@
+// Batch invariance: a row's logits are bit-identical whichever other rows share its batch,
+// however its prompt was chunked across calls, and whatever the thread count. The engine's
+// tests (prefix caching, preemption, batching) rely on this exactness.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "model/model.h"
+#include "model/tiny_model.h"
+
+namespace loom {
+namespace {
+
+struct Seq {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> table;  // physical blocks
+};
+
+bool bit_equal(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+class BatchInvariance : public ::testing::TestWithParam<std::pair<std::string, Dtype>> {};
+
+TEST_P(BatchInvariance, TogetherAloneAndChunkedAreBitIdentical) {
+  auto [arch, type] = GetParam();
+  auto bytes = test::build_tiny_gguf(test::tiny_spec(arch, type));
+  auto file = GgufFile::parse_bytes(bytes);
+  ASSERT_TRUE(file.is_ok());
+  auto model = Model::from_gguf(*file, {2});
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  Model& m = **model;
+  const int32_t V = m.config().n_vocab;
+  const int32_t bs = 4;
+
+  // Four sequences of different lengths, each with its own scattered blocks.
+  std::vector<Seq> seqs;
+  const int lens[] = {13, 1, 22, 8};
+  int32_t next_block = 0;
+  for (int s = 0; s < 4; ++s) {
+    Seq q;
+    q.tokens = test::random_tokens(lens[s], V, 100 + s);
+    for (int b = 0; b < (lens[s] + bs - 1) / bs; ++b) q.table.push_back(next_block++);
+    seqs.push_back(q);
+  }
+  for (auto& q : seqs) std::reverse(q.table.begin(), q.table.end());  // non-contiguous order
+
+  // (a) all four in one batch, every row's logits, with a KV cache of its own.
+  auto kv_all = KvCache::create(m.config(), next_block, bs, Dtype::kF16).value();
+  Batch b;
+  std::vector<std::vector<float>> together(4);
+  for (int s = 0; s < 4; ++s) {
+    int32_t n = static_cast<int32_t>(seqs[s].tokens.size());
+    b.sequences.push_back({seqs[s].table.data(), static_cast<int32_t>(seqs[s].table.size()), 0, n, b.n_rows()});
+    for (int32_t i = 0; i < n; ++i) {
+      b.logits_rows.push_back(b.n_rows());
+      b.tokens.push_back(seqs[s].tokens[i]);
+      b.pos.push_back(i);
+      b.seq.push_back(s);
+    }
+  }
+  std::vector<float> all(b.logits_rows.size() * V);
+  ASSERT_TRUE(m.forward(b, *kv_all, all.data()).is_ok());
+
+  // (b) each alone, (c) each chunked by 1 and by 7, with a different model thread count.
+  auto m1 = Model::from_gguf(*file, {1}).value();
+  size_t row = 0;
+  for (int s = 0; s < 4; ++s) {
+    const size_t n = seqs[s].tokens.size();
+    const float* want = &all[row * V];
+    row += n;
+    for (int chunk : {64, 1, 7}) {
+      for (Model* mm : {&m, m1.get()}) {
+        auto kv = KvCache::create(m.config(), next_block, bs, Dtype::kF16).value();
+        std::vector<float> got(n * V);
+        Batch cb;
+        for (size_t start = 0; start < n; start += chunk) {
+          const size_t len = std::min<size_t>(chunk, n - start);
+          cb.clear();
+          cb.sequences.push_back({seqs[s].table.data(), static_cast<int32_t>(seqs[s].table.size()),
+                                  static_cast<int32_t>(start), static_cast<int32_t>(len), 0});
+          for (size_t i = 0; i < len; ++i) {
+            cb.tokens.push_back(seqs[s].tokens[start + i]);
+            cb.pos.push_back(static_cast<int32_t>(start + i));
+            cb.seq.push_back(0);
+            cb.logits_rows.push_back(static_cast<int32_t>(i));
+          }
+          ASSERT_TRUE(mm->forward(cb, *kv, &got[start * V]).is_ok());
+        }
+        EXPECT_TRUE(bit_equal(got.data(), want, n * V))
+            << "seq " << s << " chunk " << chunk << " threads " << mm->thread_pool().size()
+            << " max rel diff " << test::rel_err(got.data(), want, n * V);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BatchInvariance,
+                         ::testing::Values(std::pair{std::string("llama"), Dtype::kF32},
+                                           std::pair{std::string("qwen2"), Dtype::kQ8_0},
+                                           std::pair{std::string("qwen3"), Dtype::kQ4_K}),
+                         [](const auto& info) {
+                           return info.param.first + "_" + std::string(dtype_name(info.param.second));
+                         });
+
+}  // namespace
+}  // namespace loom
