@@ -12,10 +12,10 @@
 namespace loom {
 
 using sampling_internal::Candidate;
-using sampling_internal::select_top_k;
 using sampling_internal::count_at_least;
 using sampling_internal::exp_weights;
 using sampling_internal::row_max;
+using sampling_internal::select_top_k;
 using sampling_internal::select_top_p;
 using sampling_internal::sum_weights;
 using sampling_internal::top_p_from_row;
@@ -49,6 +49,12 @@ void min_tokens_suppressed_ids(const SamplingParams& params, std::span<const int
   if (num_output_tokens >= params.min_tokens) return;
   out->insert(out->end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
   if (!params.ignore_eos) out->insert(out->end(), eos_ids.begin(), eos_ids.end());
+}
+
+void Sampler::ensure_scratch(size_t n) {
+  if (scratch_f_.size() >= n) return;  // first call at this vocabulary size
+  scratch_f_.resize(n);
+  cand_.reserve(n + 2);  // top_p_from_row's spill slots
 }
 
 Status Sampler::apply_processors(std::span<const float> logits, const SamplingParams& params,
@@ -189,10 +195,7 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
   if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
 
   const float* x = logits.data();
-  if (scratch_f_.size() < logits.size()) {  // first call at this vocabulary size
-    scratch_f_.resize(logits.size());
-    cand_.reserve(logits.size() + 2);
-  }
+  ensure_scratch(logits.size());
   const bool penalize = penalties != nullptr && params.has_penalties();
   if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
       penalize) {
@@ -224,7 +227,7 @@ void Sampler::logprobs(std::span<const float> logits, int32_t token, int32_t num
   const int32_t n = static_cast<int32_t>(logits.size());
   const float* x = logits.data();
   num_top = std::clamp(num_top, 0, n);
-  if (scratch_f_.size() < logits.size()) scratch_f_.resize(logits.size());
+  ensure_scratch(logits.size());
 
   const float max_v = row_max(x, n);
   const bool in_vocab = token >= 0 && token < n;

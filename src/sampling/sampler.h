@@ -82,6 +82,8 @@ class Sampler {
                 PositionLogprobs* out);
 
  private:
+  // Grows the scratch buffers to a vocabulary of n (once per vocabulary size).
+  void ensure_scratch(size_t n);
   // Copies logits into work_ and applies steps 2-5; fails if an id is outside the vocabulary.
   Status apply_processors(std::span<const float> logits, const SamplingParams& params,
                           const PenaltyState* penalties, std::span<const int32_t> suppressed);
