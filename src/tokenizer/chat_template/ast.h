@@ -79,6 +79,7 @@ struct Stmt {
   ExprPtr filter;                   // kSet block filter, kFilterBlock chain
   std::vector<std::string> names;   // kFor loop variables
   bool unpack = false;              // kFor target was a tuple
+  bool uses_loop = true;            // kFor body mentions `loop` (else no loop object is built)
   std::vector<ExprPtr> conds;       // kIf
   std::vector<Body> bodies;         // kIf branches
   Body body, else_body;

@@ -33,8 +33,8 @@ struct ChatTemplateLimits {
   // Bytes of rendered text, and of any one string or list a template builds.
   size_t max_output_bytes = 8u << 20;
   // Statements executed + expressions evaluated + loop iterations (a template rendering a
-  // long conversation with tools takes a few tens of thousands).
-  uint64_t max_steps = 20'000'000;
+  // long conversation with tools takes a few tens of thousands; a step costs ~0.1 µs).
+  uint64_t max_steps = 3'000'000;
   // Nested macro calls (Jinja2 in CPython fails near a few hundred).
   int max_call_depth = 100;
 };

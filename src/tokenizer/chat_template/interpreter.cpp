@@ -205,9 +205,17 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
 
 Result<Interpreter::Flow> Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
   LOOM_ASSIGN_OR_RETURN(Value iterable, eval(*s.expr, scope));
-  Result<List> items_r = iterate(iterable);
-  if (!items_r.is_ok()) return annotate(items_r.status(), s.line);
-  List items = std::move(items_r).value();
+  // Lists and tuples are iterated in place (`iterable` keeps them alive); the rest is copied.
+  List copied;
+  const List* items = nullptr;
+  if (iterable.is_sequence()) {
+    items = &iterable.items();
+  } else {
+    Result<List> r = iterate(iterable);
+    if (!r.is_ok()) return annotate(r.status(), s.line);
+    copied = std::move(r).value();
+    items = &copied;
+  }
 
   auto bind = [&](Scope& target, const Value& item) -> Status {
     if (!s.unpack) {
@@ -226,36 +234,47 @@ Result<Interpreter::Flow> Interpreter::exec_for(const Stmt& s, const ScopePtr& s
 
   if (s.cond) {  // {% for x in xs if cond %}: filter first, so loop.* counts the kept items
     List kept;
-    for (Value& item : items) {
+    for (const Value& item : *items) {
       LOOM_RETURN_IF_ERROR(count_step());
       auto probe = std::make_shared<Scope>(scope);
       LOOM_RETURN_IF_ERROR(bind(*probe, item));
       LOOM_ASSIGN_OR_RETURN(Value c, eval(*s.cond, probe));
-      if (c.truthy()) kept.push_back(std::move(item));
+      if (c.truthy()) kept.push_back(item);
     }
-    items = std::move(kept);
+    copied = std::move(kept);
+    items = &copied;
   }
-  if (items.empty()) return exec_body(s.else_body, scope);
+  if (items->empty()) return exec_body(s.else_body, scope);
 
-  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t n = static_cast<int64_t>(items->size());
+  ScopePtr iter_scope;
   for (int64_t i = 0; i < n; ++i) {
     LOOM_RETURN_IF_ERROR(count_step());
-    auto iter_scope = std::make_shared<Scope>(scope);  // Jinja2: assignments stay per iteration
-    LOOM_RETURN_IF_ERROR(bind(*iter_scope, items[i]));
-    auto loop = std::make_shared<Dict>();
-    loop->set(Value("index"), Value(i + 1));
-    loop->set(Value("index0"), Value(i));
-    loop->set(Value("revindex"), Value(n - i));
-    loop->set(Value("revindex0"), Value(n - i - 1));
-    loop->set(Value("first"), Value(i == 0));
-    loop->set(Value("last"), Value(i == n - 1));
-    loop->set(Value("length"), Value(n));
-    loop->set(Value("depth"), Value(int64_t{1}));
-    loop->set(Value("depth0"), Value(int64_t{0}));
-    if (i > 0) loop->set(Value("previtem"), items[i - 1]);
-    if (i + 1 < n) loop->set(Value("nextitem"), items[i + 1]);
-    loop->set(Value("cycle"), Value::callable(std::make_shared<LoopCycle>(i)));
-    iter_scope->set("loop", Value::dict(std::move(loop)));
+    // Jinja2: assignments in the body last one iteration. Reuse the scope object unless a
+    // macro defined in the body captured it.
+    if (iter_scope && iter_scope.use_count() == 1) {
+      iter_scope->vars.clear();
+    } else {
+      iter_scope = std::make_shared<Scope>(scope);
+    }
+    const Value& item = (*items)[i];
+    LOOM_RETURN_IF_ERROR(bind(*iter_scope, item));
+    if (s.uses_loop) {
+      auto loop = std::make_shared<Dict>();
+      loop->set(Value("index"), Value(i + 1));
+      loop->set(Value("index0"), Value(i));
+      loop->set(Value("revindex"), Value(n - i));
+      loop->set(Value("revindex0"), Value(n - i - 1));
+      loop->set(Value("first"), Value(i == 0));
+      loop->set(Value("last"), Value(i == n - 1));
+      loop->set(Value("length"), Value(n));
+      loop->set(Value("depth"), Value(int64_t{1}));
+      loop->set(Value("depth0"), Value(int64_t{0}));
+      if (i > 0) loop->set(Value("previtem"), (*items)[i - 1]);
+      if (i + 1 < n) loop->set(Value("nextitem"), (*items)[i + 1]);
+      loop->set(Value("cycle"), Value::callable(std::make_shared<LoopCycle>(i)));
+      iter_scope->set("loop", Value::dict(std::move(loop)));
+    }
     LOOM_ASSIGN_OR_RETURN(Flow f, exec_body(s.body, iter_scope));
     if (f == Flow::kBreak) break;
   }

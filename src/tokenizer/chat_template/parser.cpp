@@ -11,6 +11,41 @@ namespace {
 
 // Nesting deeper than this is refused so that a hostile template cannot overflow the stack.
 constexpr int kMaxNesting = 200;
+// Operator and filter chains build left-nested trees; bound them for the same reason.
+constexpr int kMaxChain = 1000;
+
+bool mentions_loop(const Expr* e);
+bool mentions_loop(const Body& body);
+
+bool mentions_loop(const Expr* e) {
+  if (!e) return false;
+  if (e->kind == ExprKind::kName && e->name == "loop") return true;
+  if (mentions_loop(e->a.get()) || mentions_loop(e->b.get()) || mentions_loop(e->c.get())) return true;
+  for (const ExprPtr& x : e->args)
+    if (mentions_loop(x.get())) return true;
+  for (const auto& kv : e->kwargs)
+    if (mentions_loop(kv.second.get())) return true;
+  return false;
+}
+
+// Conservative: any `loop` anywhere inside, nested loops and macros included.
+bool mentions_loop(const Body& body) {
+  for (const StmtPtr& s : body) {
+    if (mentions_loop(s->expr.get()) || mentions_loop(s->cond.get()) ||
+        mentions_loop(s->target.get()) || mentions_loop(s->filter.get()))
+      return true;
+    for (const ExprPtr& c : s->conds)
+      if (mentions_loop(c.get())) return true;
+    for (const Body& b : s->bodies)
+      if (mentions_loop(b)) return true;
+    for (const Param& p : s->params)
+      if (mentions_loop(p.default_value.get())) return true;
+    for (const auto& kv : s->assigns)
+      if (mentions_loop(kv.second.get())) return true;
+    if (mentions_loop(s->body) || mentions_loop(s->else_body)) return true;
+  }
+  return false;
+}
 
 class Parser {
  public:
@@ -75,6 +110,11 @@ class Parser {
     std::string n = cur().value;
     next();
     return n;
+  }
+
+  Status chain_step(int& n) {
+    if (++n > kMaxChain) return fail("expression too long (more than 1000 chained operators)");
+    return Status::ok();
   }
 
   ExprPtr make(ExprKind k) {
@@ -183,6 +223,7 @@ class Parser {
       if (at_name("recursive")) return fail("recursive for loops are not supported");
       LOOM_RETURN_IF_ERROR(expect_block_end());
       LOOM_ASSIGN_OR_RETURN(s->body, parse_body({"else", "endfor"}, &which));
+      s->uses_loop = mentions_loop(s->body);
       if (which == "else") {
         LOOM_RETURN_IF_ERROR(expect_block_end());
         LOOM_ASSIGN_OR_RETURN(s->else_body, parse_body({"endfor"}, &which));
@@ -302,7 +343,9 @@ class Parser {
   // "| f(args) | g" applied to `operand` (null for {% filter %} blocks and block sets).
   Result<ExprPtr> parse_filter_chain(ExprPtr operand, bool leading_pipe = true) {
     bool first = true;
+    int n = 0;
     while ((first && !leading_pipe) || skip_op("|")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       first = false;
       LOOM_ASSIGN_OR_RETURN(operand, parse_filter(std::move(operand)));
     }
@@ -387,7 +430,9 @@ class Parser {
 
   Result<ExprPtr> parse_or() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_and());
+    int n = 0;
     while (skip_name("or")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_and());
       LOOM_ASSIGN_OR_RETURN(a, binary(ExprKind::kOr, "or", std::move(a), std::move(b)));
     }
@@ -396,7 +441,9 @@ class Parser {
 
   Result<ExprPtr> parse_and() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_not());
+    int n = 0;
     while (skip_name("and")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_not());
       LOOM_ASSIGN_OR_RETURN(a, binary(ExprKind::kAnd, "and", std::move(a), std::move(b)));
     }
@@ -417,7 +464,9 @@ class Parser {
 
   Result<ExprPtr> parse_compare() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_math1());
+    int n = 0;
     while (true) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       std::string op;
       if (cur().type == TokenType::kOp &&
           (cur().value == "==" || cur().value == "!=" || cur().value == "<" ||
@@ -442,7 +491,9 @@ class Parser {
 
   Result<ExprPtr> parse_math1() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_concat());
+    int n = 0;
     while (at_op("+") || at_op("-")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       std::string op = cur().value;
       next();
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_concat());
@@ -453,7 +504,9 @@ class Parser {
 
   Result<ExprPtr> parse_concat() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_math2());
+    int n = 0;
     while (skip_op("~")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_math2());
       LOOM_ASSIGN_OR_RETURN(a, binary(ExprKind::kBinary, "~", std::move(a), std::move(b)));
     }
@@ -462,7 +515,9 @@ class Parser {
 
   Result<ExprPtr> parse_math2() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_pow());
+    int n = 0;
     while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       std::string op = cur().value;
       next();
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_pow());
@@ -473,7 +528,9 @@ class Parser {
 
   Result<ExprPtr> parse_pow() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_unary());
+    int n = 0;
     while (skip_op("**")) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_unary());
       LOOM_ASSIGN_OR_RETURN(a, binary(ExprKind::kBinary, "**", std::move(a), std::move(b)));
     }
@@ -579,7 +636,9 @@ class Parser {
   }
 
   Result<ExprPtr> parse_postfix(ExprPtr node) {
+    int n = 0;
     while (true) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       if (at_op(".")) {
         next();
         if (cur().type == TokenType::kInt) {
@@ -641,7 +700,9 @@ class Parser {
   }
 
   Result<ExprPtr> parse_filter_expr(ExprPtr node) {
+    int n = 0;
     while (true) {
+      LOOM_RETURN_IF_ERROR(chain_step(n));
       if (skip_op("|")) {
         LOOM_ASSIGN_OR_RETURN(node, parse_filter(std::move(node)));
       } else if (at_name("is")) {

@@ -1,0 +1,151 @@
+// The sandbox: hostile templates (endless loops, deep recursion, output explosions, huge
+// ranges, deeply nested syntax) must fail fast with an error, never hang, crash or exhaust
+// memory; and templates cannot reach anything outside their context.
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include "tokenizer/chat_template/chat_template.h"
+
+namespace loom {
+namespace {
+
+struct Timed {
+  Result<std::string> result;
+  double seconds;
+};
+
+// CPU time of this thread: the build machines are shared, so wall time would be noisy.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+Timed render_timed(const std::string& source, const ChatTemplateOptions& options = {}) {
+  double t0 = thread_cpu_seconds();
+  Result<std::string> r = render_chat_template(source, nlohmann::ordered_json::object(), options);
+  return {std::move(r), thread_cpu_seconds() - t0};
+}
+
+void expect_fails_fast(const std::string& source, StatusCode code, const std::string& fragment) {
+  Timed t = render_timed(source);
+  ASSERT_FALSE(t.result.is_ok()) << source;
+  EXPECT_EQ(t.result.status().code(), code) << t.result.status().message();
+  EXPECT_NE(t.result.status().message().find(fragment), std::string::npos)
+      << t.result.status().message();
+  EXPECT_LT(t.seconds, 1.0) << source;
+}
+
+TEST(ChatTemplateSandbox, HugeRangeIsRefused) {
+  expect_fails_fast("{% for i in range(10**9) %}x{% endfor %}", StatusCode::kResourceExhausted,
+                    "Range too big");
+}
+
+TEST(ChatTemplateSandbox, NestedLoopsHitTheStepLimit) {
+  expect_fails_fast(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+      StatusCode::kResourceExhausted, "step limit");
+}
+
+TEST(ChatTemplateSandbox, EndlessRecursionHitsTheDepthLimit) {
+  expect_fails_fast("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}",
+                    StatusCode::kResourceExhausted, "call depth");
+}
+
+TEST(ChatTemplateSandbox, RecursionWithinTheLimitWorks) {
+  Result<std::string> r = render_chat_template(
+      "{% macro r(n) %}{% if n > 0 %}{{ r(n - 1) }}{% endif %}{{ n }}{% endmacro %}{{ r(50) }}",
+      nlohmann::ordered_json::object());
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  std::string want;
+  for (int i = 0; i <= 50; ++i) want += std::to_string(i);
+  EXPECT_EQ(*r, want);
+}
+
+TEST(ChatTemplateSandbox, OutputExplosionHitsTheOutputLimit) {
+  expect_fails_fast("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+                    StatusCode::kResourceExhausted, "exceeds");
+}
+
+TEST(ChatTemplateSandbox, StringDoublingHitsTheOutputLimit) {
+  expect_fails_fast(
+      "{% set ns = namespace(s='x') %}{% for i in range(200) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}{{ ns.s|length }}",
+      StatusCode::kResourceExhausted, "exceeds");
+  expect_fails_fast("{{ 'x' * 10**12 }}", StatusCode::kResourceExhausted, "exceeds");
+  expect_fails_fast("{{ [1, 2] * 10**12 }}", StatusCode::kResourceExhausted, "exceeds");
+}
+
+TEST(ChatTemplateSandbox, LimitsAreConfigurable) {
+  ChatTemplateOptions small;
+  small.limits.max_output_bytes = 10;
+  Timed t = render_timed("{{ 'abcdefghijk' }}", small);
+  EXPECT_FALSE(t.result.is_ok());
+  t = render_timed("{{ 'abcdefghij' }}", small);
+  ASSERT_TRUE(t.result.is_ok());
+  EXPECT_EQ(*t.result, "abcdefghij");
+
+  ChatTemplateOptions few_steps;
+  few_steps.limits.max_steps = 50;
+  EXPECT_FALSE(render_timed("{% for i in range(100) %}{{ i }}{% endfor %}", few_steps).result.is_ok());
+  EXPECT_TRUE(render_timed("{% for i in range(3) %}{{ i }}{% endfor %}", few_steps).result.is_ok());
+
+  ChatTemplateOptions shallow;
+  shallow.limits.max_call_depth = 3;
+  const std::string rec =
+      "{% macro r(n) %}{% if n > 0 %}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(N) }}";
+  EXPECT_TRUE(render_timed(std::string(rec).replace(rec.find('N'), 1, "2"), shallow).result.is_ok());
+  EXPECT_FALSE(render_timed(std::string(rec).replace(rec.find('N'), 1, "3"), shallow).result.is_ok());
+}
+
+TEST(ChatTemplateSandbox, DeeplyNestedSyntaxIsASyntaxError) {
+  std::string parens = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  expect_fails_fast(parens, StatusCode::kInvalidArgument, "nested too deeply");
+  std::string lists = "{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}";
+  expect_fails_fast(lists, StatusCode::kInvalidArgument, "nested too deeply");
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  expect_fails_fast(ifs, StatusCode::kInvalidArgument, "nested too deeply");
+  std::string chain = "{{ 'x'" ;
+  for (int i = 0; i < 100000; ++i) chain += "|upper";
+  chain += " }}";
+  expect_fails_fast(chain, StatusCode::kInvalidArgument, "too long");
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += " + 1";
+  sum += " }}";
+  expect_fails_fast(sum, StatusCode::kInvalidArgument, "too long");
+}
+
+TEST(ChatTemplateSandbox, NoMutationOfContextData) {
+  Result<std::string> r = render_chat_template("{{ messages.append(1) }}",
+                                               nlohmann::ordered_json{{"messages", nlohmann::ordered_json::array()}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("unsafe"), std::string::npos) << r.status().message();
+  r = render_chat_template("{% set x = {} %}{{ x.update({'a': 1}) }}", nlohmann::ordered_json::object());
+  EXPECT_FALSE(r.is_ok());
+}
+
+TEST(ChatTemplateSandbox, NoPythonInternalsOrFileAccess) {
+  // Jinja2 sandbox escapes go through dunder attributes, include/import and globals; none exist.
+  EXPECT_FALSE(render_chat_template("{{ messages.__class__.__mro__ }}",
+                                    nlohmann::ordered_json{{"messages", 1}}).is_ok());
+  for (const char* src : {"{{ ''.__class__ }}", "{{ cycler }}", "{{ lipsum }}", "{{ self }}",
+                          "{{ range.__globals__ }}"}) {
+    Result<std::string> r = render_chat_template(src, nlohmann::ordered_json{{"messages", 1}});
+    ASSERT_TRUE(r.is_ok()) << src << ": " << r.status().message();
+    EXPECT_EQ(*r, "") << src;
+  }
+  for (const char* src : {"{% include '/etc/passwd' %}", "{% import 'x' as y %}",
+                          "{% extends 'base' %}", "{% from 'x' import y %}"}) {
+    Result<std::string> r = render_chat_template(src, nlohmann::ordered_json::object());
+    EXPECT_FALSE(r.is_ok()) << src;
+  }
+}
+
+TEST(ChatTemplateSandbox, BreakOutsideLoopIsAnError) {
+  EXPECT_FALSE(render_chat_template("{% break %}", nlohmann::ordered_json::object()).is_ok());
+}
+
+}  // namespace
+}  // namespace loom
