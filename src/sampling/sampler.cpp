@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "sampling/fast_exp.h"
+#include "sampling/row_ops.h"
 
 namespace loom {
 

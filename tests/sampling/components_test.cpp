@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "sampling/fast_exp.h"
+#include "sampling/row_ops.h"
 #include "sampling/penalty_state.h"
 #include "sampling/rng.h"
 #include "sampling/top_select.h"

@@ -1,7 +1,7 @@
 // Row-wide passes with GCC vector extensions (8 floats per step; the compiler maps them onto
 // whatever SIMD width the target has). Scalar tails go through the same vector code on a
 // padded copy so that every element sees exactly the same arithmetic.
-#include "sampling/fast_exp.h"
+#include "sampling/row_ops.h"
 
 #include <cstring>
 #include <limits>
