@@ -248,6 +248,9 @@ Result<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
   if (!is_file(index_path))
     return not_found("'" + path + "' has neither " + kSingleFile + " nor " + kIndexFile);
 
+  struct stat st {};
+  if (::stat(index_path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) > kMaxHeaderBytes)
+    return invalid_file("'" + index_path + "' is larger than 100 MB; not a safetensors index");
   std::ifstream in(index_path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -63,7 +63,9 @@ TEST(GgufMalformed, TruncatedAtEveryByte) {
     Status s = parse(cut);
     ASSERT_FALSE(s.is_ok()) << "prefix of " << n << " bytes parsed";
     EXPECT_EQ(s.code(), StatusCode::kInvalidFile) << n << ": " << s.message();
-    if (n >= v.data_offset) EXPECT_THAT(s.message(), HasSubstr("exceeds file size")) << n;
+    if (n >= v.data_offset) {
+      EXPECT_THAT(s.message(), HasSubstr("exceeds file size")) << n;
+    }
   }
   // Only the trailing padding may go.
   std::vector<uint8_t> cut(v.bytes.begin(), v.bytes.begin() + v.last_tensor_end);
