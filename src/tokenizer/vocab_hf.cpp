@@ -22,6 +22,15 @@ struct HfState {
   bool metaspace = false;
 };
 
+// A member by reference (json::value() would copy, and model.vocab is megabytes); null json
+// when absent.
+const json& member(const json& j, const char* k) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(k);
+  return it == j.end() ? kNull : *it;
+}
+
 std::string str_or(const json& j, const char* k, std::string def) {
   auto it = j.find(k);
   return it != j.end() && it->is_string() ? it->get<std::string>() : def;
@@ -44,14 +53,14 @@ Status parse_pre(const json& p, Vocab* v, HfState* st) {
   if (p.is_null()) return Status::ok();
   std::string type = str_or(p, "type", "");
   if (type == "Sequence") {
-    for (const json& q : p.value("pretokenizers", json::array())) LOOM_RETURN_IF_ERROR(parse_pre(q, v, st));
+    for (const json& q : member(p, "pretokenizers")) LOOM_RETURN_IF_ERROR(parse_pre(q, v, st));
   } else if (type == "Split") {
     PreSplit s;
-    const json& pat = p.value("pattern", json::object());
-    if (pat.contains("Regex") && pat["Regex"].is_string()) {
-      s.regex = pat["Regex"].get<std::string>();
-    } else if (pat.contains("String") && pat["String"].is_string()) {
-      s.regex = pat["String"].get<std::string>();
+    const json& pat = member(p, "pattern");
+    if (member(pat, "Regex").is_string()) {
+      s.regex = member(pat, "Regex").get<std::string>();
+    } else if (member(pat, "String").is_string()) {
+      s.regex = member(pat, "String").get<std::string>();
       s.literal = true;
     } else {
       return invalid_file("tokenizer.json Split pre-tokenizer has no Regex or String pattern");
@@ -94,7 +103,7 @@ Status parse_normalizer(const json& n, Vocab* v) {
   if (n.is_null()) return Status::ok();
   std::string type = str_or(n, "type", "");
   if (type == "Sequence") {
-    for (const json& q : n.value("normalizers", json::array())) LOOM_RETURN_IF_ERROR(parse_normalizer(q, v));
+    for (const json& q : member(n, "normalizers")) LOOM_RETURN_IF_ERROR(parse_normalizer(q, v));
   } else if (type == "NFC") {
     // Accepted but not applied: text that is already NFC (nearly all text) tokenizes the same,
     // and llama.cpp's GGUF path does not normalize either.
@@ -102,8 +111,8 @@ Status parse_normalizer(const json& n, Vocab* v) {
     if (str_or(n, "prepend", "") != kSpaceMark) return unsupported("tokenizer.json Prepend normalizer other than U+2581");
     v->add_space_prefix = true;
   } else if (type == "Replace") {
-    const json& pat = n.value("pattern", json::object());
-    if (pat.value("String", "") != " " || str_or(n, "content", "") != kSpaceMark) {
+    const json& pat = member(n, "pattern");
+    if (str_or(pat, "String", "") != " " || str_or(n, "content", "") != kSpaceMark) {
       return unsupported("tokenizer.json Replace normalizer other than ' ' → U+2581");
     }
     v->escape_spaces = true;
@@ -131,10 +140,10 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
     if (cfg.is_discarded() || !cfg.is_object()) return invalid_file("tokenizer_config.json is not valid JSON");
   }
 
-  const json& model = j.value("model", json::object());
+  const json& model = member(j, "model");
   std::string mtype = str_or(model, "type", "BPE");
   if (mtype != "BPE") return unsupported("tokenizer.json model '" + mtype + "' is not supported (only BPE)");
-  const json& vocab = model.value("vocab", json::object());
+  const json& vocab = member(model, "vocab");
   if (!vocab.is_object() || vocab.empty()) return invalid_file("tokenizer.json model.vocab is missing or empty");
 
   Vocab v;
@@ -150,7 +159,7 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
     }
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
-  const json& added = j.value("added_tokens", json::array());
+  const json& added = member(j, "added_tokens");
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
         a["id"].get<int64_t>() >= (1 << 30)) {
@@ -174,7 +183,7 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
     t.rstrip = bool_or(a, "rstrip", false);
   }
 
-  for (const json& m : model.value("merges", json::array())) {
+  for (const json& m : member(model, "merges")) {
     if (m.is_string()) {
       const std::string& s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ', 1);
@@ -188,8 +197,8 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   }
 
   HfState st;
-  LOOM_RETURN_IF_ERROR(parse_normalizer(j.value("normalizer", json()), &v));
-  LOOM_RETURN_IF_ERROR(parse_pre(j.value("pre_tokenizer", json()), &v, &st));
+  LOOM_RETURN_IF_ERROR(parse_normalizer(member(j, "normalizer"), &v));
+  LOOM_RETURN_IF_ERROR(parse_pre(member(j, "pre_tokenizer"), &v, &st));
   v.kind = st.byte_level ? VocabKind::kBpeByteLevel : VocabKind::kBpeMerges;
   if (st.byte_level) {
     v.escape_spaces = false;
@@ -206,14 +215,14 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   v.unk = find_id(str_or(model, "unk_token", ""));
 
   // BOS/EOS added by a TemplateProcessing post-processor ("$A" framed by special tokens).
-  const json& post = j.value("post_processor", json());
+  const json& post = member(j, "post_processor");
   auto template_of = [](const json& p) -> const json* {
     if (p.is_object() && str_or(p, "type", "") == "TemplateProcessing" && p.contains("single")) return &p["single"];
     return nullptr;
   };
   const json* single = template_of(post);
   if (!single && post.is_object() && str_or(post, "type", "") == "Sequence") {
-    for (const json& q : post.value("processors", json::array())) {
+    for (const json& q : member(post, "processors")) {
       if ((single = template_of(q))) break;
     }
   }
