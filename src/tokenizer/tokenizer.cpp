@@ -205,11 +205,16 @@ std::string Tokenizer::token_piece(int32_t id, bool skip_special, bool at_start)
       return t.text;
     case TokenType::kUnknown:
       return skip_special ? std::string() : t.text;
-    case TokenType::kByte:
-      if (t.text.size() == 6 && t.text.rfind("<0x", 0) == 0) {
-        return std::string(1, static_cast<char>(std::stoi(t.text.substr(3, 2), nullptr, 16)));
+    case TokenType::kByte: {
+      auto hex = [](char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      };
+      if (t.text.size() == 6 && t.text.rfind("<0x", 0) == 0 && t.text[5] == '>' && hex(t.text[3]) >= 0 &&
+          hex(t.text[4]) >= 0) {
+        return std::string(1, static_cast<char>(hex(t.text[3]) * 16 + hex(t.text[4])));
       }
-      break;
+      break;  // a malformed byte token decodes as its text
+    }
     default:
       break;
   }
