@@ -1,0 +1,143 @@
+#include "bench/offline.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "model/model.h"
+
+namespace loom::bench {
+
+Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
+  if (engine.has_unfinished()) return invalid_argument("offline benchmark needs an idle engine");
+  if (o.num_prompts <= 0 || o.input_len <= 0 || o.output_len <= 0)
+    return invalid_argument("--num-prompts, --input-len and --output-len must be positive");
+  const int32_t n_vocab = engine.model().config().n_vocab;
+  std::mt19937_64 rng(o.seed);
+  std::vector<GenerateRequest> reqs(o.num_prompts);
+  for (int32_t i = 0; i < o.num_prompts; ++i) {
+    GenerateRequest& r = reqs[i];
+    r.request_id = "bench-" + std::to_string(i);
+    r.prompt.resize(o.input_len);
+    for (int32_t& t : r.prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
+    // vLLM's throughput benchmark: temperature 1, ignore_eos, exactly output_len tokens.
+    r.params.temperature = 1.0f;
+    r.params.max_tokens = o.output_len;
+    r.params.ignore_eos = true;
+    r.params.seed = o.seed + i;
+  }
+  const EngineMetrics before = engine.metrics();
+  const auto start = std::chrono::steady_clock::now();
+  for (GenerateRequest& r : reqs) LOOM_RETURN_IF_ERROR(engine.add_request(std::move(r)));
+  OfflineResult res;
+  while (engine.has_unfinished()) {
+    LOOM_ASSIGN_OR_RETURN(std::vector<RequestOutput> outs, engine.step());
+    for (const RequestOutput& out : outs) {
+      if (!out.error.empty()) return internal_error("request failed: " + out.error);
+      for (const CompletionOutput& c : out.outputs) res.output_tokens += c.token_ids.size();
+      if (out.finished) {
+        ++res.num_requests;
+        res.prompt_tokens += out.num_prompt_tokens;
+      }
+    }
+  }
+  res.elapsed_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  res.total_num_tokens = res.prompt_tokens + res.output_tokens;
+  res.requests_per_second = res.num_requests / res.elapsed_time;
+  res.tokens_per_second = res.total_num_tokens / res.elapsed_time;
+  res.output_tokens_per_second = res.output_tokens / res.elapsed_time;
+  res.metrics = engine.metrics();
+  res.metrics.num_steps -= before.num_steps;
+  res.metrics.num_preemptions -= before.num_preemptions;
+  return res;
+}
+
+std::string offline_result_json(const OfflineResult& r) {
+  nlohmann::json j = {
+      {"elapsed_time", r.elapsed_time},
+      {"num_requests", r.num_requests},
+      {"total_num_tokens", r.total_num_tokens},
+      {"requests_per_second", r.requests_per_second},
+      {"tokens_per_second", r.tokens_per_second},
+      {"output_tokens_per_second", r.output_tokens_per_second},
+  };
+  return j.dump(4);
+}
+
+int offline_main(int argc, char** argv) {
+  CLI::App app{"Offline throughput: N random-token prompts through the engine at once "
+               "(vLLM benchmark_throughput, random dataset).",
+               "loom bench offline"};
+  std::string model, output_json, kv_dtype = "f16";
+  OfflineOptions o;
+  EngineConfig c;
+  bool no_prefix_cache = false;
+  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
+      ->required();
+  app.add_option("--num-prompts", o.num_prompts, "number of requests")->capture_default_str();
+  app.add_option("--input-len", o.input_len, "prompt tokens per request")->capture_default_str();
+  app.add_option("--output-len", o.output_len, "generated tokens per request")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed for prompts and sampling")->capture_default_str();
+  app.add_option("--max-num-seqs", c.max_num_seqs, "sequences running at once")
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                 "token budget per step (0 = backend default)");
+  app.add_option("--max-model-len", c.max_model_len,
+                 "longest sequence (default: input-len + output-len)");
+  app.add_option("--kv-cache-memory", c.kv_cache_memory_gib,
+                 "KV cache size in GiB (default: max-num-seqs x max-model-len tokens)");
+  app.add_option("--block-size", c.block_size, "tokens per KV block")->capture_default_str();
+  app.add_option("--kv-cache-dtype", kv_dtype, "f32, f16 or bf16")->capture_default_str();
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "disable automatic prefix caching");
+  app.add_option("-t,--threads", c.n_threads, "CPU threads (0 = physical cores)");
+  app.add_option("--output-json", output_json, "write the results as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  auto dt = parse_dtype(kv_dtype);
+  if (!dt) {
+    std::fprintf(stderr, "loom bench offline: bad --kv-cache-dtype '%s'\n", kv_dtype.c_str());
+    return 1;
+  }
+  c.kv_dtype = *dt;
+  c.enable_prefix_caching = !no_prefix_cache;
+  if (c.max_model_len == 0) c.max_model_len = o.input_len + o.output_len;
+  auto engine = Engine::load(model, c);
+  if (!engine.is_ok()) {
+    std::fprintf(stderr, "loom bench offline: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  const EngineConfig& rc = (*engine)->config();
+  std::printf("model %s, %d threads, %d prompts x (%d in + %d out), max-num-seqs %d, "
+              "max-num-batched-tokens %d, %d KV blocks of %d\n",
+              model.c_str(), rc.n_threads > 0 ? rc.n_threads : ThreadPool::physical_cores(),
+              o.num_prompts, o.input_len, o.output_len, rc.max_num_seqs,
+              rc.max_num_batched_tokens, (*engine)->metrics().num_kv_blocks, rc.block_size);
+  auto r = run_offline(**engine, o);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "loom bench offline: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
+              r->requests_per_second, r->tokens_per_second, r->output_tokens_per_second);
+  std::printf("Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\n"
+              "Elapsed: %.2f s, %lld steps, %lld preemptions\n",
+              static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
+              r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
+              static_cast<long long>(r->metrics.num_preemptions));
+  if (!output_json.empty()) {
+    std::ofstream f(output_json);
+    f << offline_result_json(*r) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "loom bench offline: cannot write %s\n", output_json.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace loom::bench

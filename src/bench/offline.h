@@ -1,0 +1,42 @@
+// Offline throughput benchmark (vLLM's benchmark_throughput with the random dataset): N prompts
+// of random token ids, all submitted at once to one Engine, run to completion; reports
+// requests/s, total tokens/s and output tokens/s.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "loom/engine.h"
+
+namespace loom::bench {
+
+struct OfflineOptions {
+  int32_t num_prompts = 64;
+  int32_t input_len = 128;
+  int32_t output_len = 128;
+  uint64_t seed = 0;
+};
+
+struct OfflineResult {
+  double elapsed_time = 0;  // seconds, first request added → last one finished
+  int32_t num_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t total_num_tokens = 0;
+  double requests_per_second = 0;
+  double tokens_per_second = 0;  // (prompt + output) / elapsed, as vLLM
+  double output_tokens_per_second = 0;
+  EngineMetrics metrics;  // engine counters at the end (steps, preemptions, ...)
+};
+
+// Runs the benchmark on `engine` (which must be idle).
+Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& options);
+
+// The JSON vLLM's benchmark_throughput writes with --output-json.
+std::string offline_result_json(const OfflineResult& r);
+
+// `loom bench offline ...` (argv[0] == "offline").
+int offline_main(int argc, char** argv);
+
+}  // namespace loom::bench

@@ -1,0 +1,62 @@
+// The offline throughput benchmark: counts add up, figures are consistent, JSON has vLLM's keys.
+#include "bench/offline.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace loom::bench {
+namespace {
+
+TEST(OfflineBench, RunsEveryPromptToItsOutputLength) {
+  EngineConfig c;
+  c.max_num_seqs = 4;
+  c.max_model_len = 64;
+  c.n_threads = 1;
+  auto engine = Engine::load("synth:tiny", c);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  OfflineOptions o;
+  o.num_prompts = 10;
+  o.input_len = 24;
+  o.output_len = 9;
+  auto r = run_offline(**engine, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->num_requests, 10);
+  EXPECT_EQ(r->prompt_tokens, 240);
+  EXPECT_EQ(r->output_tokens, 90);
+  EXPECT_EQ(r->total_num_tokens, 330);
+  EXPECT_GT(r->elapsed_time, 0.0);
+  EXPECT_NEAR(r->tokens_per_second * r->elapsed_time, 330.0, 1e-6);
+  EXPECT_NEAR(r->output_tokens_per_second * r->elapsed_time, 90.0, 1e-6);
+  EXPECT_NEAR(r->requests_per_second * r->elapsed_time, 10.0, 1e-9);
+  // At most 4 run at once, so at least ceil(10/4) * 9 decode steps.
+  EXPECT_GE(r->metrics.num_steps, 27);
+  EXPECT_EQ((*engine)->check_kv_drained(), "");
+
+  auto j = nlohmann::json::parse(offline_result_json(*r));
+  for (const char* key : {"elapsed_time", "num_requests", "total_num_tokens",
+                          "requests_per_second", "tokens_per_second", "output_tokens_per_second"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["num_requests"], 10);
+  EXPECT_EQ(j["total_num_tokens"], 330);
+}
+
+TEST(OfflineBench, RejectsBadOptions) {
+  EngineConfig c;
+  c.max_model_len = 64;
+  c.max_num_seqs = 2;
+  c.n_threads = 1;
+  auto engine = Engine::load("synth:tiny", c);
+  ASSERT_TRUE(engine.is_ok());
+  OfflineOptions o;
+  o.num_prompts = 0;
+  EXPECT_FALSE(run_offline(**engine, o).is_ok());
+  o.num_prompts = 1;
+  o.input_len = 60;
+  o.output_len = 10;  // over max_model_len 64
+  auto r = run_offline(**engine, o);
+  EXPECT_FALSE(r.is_ok());
+}
+
+}  // namespace
+}  // namespace loom::bench
