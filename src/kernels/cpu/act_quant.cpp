@@ -14,7 +14,8 @@ size_t act_row_bytes(ActFormat f, int64_t cols) {
   size_t n = 0;
   switch (f) {
     case ActFormat::kF32: n = cols * sizeof(float); break;
-    case ActFormat::kQ8_32: n = cols + 2 * (cols / 32) * sizeof(float); break;
+    case ActFormat::kQ8_32:
+    case ActFormat::kQ8_32U: n = cols + 2 * (cols / 32) * sizeof(float); break;
     case ActFormat::kQ8_K: n = (cols / kQKK) * sizeof(BlockQ8_K); break;
   }
   return (n + 63) & ~size_t{63};
@@ -28,6 +29,11 @@ void quantize_act_row(ActFormat f, const float* x, int64_t cols, uint8_t* dst) {
     case ActFormat::kQ8_K:
       ref::quantize_row(Dtype::kQ8_K, x, dst, cols);
       return;
+    case ActFormat::kQ8_32U: {
+      quantize_act_row(ActFormat::kQ8_32, x, cols, dst);
+      for (int64_t j = 0; j < cols; ++j) dst[j] ^= 0x80;  // q + 128 as u8, q in [-127, 127]
+      return;
+    }
     case ActFormat::kQ8_32: {
       auto* qs = reinterpret_cast<int8_t*>(dst);
       auto* d = reinterpret_cast<float*>(dst + cols);

@@ -35,6 +35,7 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 4, 3>, 4, 3};
 }  // namespace
 
 const MatmulKernel* avx512_kernel(Dtype w) {
+  if (const MatmulKernel* k = avx512_zmm_kernel(w)) return k;
   switch (w) {
     case Dtype::kF32: return &kF32;
     case Dtype::kF16: return &kF16;

@@ -38,7 +38,8 @@ struct MatmulKernel {
 // nullptr when the ISA has no fast path for the dtype.
 const MatmulKernel* scalar_kernel(Dtype w);  // generic: every matmul dtype
 const MatmulKernel* avx2_kernel(Dtype w);
-const MatmulKernel* avx512_kernel(Dtype w);
+const MatmulKernel* avx512_kernel(Dtype w);      // prefers avx512_zmm_kernel
+const MatmulKernel* avx512_zmm_kernel(Dtype w);  // 512-bit kernels (matmul_zmm_avx512.cpp)
 
 // Best kernel for (dtype, isa): the ISA's fast path, else the next lower ISA's, else scalar.
 const MatmulKernel* find_kernel(Dtype w, Isa isa);
