@@ -32,39 +32,47 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    generation_.fetch_add(1);
+    stop_.store(true);
   }
   cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::run_tasks(int thread) {
+void ThreadPool::run_tasks(uint32_t generation, int thread) {
+  // seq_cst throughout: the n_tasks_ read must stay before the claiming CAS (see job_).
+  uint64_t j = job_.load();
   for (;;) {
-    int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    (*fn_)(task, thread);
+    if (static_cast<uint32_t>(j >> 32) != generation) return;
+    const uint64_t idx = j & kClosed;
+    // A stale n_tasks_ (already the next job's) can only be read after this job was closed,
+    // and then the CAS below fails.
+    if (idx >= static_cast<uint64_t>(n_tasks_.load())) return;
+    if (!job_.compare_exchange_weak(j, j + 1)) continue;  // j reloaded
+    (*fn_.load())(static_cast<int64_t>(idx), thread);
+    done_.fetch_add(1);
+    j = job_.load();
   }
 }
 
 void ThreadPool::worker_loop(int thread) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
+    auto fresh = [&] {
+      const uint64_t j = job_.load();
+      return static_cast<uint32_t>(j >> 32) != seen && (j & kClosed) != kClosed;
+    };
     // Spin a little (cheap hand-off between consecutive kernels), then sleep.
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
+    for (int spin = 0; spin < 20000 && !fresh() && !stop_.load(std::memory_order_relaxed); ++spin)
       _mm_pause();
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    if (gen == seen) {
+    if (!fresh()) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return generation_.load() != seen; });
-      gen = generation_.load();
+      sleepers_.fetch_add(1);
+      cv_.wait(lock, [&] { return stop_.load() || fresh(); });
+      sleepers_.fetch_sub(1);
     }
-    seen = gen;
-    if (stop_) return;
-    run_tasks(thread);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stop_.load()) return;
+    seen = static_cast<uint32_t>(job_.load() >> 32);
+    run_tasks(seen, thread);
   }
 }
 
@@ -75,18 +83,26 @@ void ThreadPool::parallel_for(int64_t n_tasks,
     for (int64_t i = 0; i < n_tasks; ++i) fn(i, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_tasks_ = n_tasks;
-    next_.store(0, std::memory_order_relaxed);
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+  if (n_tasks >= static_cast<int64_t>(kClosed)) {  // does not fit the index field: split
+    const int64_t half = n_tasks / 2;
+    parallel_for(half, fn);
+    parallel_for(n_tasks - half, [&](int64_t i, int t) { fn(half + i, t); });
+    return;
   }
-  cv_.notify_all();
-  run_tasks(0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
-  fn_ = nullptr;
+  // job_ is closed here (index kClosed), so no worker can claim while the job is set up.
+  ++generation_;
+  if (generation_ == 0) ++generation_;  // 0 is the workers' initial "seen"
+  fn_.store(&fn);
+  n_tasks_.store(n_tasks);
+  done_.store(0);
+  job_.store(static_cast<uint64_t>(generation_) << 32);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  run_tasks(generation_, 0);
+  while (done_.load() != n_tasks) _mm_pause();
+  job_.store((static_cast<uint64_t>(generation_) << 32) | kClosed);
 }
 
 }  // namespace loom

@@ -1,7 +1,11 @@
 // One persistent worker pool for CPU kernels. The calling thread takes part as worker 0, so a
-// pool of n threads starts n-1 workers. Jobs are handed out by an atomic counter; workers spin
-// briefly before sleeping so that back-to-back kernels (one per op in a forward pass) do not
-// pay a futex wake-up each.
+// pool of n threads starts n-1 workers. Workers spin briefly before sleeping so that
+// back-to-back kernels (one per op in a forward pass) do not pay a futex wake-up each.
+//
+// Tasks are claimed from one atomic word holding (generation, next task index), so a job only
+// waits for tasks that were actually claimed: a worker the OS has descheduled does not hold
+// up the caller, which runs the unclaimed tasks itself (on a loaded 2-core machine the old
+// "wait until every worker checked in" barrier stalled whole kernels).
 #pragma once
 
 #include <atomic>
@@ -26,25 +30,29 @@ class ThreadPool {
 
   // Calls fn(task, thread) for task in [0, n_tasks), spread over the pool; returns when all
   // are done. `thread` in [0, size()) identifies the worker (for per-thread scratch).
-  // Not reentrant: fn must not call parallel_for on the same pool.
+  // Not reentrant: fn must not call parallel_for on the same pool, and only one thread may
+  // call parallel_for at a time.
   void parallel_for(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
   static int physical_cores();
 
  private:
+  static constexpr uint64_t kClosed = 0xFFFFFFFFu;  // task index of a finished job
   void worker_loop(int thread);
-  void run_tasks(int thread);
+  void run_tasks(uint32_t generation, int thread);
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  // (generation << 32) | next task index; index kClosed once the job's tasks are all done.
+  std::atomic<uint64_t> job_{kClosed};
+  std::atomic<int64_t> n_tasks_{0};
+  std::atomic<const std::function<void(int64_t, int)>*> fn_{nullptr};
+  std::atomic<int64_t> done_{0};  // tasks of the current job finished
+  uint32_t generation_ = 0;       // caller side only
   std::mutex mu_;
   std::condition_variable cv_;
-  const std::function<void(int64_t, int)>* fn_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};      // workers still inside the current generation
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace loom
