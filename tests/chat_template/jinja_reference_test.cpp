@@ -127,6 +127,13 @@ const Case kCases[] = {
     {"{{ n() }}", "'int' object is not callable", false},  // TypeError
     {"{{ 5 is divisibleby 0 }}", "integer modulo by zero", false},  // ZeroDivisionError
     {"{% for a, b in [1, 2] %}{% endfor %}", "cannot unpack non-iterable int object", false},  // TypeError
+    {"{% if false %}{{ x|nosuchfilter }}{% endif %}", "", true},
+    {"{% if false %}{{ x is nosuchtest }}{% endif %}", "", true},
+    {"{{ 'a' ~ 'b' is string }} {{ -n|abs }} {{ -f|round }} {{ not true == false }} {{ 1 if 0 else 2 + 3 }}", "aTrue 7 -2.0 True 5", true},
+    {"{{ 'x' if nope is defined and nope.y else 'fallback' }} {{ [1, 2, 3][1:]|first }} {{ (messages|last).role }} {{ messages|map(attribute='role')|join('/') }}", "fallback 2 assistant system/user/assistant", true},
+    {"{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1 == 1 }} {{ 1 < 5 > 2 }} {{ messages | length > 1 }} {{ messages|length - 1 }} {{ 'a' in 'abc' in 'xabcx' }}", "True False True True True 2 True", true},
+    {"{% for m in messages %}{% set outer = loop %}{% for c in [1, 2] %}{{ outer.index }}.{{ loop.index }} {% endfor %}{% endfor %}", "1.1 1.2 2.1 2.2 3.1 3.2 ", true},
+    {"{% for m in messages if m.role != 'system' %}{{ loop.index }}:{{ m.role }}{{ ',' if not loop.last }}{% endfor %}", "1:user,2:assistant", true},
 };
 
 std::tm fixed_time() {

@@ -33,6 +33,7 @@ enum class ExprKind {
   kNeg,      // -a
   kPos,      // +a
   kBinary,   // a op b; name = op (+ - * / // % ** ~ == != < <= > >= in "not in")
+  kCompare,  // chained comparison a op1 x op2 y: kwargs = (op1, x), (op2, y)
   kAnd,      // a and b
   kOr,       // a or b
   kCond,     // b if a else c; c may be null (undefined)

@@ -571,6 +571,8 @@ const std::unordered_map<std::string, FilterFn>& registry() {
 
 }  // namespace
 
+bool has_filter(const std::string& name) { return registry().count(name) > 0; }
+
 Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   auto it = registry().find(name);
   if (it == registry().end()) return invalid_argument("no filter named '" + name + "'");

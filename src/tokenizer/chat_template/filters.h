@@ -8,6 +8,9 @@
 
 namespace loom::jinja {
 
+// Unknown names fail only when used (Jinja2 3.x defers the error for untaken branches).
+bool has_filter(const std::string& name);
+
 Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v,
                            const CallArgs& args);
 

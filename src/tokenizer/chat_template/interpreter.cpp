@@ -489,6 +489,17 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       LOOM_ASSIGN_OR_RETURN(Value b, eval(*e.b, scope));
       return binary_op(e.name, a, b, max_bytes);
     }
+    case ExprKind::kCompare: {
+      LOOM_ASSIGN_OR_RETURN(Value left, eval(*e.a, scope));
+      Value result(true);
+      for (const auto& [op, operand] : e.kwargs) {
+        LOOM_ASSIGN_OR_RETURN(Value right, eval(*operand, scope));
+        LOOM_ASSIGN_OR_RETURN(result, binary_op(op, left, right, max_bytes));
+        if (!result.truthy()) return result;
+        left = std::move(right);
+      }
+      return result;
+    }
     case ExprKind::kAnd: {
       LOOM_ASSIGN_OR_RETURN(Value a, eval(*e.a, scope));
       if (!a.truthy()) return a;

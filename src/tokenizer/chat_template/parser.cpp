@@ -464,6 +464,7 @@ class Parser {
 
   Result<ExprPtr> parse_compare() {
     LOOM_ASSIGN_OR_RETURN(ExprPtr a, parse_math1());
+    std::vector<std::pair<std::string, ExprPtr>> ops;
     int n = 0;
     while (true) {
       LOOM_RETURN_IF_ERROR(chain_step(n));
@@ -484,9 +485,15 @@ class Parser {
         break;
       }
       LOOM_ASSIGN_OR_RETURN(ExprPtr b, parse_math1());
-      LOOM_ASSIGN_OR_RETURN(a, binary(ExprKind::kBinary, op, std::move(a), std::move(b)));
+      ops.emplace_back(std::move(op), std::move(b));
     }
-    return a;
+    if (ops.empty()) return a;
+    if (ops.size() == 1) return binary(ExprKind::kBinary, ops[0].first, std::move(a), std::move(ops[0].second));
+    // Python chains comparisons: a < b < c means a < b and b < c.
+    auto e = make(ExprKind::kCompare);
+    e->a = std::move(a);
+    e->kwargs = std::move(ops);
+    return e;
   }
 
   Result<ExprPtr> parse_math1() {
