@@ -14,7 +14,6 @@ namespace loom {
 
 struct ConvertOptions {
   Dtype type = Dtype::kF32;  // of 2-D weight matrices (f32, f16, bf16, q8_0); 1-D stay f32
-  int n_threads = 0;
 };
 
 struct ConvertReport {
