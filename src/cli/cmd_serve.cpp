@@ -1,0 +1,95 @@
+// `loom serve`: the OpenAI / Anthropic / vLLM-compatible HTTP server (src/server), with
+// vLLM's flag spelling. The socket is bound before the model loads, so /health answers 503
+// during loading and 200 once ready. Stops on SIGINT / SIGTERM.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "server/server.h"
+
+namespace loom::cli {
+namespace {
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model over HTTP (OpenAI, Anthropic and vLLM APIs)", "loom serve"};
+  std::string model = "synth:tiny";
+  server::ServerOptions so;
+  EngineConfig ec;
+  std::string chat_template_file;
+  bool no_prefix_cache = false;
+  int port = 8000;
+  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
+  app.add_option("--host", so.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", port, "port (0 = any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("--served-model-name", so.served_model_name, "model name in the API (default: --model)");
+  app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key)");
+  app.add_option("--max-model-len", ec.max_model_len, "longest prompt + output (0 = the model's context)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--max-num-seqs", ec.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", ec.max_num_batched_tokens, "tokens per engine step (0 = default)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib, "KV cache size in GiB (0 = max_num_seqs x max_model_len)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--block-size", ec.block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache, "disable prefix caching");
+  app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--max-logprobs", so.max_logprobs, "largest logprobs / top_logprobs accepted")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--max-queue", so.max_queue, "requests allowed to wait beyond --max-num-seqs (more get 503)")
+      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  app.add_option("--chat-template", chat_template_file, "Jinja chat template file (default: the model's)");
+  app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  ec.enable_prefix_caching = !no_prefix_cache;
+  so.port = static_cast<uint16_t>(port);
+  so.model_path = model;
+  if (!chat_template_file.empty()) {
+    std::ifstream f(chat_template_file, std::ios::binary);
+    if (!f) {
+      std::fprintf(stderr, "loom serve: cannot read --chat-template %s\n", chat_template_file.c_str());
+      return 1;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    so.chat_template = ss.str();
+    if (so.chat_template.empty()) {
+      std::fprintf(stderr, "loom serve: --chat-template %s is empty\n", chat_template_file.c_str());
+      return 1;
+    }
+  }
+
+  // Block the stop signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = server::Server::start(so);
+  if (!server.is_ok()) {
+    std::fprintf(stderr, "loom serve: %s\n", server.status().message().c_str());
+    return 1;
+  }
+  LOOM_LOG_INFO("listening on %s; loading %s ...", (*server)->url().c_str(), model.c_str());
+  if (Status st = (*server)->load(model, ec); !st.is_ok()) {
+    std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LOOM_LOG_INFO("signal %d: shutting down", sig);
+  (*server)->stop();
+  return 0;
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("serve", "serve a model over HTTP (OpenAI / Anthropic / vLLM APIs)", cmd_serve);
+
+}  // namespace loom::cli

@@ -1,0 +1,60 @@
+// Parsing and validation of generation requests: OpenAI /v1/completions and
+// /v1/chat/completions, and (in anthropic_route.cpp) Anthropic /v1/messages, all into one
+// GenerationSpec: the prompts as token ids plus vLLM SamplingParams. Every check that can be
+// made before the engine sees the request is made here, so bad input is a 400 naming the
+// field, never an engine error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace loom::server {
+
+struct ServerContext;
+
+enum class ApiKind { kCompletion, kChat, kAnthropic };
+
+struct GenerationSpec {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;                          // as the response reports it
+  std::vector<std::vector<int32_t>> prompts;  // one engine request per prompt
+  std::vector<std::string> prompt_texts;      // decoded prompts (echo)
+  SamplingParams params;                      // shared by every prompt; n samples each
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: prepend the prompt to the text
+  bool chat_logprobs = false;  // chat: logprobs=true
+};
+
+// Parse a body into JSON; invalid JSON or UTF-8 → 400; anything but an object → 400.
+std::optional<ApiError> parse_json_object(const std::string& body, Json* out);
+
+// The `model` field: absent is fine (the one served model); another name → 404.
+std::optional<ApiError> check_model(const ServerContext& ctx, FieldReader& r, std::string* model);
+
+// Reads the sampling fields shared by the APIs (temperature, top_p, ..., stop, seed) into
+// spec->params; kind-specific fields are read by the callers.
+void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSpec* spec);
+
+// max_tokens defaulting, SamplingParams::validate, and the engine's own request checks
+// (vocabulary, --max-model-len, KV capacity) for every prompt. `max_tokens` is what the request
+// asked for (nullopt: as many as fit).
+std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int64_t> max_tokens,
+                                    GenerationSpec* spec);
+
+// A chat message list → the list the template sees ({"role", "content": string, ...}): content
+// parts are joined, unknown roles and non-text parts refused.
+std::optional<ApiError> normalize_messages(const Json& messages, Json* out, const char* param);
+
+std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const Json& body,
+                                                 GenerationSpec* spec);
+std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json& body,
+                                           GenerationSpec* spec);
+
+}  // namespace loom::server

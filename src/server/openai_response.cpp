@@ -1,0 +1,296 @@
+// OpenAI response rendering: the completion / chat.completion objects, their streaming
+// *.chunk forms as SSE, logprobs in both APIs' shapes, and usage.
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <span>
+#include <vector>
+
+#include "loom/tokenizer.h"
+#include "server/jobs.h"
+#include "server/server_context.h"
+
+namespace loom::server {
+
+std::string dump_json(const Json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string sse_data(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+namespace {
+
+// Invalid UTF-8 (a token that is part of a character) → U+FFFD per bad byte, so the strings
+// clients see, their lengths (text_offset) and the top_logprobs keys are what we computed with.
+std::string sanitize_utf8(const std::string& s) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok && len == 2) ok = c >= 0xC2;
+    if (ok && len == 3) {
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
+
+// JSON has no -inf; vLLM reports this value for impossible tokens.
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+class OpenAiJob : public GenerationJob {
+ public:
+  OpenAiJob(const ServerContext& ctx, GenerationSpec spec, std::string id, std::shared_ptr<Responder> out)
+      : ctx_(ctx), spec_(std::move(spec)), id_(std::move(id)), created_(std::time(nullptr)) {
+    responder = std::move(out);
+    const size_t n_prompts = spec_.prompts.size();
+    const size_t n = static_cast<size_t>(spec_.params.n);
+    choices_.resize(n_prompts * n);
+    prompt_tokens_.assign(n_prompts, 0);
+    cached_tokens_.assign(n_prompts, 0);
+    for (size_t i = 0; i < n_prompts; ++i) prompt_tokens_[i] = static_cast<int64_t>(spec_.prompts[i].size());
+  }
+
+  void start() {
+    if (!spec_.stream) return;
+    responder->begin_stream("text/event-stream");
+    if (chat()) {
+      // vLLM and OpenAI open every choice with a role-only delta.
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        Json delta = {{"role", "assistant"}, {"content", ""}};
+        responder->write(sse_data(chunk(i, std::move(delta), Json(), Json())));
+      }
+    }
+  }
+
+  void on_output(size_t pi, RequestOutput& out) override {
+    if (!out.error.empty() && error_.empty()) error_ = out.error;
+    if (out.num_prompt_tokens > 0) prompt_tokens_[pi] = out.num_prompt_tokens;
+    cached_tokens_[pi] = out.num_cached_tokens;
+    for (CompletionOutput& c : out.outputs) {
+      const size_t idx = pi * static_cast<size_t>(spec_.params.n) + static_cast<size_t>(c.index);
+      if (idx >= choices_.size()) continue;
+      Choice& ch = choices_[idx];
+      std::string text = std::move(c.text);
+      if (spec_.echo && !ch.echoed) {
+        text = spec_.prompt_texts[pi] + text;
+        ch.echoed = true;
+      }
+      ch.tokens = c.num_output_tokens;
+      Json lp = render_logprobs(c, &ch);
+      if (c.finished()) {
+        ch.finish = c.finish_reason;
+        if (!c.stop_reason.empty() && !c.stop_token) ch.stop_reason = c.stop_reason;
+        else if (c.stop_token && !is_eos(*c.stop_token)) ch.stop_reason = *c.stop_token;
+      }
+      if (spec_.stream) {
+        if (text.empty() && lp.is_null() && !c.finished()) continue;
+        Json fin = c.finished() ? Json(finish_reason_name(c.finish_reason)) : Json();
+        Json payload;
+        if (chat()) payload = Json{{"content", text}};
+        else payload = text;
+        Json ck = chunk(idx, std::move(payload), std::move(lp), std::move(fin));
+        if (c.finished()) ck["choices"][0]["stop_reason"] = ch.stop_reason;
+        responder->write(sse_data(ck));
+      } else {
+        ch.text += text;
+        if (!lp.is_null()) merge_logprobs(&ch, lp);
+      }
+    }
+  }
+
+  void on_finished() override {
+    if (responder->closed()) return;
+    if (spec_.stream) {
+      if (!error_.empty()) {
+        ApiError e;
+        e.status = 500;
+        e.type = "internal_error";
+        e.message = error_;
+        responder->write("data: " + openai_error_body(e) + "\n\n");
+      }
+      if (spec_.include_usage) {
+        Json u = base_object();
+        u["choices"] = Json::array();
+        u["usage"] = usage();
+        responder->write(sse_data(u));
+      }
+      responder->write("data: [DONE]\n\n");
+      responder->end_stream();
+      return;
+    }
+    if (!error_.empty()) {
+      ApiError e;
+      e.status = 500;
+      e.type = "internal_error";
+      e.message = "generation failed: " + error_;
+      send_error(*responder, e);
+      return;
+    }
+    Json j = base_object();
+    Json list = Json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice& ch = choices_[i];
+      Json c = {{"index", i}};
+      if (chat()) {
+        c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+        c["logprobs"] = spec_.chat_logprobs ? Json{{"content", ch.chat_lp}} : Json();
+      } else {
+        c["text"] = ch.text;
+        c["logprobs"] = spec_.params.logprobs >= 0 ? ch.completion_lp : Json();
+      }
+      c["finish_reason"] = ch.finish == FinishReason::kNone ? Json() : Json(finish_reason_name(ch.finish));
+      c["stop_reason"] = ch.stop_reason;
+      list.push_back(std::move(c));
+    }
+    j["choices"] = std::move(list);
+    j["usage"] = usage();
+    responder->send(200, "application/json", dump_json(j));
+  }
+
+ private:
+  struct Choice {
+    std::string text;
+    int64_t tokens = 0;
+    FinishReason finish = FinishReason::kNone;
+    Json stop_reason;  // null, the stop string, or the stop token id
+    bool echoed = false;
+    Json chat_lp = Json::array();
+    Json completion_lp;  // {tokens, token_logprobs, top_logprobs, text_offset}
+    size_t text_offset = 0;
+  };
+
+  bool chat() const { return spec_.kind == ApiKind::kChat; }
+  bool is_eos(int32_t t) const {
+    const auto& ids = spec_.params.stop_token_ids;
+    return std::find(ids.begin(), ids.end(), t) == ids.end();
+  }
+  std::string token_bytes(int32_t id) const {
+    if (!ctx_.tokenizer) return "token_id:" + std::to_string(id);
+    const int32_t one[1] = {id};
+    return ctx_.tokenizer->decode(std::span<const int32_t>(one, 1));
+  }
+  std::string token_str(int32_t id) const { return sanitize_utf8(token_bytes(id)); }
+
+  Json base_object() const {
+    return Json{{"id", id_},
+                {"object", chat() ? (spec_.stream ? "chat.completion.chunk" : "chat.completion")
+                                  : "text_completion"},
+                {"created", created_},
+                {"model", spec_.model}};
+  }
+
+  Json chunk(size_t index, Json delta, Json logprobs, Json finish) const {
+    Json j = base_object();
+    Json c = {{"index", index}};
+    if (chat()) c["delta"] = std::move(delta);
+    else c["text"] = std::move(delta);
+    c["logprobs"] = std::move(logprobs);
+    c["finish_reason"] = std::move(finish);
+    j["choices"] = Json::array({std::move(c)});
+    return j;
+  }
+
+  Json usage() const {
+    int64_t prompt = 0, cached = 0, completion = 0;
+    for (size_t i = 0; i < prompt_tokens_.size(); ++i) {
+      // Each prompt is counted once however many samples it has (OpenAI's convention).
+      prompt += prompt_tokens_[i];
+      cached += cached_tokens_[i];
+    }
+    for (const Choice& c : choices_) completion += c.tokens;
+    return Json{{"prompt_tokens", prompt},
+                {"total_tokens", prompt + completion},
+                {"completion_tokens", completion},
+                {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  }
+
+  // This output's logprobs in the API's shape (null if none were asked for).
+  Json render_logprobs(const CompletionOutput& c, Choice* ch) const {
+    if (spec_.params.logprobs < 0 || (chat() && !spec_.chat_logprobs)) return Json();
+    if (chat()) {
+      Json content = Json::array();
+      for (const PositionLogprobs& p : c.logprobs) {
+        auto entry = [&](int32_t tok, float lp) {
+          const std::string raw = token_bytes(tok);
+          Json bytes = Json::array();
+          for (unsigned char b : raw) bytes.push_back(static_cast<int>(b));
+          return Json{{"token", sanitize_utf8(raw)}, {"logprob", finite_logprob(lp)}, {"bytes", bytes}};
+        };
+        Json e = entry(p.token, p.logprob);
+        Json top = Json::array();
+        for (const TokenLogprob& t : p.top) top.push_back(entry(t.token, t.logprob));
+        e["top_logprobs"] = std::move(top);
+        content.push_back(std::move(e));
+      }
+      return Json{{"content", content}};
+    }
+    Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offs = Json::array();
+    for (const PositionLogprobs& p : c.logprobs) {
+      std::string s = token_str(p.token);
+      tokens.push_back(s);
+      lps.push_back(finite_logprob(p.logprob));
+      // A dict keyed by token text (OpenAI's shape): tokens with the same text share a key,
+      // which keeps the larger logprob.
+      Json top = Json::object();
+      auto put = [&](const std::string& key, float lp) {
+        const double v = finite_logprob(lp);
+        if (!top.contains(key) || top[key].get<double>() < v) top[key] = v;
+      };
+      for (const TokenLogprob& t : p.top) put(token_str(t.token), t.logprob);
+      put(s, p.logprob);
+      tops.push_back(std::move(top));
+      offs.push_back(ch->text_offset);
+      ch->text_offset += s.size();
+    }
+    return Json{{"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
+  }
+
+  void merge_logprobs(Choice* ch, const Json& lp) const {
+    if (chat()) {
+      for (const Json& e : lp["content"]) ch->chat_lp.push_back(e);
+      return;
+    }
+    if (ch->completion_lp.is_null()) {
+      ch->completion_lp = lp;
+      return;
+    }
+    for (const char* k : {"text_offset", "token_logprobs", "tokens", "top_logprobs"})
+      for (const Json& e : lp[k]) ch->completion_lp[k].push_back(e);
+  }
+
+  const ServerContext& ctx_;
+  GenerationSpec spec_;
+  std::string id_;
+  int64_t created_;
+  std::vector<Choice> choices_;
+  std::vector<int64_t> prompt_tokens_;
+  std::vector<int64_t> cached_tokens_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::shared_ptr<GenerationJob> make_openai_job(const ServerContext& ctx, GenerationSpec spec,
+                                               std::string id, std::shared_ptr<Responder> out) {
+  auto job = std::make_shared<OpenAiJob>(ctx, std::move(spec), std::move(id), std::move(out));
+  job->start();
+  return job;
+}
+
+}  // namespace loom::server

@@ -1,0 +1,88 @@
+// /v1/completions, /v1/chat/completions, /v1/models, and the submit path shared with
+// /v1/messages: overload check, one engine request per prompt, disconnect → abort.
+#include <ctime>
+
+#include "base/log.h"
+#include "server/jobs.h"
+#include "server/routes.h"
+#include "server/server_context.h"
+
+namespace loom::server {
+
+void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out) {
+  const bool anthropic = spec.kind == ApiKind::kAnthropic;
+  const int64_t n_req = static_cast<int64_t>(spec.prompts.size());
+  const int64_t limit = static_cast<int64_t>(ctx.max_num_seqs) + ctx.options.max_queue;
+  if (ctx.in_flight.fetch_add(n_req) + n_req > limit) {
+    ctx.in_flight.fetch_sub(n_req);
+    send_error(*out, overloaded("the server is overloaded (" + std::to_string(limit) +
+                                " requests running or queued); retry later"),
+               anthropic);
+    return;
+  }
+  const char* prefix = anthropic ? "msg_" : spec.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
+  const std::string id = ctx.new_id(prefix);
+  std::vector<std::string> ids;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < spec.prompts.size(); ++i) {
+    GenerateRequest g;
+    g.request_id = spec.prompts.size() == 1 ? id : id + "-" + std::to_string(i);
+    g.prompt = spec.prompts[i];
+    g.params = spec.params;
+    auto s = ctx.engine->submit(std::move(g));
+    if (!s.is_ok()) {
+      for (const std::string& done : ids) ctx.engine->abort(done);
+      // (Every prompt passed Engine::validate already; this is the engine shutting down.)
+      ctx.in_flight.fetch_sub(n_req);
+      send_error(*out, bad_request(s.status().message(), "prompt"), anthropic);
+      return;
+    }
+    ids.push_back(spec.prompts.size() == 1 ? id : id + "-" + std::to_string(i));
+    streams.push_back(std::move(s).value());
+  }
+  auto job = anthropic ? make_anthropic_job(ctx, std::move(spec), id, out)
+                       : make_openai_job(ctx, std::move(spec), id, out);
+  job->request_ids = std::move(ids);
+  job->streams = std::move(streams);
+  job->in_flight = &ctx.in_flight;
+  std::weak_ptr<GenerationJob> weak = job;
+  AsyncEngine* engine = ctx.engine.get();
+  out->on_disconnect([weak, engine] {
+    if (auto j = weak.lock()) {
+      j->cancelled = true;
+      for (const std::string& rid : j->request_ids) engine->abort(rid);
+    }
+  });
+  ctx.dispatcher->add(std::move(job));
+}
+
+void handle_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
+  Json body;
+  if (auto e = parse_json_object(req.body, &body)) return send_error(*out, *e);
+  GenerationSpec spec;
+  if (auto e = parse_completion_request(ctx, body, &spec)) return send_error(*out, *e);
+  submit_generation(ctx, std::move(spec), std::move(out));
+}
+
+void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
+  Json body;
+  if (auto e = parse_json_object(req.body, &body)) return send_error(*out, *e);
+  GenerationSpec spec;
+  if (auto e = parse_chat_request(ctx, body, &spec)) return send_error(*out, *e);
+  submit_generation(ctx, std::move(spec), std::move(out));
+}
+
+void handle_models(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
+  Json model = {{"id", ctx.model_name},
+                {"object", "model"},
+                {"created", ctx.created},
+                {"owned_by", "loom"},
+                {"root", ctx.options.model_path.empty() ? ctx.model_name : ctx.options.model_path},
+                {"parent", nullptr},
+                {"max_model_len", ctx.max_model_len},
+                {"permission", Json::array()}};
+  Json j = {{"object", "list"}, {"data", Json::array({model})}};
+  out->send(200, "application/json", dump_json(j));
+}
+
+}  // namespace loom::server

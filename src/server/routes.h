@@ -1,0 +1,31 @@
+// Route handlers. Each runs on an I/O thread, parses and validates, then either answers at once
+// or submits to the engine and hands a GenerationJob to the dispatcher.
+#pragma once
+
+#include <memory>
+
+#include "server/http_request.h"
+#include "server/openai_request.h"
+#include "server/responder.h"
+
+namespace loom::server {
+
+struct ServerContext;
+using ResponderPtr = std::shared_ptr<Responder>;
+
+// openai_routes.cpp
+void handle_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_models(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+// Submits every prompt of `spec` and starts the job (or answers with the error).
+void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out);
+
+// anthropic_route.cpp
+void handle_messages(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_count_tokens(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+
+// tokenize_routes.cpp
+void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_detokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+
+}  // namespace loom::server

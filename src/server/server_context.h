@@ -1,0 +1,42 @@
+// ServerContext: what every route handler reads (options, the engine, tokenizer, chat template,
+// metrics, dispatcher). Built by Server; immutable once `ready` is set, except the atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loom/engine.h"
+#include "server/chat.h"
+#include "server/dispatcher.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace loom::server {
+
+struct ServerContext {
+  ServerOptions options;
+  std::string model_name;  // served name
+  int64_t created = 0;     // unix time the server started (models' "created")
+
+  std::atomic<bool> ready{false};
+  std::unique_ptr<AsyncEngine> engine;  // set before ready
+  const Tokenizer* tokenizer = nullptr; // may be null (token-id prompts only)
+  std::optional<ChatRenderer> chat;
+  int32_t max_model_len = 0;
+  int32_t n_vocab = 0;
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 0;
+
+  ServerMetrics metrics;
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::atomic<int64_t> in_flight{0};  // engine requests submitted and not yet finished
+  std::atomic<uint64_t> next_id{0};
+
+  // "cmpl-" + 24 hex digits: unique per server, unguessable enough for logs.
+  std::string new_id(const char* prefix);
+};
+
+}  // namespace loom::server

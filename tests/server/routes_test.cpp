@@ -1,0 +1,268 @@
+// Non-streaming routes over real HTTP: /health, /v1/models, /tokenize, /detokenize,
+// /v1/completions (string, batch and token prompts, echo, logprobs, n, stop strings, usage),
+// /v1/chat/completions (templates, kwargs, hostile templates), /metrics, auth, loading state.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "server_fixture.h"
+
+namespace loom::test {
+namespace {
+
+using nlohmann::json;
+
+json completion(const json& body) {
+  auto r = post_json(shared_port(), "/v1/completions", body);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.json();
+}
+
+std::vector<int32_t> tokenize(const std::string& text, bool add_special = true) {
+  auto r = post_json(shared_port(), "/tokenize", {{"prompt", text}, {"add_special_tokens", add_special}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.json()["tokens"].get<std::vector<int32_t>>();
+}
+
+TEST(ServerRoutes, HealthAndModels) {
+  auto h = http_request(shared_port(), "GET", "/health");
+  EXPECT_EQ(h.status, 200);
+  auto m = http_request(shared_port(), "GET", "/v1/models");
+  ASSERT_EQ(m.status, 200) << m.body;
+  json j = m.json();
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], kTestModelName);
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(j["data"][0]["root"], "synth:tiny");
+  EXPECT_EQ(j["data"][0]["max_model_len"], kTestMaxModelLen);
+}
+
+TEST(ServerRoutes, TokenizeDetokenizeRoundTrip) {
+  const std::string text = "Hello, loom server! ünïcödé";
+  auto r = post_json(shared_port(), "/tokenize", {{"model", kTestModelName}, {"prompt", text}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json();
+  auto tokens = j["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(j["count"].get<size_t>(), tokens.size());
+  EXPECT_EQ(j["max_model_len"], kTestMaxModelLen);
+  ASSERT_FALSE(tokens.empty());
+  // Without special tokens the ids decode back to the text exactly.
+  auto plain = tokenize(text, false);
+  auto d = post_json(shared_port(), "/detokenize", {{"model", kTestModelName}, {"tokens", plain}});
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(d.json()["prompt"], text);
+  // messages go through the chat template.
+  auto c = post_json(shared_port(), "/tokenize", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  ASSERT_EQ(c.status, 200) << c.body;
+  auto chat_tokens = c.json()["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(chat_tokens, tokenize("<|user|>hi\n<|assistant|>", false));
+}
+
+TEST(ServerRoutes, CompletionShapeAndUsage) {
+  const std::string prompt = "The quick brown fox";
+  json j = completion({{"model", kTestModelName}, {"prompt", prompt}, {"max_tokens", 12},
+                       {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 3}});
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], kTestModelName);
+  EXPECT_TRUE(j["id"].get<std::string>().rfind("cmpl-", 0) == 0);
+  EXPECT_TRUE(j["created"].is_number_integer());
+  ASSERT_EQ(j["choices"].size(), 1u);
+  const json& c = j["choices"][0];
+  EXPECT_EQ(c["index"], 0);
+  EXPECT_EQ(c["finish_reason"], "length");
+  EXPECT_TRUE(c["text"].is_string());
+  // usage counts are the real token counts: prompt via /tokenize, completion via logprobs.
+  EXPECT_EQ(j["usage"]["prompt_tokens"].get<size_t>(), tokenize(prompt).size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 12);
+  EXPECT_TRUE(j["usage"]["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+  const json& lp = c["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 12u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 12u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 12u);
+  std::string joined;
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    // 3 top tokens + the sampled one, fewer when their texts coincide (a dict by text).
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    EXPECT_LE(lp["top_logprobs"][i].size(), 4u);
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+  }
+  // Greedy: the sampled token is the most likely one.
+  for (size_t i = 0; i < 12; ++i) {
+    double best = -1e9;
+    for (auto& [k, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), best, 1e-5)
+        << i << " " << lp["top_logprobs"][i].dump(-1, ' ', true, json::error_handler_t::replace) << " tok "
+        << lp["tokens"][i].dump(-1, ' ', true, json::error_handler_t::replace);
+  }
+}
+
+TEST(ServerRoutes, GreedyIsDeterministicAndEchoPrependsPrompt) {
+  json body = {{"prompt", "abc"}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+  json a = completion(body);
+  json b = completion(body);
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  body["echo"] = true;
+  json e = completion(body);
+  EXPECT_EQ(e["choices"][0]["text"].get<std::string>(), "abc" + a["choices"][0]["text"].get<std::string>());
+}
+
+TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
+  auto ids = tokenize("once upon");
+  json one = completion({{"prompt", ids}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
+  json str = completion({{"prompt", "once upon"}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(one["choices"][0]["text"], str["choices"][0]["text"]);
+
+  json batch = completion({{"prompt", {"first prompt", "second"}}, {"max_tokens", 4}, {"n", 3},
+                           {"temperature", 1.0}, {"seed", 7}, {"ignore_eos", true}});
+  ASSERT_EQ(batch["choices"].size(), 6u);
+  std::set<int> idx;
+  for (const json& c : batch["choices"]) {
+    idx.insert(c["index"].get<int>());
+    EXPECT_EQ(c["finish_reason"], "length");
+  }
+  EXPECT_EQ(idx.size(), 6u);
+  EXPECT_EQ(batch["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(batch["usage"]["prompt_tokens"].get<size_t>(),
+            tokenize("first prompt").size() + tokenize("second").size());
+
+  json lists = completion({{"prompt", {ids, ids}}, {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(lists["choices"].size(), 2u);
+  EXPECT_EQ(lists["choices"][0]["text"], lists["choices"][1]["text"]);
+}
+
+TEST(ServerRoutes, StopStringCutsTextAndReportsReason) {
+  json base = {{"prompt", "stop test"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  json full = completion(base);
+  const std::string text = full["choices"][0]["text"];
+  ASSERT_GE(text.size(), 12u);
+  // A stop string taken from the middle of the greedy output.
+  const std::string stop = utf8_middle(text, 3);
+  const std::string expect = text.substr(0, text.find(stop));
+  json body = base;
+  body["stop"] = stop;
+  json cut = completion(body);
+  EXPECT_EQ(cut["choices"][0]["text"], expect);
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(cut["choices"][0]["stop_reason"], stop);
+  // stop_token_ids: stop on the greedy run's 3rd token.
+  body = base;
+  body["logprobs"] = 0;
+  json lp = completion(body);
+  auto first = tokenize(lp["choices"][0]["logprobs"]["tokens"][2].get<std::string>(), false);
+  if (first.size() == 1) {
+    body = base;
+    body["stop_token_ids"] = {first[0]};
+    json st = completion(body);
+    EXPECT_EQ(st["choices"][0]["finish_reason"], "stop");
+    EXPECT_LE(st["usage"]["completion_tokens"].get<int>(), 3);
+  }
+}
+
+TEST(ServerRoutes, ChatCompletionShape) {
+  auto r = post_json(shared_port(), "/v1/chat/completions",
+                     {{"model", kTestModelName},
+                      {"messages", {{{"role", "system"}, {"content", "be brief"}},
+                                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}},
+                      {"max_completion_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                      {"logprobs", true}, {"top_logprobs", 2}, {"user", "u1"}, {"some_unknown_field", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_TRUE(j["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
+  const json& c = j["choices"][0];
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  EXPECT_TRUE(c["message"]["content"].is_string());
+  EXPECT_EQ(c["finish_reason"], "length");
+  ASSERT_EQ(c["logprobs"]["content"].size(), 6u);
+  EXPECT_EQ(c["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
+  EXPECT_TRUE(c["logprobs"]["content"][0]["bytes"].is_array());
+  // The prompt is the template's render, tokenized without extra specials.
+  auto t = post_json(shared_port(), "/tokenize", {{"prompt", "<|system|>be brief\n<|user|>hi\n<|assistant|>"},
+                                                  {"add_special_tokens", false}});
+  EXPECT_EQ(j["usage"]["prompt_tokens"], t.json()["count"]);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+}
+
+TEST(ServerRoutes, ChatTemplateKwargsPassThrough) {
+  json msgs = {{{"role", "user"}, {"content", "q"}}};
+  auto a = post_json(shared_port(), "/tokenize", {{"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_EQ(a.status, 200);
+  auto b = post_json(shared_port(), "/tokenize", {{"prompt", "<|user|>q /no_think\n<|assistant|>"}, {"add_special_tokens", false}});
+  EXPECT_EQ(a.json()["tokens"], b.json()["tokens"]);
+  auto r = post_json(shared_port(), "/v1/chat/completions",
+                     {{"messages", msgs}, {"max_tokens", 2}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["usage"]["prompt_tokens"], b.json()["count"]);
+}
+
+TEST(ServerRoutes, HostileTemplatesFailFastAndServerKeepsServing) {
+  for (const char* mode : {"recurse", "huge", "spin"}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = post_json(shared_port(), "/v1/chat/completions",
+                       {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 2},
+                        {"chat_template_kwargs", {{"mode", mode}}}});
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.status, 400) << mode << ": " << r.body;
+    EXPECT_TRUE(r.json()["error"]["message"].get<std::string>().find("template") != std::string::npos) << r.body;
+    EXPECT_LT(s, 30.0) << mode;
+    EXPECT_EQ(http_request(shared_port(), "GET", "/health").status, 200);
+  }
+}
+
+TEST(ServerRoutes, MetricsPage) {
+  completion({{"prompt", "metrics"}, {"max_tokens", 3}, {"ignore_eos", true}});
+  auto r = http_request(shared_port(), "GET", "/metrics");
+  ASSERT_EQ(r.status, 200);
+  const std::string& p = r.body;
+  const std::string l = std::string("{model_name=\"") + kTestModelName + "\"}";
+  for (const char* name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                           "vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries_total",
+                           "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
+                           "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+                           "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+                           "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count"}) {
+    EXPECT_GE(metric_value(p, std::string(name) + l), 0.0) << name;
+  }
+  EXPECT_GE(metric_value(p, "vllm:generation_tokens_total" + l), 3.0);
+  EXPECT_GE(metric_value(p, "vllm:e2e_request_latency_seconds_count" + l), 1.0);
+  EXPECT_GE(metric_value(p, "vllm:request_success_total{finished_reason=\"length\""), 1.0);
+  EXPECT_NE(p.find("vllm:time_to_first_token_seconds_bucket{le=\"+Inf\""), std::string::npos);
+  EXPECT_NE(p.find("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\""), std::string::npos);
+  EXPECT_NE(p.find("# TYPE vllm:e2e_request_latency_seconds histogram"), std::string::npos);
+}
+
+TEST(ServerRoutes, ApiKeyLoadingStateAndUnknownModel) {
+  server::ServerOptions so;
+  so.api_key = "sekrit";
+  auto s = start_test_server(so, /*load=*/false);
+  ASSERT_TRUE(s);
+  // Loading: /health is 503 until the engine is set.
+  EXPECT_EQ(http_request(s->port(), "GET", "/health").status, 503);
+  EngineConfig ec;
+  ec.max_model_len = 128;
+  ec.max_num_seqs = 4;
+  ec.n_threads = 1;
+  ASSERT_TRUE(s->load("synth:tiny", ec).is_ok());
+  EXPECT_EQ(http_request(s->port(), "GET", "/health").status, 200);
+  json body = {{"prompt", "x"}, {"max_tokens", 2}};
+  auto no_key = post_json(s->port(), "/v1/completions", body);
+  EXPECT_EQ(no_key.status, 401);
+  EXPECT_TRUE(no_key.json()["error"]["message"].is_string());
+  EXPECT_EQ(post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status, 200);
+  EXPECT_EQ(post_json(s->port(), "/v1/messages",
+                      {{"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}},
+                      {{"x-api-key", "sekrit"}}).status, 200);
+  auto unknown = post_json(s->port(), "/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}},
+                           {{"Authorization", "Bearer sekrit"}});
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.json()["error"]["code"], "model_not_found");
+  s->stop();
+}
+
+}  // namespace
+}  // namespace loom::test
