@@ -91,13 +91,25 @@ TEST(ServerConcurrency, SixtyFourStreamsWithRandomDisconnects) {
 
 TEST(ServerConcurrency, DisconnectWhileWaitingForNonStreamingAbortsIt) {
   server::Server& s = shared_server();
+  const std::string abort_metric = "vllm:request_success_total{finished_reason=\"abort\"";
+  ASSERT_EQ(wait_engine_idle(s), "");
+  const double aborted_before = metric_value(http_request(s.port(), "GET", "/metrics").body, abort_metric);
   {
     TestConnection c(s.port());
-    json body = {{"prompt", "long one"}, {"max_tokens", 200}, {"ignore_eos", true}};
+    // A non-streaming request sends nothing until it is done, so only the posted read can
+    // notice that the client left.
+    json body = {{"prompt", {1, 2, 3}}, {"max_tokens", kTestMaxModelLen - 3}, {"ignore_eos", true}};
     ASSERT_TRUE(c.send_request("POST", "/v1/completions", body.dump()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  }  // closed long before 200 tokens could be done... or just after; either way nothing leaks
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(wait_engine_idle(s), "");
+  // The dispatcher counts the final output a moment after the engine went idle.
+  double aborted_after = aborted_before;
+  for (int i = 0; i < 200 && aborted_after == aborted_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    aborted_after = metric_value(http_request(s.port(), "GET", "/metrics").body, abort_metric);
+  }
+  EXPECT_EQ(aborted_after, aborted_before + 1);
 }
 
 TEST(ServerConcurrency, OverloadAnswers503) {
@@ -121,7 +133,13 @@ TEST(ServerConcurrency, OverloadAnswers503) {
   EXPECT_TRUE(r.json()["error"]["message"].is_string());
   c.close();
   EXPECT_EQ(wait_engine_idle(*s), "");
-  EXPECT_EQ(post_json(s->port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+  // The slot frees once the dispatcher has seen the aborted request's final output.
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    status = post_json(s->port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(status, 200);
   s->stop();
 }
 
