@@ -64,10 +64,13 @@ int cmd_synth(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
-  std::printf("wrote %s: %s %s, %s weights, %llu params (%.3f B), %.1f MiB, vocab %d (%s), %.2f s\n",
-              out.c_str(), o.arch.c_str(), o.preset.c_str(), std::string(dtype_name(o.type)).c_str(),
-              static_cast<unsigned long long>(report.n_params), report.n_params / 1e9,
-              report.n_bytes / 1048576.0, report.n_vocab, report.vocab_source.c_str(), secs);
+  char params[32];
+  if (report.n_params >= 1000000000ull) std::snprintf(params, sizeof params, "%.2f B", report.n_params / 1e9);
+  else std::snprintf(params, sizeof params, "%.2f M", report.n_params / 1e6);
+  std::printf("wrote %s: %s %s, %s weights, %llu params (%s), %.1f MiB, %.2f s\n", out.c_str(),
+              o.arch.c_str(), o.preset.c_str(), std::string(dtype_name(o.type)).c_str(),
+              static_cast<unsigned long long>(report.n_params), params, report.n_bytes / 1048576.0, secs);
+  std::printf("vocabulary: %d tokens, %s\n", report.n_vocab, report.vocab_source.c_str());
   std::printf("the weights are random (seed %llu): this is not a trained model\n",
               static_cast<unsigned long long>(seed));
   return 0;

@@ -183,6 +183,29 @@ void decode_rows(Dtype dtype, const uint8_t* src, float* dst, int64_t n_rows, in
   for (int64_t r = 0; r < n_rows; ++r) kernels::dequantize_row(dtype, src + r * rb, dst + r * cols, cols);
 }
 
+void FallbackNotes::add(int64_t cols, Dtype wanted, Dtype used) {
+  for (auto& g : groups_)
+    if (g.wanted == wanted && g.used == used) {
+      ++g.count;
+      if (std::find(g.cols.begin(), g.cols.end(), cols) == g.cols.end()) g.cols.push_back(cols);
+      return;
+    }
+  groups_.push_back({wanted, used, 1, {cols}});
+}
+
+std::vector<std::string> FallbackNotes::lines() const {
+  std::vector<std::string> out;
+  for (const auto& g : groups_) {
+    std::string cols;
+    for (int64_t c : g.cols) cols += (cols.empty() ? "" : ", ") + std::to_string(c);
+    out.push_back(std::to_string(g.count) + " tensor(s) with rows of " + cols + " do not fit " +
+                  std::string(dtype_name(g.wanted)) + " blocks of " +
+                  std::to_string(dtype_info(g.wanted).block_size) + ": stored as " +
+                  std::string(dtype_name(g.used)));
+  }
+  return out;
+}
+
 int64_t rows_per_chunk(int64_t cols) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(cols, 1)); }
 
 Status parallel_row_chunks(ThreadPool& pool, int64_t rows, int64_t cols,

@@ -36,6 +36,22 @@ Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(GgufWriter meta,
 Status build_gguf_file(GgufWriter meta, const std::vector<PlannedTensor>& plan,
                        const TensorFillFn& fill, const std::string& path);
 
+// Collects "rows do not fit the block size" fallbacks and reports them as one line per
+// (wanted, used) pair instead of one per tensor.
+class FallbackNotes {
+ public:
+  void add(int64_t cols, Dtype wanted, Dtype used);
+  std::vector<std::string> lines() const;
+
+ private:
+  struct Group {
+    Dtype wanted, used;
+    int count;
+    std::vector<int64_t> cols;
+  };
+  std::vector<Group> groups_;
+};
+
 // Row-wise conversions between float and a storage dtype (f32, f16, bf16 or a block format
 // the kernels can quantize). `cols` must fit the dtype's block size.
 Status encode_rows(Dtype dtype, const float* src, uint8_t* dst, int64_t n_rows, int64_t cols);

@@ -122,6 +122,7 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const
     if (t.name == names::kOutput) has_output = true;
   }
   std::vector<QuantizedTensor> out;
+  FallbackNotes fallbacks;
   int i_attn_v = 0;
   for (const auto& t : in.tensors()) {
     const TensorView& v = t.view;
@@ -155,11 +156,11 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const
       }
     }
     q.to = fit(want, v.cols());
-    if (q.to != want && notes)
-      notes->push_back(t.name + ": rows of " + std::to_string(v.cols()) + " do not fit " +
-                       std::string(dtype_name(want)) + " blocks, stored as " + std::string(dtype_name(q.to)));
+    if (q.to != want) fallbacks.add(v.cols(), want, q.to);
     out.push_back(std::move(q));
   }
+  if (notes)
+    for (auto& line : fallbacks.lines()) notes->push_back(std::move(line));
   return out;
 }
 

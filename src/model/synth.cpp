@@ -78,6 +78,7 @@ struct Plan {
   std::vector<std::pair<std::string, GgufValue>> kv;
   std::vector<PlannedTensor> tensors;
   std::vector<Init> init;
+  FallbackNotes fallbacks;
   uint64_t seed = 0;
   SynthReport report;
 };
@@ -96,10 +97,7 @@ Status add_tensor(Plan& p, std::string name, Dtype want, std::vector<int64_t> ne
     t = Dtype::kF32;
   } else {
     t = fit_type(want, ne[0]);
-    if (t != want)
-      p.report.notes.push_back(name + ": rows of " + std::to_string(ne[0]) + " do not fit " +
-                               std::string(dtype_name(want)) + " blocks, stored as " +
-                               std::string(dtype_name(t)));
+    if (t != want) p.fallbacks.add(ne[0], want, t);
   }
   LOOM_ASSIGN_OR_RETURN(PlannedTensor pt, plan_tensor(std::move(name), t, std::move(ne)));
   uint64_t n = 1;
@@ -223,6 +221,7 @@ Result<Plan> make_plan(const SynthOptions& o) {
   }
   LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutputNorm), Dtype::kF32, {E}, Init::kNorm));
   if (!tied) LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutput), w, {E, V}, Init::kMatrix));
+  for (auto& line : p.fallbacks.lines()) p.report.notes.push_back(std::move(line));
   return p;
 }
 
