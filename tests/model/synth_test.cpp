@@ -16,6 +16,7 @@
 #include "base/fp16.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "model/model.h"
 
 namespace loom {
 namespace {
@@ -144,6 +145,67 @@ INSTANTIATE_TEST_SUITE_P(
                                          Dtype::kQ4_K)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+    });
+
+// A real forward pass over synth weights: finite logits that vary across the vocabulary and
+// across positions (the scales keep activations sane), for every arch and a quantized type.
+class SynthForwardTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, Dtype>> {};
+
+TEST_P(SynthForwardTest, LogitsAreFiniteAndNonDegenerate) {
+  const auto& [arch, preset, type] = GetParam();
+  SynthOptions o;
+  o.arch = arch;
+  o.preset = preset;
+  o.type = type;
+  auto file = GgufFile::parse_bytes(synth(o));
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto model = Model::from_gguf(std::move(file).value());
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.qkv_bias, arch == "qwen2");
+  EXPECT_EQ(c.qk_norm, arch == "qwen3");
+  auto kv = KvCache::create(c, 2, 16, Dtype::kF32);
+  ASSERT_TRUE(kv.is_ok()) << kv.status().message();
+  const int n = 12;
+  std::vector<int32_t> blocks = {0, 1};
+  Batch b;
+  for (int i = 0; i < n; ++i) {
+    b.tokens.push_back((i * 37 + 5) % c.n_vocab);
+    b.pos.push_back(i);
+    b.seq.push_back(0);
+    b.logits_rows.push_back(i);
+  }
+  b.sequences.push_back({blocks.data(), 2, 0, n, 0});
+  std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
+  ASSERT_TRUE((*model)->forward(b, **kv, logits.data()).is_ok());
+  std::set<int> argmaxes;
+  for (int r = 0; r < n; ++r) {
+    const float* l = logits.data() + static_cast<size_t>(r) * c.n_vocab;
+    double sum = 0, sq = 0;
+    int best = 0;
+    for (int v = 0; v < c.n_vocab; ++v) {
+      ASSERT_TRUE(std::isfinite(l[v])) << r << " " << v;
+      sum += l[v];
+      sq += double(l[v]) * l[v];
+      if (l[v] > l[best]) best = v;
+    }
+    const double mean = sum / c.n_vocab, sd = std::sqrt(sq / c.n_vocab - mean * mean);
+    EXPECT_GT(sd, 0.05) << "row " << r;
+    EXPECT_LT(sd, 10.0) << "row " << r;
+    argmaxes.insert(best);
+  }
+  EXPECT_GT(argmaxes.size(), 3u) << "every position predicts nearly the same token";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, SynthForwardTest,
+    ::testing::Values(std::make_tuple("llama", "tiny", Dtype::kF32), std::make_tuple("qwen2", "tiny", Dtype::kF32),
+                      std::make_tuple("qwen3", "tiny", Dtype::kF32), std::make_tuple("llama", "tiny", Dtype::kQ8_0),
+                      std::make_tuple("qwen3", "tiny-k", Dtype::kQ4_K)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + (std::get<1>(info.param) == std::string("tiny") ? "tiny" : "tinyk") +
+             "_" + std::string(dtype_name(std::get<2>(info.param)));
     });
 
 TEST(SynthTest, SameSeedSameBytesOtherSeedDiffers) {
