@@ -166,5 +166,40 @@ TEST_P(JinjaReference, MatchesJinja2) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, JinjaReference, testing::ValuesIn(kCases));
 
+// Newline handling Jinja2 does before lexing: "\r\n" and "\r" become "\n", and one trailing
+// newline is dropped (keep_trailing_newline=False). Expectations from Jinja2 3.1.
+TEST(JinjaNewlines, NormalizedLikeJinja2) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"a\r\nb\rc\n", "a\nb\nc"},
+      {"x\n\n", "x\n"},
+      {"{% if true %}\r\n  y\r\n{% endif %}\r\n", "  y\n"},
+  };
+  for (const auto& [src, want] : cases) {
+    Result<std::string> out = render_chat_template(src, nlohmann::ordered_json::object());
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    EXPECT_EQ(*out, want) << src;
+  }
+}
+
+TEST(JinjaErrors, SyntaxErrorsNameTheLine) {
+  Result<std::string> out = render_chat_template("line one\n{{ ok }}\n{% if %}", nlohmann::ordered_json::object());
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("line 3"), std::string::npos) << out.status().message();
+  out = render_chat_template("a\nb\n{{ 1 + 'x' }}", nlohmann::ordered_json::object());
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_NE(out.status().message().find("line 3"), std::string::npos) << out.status().message();
+}
+
+// nlohmann::json sorts keys; ordered_json keeps them, which tojson then prints in order.
+TEST(JinjaContext, KeyOrderFollowsTheJsonType) {
+  const char* text = R"({"d": {"z": 1, "a": 2}})";
+  Result<std::string> ordered = render_chat_template("{{ d|tojson }}", nlohmann::ordered_json::parse(text));
+  Result<std::string> sorted = render_chat_template("{{ d|tojson }}", nlohmann::json::parse(text));
+  ASSERT_TRUE(ordered.is_ok() && sorted.is_ok());
+  EXPECT_EQ(*ordered, R"({"z": 1, "a": 2})");
+  EXPECT_EQ(*sorted, R"({"a": 2, "z": 1})");
+}
+
 }  // namespace
 }  // namespace loom
