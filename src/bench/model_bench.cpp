@@ -1,0 +1,272 @@
+#include "bench/model_bench.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "model/model.h"
+
+namespace loom::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int32_t kBlockSize = 16;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void mean_sd(ModelBenchRow& row) {
+  const double n = static_cast<double>(row.samples_ts.size());
+  double sum = 0;
+  for (double x : row.samples_ts) sum += x;
+  row.avg_ts = sum / n;
+  double ss = 0;
+  for (double x : row.samples_ts) ss += (x - row.avg_ts) * (x - row.avg_ts);
+  row.stddev_ts = n > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+}
+
+// One sequence in blocks [0, n_blocks): the whole prompt in one forward pass.
+Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
+               std::vector<float>& logits) {
+  Batch b;
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  b.tokens = tokens;
+  for (int32_t i = 0; i < n; ++i) {
+    b.pos.push_back(i);
+    b.seq.push_back(0);
+  }
+  b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), 0, n, 0});
+  b.logits_rows = {n - 1};
+  return m.forward(b, kv, logits.data());
+}
+
+// n single-token steps from an empty cache, each reading all weights once.
+Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
+                std::vector<float>& logits) {
+  Batch b;
+  b.tokens = {0};
+  b.pos = {0};
+  b.seq = {0};
+  b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), 0, 1, 0});
+  b.logits_rows = {0};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    b.tokens[0] = tokens[i];
+    b.pos[0] = static_cast<int32_t>(i);
+    b.sequences[0].n_past = static_cast<int32_t>(i);
+    LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
+  const int64_t words = std::max<int64_t>(bytes / 8, 1024);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
+  const int n_tasks = pool.size();
+  auto slice = [&](int64_t task, int64_t* begin, int64_t* end) {
+    *begin = words * task / n_tasks;
+    *end = words * (task + 1) / n_tasks;
+  };
+  // Each thread touches its own slice first, so pages land near the thread that reads them.
+  pool.parallel_for(n_tasks, [&](int64_t task, int) {
+    int64_t b, e;
+    slice(task, &b, &e);
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+  });
+  std::vector<uint64_t> sinks(n_tasks * 8, 0);  // padded: one cache line per task
+  double best = 0;
+  for (int32_t r = 0; r < std::max(reps, 1); ++r) {
+    const auto t0 = Clock::now();
+    pool.parallel_for(n_tasks, [&](int64_t task, int) {
+      int64_t b, e;
+      slice(task, &b, &e);
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        a0 += buf[i];
+        a1 += buf[i + 1];
+        a2 += buf[i + 2];
+        a3 += buf[i + 3];
+      }
+      for (; i < e; ++i) a0 += buf[i];
+      sinks[task * 8] += a0 ^ a1 ^ a2 ^ a3;
+    });
+    const double s = seconds_since(t0);
+    best = std::max(best, static_cast<double>(words * 8) / s);
+  }
+  volatile uint64_t keep = 0;
+  for (uint64_t s : sinks) keep = keep + s;
+  (void)keep;
+  return best;
+}
+
+Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
+  if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0))
+    return invalid_argument("-p and -n must not be negative, and not both 0");
+  if (o.reps <= 0) return invalid_argument("-r must be positive");
+  ModelLoadOptions lo;
+  lo.n_threads = o.n_threads;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model, lo));
+  const ModelConfig& c = model->config();
+  const int32_t longest = std::max(o.n_prompt, o.n_gen);
+  if (c.context_length > 0 && longest > c.context_length)
+    return invalid_argument("-p/-n " + std::to_string(longest) + " exceeds the model's context of " +
+                            std::to_string(c.context_length));
+  const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::create(c, n_blocks, kBlockSize, Dtype::kF16));
+  std::vector<int32_t> table(n_blocks);
+  for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
+  std::vector<float> logits(c.n_vocab);
+  std::mt19937_64 rng(1234);
+  auto random_tokens = [&](int32_t n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.n_vocab));
+    return t;
+  };
+
+  ModelBenchResult res;
+  res.model = o.model;
+  res.model_size = model->weight_bytes();
+  res.n_threads = model->thread_pool().size();
+  if (o.n_prompt > 0) {
+    ModelBenchRow row;
+    row.test = "pp" + std::to_string(o.n_prompt);
+    row.n_prompt = o.n_prompt;
+    for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+      auto toks = random_tokens(o.n_prompt);
+      const auto t0 = Clock::now();
+      LOOM_RETURN_IF_ERROR(prefill(*model, *kv, table, toks, logits));
+      if (r >= 0) row.samples_ts.push_back(o.n_prompt / seconds_since(t0));
+    }
+    mean_sd(row);
+    res.rows.push_back(std::move(row));
+  }
+  if (o.n_gen > 0) {
+    ModelBenchRow row;
+    row.test = "tg" + std::to_string(o.n_gen);
+    row.n_gen = o.n_gen;
+    for (int32_t r = -1; r < o.reps; ++r) {
+      auto toks = random_tokens(o.n_gen);
+      const auto t0 = Clock::now();
+      LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, toks, logits));
+      if (r >= 0) row.samples_ts.push_back(o.n_gen / seconds_since(t0));
+    }
+    mean_sd(row);
+    res.rows.push_back(std::move(row));
+  }
+  res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
+  return res;
+}
+
+namespace {
+
+// Roofline fields of a row: only generation is bound by weight reads.
+struct Roof {
+  bool valid = false;
+  double roofline_ts = 0, fraction = 0;
+};
+Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
+  Roof f;
+  if (row.n_gen > 0 && r.roofline_tg_ts() > 0) {
+    f.valid = true;
+    f.roofline_ts = r.roofline_tg_ts();
+    f.fraction = row.avg_ts / f.roofline_ts;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string model_bench_markdown(const ModelBenchResult& r) {
+  std::string out = "| model | size | threads | test | t/s | roofline t/s | of roofline |\n"
+                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  char buf[512];
+  for (const ModelBenchRow& row : r.rows) {
+    Roof f = roof_of(r, row);
+    std::string rt = f.valid ? std::to_string(static_cast<int64_t>(std::llround(f.roofline_ts))) : "";
+    char frac[32] = "";
+    if (f.valid) std::snprintf(frac, sizeof frac, "%.0f%%", 100 * f.fraction);
+    std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %s | %s |\n", r.model.c_str(),
+                  r.model_size / 1048576.0, r.n_threads, row.test.c_str(), row.avg_ts, row.stddev_ts, rt.c_str(),
+                  frac);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "\nweights read per generated token: %.1f MiB; memory read bandwidth (%d threads, best of "
+                "streaming reads): %.2f GB/s; generation roofline = %.1f tokens/s\n",
+                r.model_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
+  out += buf;
+  return out;
+}
+
+std::string model_bench_csv(const ModelBenchResult& r) {
+  std::string out =
+      "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,roofline_fraction\n";
+  char buf[512];
+  for (const ModelBenchRow& row : r.rows) {
+    Roof f = roof_of(r, row);
+    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s\n", r.model.c_str(),
+                  static_cast<unsigned long long>(r.model_size), r.n_threads, row.test.c_str(), row.n_prompt,
+                  row.n_gen, row.avg_ts, row.stddev_ts, r.mem_bw_bytes_per_s / 1e9,
+                  f.valid ? std::to_string(f.roofline_ts).c_str() : "", f.valid ? std::to_string(f.fraction).c_str() : "");
+    out += buf;
+  }
+  return out;
+}
+
+nlohmann::json model_bench_json(const ModelBenchResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ModelBenchRow& row : r.rows) {
+    Roof f = roof_of(r, row);
+    nlohmann::json j = {{"model_filename", r.model},
+                        {"model_size", r.model_size},
+                        {"n_threads", r.n_threads},
+                        {"test", row.test},
+                        {"n_prompt", row.n_prompt},
+                        {"n_gen", row.n_gen},
+                        {"avg_ts", row.avg_ts},
+                        {"stddev_ts", row.stddev_ts},
+                        {"samples_ts", row.samples_ts},
+                        {"weight_bytes_per_token", r.model_size},
+                        {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
+    j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
+    j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
+    rows.push_back(std::move(j));
+  }
+  return rows;
+}
+
+int model_main(int argc, char** argv) {
+  CLI::App app{"Single-stream prefill and generation speed of the engine (no HTTP), llama-bench style, "
+               "with the memory roofline.",
+               "loom bench model"};
+  ModelBenchOptions o;
+  std::string format = "md";
+  int64_t bw_mib = o.bw_bytes >> 20;
+  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")->required();
+  app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")->capture_default_str();
+  app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")->capture_default_str();
+  app.add_option("-t,--threads", o.n_threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-r,--repetitions", o.reps, "timed repetitions (after one warm-up)")->capture_default_str();
+  app.add_option("-o,--output", format, "md, csv or json")->check(CLI::IsMember({"md", "csv", "json"}))
+      ->capture_default_str();
+  app.add_option("--bw-mib", bw_mib, "size of the bandwidth test buffer in MiB")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  o.bw_bytes = bw_mib << 20;
+  auto r = run_model_bench(o);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "loom bench model: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  if (format == "json") std::printf("%s\n", model_bench_json(*r).dump(2).c_str());
+  else if (format == "csv") std::printf("%s", model_bench_csv(*r).c_str());
+  else std::printf("%s", model_bench_markdown(*r).c_str());
+  return 0;
+}
+
+}  // namespace loom::bench

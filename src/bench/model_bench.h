@@ -1,0 +1,56 @@
+// `loom bench model`: single-stream speed of the engine without HTTP, in llama-bench's style:
+// prefill of p tokens in one batch (ppP) and generation of n tokens one at a time from an
+// empty cache (tgN), mean ± sd over reps after one warm-up, plus the roofline generation
+// implies: weight bytes read per token ÷ the memory read bandwidth measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+
+namespace loom::bench {
+
+struct ModelBenchOptions {
+  std::string model;
+  int32_t n_prompt = 512;  // 0 = skip the prefill test
+  int32_t n_gen = 128;     // 0 = skip the generation test
+  int32_t n_threads = 0;   // 0 = physical cores
+  int32_t reps = 5;
+  int64_t bw_bytes = int64_t{1} << 30;  // bandwidth buffer, well above any last-level cache
+  int32_t bw_reps = 5;
+};
+
+struct ModelBenchRow {
+  std::string test;  // "pp512", "tg128"
+  int32_t n_prompt = 0, n_gen = 0;
+  double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
+  std::vector<double> samples_ts;
+};
+
+struct ModelBenchResult {
+  std::string model;
+  uint64_t model_size = 0;       // weight bytes read per forward token (Model::weight_bytes)
+  int32_t n_threads = 0;
+  double mem_bw_bytes_per_s = 0; // best of bw_reps streaming reads
+  std::vector<ModelBenchRow> rows;
+  double roofline_tg_ts() const { return model_size ? mem_bw_bytes_per_s / model_size : 0; }
+};
+
+// Multithreaded streaming read of a `bytes` buffer on `pool`, best of `reps`; bytes/s.
+double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
+
+Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o);
+
+std::string model_bench_markdown(const ModelBenchResult& r);
+std::string model_bench_csv(const ModelBenchResult& r);
+nlohmann::json model_bench_json(const ModelBenchResult& r);  // a list of rows
+
+// `loom bench model ...` (argv[0] == "model").
+int model_main(int argc, char** argv);
+
+}  // namespace loom::bench

@@ -1,0 +1,84 @@
+// `loom bench model` on synth:tiny: rows, statistics and the roofline fields are consistent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "bench/model_bench.h"
+
+namespace loom::bench {
+namespace {
+
+TEST(ModelBench, RowsAndRoofline) {
+  ModelBenchOptions o;
+  o.model = "synth:tiny";
+  o.n_prompt = 32;
+  o.n_gen = 8;
+  o.n_threads = 1;
+  o.reps = 3;
+  o.bw_bytes = 32 << 20;
+  o.bw_reps = 2;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 2u);
+  EXPECT_EQ(r->rows[0].test, "pp32");
+  EXPECT_EQ(r->rows[1].test, "tg8");
+  EXPECT_EQ(r->n_threads, 1);
+  EXPECT_GT(r->model_size, 0u);
+  EXPECT_GT(r->mem_bw_bytes_per_s, 1e8);  // any machine streams more than 100 MB/s
+  for (const ModelBenchRow& row : r->rows) {
+    ASSERT_EQ(row.samples_ts.size(), 3u);
+    double lo = *std::min_element(row.samples_ts.begin(), row.samples_ts.end());
+    double hi = *std::max_element(row.samples_ts.begin(), row.samples_ts.end());
+    EXPECT_GT(lo, 0);
+    EXPECT_GE(row.avg_ts, lo);
+    EXPECT_LE(row.avg_ts, hi);
+    EXPECT_LE(row.stddev_ts, hi - lo + 1e-9);
+  }
+  auto j = model_bench_json(*r);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& row : j)
+    for (const char* k : {"test", "avg_ts", "stddev_ts", "n_threads", "model_size"}) EXPECT_TRUE(row.contains(k)) << k;
+  EXPECT_TRUE(j[0]["roofline_ts"].is_null());
+  EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->model_size, 1e-6);
+  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(), r->rows[1].avg_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
+  const std::string md = model_bench_markdown(*r);
+  EXPECT_NE(md.find("| tg8 |"), std::string::npos) << md;
+  EXPECT_NE(model_bench_csv(*r).find(",pp32,32,0,"), std::string::npos);
+}
+
+TEST(ModelBench, BadArguments) {
+  ModelBenchOptions o;
+  o.model = "synth:tiny";
+  o.n_prompt = 0;
+  o.n_gen = 0;
+  EXPECT_FALSE(run_model_bench(o).is_ok());
+  o.n_gen = 100000;  // beyond the context
+  EXPECT_FALSE(run_model_bench(o).is_ok());
+  o.n_gen = 4;
+  o.model = "/nonexistent.gguf";
+  EXPECT_FALSE(run_model_bench(o).is_ok());
+}
+
+TEST(ModelBench, CliJsonOutput) {
+  if (!std::filesystem::exists(LOOM_BINARY)) GTEST_SKIP() << "loom binary not built: " << LOOM_BINARY;
+  std::string cmd = std::string(LOOM_BINARY) + " bench model -m synth:tiny -p 16 -n 4 -r 2 -t 1 -o json --bw-mib 16";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << out;
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "pp16");
+  EXPECT_EQ(j[1]["test"], "tg4");
+  EXPECT_GT(j[1]["avg_ts"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace loom::bench
