@@ -1,0 +1,72 @@
+// `loom convert`: HF fixture → GGUF at every supported type; the GGUF carries GGUF names and
+// metadata, and `loom eval` on it scores like the source directory.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "format/gguf.h"
+
+namespace loom {
+namespace {
+
+struct CmdResult {
+  int code;
+  std::string out;
+};
+
+CmdResult run(const std::string& args) {
+  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+double nll_of(const std::string& out) {
+  auto pos = out.find("mean_nll: ");
+  return pos == std::string::npos ? NAN : std::stod(out.substr(pos + 10));
+}
+
+TEST(CliConvertTest, QwenFixtureToEveryType) {
+  const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/qwen2";
+  const std::string tokens = "--tokens \"5 317 88 157 445 373 89 46 297 503\"";
+  double base = nll_of(run("eval -t 1 -m " + dir + " " + tokens).out);
+  ASSERT_TRUE(std::isfinite(base));
+  for (const char* type : {"f32", "f16", "bf16", "q8_0"}) {
+    const std::string out = ::testing::TempDir() + "/cli_convert_" + std::to_string(::getpid()) + "_" + type + ".gguf";
+    CmdResult r = run("convert " + dir + " " + out + " --type " + type);
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto f = GgufFile::open(out);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    EXPECT_EQ(f->get_string("general.architecture").value_or(""), "qwen2");
+    EXPECT_EQ(f->get_int("qwen2.block_count").value_or(0), 2);
+    EXPECT_EQ(f->get_int("qwen2.attention.head_count_kv").value_or(0), 2);
+    ASSERT_NE(f->find_tensor("blk.1.attn_q.bias"), nullptr);
+    EXPECT_EQ(f->find_tensor("blk.1.attn_q.bias")->view.dtype, Dtype::kF32);  // 1-D stay f32
+    EXPECT_EQ(dtype_name(f->find_tensor("blk.0.ffn_up.weight")->view.dtype), type);
+    double nll = nll_of(run("eval -t 1 -m " + out + " " + tokens).out);
+    const double tol = std::string(type) == "f32" ? 1e-5 : 2e-2;
+    EXPECT_NEAR(nll, base, tol * std::fabs(base)) << type;
+    std::remove(out.c_str());
+  }
+}
+
+TEST(CliConvertTest, Errors) {
+  EXPECT_EQ(run("convert /nonexistent " + ::testing::TempDir() + "/x.gguf").code, 1);
+  const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/llama";
+  CmdResult r = run("convert " + dir + " " + ::testing::TempDir() + "/x.gguf --type q4_k");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--type"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace loom
