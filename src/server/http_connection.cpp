@@ -13,6 +13,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -154,8 +155,36 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     parser_.emplace();
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->on_header(ec);
+    });
+  }
+
+  // curl and others send "Expect: 100-continue" before a large body and wait for the go-ahead.
+  void on_header(beast::error_code ec) {
+    if (ec) {
+      on_read(ec);
+      return;
+    }
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->socket_, self->buffer_, *self->parser_,
+                       [self](beast::error_code ec, size_t) { self->on_read(ec); });
+    };
+    const auto& h = parser_->get();
+    auto expect = h.find(http::field::expect);
+    if (expect != h.end() && beast::iequals(expect->value(), "100-continue") && !parser_->is_done()) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(socket_, asio::buffer(kContinue),
+                        [self = shared_from_this(), read_body](beast::error_code ec, size_t) {
+                          if (ec) {
+                            self->shutdown();
+                            return;
+                          }
+                          read_body();
+                        });
+      return;
+    }
+    read_body();
   }
 
   void on_read(beast::error_code ec) {

@@ -170,6 +170,21 @@ TEST(ServerBadInput, ProtocolLevelErrors) {
     ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro"));
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(http_request(shared_port(), "GET", "/health").status, 200);
+  // Expect: 100-continue (curl does this for large bodies) gets the go-ahead first.
+  {
+    TestConnection c(shared_port());
+    const std::string body = R"({"prompt":"continue"})";
+    ASSERT_TRUE(c.send_all("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n"));
+    HttpResult interim;
+    ASSERT_TRUE(c.read_head(&interim));
+    EXPECT_EQ(interim.status, 100);
+    ASSERT_TRUE(c.send_all(body));
+    HttpResult final_response = c.read_response();
+    EXPECT_EQ(final_response.status, 200) << final_response.body;
+    EXPECT_TRUE(final_response.json()["tokens"].is_array());
+  }
   // Keep-alive: two requests on one connection.
   {
     TestConnection c(shared_port());
