@@ -177,7 +177,7 @@ void progress_loop(const Progress& p, int32_t total, const std::string& label, B
     const int64_t c = p.chunks.load();
     const double el = std::chrono::duration<double>(now - start).count();
     const double dt = std::chrono::duration<double>(now - prev_t).count();
-    std::fprintf(stderr, "%s%s %d/%d done, %d failed, %.1f s, %.1f chunks/s (now %.1f)%s", tty ? "\r" : "",
+    std::fprintf(stderr, "%s%s %d/%d requests done, %d failed, %.1f s, %.1f output tok/s (last interval %.1f)%s", tty ? "\r" : "",
                  label.c_str(), p.done.load(), total, p.failed.load(), el, el > 0 ? c / el : 0.0,
                  dt > 0 ? (c - prev_chunks) / dt : 0.0, tty ? "   " : "\n");
     std::fflush(stderr);
