@@ -1,5 +1,7 @@
 #include "engine/engine_core.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -48,6 +50,20 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   } else {
     const int64_t per_seq = (c.max_model_len + c.block_size - 1) / c.block_size;
     num_blocks = per_seq * c.max_num_seqs;
+    // Blocks are taken as sequences grow, so a pool smaller than max_num_seqs full-length
+    // sequences still serves them (preempting when it runs out). Without an explicit budget,
+    // never take more than a quarter of physical memory: 256 sequences of a long context
+    // would otherwise ask for more memory than the machine has.
+    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    const int64_t cap = static_cast<int64_t>(ram * 0.25 / static_cast<double>(block_bytes));
+    if (ram > 0 && num_blocks > cap && cap >= per_seq) {
+      LOOM_LOG_WARN("KV cache for %d sequences of %d tokens would need %.1f GiB; using %.1f GiB "
+                    "(a quarter of RAM). Set --kv-cache-memory to choose.",
+                    c.max_num_seqs, c.max_model_len,
+                    static_cast<double>(num_blocks) * block_bytes / double(1ull << 30),
+                    static_cast<double>(cap) * block_bytes / double(1ull << 30));
+      num_blocks = cap;
+    }
   }
   if (num_blocks < 1)
     return invalid_argument("KV cache budget holds no block of " + std::to_string(block_bytes) +
