@@ -12,6 +12,7 @@
 #include "model/synth.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
+#include "tokenizer/gguf_export.h"
 
 namespace loom {
 
@@ -122,13 +123,22 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     sources.push_back({v, permute && names::is_rope_permuted_tensor(name)});
   }
   rep.n_tensors = static_cast<int>(plan.size());
-  if (std::filesystem::exists(hf_dir + "/tokenizer.json"))
-    rep.notes.push_back("tokenizer.json not embedded (no HF tokenizer importer yet): the GGUF has no tokenizer");
 
   GgufWriter meta;
   std::string model_name = std::filesystem::path(hf_dir).lexically_normal().filename().string();
   if (model_name.empty()) model_name = std::filesystem::path(hf_dir).parent_path().filename().string();
   write_metadata(meta, config, model_name, o.type);
+  // The tokenizer goes in when loom can express it in GGUF; otherwise the weights are still
+  // worth converting, so the reason becomes a note rather than a failure. Its vocabulary may
+  // be larger than the model's n_vocab (padded tables, test fixtures): written as is.
+  if (std::filesystem::exists(hf_dir + "/tokenizer.json")) {
+    auto tok = tok::export_hf_tokenizer(hf_dir, &meta);
+    if (!tok.is_ok()) {
+      rep.notes.push_back("tokenizer not embedded, the GGUF has no tokenizer: " + tok.status().message());
+    } else {
+      for (auto& note : tok->notes) rep.notes.push_back("tokenizer: " + note);
+    }
+  }
 
   const int64_t D = config.head_dim;
   auto fill = [&](size_t index, uint8_t* dst) -> Status {

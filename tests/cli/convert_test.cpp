@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "format/gguf.h"
@@ -58,6 +59,36 @@ TEST(CliConvertTest, QwenFixtureToEveryType) {
     EXPECT_NEAR(nll, base, tol * std::fabs(base)) << type;
     std::remove(out.c_str());
   }
+}
+
+// A checkpoint directory with tokenizer.json: the GGUF carries the tokenizer, and `loom
+// tokenize` on it gives the ids the HF tokenizer directory gives.
+TEST(CliConvertTest, EmbedsHfTokenizer) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("cli_convert_tok_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path model = fs::path(LOOM_TEST_DATA) / "hf_reference/qwen3";
+  const fs::path tok = fs::path(LOOM_TEST_DATA) / "hf_tokenizers/qwen3";
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(model / f, dir / f);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tok / f, dir / f);
+  const std::string out = (dir / "out.gguf").string();
+  CmdResult r = run("convert " + dir.string() + " " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("tokenizer not embedded"), std::string::npos) << r.out;
+  auto f = GgufFile::open(out);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_EQ(f->get_string("tokenizer.ggml.pre").value_or(""), "qwen2");
+  EXPECT_TRUE(f->get_string("tokenizer.chat_template").has_value());
+  for (const char* text : {"'Hello world'", "--parse-special '<|im_start|>user\nHi 123<|im_end|>'"}) {
+    CmdResult a = run("tokenize -m " + out + " " + text);
+    CmdResult b = run("tokenize -m " + tok.string() + " " + text);
+    ASSERT_EQ(a.code, 0) << a.out;
+    ASSERT_EQ(b.code, 0) << b.out;
+    EXPECT_FALSE(a.out.empty());
+    EXPECT_EQ(a.out, b.out) << text;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(CliConvertTest, Errors) {
