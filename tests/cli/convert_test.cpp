@@ -1,6 +1,8 @@
 // `loom convert`: HF fixture → GGUF at every supported type; the GGUF carries GGUF names and
 // metadata, and `loom eval` on it scores like the source directory.
 #include <gtest/gtest.h>
+
+#include "cli/run_loom.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,24 +15,6 @@
 
 namespace loom {
 namespace {
-
-struct CmdResult {
-  int code;
-  std::string out;
-};
-
-CmdResult run(const std::string& args) {
-  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 double nll_of(const std::string& out) {
   auto pos = out.find("mean_nll: ");

@@ -1,6 +1,8 @@
 // `loom eval`: scores a token sequence from the HF llama fixture, writes the logits file, and
 // its logits agree with the transformers logits stored beside the fixture.
 #include <gtest/gtest.h>
+
+#include "cli/run_loom.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,24 +17,6 @@
 
 namespace loom {
 namespace {
-
-struct CmdResult {
-  int code;
-  std::string out;
-};
-
-CmdResult run(const std::string& args) {
-  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 TEST(CliEvalTest, LlamaFixtureLogitsAndNll) {
   const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/llama";

@@ -1,6 +1,8 @@
 // `loom inspect`: header, every metadata key with its type, the tensor table and totals; works
 // on vocabulary-only files; malformed files are an error with exit code 1.
 #include <gtest/gtest.h>
+
+#include "cli/run_loom.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,24 +12,6 @@
 
 namespace loom {
 namespace {
-
-struct CmdResult {
-  int code;
-  std::string out;
-};
-
-CmdResult run(const std::string& args) {
-  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 std::string tmp(const std::string& name) {
   return ::testing::TempDir() + "/cli_inspect_" + std::to_string(::getpid()) + "_" + name;

@@ -1,0 +1,31 @@
+// Runs the built `loom` binary as a user would (LOOM_BINARY, set by CMake) and captures its
+// exit code and output, for the command-line tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace loom {
+
+struct CmdResult {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+// `args` is appended to the binary's path and run through the shell.
+inline CmdResult run(const std::string& args) {
+  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace loom
