@@ -71,6 +71,11 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, T
   const int64_t tr = k->tile_rows;
   int64_t chunk = tr * std::max<int64_t>(1, rows / (tr * 4 * n_threads));
   chunk = std::min<int64_t>(chunk, tr * 16);
+  // One token tile (decode): the call streams the weights from DRAM once, so each thread takes
+  // one contiguous slice. Interleaved small chunks would make the threads' prefetch streams
+  // run into each other's rows and cut the bandwidth by almost half.
+  const bool streaming = n_tokens <= k->tile_tokens;
+  if (streaming) chunk = ((rows + n_threads - 1) / n_threads + tr - 1) / tr * tr;
   const int64_t n_chunks = (rows + chunk - 1) / chunk;
 
   auto run_chunk = [&](int64_t c, int) {
@@ -86,6 +91,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, T
         a.out = out + t0 * rows + r;
         a.out_stride = rows;
         a.cols = cols;
+        a.prefetch = t0 == 0;
         k->tile(a, static_cast<int>(std::min<int64_t>(tr, r1 - r)), nt);
       }
     }

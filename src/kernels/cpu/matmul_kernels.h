@@ -23,6 +23,7 @@ struct TileArgs {
   float* out;         // out[t * out_stride + r]
   size_t out_stride;  // floats
   int64_t cols;       // elements per row (multiple of the dtype's block size)
+  bool prefetch = false;  // first pass over these weight rows: prefetch them from DRAM
 };
 
 // Computes the n_rows x n_tok tile (1 <= n_rows <= tile_rows, 1 <= n_tok <= tile_tokens).
