@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -24,6 +25,9 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
   weight_bytes_ = weights_.bytes_per_token();
   inv_freq_ = rope_inv_freq(config_, weights_.rope_freqs);
+  const int32_t group = config_.n_head / config_.n_head_kv;
+  attn_rows_per_task_ = std::max(1, 32 / group);
+  attn_queries_.resize(static_cast<size_t>(pool_.size()) * attn_rows_per_task_ * group);
 }
 
 Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
@@ -75,8 +79,26 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
   }
   if (max_kv > cap_kv_) {
     cap_kv_ = max_kv;
-    attn_scratch_.resize(static_cast<size_t>(pool_.size()) * (max_kv + D));
+    attn_scratch_per_thread_ =
+        kernels::attention_scratch_floats(attn_rows_per_task_ * (c.n_head / c.n_head_kv), max_kv, D);
+    attn_scratch_.resize(static_cast<size_t>(pool_.size()) * attn_scratch_per_thread_);
   }
+}
+
+void CpuModel::plan_attention(const Batch& b) {
+  const int32_t n_seq = static_cast<int32_t>(b.sequences.size());
+  // Counting sort of the rows by sequence, keeping their order within a sequence.
+  std::vector<int32_t> start(n_seq + 1, 0);
+  for (int32_t s : b.seq) ++start[s + 1];
+  for (int32_t s = 0; s < n_seq; ++s) start[s + 1] += start[s];
+  rows_by_seq_.resize(b.seq.size());
+  std::vector<int32_t> fill(start.begin(), start.end() - 1);
+  for (int32_t i = 0; i < static_cast<int32_t>(b.seq.size()); ++i) rows_by_seq_[fill[b.seq[i]]++] = i;
+  attn_tasks_.clear();
+  for (int32_t s = 0; s < n_seq; ++s)
+    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_)
+      for (int32_t hk = 0; hk < config_.n_head_kv; ++hk)
+        attn_tasks_.push_back({s, hk, r, std::min(start[s + 1], r + attn_rows_per_task_)});
 }
 
 Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
@@ -97,6 +119,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   int32_t max_kv = 0;
   for (int64_t i = 0; i < n; ++i) max_kv = std::max(max_kv, b.pos[i] + 1);
   reserve(n, n_logits, max_kv);
+  plan_attention(b);
   ThreadPool* pool = &pool_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
@@ -144,19 +167,25 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::store_kv(kv->dtype(), v, v_cache + off, kv_dim);
     });
 
-    // Attention per (row, head) over the row's positions [0, pos], read through the cache.
+    // Attention per (sequence, KV head, chunk of rows): the chunk's query heads of that KV
+    // head attend together over the sequence's cache, each row over positions [0, pos].
     const uint64_t head_bytes = kv->token_stride() / c.n_head_kv;
-    pool_.parallel_for(n * c.n_head, [&](int64_t task, int thread) {
-      const int64_t i = task / c.n_head, h = task % c.n_head;
-      const int64_t hk = h / group;
-      const BatchSequence& s = b.sequences[b.seq[i]];
-      kernels::PagedHead kh{k_cache + hk * head_bytes, kv->dtype(), s.block_table, bs,
+    pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t task, int thread) {
+      const AttentionTask& t = attn_tasks_[task];
+      const BatchSequence& s = b.sequences[t.seq];
+      kernels::PagedHead kh{k_cache + t.kv_head * head_bytes, kv->dtype(), s.block_table, bs,
                             kv->block_stride(), kv->token_stride()};
       kernels::PagedHead vh = kh;
-      vh.base = v_cache + hk * head_bytes;
-      float* scratch = &attn_scratch_[static_cast<size_t>(thread) * (cap_kv_ + D)];
-      kernels::attention(&q_[i * q_dim + h * D], kh, vh, D, b.pos[i] + 1, scale, scratch,
-                         &attn_[i * q_dim + h * D]);
+      vh.base = v_cache + t.kv_head * head_bytes;
+      kernels::AttentionQuery* queries = &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
+      int n_q = 0;
+      for (int32_t r = t.row_begin; r < t.row_end; ++r) {
+        const int32_t i = rows_by_seq_[r];
+        for (int64_t h = t.kv_head * group; h < (t.kv_head + 1) * group; ++h)
+          queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1};
+      }
+      kernels::attention_multi(queries, n_q, kh, vh, D, scale,
+                               &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
     });
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
 

@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/attention.h"
+
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -43,7 +45,18 @@ class CpuModel final : public Model {
   std::vector<float> gate_;     // (rows, F)
   std::vector<float> up_;       // (rows, F)
   std::vector<float> final_;    // (logits rows, E)
-  std::vector<float> attn_scratch_;  // (threads, max_kv + D) scores and a converted K/V row
+  std::vector<float> attn_scratch_;  // per thread: kernels::attention_scratch_floats
+  size_t attn_scratch_per_thread_ = 0;
+  // Attention work of one step: rows grouped by sequence, then (sequence, KV head, row chunk)
+  // tasks, each one kernels::attention_multi call.
+  struct AttentionTask {
+    int32_t seq, kv_head, row_begin, row_end;  // [row_begin, row_end) index rows_by_seq_
+  };
+  int32_t attn_rows_per_task_ = 1;  // rows per task: ~32 query heads per attention_multi call
+  std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: rows_per_task * group
+  std::vector<int32_t> rows_by_seq_;
+  std::vector<AttentionTask> attn_tasks_;
+  void plan_attention(const Batch& b);
 };
 
 }  // namespace loom

@@ -1,0 +1,36 @@
+// Multi-query paged attention: many query heads (the rows of one sequence in a step, and the
+// query heads sharing one KV head under GQA) attend over the same K/V head together, so each
+// K/V token is read from the cache and converted to float once for all of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace loom::kernels {
+
+struct AttentionQuery {
+  const float* q = nullptr;  // head_dim values
+  float* out = nullptr;      // head_dim values
+  int32_t n_kv = 0;          // attends over tokens [0, n_kv) (causal: its position + 1)
+};
+
+// Floats of scratch attention_multi needs for n_q queries of at most max_n_kv tokens.
+size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim);
+
+// For each query: out = sum_j softmax_j(scale * q·k_j) v_j over j < n_kv.
+//
+// Batch invariance: a query's result is bit-identical whichever other queries share the call:
+// every score, the softmax and the weighted sum of V are computed per query in an order fixed
+// by j and head_dim alone.
+void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k,
+                     const PagedHead& v, int64_t head_dim, float scale, float* scratch);
+
+namespace cpu {
+// The AVX-512 implementation (attention_avx512.cpp); head_dim must be a multiple of 16, <= 256.
+void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead& k,
+                            const PagedHead& v, int64_t head_dim, float scale, float* scratch);
+}  // namespace cpu
+
+}  // namespace loom::kernels

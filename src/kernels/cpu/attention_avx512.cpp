@@ -1,0 +1,187 @@
+// AVX-512 multi-query attention (see kernels/attention.h). K/V tokens are converted to float
+// 16 at a time and shared by every query of the call; q and the output stay in registers as
+// C = head_dim / 16 vectors.
+//
+// Per query the arithmetic is fixed: score_j = reduce_add(q * k_j, chunk by chunk in d order)
+// * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j
+// in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends on which
+// other queries share the call or how far they reach.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/attention.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+constexpr int kTile = 16;
+
+// exp(x) for the softmax (x <= 0 after the max is subtracted): x = n ln2 + r with |r| <= ln2/2,
+// a degree-6 Taylor polynomial for e^r (relative error < 2e-7 there), scaled by 2^n.
+inline __m512 exp_ps(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2, high part
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);      // ln2, low part
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Tokens [j0, j0 + n) of a paged head as floats: dst[t * head_dim + d].
+void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float* dst) {
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* src = h.token(j0 + t);
+    float* d = dst + t * head_dim;
+    switch (h.dtype) {
+      case Dtype::kF32:
+        std::memcpy(d, src, head_dim * sizeof(float));
+        break;
+      case Dtype::kF16:
+        for (int64_t c = 0; c < head_dim; c += 16)
+          _mm512_storeu_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                      reinterpret_cast<const __m256i*>(src + 2 * c))));
+        break;
+      case Dtype::kBF16:
+        for (int64_t c = 0; c < head_dim; c += 16) {
+          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * c));
+          _mm512_storeu_ps(d + c, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+        }
+        break;
+      default:
+        LOOM_CHECK(false && "KV dtype must be f32, f16 or bf16");
+    }
+  }
+}
+
+// scale * q·k for one key; the 4-key version below performs exactly these operations per key
+// (interleaved only for instruction-level parallelism).
+template <int C>
+inline float score1(const __m512 (&q)[C], const float* k, float scale) {
+  __m512 acc = _mm512_mul_ps(q[0], _mm512_loadu_ps(k));
+  for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 16 * c), acc);
+  return _mm512_reduce_add_ps(acc) * scale;
+}
+
+template <int C>
+inline void score4(const __m512 (&q)[C], const float* k, float scale, float* s) {
+  constexpr int D = 16 * C;
+  __m512 a0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k));
+  __m512 a1 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + D));
+  __m512 a2 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + 2 * D));
+  __m512 a3 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + 3 * D));
+  for (int c = 1; c < C; ++c) {
+    a0 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 16 * c), a0);
+    a1 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + D + 16 * c), a1);
+    a2 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 2 * D + 16 * c), a2);
+    a3 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 3 * D + 16 * c), a3);
+  }
+  s[0] = _mm512_reduce_add_ps(a0) * scale;
+  s[1] = _mm512_reduce_add_ps(a1) * scale;
+  s[2] = _mm512_reduce_add_ps(a2) * scale;
+  s[3] = _mm512_reduce_add_ps(a3) * scale;
+}
+
+inline __mmask16 tail_mask(int32_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Replaces s[0, n) by exp(s - max) and returns 1 / their sum.
+inline float softmax_unnormalized(float* s, int32_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int32_t j = 0; j < n; j += 16)
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - j), s + j));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int32_t j = 0; j < n; j += 16) {
+    const __mmask16 k = tail_mask(n - j);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+template <int C>
+void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const PagedHead& vh,
+                 float scale, float* scratch) {
+  constexpr int D = 16 * C;
+  int32_t max_kv = 0;
+  for (int i = 0; i < n_q; ++i) max_kv = std::max(max_kv, qs[i].n_kv);
+  const int32_t padded = (max_kv + kTile - 1) / kTile * kTile;
+  float* scores = scratch;                              // [n_q][padded]
+  float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]
+  float* inv_sum = tile + kTile * D;                    // [n_q]
+
+  // Scores, one K tile at a time.
+  for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
+    const int nt = std::min<int32_t>(kTile, max_kv - j0);
+    load_tokens(kh, j0, nt, D, tile);
+    for (int i = 0; i < n_q; ++i) {
+      const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
+      if (n <= 0) continue;
+      __m512 q[C];
+      for (int c = 0; c < C; ++c) q[c] = _mm512_loadu_ps(qs[i].q + 16 * c);
+      float* s = scores + static_cast<size_t>(i) * padded + j0;
+      int t = 0;
+      for (; t + 4 <= n; t += 4) score4<C>(q, tile + t * D, scale, s + t);
+      for (; t < n; ++t) s[t] = score1<C>(q, tile + t * D, scale);
+    }
+  }
+  for (int i = 0; i < n_q; ++i)
+    inv_sum[i] = qs[i].n_kv > 0 ? softmax_unnormalized(scores + static_cast<size_t>(i) * padded, qs[i].n_kv) : 0.0f;
+
+  // Weighted sum of V, one V tile at a time; out holds the running sum.
+  for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
+  for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
+    const int nt = std::min<int32_t>(kTile, max_kv - j0);
+    load_tokens(vh, j0, nt, D, tile);
+    for (int i = 0; i < n_q; ++i) {
+      const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
+      if (n <= 0) continue;
+      const float* e = scores + static_cast<size_t>(i) * padded + j0;
+      __m512 acc[C];
+      for (int c = 0; c < C; ++c) acc[c] = _mm512_loadu_ps(qs[i].out + 16 * c);
+      for (int t = 0; t < n; ++t) {
+        const __m512 p = _mm512_set1_ps(e[t]);
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(tile + t * D + 16 * c), acc[c]);
+      }
+      for (int c = 0; c < C; ++c) _mm512_storeu_ps(qs[i].out + 16 * c, acc[c]);
+    }
+  }
+  for (int i = 0; i < n_q; ++i) {
+    const __m512 inv = _mm512_set1_ps(inv_sum[i]);
+    for (int c = 0; c < C; ++c)
+      _mm512_storeu_ps(qs[i].out + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(qs[i].out + 16 * c), inv));
+  }
+}
+
+}  // namespace
+
+void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead& k,
+                            const PagedHead& v, int64_t head_dim, float scale, float* scratch) {
+  switch (head_dim / 16) {
+#define LOOM_ATTN_CASE(c) \
+  case c:                 \
+    return attention_c<c>(queries, n_q, k, v, scale, scratch);
+    LOOM_ATTN_CASE(1) LOOM_ATTN_CASE(2) LOOM_ATTN_CASE(3) LOOM_ATTN_CASE(4)
+    LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8)
+    LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12)
+    LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
+#undef LOOM_ATTN_CASE
+    default:
+      LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
+  }
+}
+
+}  // namespace loom::kernels::cpu
