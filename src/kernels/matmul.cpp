@@ -1,7 +1,5 @@
 // kernels::matmul: picks the micro-kernel for (weight dtype, active ISA), quantizes the
-// activation rows once per call into reusable scratch, and spreads row chunks over the pool.
-// Inside a chunk, token tiles run in the outer loop so the chunk's weights stay in cache while
-// every tile of tokens passes over them.
+// activation rows once per call into reusable scratch, and spreads row slices over the pool.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -41,65 +39,127 @@ thread_local Scratch t_act_scratch;
 
 bool matmul_supported(Dtype w) { return cpu::scalar_kernel(w) != nullptr; }
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
-  const int64_t rows = w.rows(), cols = w.cols();
-  if (n_tokens <= 0 || rows <= 0) return;
+namespace {
+
+// Quantizes the n_tokens activation rows for kernel k into scratch (floats are used in place).
+const uint8_t* prepare_activations(const cpu::MatmulKernel* k, const float* x, int64_t cols,
+                                   int64_t n_tokens, ThreadPool* pool, size_t* x_stride) {
+  if (k->act == cpu::ActFormat::kF32) {
+    *x_stride = cols * sizeof(float);
+    return reinterpret_cast<const uint8_t*>(x);
+  }
+  const size_t stride = cpu::act_row_bytes(k->act, cols);
+  *x_stride = stride;
+  uint8_t* buf = t_act_scratch.get(stride * n_tokens);
+  const bool q8_32 = k->act == cpu::ActFormat::kQ8_32 || k->act == cpu::ActFormat::kQ8_32U;
+  const bool fast = q8_32 && active_isa() == Isa::kAvx512;
+  auto quant = [&](int64_t t, int) {
+    if (fast)
+      cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, buf + t * stride,
+                                         k->act == cpu::ActFormat::kQ8_32U);
+    else
+      cpu::quantize_act_row(k->act, x + t * cols, cols, buf + t * stride);
+  };
+  // Parallel only when there is enough work to pay for a pool hand-off.
+  if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
+    pool->parallel_for(n_tokens, quant);
+  else
+    for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
+  return buf;
+}
+
+// Rows per task for one matrix: a multiple of the tile height, small enough to give every
+// thread several. With a single token tile (decode) the call streams the weights from DRAM
+// once, so each thread takes one contiguous slice instead: interleaved small chunks make the
+// threads' prefetch streams run into each other's rows and cut the bandwidth by almost half.
+int64_t rows_per_task(const cpu::MatmulKernel* k, int64_t rows, int64_t n_tokens, int n_threads) {
+  const int64_t tr = k->tile_rows;
+  if (n_tokens <= k->tile_tokens) return ((rows + n_threads - 1) / n_threads + tr - 1) / tr * tr;
+  const int64_t chunk = tr * std::max<int64_t>(1, rows / (tr * 4 * n_threads));
+  return std::min<int64_t>(chunk, tr * 16);
+}
+
+// Rows [r0, r1) of w for every token. Token tiles run in the outer loop so the rows' weights
+// stay in cache while every tile of tokens passes over them.
+void run_rows(const cpu::MatmulKernel* k, const TensorView& w, const uint8_t* xa, size_t x_stride,
+              int64_t n_tokens, float* out, int64_t r0, int64_t r1) {
+  const int64_t rows = w.rows(), tr = k->tile_rows;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += k->tile_tokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(k->tile_tokens, n_tokens - t0));
+    for (int64_t r = r0; r < r1; r += tr) {
+      cpu::TileArgs a;
+      a.w = w.row(r);
+      a.w_stride = w.row_stride();
+      a.x = xa + t0 * x_stride;
+      a.x_stride = x_stride;
+      a.out = out + t0 * rows + r;
+      a.out_stride = rows;
+      a.cols = w.cols();
+      a.prefetch = t0 == 0;
+      k->tile(a, static_cast<int>(std::min<int64_t>(tr, r1 - r)), nt);
+    }
+  }
+}
+
+const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
   const cpu::MatmulKernel* k = cpu::find_kernel(w.dtype, active_isa());
   LOOM_CHECK(k != nullptr);
-  LOOM_CHECK(cols % dtype_info(w.dtype).block_size == 0);
-  LOOM_CHECK(w.row_stride() * static_cast<uint64_t>(rows) == w.nbytes);
+  LOOM_CHECK(w.cols() % dtype_info(w.dtype).block_size == 0);
+  LOOM_CHECK(w.row_stride() * static_cast<uint64_t>(w.rows()) == w.nbytes);
+  return k;
+}
 
-  // Activations: floats are used in place; quantized formats go to scratch.
-  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  size_t x_stride = cols * sizeof(float);
-  if (k->act != cpu::ActFormat::kF32) {
-    x_stride = cpu::act_row_bytes(k->act, cols);
-    uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
-    auto quant = [&](int64_t t, int) {
-      cpu::quantize_act_row(k->act, x + t * cols, cols, buf + t * x_stride);
-    };
-    // Parallel only when there is enough work to pay for a pool hand-off.
-    if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
-      pool->parallel_for(n_tokens, quant);
-    else
-      for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
-    xa = buf;
-  }
+}  // namespace
 
-  // Row chunks: a multiple of the tile height, small enough to give every thread several.
-  const int n_threads = pool ? pool->size() : 1;
-  const int64_t tr = k->tile_rows;
-  int64_t chunk = tr * std::max<int64_t>(1, rows / (tr * 4 * n_threads));
-  chunk = std::min<int64_t>(chunk, tr * 16);
-  // One token tile (decode): the call streams the weights from DRAM once, so each thread takes
-  // one contiguous slice. Interleaved small chunks would make the threads' prefetch streams
-  // run into each other's rows and cut the bandwidth by almost half.
-  const bool streaming = n_tokens <= k->tile_tokens;
-  if (streaming) chunk = ((rows + n_threads - 1) / n_threads + tr - 1) / tr * tr;
-  const int64_t n_chunks = (rows + chunk - 1) / chunk;
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
+  const MatmulTarget target{&w, out};
+  matmul_multi(&target, 1, x, n_tokens, pool);
+}
 
-  auto run_chunk = [&](int64_t c, int) {
-    const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += k->tile_tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(k->tile_tokens, n_tokens - t0));
-      for (int64_t r = r0; r < r1; r += tr) {
-        cpu::TileArgs a;
-        a.w = w.row(r);
-        a.w_stride = w.row_stride();
-        a.x = xa + t0 * x_stride;
-        a.x_stride = x_stride;
-        a.out = out + t0 * rows + r;
-        a.out_stride = rows;
-        a.cols = cols;
-        a.prefetch = t0 == 0;
-        k->tile(a, static_cast<int>(std::min<int64_t>(tr, r1 - r)), nt);
-      }
+void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  if (n_tokens <= 0 || n <= 0) return;
+  const int64_t cols = targets[0].w->cols();
+  const cpu::MatmulKernel* k = checked_kernel(*targets[0].w);
+  for (int i = 1; i < n; ++i) {
+    LOOM_CHECK(targets[i].w->cols() == cols);
+    // Matrices whose kernels want different activation formats cannot share them.
+    if (checked_kernel(*targets[i].w)->act != k->act) {
+      for (int j = 0; j < n; ++j) matmul_multi(&targets[j], 1, x, n_tokens, pool);
+      return;
     }
+  }
+  size_t x_stride = 0;
+  const uint8_t* xa = prepare_activations(k, x, cols, n_tokens, pool, &x_stride);
+
+  // Tasks: row slices of every matrix, in matrix order, all handed to the pool at once.
+  const int n_threads = pool ? pool->size() : 1;
+  struct Slices {
+    const cpu::MatmulKernel* k;
+    int64_t per_task, first_task;
   };
-  if (pool && n_chunks > 1)
-    pool->parallel_for(n_chunks, run_chunk);
+  Slices slices[8];
+  LOOM_CHECK(n <= 8);
+  int64_t n_tasks = 0;
+  for (int i = 0; i < n; ++i) {
+    const TensorView& w = *targets[i].w;
+    slices[i].k = checked_kernel(w);
+    slices[i].per_task = rows_per_task(slices[i].k, w.rows(), n_tokens, n_threads);
+    slices[i].first_task = n_tasks;
+    n_tasks += (w.rows() + slices[i].per_task - 1) / slices[i].per_task;
+  }
+  auto run_task = [&](int64_t task, int) {
+    int i = n - 1;
+    while (slices[i].first_task > task) --i;
+    const TensorView& w = *targets[i].w;
+    const int64_t r0 = (task - slices[i].first_task) * slices[i].per_task;
+    run_rows(slices[i].k, w, xa, x_stride, n_tokens, targets[i].out, r0,
+             std::min(w.rows(), r0 + slices[i].per_task));
+  };
+  if (pool && n_tasks > 1)
+    pool->parallel_for(n_tasks, run_task);
   else
-    for (int64_t c = 0; c < n_chunks; ++c) run_chunk(c, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);
 }
 
 }  // namespace loom::kernels

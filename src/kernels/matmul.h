@@ -20,6 +20,16 @@ namespace loom::kernels {
 // w.cols() must be a multiple of its block size.
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
 
+// Several matrices applied to the same activations (q/k/v, gate/up): the activations are
+// quantized once and the row slices of all of them go to the pool in one hand-off. Each
+// output is exactly what matmul(*w, x, n_tokens, out) computes. n <= 8; all w share cols.
+struct MatmulTarget {
+  const TensorView* w;
+  float* out;
+};
+void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
+                  ThreadPool* pool);
+
 // Weight dtypes matmul accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K.
 bool matmul_supported(Dtype w);
 

@@ -8,6 +8,8 @@
 
 #include "base/fp16.h"
 #include "base/status.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_kernels.h"
 
 namespace loom::kernels {
 namespace {
@@ -83,6 +85,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void store_kv(Dtype dtype, const float* src, void* dst, int64_t n) {
+  if (dtype != Dtype::kF32 && active_isa() == Isa::kAvx512) {
+    cpu::store_kv_half_avx512(dtype == Dtype::kBF16, src, static_cast<uint16_t*>(dst), n);
+    return;
+  }
   switch (dtype) {
     case Dtype::kF32:
       std::memcpy(dst, src, n * sizeof(float));

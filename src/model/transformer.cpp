@@ -135,9 +135,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     pool_.parallel_for(n, [&](int64_t i, int) {
       kernels::rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
-    kernels::matmul(L.wq, xn_.data(), n, q_.data(), pool);
-    kernels::matmul(L.wk, xn_.data(), n, k_.data(), pool);
-    kernels::matmul(L.wv, xn_.data(), n, v_.data(), pool);
+    const kernels::MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+    kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
 
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
     uint8_t* k_cache = kv->k(l);
@@ -195,8 +194,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
       kernels::rms_norm(x, L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
-    kernels::matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
-    kernels::matmul(L.w_up, xn_.data(), n, up_.data(), pool);
+    const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+    kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool);
     pool_.parallel_for(n, [&](int64_t i, int) {
       kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
     });

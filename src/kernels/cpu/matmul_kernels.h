@@ -42,6 +42,13 @@ const MatmulKernel* avx2_kernel(Dtype w);
 const MatmulKernel* avx512_kernel(Dtype w);      // prefers avx512_zmm_kernel
 const MatmulKernel* avx512_zmm_kernel(Dtype w);  // 512-bit kernels (matmul_zmm_avx512.cpp)
 
+// kQ8_32 (as_unsigned: kQ8_32U) activation row, byte-identical to quantize_act_row
+// (act_quant_avx512.cpp; AVX-512 only).
+void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned);
+
+// n floats to f16 (or bf16) K/V storage, as store_kv (kv_convert_avx512.cpp; AVX-512 only).
+void store_kv_half_avx512(bool bf16, const float* src, uint16_t* dst, int64_t n);
+
 // Best kernel for (dtype, isa): the ISA's fast path, else the next lower ISA's, else scalar.
 const MatmulKernel* find_kernel(Dtype w, Isa isa);
 

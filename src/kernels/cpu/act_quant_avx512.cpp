@@ -1,0 +1,32 @@
+// AVX-512 quantization of activation rows to kQ8_32 / kQ8_32U: the same arithmetic as the
+// scalar quantize_act_row (amax / 127 scale, its reciprocal, round-to-nearest-even, clamp to
+// +-127), so both produce identical bytes; only the speed differs.
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_kernels.h"
+
+namespace loom::kernels::cpu {
+
+void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned) {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + cols);
+  float* s = d + cols / 32;
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const __m128i flip = _mm_set1_epi8(as_unsigned ? static_cast<char>(0x80) : 0);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_and_ps(x0, abs_mask), _mm512_and_ps(x1, abs_mask)));
+    const float db = amax / 127;
+    const __m512 id = _mm512_set1_ps(db ? 1.0f / db : 0.0f);
+    const __m512i q0 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));
+    const __m512i q1 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x1, id))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm_xor_si128(_mm512_cvtsepi32_epi8(q0), flip));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
+    d[b] = db;
+    s[b] = db * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+
+}  // namespace loom::kernels::cpu
