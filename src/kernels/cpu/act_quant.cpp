@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/fp16.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
 
@@ -14,6 +15,7 @@ size_t act_row_bytes(ActFormat f, int64_t cols) {
   size_t n = 0;
   switch (f) {
     case ActFormat::kF32: n = cols * sizeof(float); break;
+    case ActFormat::kBF16: n = cols * sizeof(uint16_t); break;
     case ActFormat::kQ8_32:
     case ActFormat::kQ8_32U: n = cols + 2 * (cols / 32) * sizeof(float); break;
     case ActFormat::kQ8_K: n = (cols / kQKK) * sizeof(BlockQ8_K); break;
@@ -26,6 +28,11 @@ void quantize_act_row(ActFormat f, const float* x, int64_t cols, uint8_t* dst) {
     case ActFormat::kF32:
       std::memcpy(dst, x, cols * sizeof(float));
       return;
+    case ActFormat::kBF16: {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t j = 0; j < cols; ++j) h[j] = f32_to_bf16(x[j]);
+      return;
+    }
     case ActFormat::kQ8_K:
       ref::quantize_row(Dtype::kQ8_K, x, dst, cols);
       return;

@@ -18,6 +18,10 @@ inline __m256i acc_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) 
 #include "kernels/cpu/matmul_simd-inl.h"
 
 namespace loom::kernels::cpu {
+
+// 512-bit kernels for float weights (matmul_zmm_float_avx512.cpp).
+const MatmulKernel* avx512_zmm_float_kernel(Dtype w);
+
 namespace {
 using namespace avx512;
 // 32 ymm registers: 4x4 tiles of vector accumulators, 4x3 for K-quants.
@@ -36,6 +40,7 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 4, 3>, 4, 3};
 
 const MatmulKernel* avx512_kernel(Dtype w) {
   if (const MatmulKernel* k = avx512_zmm_kernel(w)) return k;
+  if (const MatmulKernel* k = avx512_zmm_float_kernel(w)) return k;
   switch (w) {
     case Dtype::kF32: return &kF32;
     case Dtype::kF16: return &kF16;
