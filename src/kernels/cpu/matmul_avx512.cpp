@@ -19,8 +19,10 @@ inline __m256i acc_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) 
 
 namespace loom::kernels::cpu {
 
-// 512-bit kernels for float weights (matmul_zmm_float_avx512.cpp).
+// 512-bit kernels for float weights (matmul_zmm_float_avx512.cpp) and K-quants
+// (matmul_zmm_kquant_avx512.cpp).
 const MatmulKernel* avx512_zmm_float_kernel(Dtype w);
+const MatmulKernel* avx512_zmm_kquant_kernel(Dtype w);
 
 namespace {
 using namespace avx512;
@@ -41,6 +43,7 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 4, 3>, 4, 3};
 const MatmulKernel* avx512_kernel(Dtype w) {
   if (const MatmulKernel* k = avx512_zmm_kernel(w)) return k;
   if (const MatmulKernel* k = avx512_zmm_float_kernel(w)) return k;
+  if (const MatmulKernel* k = avx512_zmm_kquant_kernel(w)) return k;
   switch (w) {
     case Dtype::kF32: return &kF32;
     case Dtype::kF16: return &kF16;
