@@ -61,6 +61,32 @@ Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, const 
   return Status::ok();
 }
 
+// n steps of n_seqs sequences decoded together (one token each per step, logits for all),
+// sequence s in blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
+Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_seq,
+                        const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+  std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * blocks_per_seq);
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+  Batch b;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    b.tokens.push_back(0);
+    b.pos.push_back(0);
+    b.seq.push_back(s);
+    b.logits_rows.push_back(s);
+    b.sequences.push_back({&tables[static_cast<size_t>(s) * blocks_per_seq], blocks_per_seq, 0, 1, 0});
+  }
+  const size_t n_steps = tokens.size() / n_seqs;
+  for (size_t i = 0; i < n_steps; ++i) {
+    for (int32_t s = 0; s < n_seqs; ++s) {
+      b.tokens[s] = tokens[i * n_seqs + s];
+      b.pos[s] = static_cast<int32_t>(i);
+      b.sequences[s].n_past = static_cast<int32_t>(i);
+    }
+    LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
@@ -108,6 +134,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0))
     return invalid_argument("-p and -n must not be negative, and not both 0");
   if (o.reps <= 0) return invalid_argument("-r must be positive");
+  if (o.batch_seqs < 0 || o.batch_seqs > 4096) return invalid_argument("--batch-seqs must be in [0, 4096]");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model, lo));
@@ -117,10 +144,12 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     return invalid_argument("-p/-n " + std::to_string(longest) + " exceeds the model's context of " +
                             std::to_string(c.context_length));
   const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::create(c, n_blocks, kBlockSize, Dtype::kF16));
+  const int32_t n_seqs = std::max(1, o.batch_seqs);
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
+                        KvCache::create(c, n_blocks * n_seqs, kBlockSize, Dtype::kF16));
   std::vector<int32_t> table(n_blocks);
   for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
-  std::vector<float> logits(c.n_vocab);
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs);
   std::mt19937_64 rng(1234);
   auto random_tokens = [&](int32_t n) {
     std::vector<int32_t> t(n);
@@ -158,6 +187,20 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     mean_sd(row);
     res.rows.push_back(std::move(row));
   }
+  if (o.n_gen > 0 && o.batch_seqs > 1) {
+    ModelBenchRow row;
+    row.test = "tg" + std::to_string(o.n_gen) + "x" + std::to_string(o.batch_seqs);
+    row.n_gen = o.n_gen;
+    row.n_seqs = o.batch_seqs;
+    for (int32_t r = -1; r < o.reps; ++r) {
+      auto toks = random_tokens(o.n_gen * o.batch_seqs);
+      const auto t0 = Clock::now();
+      LOOM_RETURN_IF_ERROR(generate_batched(*model, *kv, o.batch_seqs, n_blocks, toks, logits));
+      if (r >= 0) row.samples_ts.push_back(static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0));
+    }
+    mean_sd(row);
+    res.rows.push_back(std::move(row));
+  }
   res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
   return res;
 }
@@ -171,7 +214,7 @@ struct Roof {
 };
 Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
   Roof f;
-  if (row.n_gen > 0 && r.roofline_tg_ts() > 0) {
+  if (row.n_gen > 0 && row.n_seqs == 1 && r.roofline_tg_ts() > 0) {
     f.valid = true;
     f.roofline_ts = r.roofline_tg_ts();
     f.fraction = row.avg_ts / f.roofline_ts;
@@ -228,6 +271,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"test", row.test},
                         {"n_prompt", row.n_prompt},
                         {"n_gen", row.n_gen},
+                        {"n_seqs", row.n_seqs},
                         {"avg_ts", row.avg_ts},
                         {"stddev_ts", row.stddev_ts},
                         {"samples_ts", row.samples_ts},
@@ -250,6 +294,10 @@ int model_main(int argc, char** argv) {
   app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")->required();
   app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")->capture_default_str();
+  app.add_option("-B,--batch-seqs", o.batch_seqs,
+                 "also decode this many sequences together, one token each per step, for -n steps "
+                 "(tgNxB, tokens/s of all sequences; 0 = skip)")
+      ->capture_default_str();
   app.add_option("-t,--threads", o.n_threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", o.reps, "timed repetitions (after one warm-up)")->capture_default_str();
   app.add_option("-o,--output", format, "md, csv or json")->check(CLI::IsMember({"md", "csv", "json"}))

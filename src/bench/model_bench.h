@@ -1,7 +1,8 @@
 // `loom bench model`: single-stream speed of the engine without HTTP, in llama-bench's style:
 // prefill of p tokens in one batch (ppP) and generation of n tokens one at a time from an
-// empty cache (tgN), mean ± sd over reps after one warm-up, plus the roofline generation
-// implies: weight bytes read per token ÷ the memory read bandwidth measured in the same run.
+// empty cache (tgN), optionally batched decode of B sequences together (tgNxB: tokens/s of all
+// sequences), mean ± sd over reps after one warm-up, plus the roofline single-sequence
+// generation implies: weight bytes read per token ÷ the memory read bandwidth of the same run.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct ModelBenchOptions {
   std::string model;
   int32_t n_prompt = 512;  // 0 = skip the prefill test
   int32_t n_gen = 128;     // 0 = skip the generation test
+  int32_t batch_seqs = 0;  // > 1: also n_gen steps of this many sequences decoded together
   int32_t n_threads = 0;   // 0 = physical cores
   int32_t reps = 5;
   int64_t bw_bytes = int64_t{1} << 30;  // bandwidth buffer, well above any last-level cache
@@ -26,8 +28,8 @@ struct ModelBenchOptions {
 };
 
 struct ModelBenchRow {
-  std::string test;  // "pp512", "tg128"
-  int32_t n_prompt = 0, n_gen = 0;
+  std::string test;  // "pp512", "tg128", "tg128x16" (16 sequences, one token each per step)
+  int32_t n_prompt = 0, n_gen = 0, n_seqs = 1;
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
   std::vector<double> samples_ts;
 };

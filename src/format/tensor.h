@@ -11,8 +11,15 @@
 
 namespace loom {
 
+// How a matrix's bytes are arranged. kRows: ggml order, row after row, as in the file.
+// kRows16: repacked at load time for the matmul kernels (kernels/packed.h): rows in groups of
+// 16 with each 32-block's scales and quants interleaved across the group; row()/row_stride()
+// do not apply.
+enum class TensorLayout : uint8_t { kRows, kRows16 };
+
 struct TensorView {
   Dtype dtype = Dtype::kF32;
+  TensorLayout layout = TensorLayout::kRows;
   int n_dims = 0;
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   const void* data = nullptr;

@@ -8,6 +8,8 @@
 
 #include "base/status.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/packed_kernels.h"
+#include "kernels/packed.h"
 
 namespace loom::kernels {
 namespace {
@@ -41,6 +43,15 @@ bool matmul_supported(Dtype w) { return cpu::scalar_kernel(w) != nullptr; }
 
 namespace {
 
+// Runs the quantization of n_tokens activation rows, in parallel when it pays for a hand-off.
+template <class F>
+void for_each_token(int64_t n_tokens, int64_t cols, ThreadPool* pool, F&& quant) {
+  if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
+    pool->parallel_for(n_tokens, quant);
+  else
+    for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
+}
+
 // Quantizes the n_tokens activation rows for kernel k into scratch (floats are used in place).
 const uint8_t* prepare_activations(const cpu::MatmulKernel* k, const float* x, int64_t cols,
                                    int64_t n_tokens, ThreadPool* pool, size_t* x_stride) {
@@ -60,11 +71,7 @@ const uint8_t* prepare_activations(const cpu::MatmulKernel* k, const float* x, i
     else
       cpu::quantize_act_row(k->act, x + t * cols, cols, buf + t * stride);
   };
-  // Parallel only when there is enough work to pay for a pool hand-off.
-  if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
-    pool->parallel_for(n_tokens, quant);
-  else
-    for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
+  for_each_token(n_tokens, cols, pool, quant);
   return buf;
 }
 
@@ -116,9 +123,84 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, T
   matmul_multi(&target, 1, x, n_tokens, pool);
 }
 
+namespace {
+
+// matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
+// groups; like the row kernels, one contiguous range per thread when the call streams the
+// weights once (a single token tile).
+void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
+                   ThreadPool* pool) {
+  const int64_t cols = targets[0].w->cols(), nb = cols / 32;
+  const size_t x_stride = cpu::packed_act_row_bytes(cols);
+  uint8_t* xa = t_act_scratch.get(x_stride * n_tokens);
+  for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
+    cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, xa + t * x_stride, false, true);
+  });
+  const int n_threads = pool ? pool->size() : 1;
+  const bool streaming = n_tokens <= cpu::kPackedTileTokens;
+  struct Slices {
+    int64_t groups, per_task, first_task;
+  };
+  Slices slices[8];
+  int64_t n_tasks = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t groups = (targets[i].w->rows() + kPackRows - 1) / kPackRows;
+    const int64_t per = streaming ? (groups + n_threads - 1) / n_threads
+                                  : std::max<int64_t>(1, std::min<int64_t>(4, groups / (4 * n_threads)));
+    slices[i] = {groups, per, n_tasks};
+    n_tasks += (groups + per - 1) / per;
+  }
+  auto run_task = [&](int64_t task, int) {
+    int i = n - 1;
+    while (slices[i].first_task > task) --i;
+    const TensorView& w = *targets[i].w;
+    const uint64_t rec = PackedMatrix::record_bytes(w.dtype);
+    const int64_t rows = w.rows();
+    const int64_t g0 = (task - slices[i].first_task) * slices[i].per_task;
+    const int64_t g1 = std::min(slices[i].groups, g0 + slices[i].per_task);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(cpu::kPackedTileTokens, n_tokens - t0));
+      for (int64_t g = g0; g < g1; ++g) {
+        cpu::PackedArgs a;
+        a.w = static_cast<const uint8_t*>(w.data) + g * nb * rec;
+        a.x = xa + t0 * x_stride;
+        a.x_stride = x_stride;
+        a.cols = cols;
+        a.out = targets[i].out + t0 * rows + g * kPackRows;
+        a.out_stride = rows;
+        a.n_rows = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+        a.prefetch = t0 == 0;
+        cpu::packed_tile(w.dtype, a, nt);
+      }
+    }
+  };
+  if (pool && n_tasks > 1)
+    pool->parallel_for(n_tasks, run_task);
+  else
+    for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);
+}
+
+}  // namespace
+
 void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                   ThreadPool* pool) {
   if (n_tokens <= 0 || n <= 0) return;
+  LOOM_CHECK(n <= 8);
+  bool all_packed = true, any_packed = false;
+  for (int i = 0; i < n; ++i) {
+    const bool p = targets[i].w->layout == TensorLayout::kRows16;
+    all_packed = all_packed && p;
+    any_packed = any_packed || p;
+  }
+  if (all_packed) {
+    for (int i = 1; i < n; ++i) LOOM_CHECK(targets[i].w->cols() == targets[0].w->cols());
+    matmul_packed(targets, n, x, n_tokens, pool);
+    return;
+  }
+  if (any_packed) {  // a mix of layouts: each matrix on its own
+    for (int i = 0; i < n; ++i) matmul_multi(&targets[i], 1, x, n_tokens, pool);
+    return;
+  }
   const int64_t cols = targets[0].w->cols();
   const cpu::MatmulKernel* k = checked_kernel(*targets[0].w);
   for (int i = 1; i < n; ++i) {
@@ -139,7 +221,6 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
     int64_t per_task, first_task;
   };
   Slices slices[8];
-  LOOM_CHECK(n <= 8);
   int64_t n_tasks = 0;
   for (int i = 0; i < n; ++i) {
     const TensorView& w = *targets[i].w;

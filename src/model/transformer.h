@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/packed.h"
 
 #include "model/model.h"
 #include "model/weights.h"
@@ -52,6 +53,9 @@ class CpuModel final : public Model {
   struct AttentionTask {
     int32_t seq, kv_head, row_begin, row_end;  // [row_begin, row_end) index rows_by_seq_
   };
+  // Repacked copies of the Q8_0/Q4_0 matrices (kernels/packed.h); weights_ views point here.
+  std::vector<kernels::PackedMatrix> packed_;
+  void repack_weights();
   int32_t attn_rows_per_task_ = 1;  // rows per task: ~32 query heads per attention_multi call
   std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: rows_per_task * group
   std::vector<int32_t> rows_by_seq_;

@@ -7,7 +7,8 @@
 
 namespace loom::kernels::cpu {
 
-void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned) {
+void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
+                                   bool int_sums) {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + cols);
   float* s = d + cols / 32;
@@ -25,7 +26,11 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm_xor_si128(_mm512_cvtsepi32_epi8(q0), flip));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
     d[b] = db;
-    s[b] = db * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    if (int_sums)
+      __builtin_memcpy(&s[b], &sum, 4);
+    else
+      s[b] = db * static_cast<float>(sum);
   }
 }
 

@@ -1,0 +1,104 @@
+// AVX-512 VNNI kernels for kRows16-packed Q8_0 / Q4_0 matrices (layout in kernels/packed.h).
+//
+// Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8) and the
+// activations signed int8, so vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with
+// c = 128 or 8: each block's int32 accumulator starts at -c * sum(x), which the activation row
+// carries per block, and then holds the exact integer dot of the block for each of the 16
+// rows in its own lane. Per block and token: lane * (d_w * d_x) FMA'd into a float lane per
+// row, blocks in order. Nothing depends on the tile's token count or where a row sits, so a
+// token's result is the same alone or in any batch.
+#include "kernels/cpu/packed_kernels.h"
+
+#include <immintrin.h>
+
+#include "kernels/packed.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+// Software prefetch distance for the first token tile (weights streaming from DRAM).
+constexpr int kPrefetchBytes = 16384;
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <bool kQ8, int T>
+void tile(const PackedArgs& a) {
+  constexpr int kRec = kPackRows * 2 + (kQ8 ? 8 : 4) * 64;
+  constexpr int kShift = kQ8 ? 7 : 3;  // c = 128 or 8
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int32_t* xs[T];
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* row = a.x + t * a.x_stride;
+    xq[t] = reinterpret_cast<const int8_t*>(row);
+    xd[t] = reinterpret_cast<const float*>(row + a.cols);
+    xs[t] = reinterpret_cast<const int32_t*>(xd[t] + nb);
+  }
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = a.w + b * kRec;
+    if (a.prefetch)
+      for (int off = 0; off < kRec; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + off), _MM_HINT_T0);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512i* q = reinterpret_cast<const __m512i*>(rec + kPackRows * 2);
+    __m512i dot[T];
+    for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(-(xs[t][b] << kShift));
+    if constexpr (kQ8) {
+      for (int k = 0; k < 8; ++k) {
+        const __m512i w = _mm512_loadu_si512(q + k);
+        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], w, bcast4(xq[t] + 32 * b + 4 * k));
+      }
+    } else {
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(q + k);
+        const __m512i lo = _mm512_and_si512(v, nib);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        for (int t = 0; t < T; ++t) {
+          dot[t] = _mm512_dpbusd_epi32(dot[t], lo, bcast4(xq[t] + 32 * b + 4 * k));
+          dot[t] = _mm512_dpbusd_epi32(dot[t], hi, bcast4(xq[t] + 32 * b + 16 + 4 * k));
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b])), acc[t]);
+  }
+  const __mmask16 keep = a.n_rows >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                        : static_cast<__mmask16>((1u << a.n_rows) - 1);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.out + t * a.out_stride, keep, acc[t]);
+}
+
+template <bool kQ8>
+void dispatch(const PackedArgs& a, int n_tok) {
+  switch (n_tok) {
+    case 1: return tile<kQ8, 1>(a);
+    case 2: return tile<kQ8, 2>(a);
+    case 3: return tile<kQ8, 3>(a);
+    case 4: return tile<kQ8, 4>(a);
+    case 5: return tile<kQ8, 5>(a);
+    case 6: return tile<kQ8, 6>(a);
+    case 7: return tile<kQ8, 7>(a);
+    default: return tile<kQ8, 8>(a);
+  }
+}
+
+}  // namespace
+
+size_t packed_act_row_bytes(int64_t cols) {
+  return (cols + 2 * (cols / 32) * sizeof(float) + 63) & ~size_t{63};
+}
+
+void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
+  if (dtype == Dtype::kQ8_0)
+    dispatch<true>(a, n_tok);
+  else
+    dispatch<false>(a, n_tok);
+}
+
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,69 @@
+// Repacking of Q8_0 / Q4_0 matrices into the kRows16 layout (see packed.h).
+#include "kernels/packed.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/quant_blocks.h"
+
+namespace loom::kernels {
+
+bool packable(const TensorView& w) {
+  return w.layout == TensorLayout::kRows && (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0) &&
+         w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
+}
+
+uint64_t PackedMatrix::record_bytes(Dtype dtype) {
+  return kPackRows * 2 + (dtype == Dtype::kQ8_0 ? 8 : 4) * 64;
+}
+
+void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
+
+PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
+  LOOM_CHECK(packable(w));
+  const int64_t rows = w.rows(), nb = w.cols() / 32;
+  const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+  const uint64_t rec = record_bytes(w.dtype);
+  const uint64_t bytes = rec * nb * groups;
+  // 2 MiB aligned and huge-page backed where the kernel allows: decode streams all of it.
+  const uint64_t alloc = (bytes + (uint64_t{2} << 20) - 1) & ~((uint64_t{2} << 20) - 1);
+  PackedMatrix m;
+  m.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(uint64_t{2} << 20, alloc)));
+  LOOM_CHECK(m.data_ != nullptr);
+  madvise(m.data_.get(), alloc, MADV_HUGEPAGE);
+  const bool q8 = w.dtype == Dtype::kQ8_0;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = m.data_.get() + (g * nb + b) * rec;
+      uint16_t* scales = reinterpret_cast<uint16_t*>(out);
+      uint8_t* quants = out + kPackRows * 2;
+      for (int r = 0; r < kPackRows; ++r) {
+        const int64_t row = g * kPackRows + r;
+        const bool pad = row >= rows;
+        if (q8) {
+          const BlockQ8_0* blk = pad ? nullptr : reinterpret_cast<const BlockQ8_0*>(w.row(row)) + b;
+          scales[r] = pad ? 0 : blk->d;
+          for (int k = 0; k < 8; ++k)
+            for (int i = 0; i < 4; ++i)
+              quants[k * 64 + r * 4 + i] = pad ? 0x80 : static_cast<uint8_t>(blk->qs[4 * k + i] ^ 0x80);
+        } else {
+          const BlockQ4_0* blk = pad ? nullptr : reinterpret_cast<const BlockQ4_0*>(w.row(row)) + b;
+          scales[r] = pad ? 0 : blk->d;
+          for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 4; ++i) quants[k * 64 + r * 4 + i] = pad ? 0x88 : blk->qs[4 * k + i];
+        }
+      }
+    }
+  }
+  m.view_ = w;
+  m.view_.layout = TensorLayout::kRows16;
+  m.view_.data = m.data_.get();
+  m.view_.nbytes = bytes;
+  return m;
+}
+
+}  // namespace loom::kernels

@@ -1,0 +1,41 @@
+// Load-time repacking of Q8_0 / Q4_0 weight matrices for the AVX-512 VNNI kernels.
+//
+// Layout kRows16: rows in groups of 16 (the last group padded with zero rows). For group g and
+// 32-column block b there is one record, records in (g, b) order so a group's weights stream
+// sequentially:
+//   16 fp16 scales (row 0..15), then K steps of 64 bytes: 4 bytes per row, row 0..15.
+// Q8_0 (K = 8): step k holds elements 4k..4k+3 of each row as u8 = q + 128.
+// Q4_0 (K = 4): step k holds the file's nibble bytes qs[4k..4k+3] of each row (low nibble:
+// element 4k+i, high nibble: element 16+4k+i), values q in 0..15 standing for q - 8.
+// One vpdpbusd then adds 4 elements of all 16 rows, each in its own int32 lane, so a row's
+// whole block sums in one lane and is scaled once (instead of 8 lanes per row).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "format/tensor.h"
+
+namespace loom::kernels {
+
+constexpr int kPackRows = 16;
+
+// Whether pack_rows16 applies: Q8_0/Q4_0, and the CPU has AVX-512 VNNI.
+bool packable(const TensorView& w);
+
+// Owns a repacked copy of a matrix; view() describes it (layout kRows16, same dtype and shape).
+class PackedMatrix {
+ public:
+  static PackedMatrix pack_rows16(const TensorView& w);
+  const TensorView& view() const { return view_; }
+  static uint64_t record_bytes(Dtype dtype);  // one (group, block) record
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  TensorView view_;
+};
+
+}  // namespace loom::kernels

@@ -1,0 +1,137 @@
+// kRows16-packed Q8_0 / Q4_0 matrices (kernels/packed.h): the packed matmul agrees with the
+// row-layout matmul and the reference within the int8-activation bound, and keeps batch
+// invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/packed.h"
+#include "kernels/quant.h"
+#include "kernels/ref/ref.h"
+#include "test_util.h"
+
+namespace loom::kernels {
+namespace {
+
+struct Matrix {
+  TensorView view;
+  std::vector<uint8_t> bytes;
+};
+
+Matrix make_matrix(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m;
+  const uint64_t rb = *row_bytes(t, cols);
+  m.bytes.resize(rb * rows);
+  const auto src = testing::random_normal(rows * cols, seed, 0.5f);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_TRUE(quantize_row(t, src.data() + r * cols, m.bytes.data() + r * rb, cols).is_ok());
+  m.view.dtype = t;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+// Reference out[t][r] in double from the dequantized weights.
+std::vector<double> reference(const TensorView& w, const std::vector<float>& x, int64_t nt) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  std::vector<float> wr(cols);
+  std::vector<double> out(nt * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::dequantize_row(w.dtype, w.row(r), wr.data(), cols);
+    for (int64_t t = 0; t < nt; ++t) {
+      double s = 0;
+      for (int64_t k = 0; k < cols; ++k) s += double(wr[k]) * x[t * cols + k];
+      out[t * rows + r] = s;
+    }
+  }
+  return out;
+}
+
+class Packed : public ::testing::TestWithParam<Dtype> {
+ protected:
+  void SetUp() override {
+    if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  }
+};
+
+TEST_P(Packed, MatchesReferenceAndRowLayout) {
+  ThreadPool pool(2);
+  for (int64_t rows : {16, 37, 301}) {  // whole groups, a padded last group
+    const int64_t cols = 256;
+    Matrix m = make_matrix(GetParam(), rows, cols, 5 + rows);
+    ASSERT_TRUE(packable(m.view));
+    const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+    EXPECT_EQ(p.view().layout, TensorLayout::kRows16);
+    EXPECT_EQ(p.view().nbytes, (rows + 15) / 16 * 16 * m.view.row_stride());
+    for (int64_t nt : {1, 5, 8, 19}) {
+      const auto x = testing::random_normal(nt * cols, 9 + nt);
+      std::vector<float> packed(nt * rows), plain(nt * rows);
+      matmul(p.view(), x.data(), nt, packed.data(), &pool);
+      matmul(m.view, x.data(), nt, plain.data(), &pool);
+      const auto want = reference(m.view, x, nt);
+      double worst = 0, worst_plain = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(packed[i] - want[i]));
+        worst_plain = std::max(worst_plain, std::abs(plain[i] - want[i]));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      // Both see the same int8 activations; only the float summation order differs.
+      EXPECT_LT(worst / scale, 1e-2) << rows << "x" << cols << " tokens " << nt;
+      EXPECT_LT(worst, 2 * worst_plain + 1e-4 * scale) << rows << " rows, tokens " << nt;
+    }
+  }
+}
+
+TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
+  const int64_t rows = 301, cols = 512, nt = 21;
+  Matrix m = make_matrix(GetParam(), rows, cols, 77);
+  const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+  const auto x = testing::random_normal(nt * cols, 78);
+  ThreadPool one(1), two(2);
+  std::vector<float> all(nt * rows), alone(rows);
+  matmul(p.view(), x.data(), nt, all.data(), &two);
+  for (int64_t t = 0; t < nt; ++t) {
+    for (ThreadPool* pool : {&one, &two}) {
+      matmul(p.view(), &x[t * cols], 1, alone.data(), pool);
+      ASSERT_EQ(0, std::memcmp(alone.data(), &all[t * rows], rows * sizeof(float))) << "token " << t;
+    }
+  }
+  // And inside a batch of a different size (the token at another tile position).
+  std::vector<float> part(7 * rows);
+  matmul(p.view(), &x[3 * cols], 7, part.data(), &one);
+  EXPECT_EQ(0, std::memcmp(part.data(), &all[3 * rows], 7 * rows * sizeof(float)));
+}
+
+TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
+  ThreadPool pool(2);
+  const int64_t cols = 128, nt = 11;
+  Matrix a = make_matrix(GetParam(), 48, cols, 1), b = make_matrix(GetParam(), 21, cols, 2);
+  const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
+  const auto x = testing::random_normal(nt * cols, 3);
+  std::vector<float> oa(nt * 48), ob(nt * 21), sa(nt * 48), sb(nt * 21), rb(nt * 21);
+  const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
+  matmul_multi(targets, 2, x.data(), nt, &pool);
+  matmul(pa.view(), x.data(), nt, sa.data(), &pool);
+  matmul(pb.view(), x.data(), nt, sb.data(), &pool);
+  EXPECT_EQ(oa, sa);
+  EXPECT_EQ(ob, sb);
+  // A packed and a row-layout matrix together: each still gets its own result.
+  const MatmulTarget mixed[] = {{&pa.view(), oa.data()}, {&b.view, ob.data()}};
+  matmul_multi(mixed, 2, x.data(), nt, &pool);
+  matmul(b.view, x.data(), nt, rb.data(), &pool);
+  EXPECT_EQ(oa, sa);
+  EXPECT_EQ(ob, rb);
+}
+
+INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, Packed, ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace loom::kernels
