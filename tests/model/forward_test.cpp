@@ -97,7 +97,10 @@ TEST_P(ForwardVsReference, LogitsMatchAndGreedyAgrees) {
   EXPECT_EQ(fast_tokens, ref_tokens);
 }
 
-// F32/F16/BF16 weights: only summation order differs (measured ~5e-7). Block-quantized
+// F32/F16 weights: only summation order differs (measured ~5e-7). BF16 weights on AVX512-BF16
+// multiply bf16-rounded activations (vdpbf16ps, as llama.cpp does; 8 significant bits, so
+// each dot moves by at most 2^-8 of |w||x|): measured 3e-3 over two layers and the logits;
+// elsewhere ~5e-7. Block-quantized
 // weights: the reference dequantizes the very same quantized weights, so the difference is
 // activation-side rounding: the matmul kernels quantize activations to 8 bits (Q8_0 / Q8_K)
 // for integer dot products (measured 0.7-2.2e-2 over two layers and the logits).
@@ -105,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
     All, ForwardVsReference,
     ::testing::Values(Case{"llama", Dtype::kF32, 1e-4}, Case{"qwen2", Dtype::kF32, 1e-4},
                       Case{"qwen3", Dtype::kF32, 1e-4}, Case{"llama", Dtype::kF16, 1e-5},
-                      Case{"qwen3", Dtype::kBF16, 1e-5}, Case{"llama", Dtype::kQ8_0, 4e-2},
+                      Case{"qwen3", Dtype::kBF16, 1e-2}, Case{"llama", Dtype::kQ8_0, 4e-2},
                       Case{"qwen2", Dtype::kQ4_0, 4e-2}, Case{"llama", Dtype::kQ4_K, 4e-2},
                       Case{"qwen3", Dtype::kQ4_K, 4e-2}),
     [](const auto& info) {
