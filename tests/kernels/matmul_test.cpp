@@ -225,21 +225,24 @@ TEST(Matmul, RowPairingDoesNotChangeResults) {
 
 TEST(Matmul, KQuantSimdMatchesScalarExactly) {
   // K-quant kernels keep whole super-blocks in exact integer sums, so every ISA must agree
-  // with the generic path bit for bit.
-  const int64_t rows = 21, nt = 5, cols = 768;
+  // with the generic path bit for bit. 1 token (decode), 5 and 13 (full and partial token
+  // tiles) take different paths through the kernels.
+  const int64_t rows = 21, cols = 768;
   for (Dtype t : {Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
     Weights w = make_weights(t, rows, cols, 8);
-    const auto x = testing::random_normal(nt * cols, 9);
-    std::vector<float> want(nt * rows), got(nt * rows);
-    {
-      IsaGuard g(Isa::kScalar);
-      matmul(w.view, x.data(), nt, want.data(), nullptr);
-    }
-    for (Isa isa : available_isas()) {
-      IsaGuard g(isa);
-      matmul(w.view, x.data(), nt, got.data(), nullptr);
-      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-          << dtype_name(t) << " " << isa_name(isa);
+    for (int64_t nt : {1, 5, 13}) {
+      const auto x = testing::random_normal(nt * cols, 9);
+      std::vector<float> want(nt * rows), got(nt * rows);
+      {
+        IsaGuard g(Isa::kScalar);
+        matmul(w.view, x.data(), nt, want.data(), nullptr);
+      }
+      for (Isa isa : available_isas()) {
+        IsaGuard g(isa);
+        matmul(w.view, x.data(), nt, got.data(), nullptr);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << dtype_name(t) << " " << isa_name(isa) << " tokens=" << nt;
+      }
     }
   }
 }

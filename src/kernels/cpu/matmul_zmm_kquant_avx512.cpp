@@ -170,7 +170,7 @@ template <class Row, int R, int T>
 void kq_tile(const TileArgs& a) {
   static_assert(T <= 8);
   const int64_t nb = a.cols / kQKK;
-  __m256 facc[R];  // lane t: the float accumulator of (r, t)
+  __m256 facc[R];  // lane t: the float accumulator of (r, t); for T == 1 facc[0] lane r
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) facc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -187,13 +187,19 @@ void kq_tile(const TileArgs& a) {
     Row w[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) w[r].prep(a.w + r * a.w_stride, b);
-    __m512i acc[R][T];
+    // Small tiles (decode) would wait on one chain of 4 vpdpwssd per output: they use two
+    // accumulators (chunks 0, 1 and 2, 3), added before the epilogue (exact integers).
+    constexpr int kSplit = R * T <= 6 ? 2 : 1;
+    __m512i acc[kSplit][R][T];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int h = 0; h < kSplit; ++h)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) acc[h][r][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
+      const int h = c * kSplit / 4;
       __m512i wq[R], sc[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -205,38 +211,70 @@ void kq_tile(const TileArgs& a) {
         const __m512i x = _mm512_loadu_si512(xb[t]->qs + 64 * c);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
-          acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], _mm512_maddubs_epi16(wq[r], x), sc[r]);
+          acc[h][r][t] =
+              _mm512_dpwssd_epi32(acc[h][r][t], _mm512_maddubs_epi16(wq[r], x), sc[r]);
       }
     }
-    // Super-block epilogue, one row at a time over a vector of the T tokens.
-    float dxs[8] = {};
+    // Super-block epilogue. Each int32 accumulator folded to 8 lanes (exact), then a float
+    // vector over the tile's tokens (one per row) or, in decode (T == 1), over its rows.
+    auto fold = [&](int r, int t) {
+      const __m512i v =
+          kSplit == 2 ? _mm512_add_epi32(acc[0][r][t], acc[kSplit - 1][r][t]) : acc[0][r][t];
+      return w[r].int_fix(
+          _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)), xb[t]);
+    };
+    if constexpr (T == 1) {
+      __m256i y[R];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) dxs[t] = xb[t]->d;
-    const __m256 dx = _mm256_loadu_ps(dxs);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      __m256i y[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        y[t] = w[r].int_fix(_mm256_add_epi32(_mm512_castsi512_si256(acc[r][t]),
-                                             _mm512_extracti64x4_epi64(acc[r][t], 1)),
-                            xb[t]);
-      const __m256 isum = _mm256_cvtepi32_ps(sum_lanes<T>(y));
-      facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].d), dx), isum, facc[r]);
+      for (int r = 0; r < R; ++r) y[r] = fold(r, 0);
+      const __m256 isum = _mm256_cvtepi32_ps(sum_lanes<R>(y));
+      const __m256 dx = _mm256_set1_ps(xb[0]->d);
+      auto lanes = [&](auto f) {
+        auto v = [&](int r) { return r < R ? f(w[r < R ? r : 0]) : 0.0f; };
+        return _mm256_setr_ps(v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7));
+      };
+      const __m256 dw = lanes([](const Row& x) { return x.d; });
+      facc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), isum, facc[0]);
       if constexpr (Row::kHasMins) {
-        const __m256i mp = w[r].mins_pairs();
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) y[t] = _mm256_madd_epi16(load256(xb[t]->bsums), mp);
-        const __m256 msum = _mm256_cvtepi32_ps(sum_lanes<T>(y));
-        facc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].dmin), dx), msum, facc[r]);
+        for (int r = 0; r < R; ++r) y[r] = _mm256_madd_epi16(load256(xb[0]->bsums), w[r].mins_pairs());
+        const __m256 msum = _mm256_cvtepi32_ps(sum_lanes<R>(y));
+        const __m256 dm = lanes([](const Row& x) { return x.dmin; });
+        facc[0] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), msum, facc[0]);
+      }
+    } else {
+      // Built in registers: scalar stores reloaded as a vector stall store forwarding.
+      auto d_of = [&](int t) { return t < T ? xb[t < T ? t : 0]->d : 0.0f; };
+      const __m256 dx = _mm256_setr_ps(d_of(0), d_of(1), d_of(2), d_of(3), d_of(4), d_of(5),
+                                       d_of(6), d_of(7));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        __m256i y[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) y[t] = fold(r, t);
+        const __m256 isum = _mm256_cvtepi32_ps(sum_lanes<T>(y));
+        facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].d), dx), isum, facc[r]);
+        if constexpr (Row::kHasMins) {
+          const __m256i mp = w[r].mins_pairs();
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) y[t] = _mm256_madd_epi16(load256(xb[t]->bsums), mp);
+          const __m256 msum = _mm256_cvtepi32_ps(sum_lanes<T>(y));
+          facc[r] =
+              _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].dmin), dx), msum, facc[r]);
+        }
       }
     }
   }
+  float o[8];
+  if constexpr (T == 1) {
+    _mm256_storeu_ps(o, facc[0]);
+    for (int r = 0; r < R; ++r) a.out[r] = o[r];
+  } else {
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float o[8];
-    _mm256_storeu_ps(o, facc[r]);
-    for (int t = 0; t < T; ++t) a.out[t * a.out_stride + r] = o[t];
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(o, facc[r]);
+      for (int t = 0; t < T; ++t) a.out[t * a.out_stride + r] = o[t];
+    }
   }
 }
 
