@@ -1,6 +1,7 @@
 #include "bench/model_bench.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -26,6 +27,10 @@ void mean_sd(ModelBenchRow& row) {
   double ss = 0;
   for (double x : row.samples_ts) ss += (x - row.avg_ts) * (x - row.avg_ts);
   row.stddev_ts = n > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  std::vector<double> sorted = row.samples_ts;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t m = sorted.size();
+  row.median_ts = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
 }
 
 // One sequence in blocks [0, n_blocks): the whole prompt in one forward pass.
@@ -217,7 +222,7 @@ Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
   if (row.n_gen > 0 && row.n_seqs == 1 && r.roofline_tg_ts() > 0) {
     f.valid = true;
     f.roofline_ts = r.roofline_tg_ts();
-    f.fraction = row.avg_ts / f.roofline_ts;
+    f.fraction = row.median_ts / f.roofline_ts;
   }
   return f;
 }
@@ -225,17 +230,17 @@ Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
 }  // namespace
 
 std::string model_bench_markdown(const ModelBenchResult& r) {
-  std::string out = "| model | size | threads | test | t/s | roofline t/s | of roofline |\n"
-                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::string out = "| model | size | threads | test | t/s | median t/s | roofline t/s | of roofline |\n"
+                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
     std::string rt = f.valid ? std::to_string(static_cast<int64_t>(std::llround(f.roofline_ts))) : "";
     char frac[32] = "";
     if (f.valid) std::snprintf(frac, sizeof frac, "%.0f%%", 100 * f.fraction);
-    std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %s | %s |\n", r.model.c_str(),
-                  r.model_size / 1048576.0, r.n_threads, row.test.c_str(), row.avg_ts, row.stddev_ts, rt.c_str(),
-                  frac);
+    std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
+                  r.model.c_str(), r.model_size / 1048576.0, r.n_threads, row.test.c_str(), row.avg_ts,
+                  row.stddev_ts, row.median_ts, rt.c_str(), frac);
     out += buf;
   }
   std::snprintf(buf, sizeof buf,
@@ -274,6 +279,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"n_seqs", row.n_seqs},
                         {"avg_ts", row.avg_ts},
                         {"stddev_ts", row.stddev_ts},
+                        {"median_ts", row.median_ts},
                         {"samples_ts", row.samples_ts},
                         {"weight_bytes_per_token", r.model_size},
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};

@@ -31,6 +31,7 @@ struct ModelBenchRow {
   std::string test;  // "pp512", "tg128", "tg128x16" (16 sequences, one token each per step)
   int32_t n_prompt = 0, n_gen = 0, n_seqs = 1;
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
+  double median_ts = 0;              // tokens/s; the figure to compare on a noisy machine
   std::vector<double> samples_ts;
 };
 

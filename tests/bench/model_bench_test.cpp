@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "bench/model_bench.h"
 
@@ -16,15 +17,18 @@ TEST(ModelBench, RowsAndRoofline) {
   o.model = "synth:tiny";
   o.n_prompt = 32;
   o.n_gen = 8;
+  o.batch_seqs = 4;
   o.n_threads = 1;
   o.reps = 3;
   o.bw_bytes = 32 << 20;
   o.bw_reps = 2;
   auto r = run_model_bench(o);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
-  ASSERT_EQ(r->rows.size(), 2u);
+  ASSERT_EQ(r->rows.size(), 3u);
   EXPECT_EQ(r->rows[0].test, "pp32");
   EXPECT_EQ(r->rows[1].test, "tg8");
+  EXPECT_EQ(r->rows[2].test, "tg8x4");
+  EXPECT_EQ(r->rows[2].n_seqs, 4);
   EXPECT_EQ(r->n_threads, 1);
   EXPECT_GT(r->model_size, 0u);
   EXPECT_GT(r->mem_bw_bytes_per_s, 1e8);  // any machine streams more than 100 MB/s
@@ -36,16 +40,22 @@ TEST(ModelBench, RowsAndRoofline) {
     EXPECT_GE(row.avg_ts, lo);
     EXPECT_LE(row.avg_ts, hi);
     EXPECT_LE(row.stddev_ts, hi - lo + 1e-9);
+    std::vector<double> sorted = row.samples_ts;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(row.median_ts, sorted[1]);
   }
   auto j = model_bench_json(*r);
-  ASSERT_EQ(j.size(), 2u);
+  ASSERT_EQ(j.size(), 3u);
   for (const auto& row : j)
-    for (const char* k : {"test", "avg_ts", "stddev_ts", "n_threads", "model_size"}) EXPECT_TRUE(row.contains(k)) << k;
+    for (const char* k : {"test", "avg_ts", "stddev_ts", "median_ts", "n_threads", "model_size", "n_seqs"})
+      EXPECT_TRUE(row.contains(k)) << k;
+  EXPECT_TRUE(j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
   EXPECT_TRUE(j[0]["roofline_ts"].is_null());
   EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->model_size, 1e-6);
-  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(), r->rows[1].avg_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
+  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(), r->rows[1].median_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
   const std::string md = model_bench_markdown(*r);
   EXPECT_NE(md.find("| tg8 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tg8x4 |"), std::string::npos) << md;
   EXPECT_NE(model_bench_csv(*r).find(",pp32,32,0,"), std::string::npos);
 }
 
