@@ -1,6 +1,7 @@
 // AVX-512 matmul kernels: the shared 256-bit kernels of matmul_simd-inl.h (EVEX-encoded, 32
-// registers) with u8 x s8 dot products on VNNI (vpdpbusd, vpdpwssd). Compiled with the AVX-512
-// flags; only reached when active_isa() is kAvx512.
+// registers) with u8 x s8 dot products on VNNI (vpdpbusd, vpdpwssd), behind the 512-bit kernels
+// of matmul_zmm_*avx512.cpp where a dtype has one. Compiled with the AVX-512 flags; only reached
+// when active_isa() is kAvx512.
 #include <immintrin.h>
 
 namespace loom::kernels::cpu::avx512 {
@@ -26,18 +27,15 @@ const MatmulKernel* avx512_zmm_kquant_kernel(Dtype w);
 
 namespace {
 using namespace avx512;
-// 32 ymm registers: 4x4 tiles of vector accumulators, 4x3 for K-quants.
+// 32 ymm registers: 4x4 tiles of vector accumulators. F16 and the K-quants always take the
+// 512-bit kernels; BF16 takes them only with AVX512-BF16.
 constexpr MatmulKernel kF32{ActFormat::kF32, float_tile_dispatch<LoadF32, 4, 4>, 4, 4};
-constexpr MatmulKernel kF16{ActFormat::kF32, float_tile_dispatch<LoadF16, 4, 4>, 4, 4};
 constexpr MatmulKernel kBF16{ActFormat::kF32, float_tile_dispatch<LoadBF16, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ8_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ4_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ5_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 4>, 4, 4};
-constexpr MatmulKernel kQ4_K{ActFormat::kQ8_K, tile_dispatch<KMins<false>, 4, 3>, 4, 3};
-constexpr MatmulKernel kQ5_K{ActFormat::kQ8_K, tile_dispatch<KMins<true>, 4, 3>, 4, 3};
-constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 4, 3>, 4, 3};
 }  // namespace
 
 const MatmulKernel* avx512_kernel(Dtype w) {
@@ -46,16 +44,12 @@ const MatmulKernel* avx512_kernel(Dtype w) {
   if (const MatmulKernel* k = avx512_zmm_kquant_kernel(w)) return k;
   switch (w) {
     case Dtype::kF32: return &kF32;
-    case Dtype::kF16: return &kF16;
     case Dtype::kBF16: return &kBF16;
     case Dtype::kQ8_0: return &kQ8_0;
     case Dtype::kQ4_0: return &kQ4_0;
     case Dtype::kQ5_0: return &kQ5_0;
     case Dtype::kQ4_1: return &kQ4_1;
     case Dtype::kQ5_1: return &kQ5_1;
-    case Dtype::kQ4_K: return &kQ4_K;
-    case Dtype::kQ5_K: return &kQ5_K;
-    case Dtype::kQ6_K: return &kQ6_K;
     default: return nullptr;
   }
 }
