@@ -46,8 +46,9 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_s
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   dtype_ = dtype;
-  token_stride_ = static_cast<uint64_t>(c.n_head_kv) * c.head_dim * elem_size(dtype);
-  block_stride_ = token_stride_ * block_size;
+  token_stride_ = static_cast<uint64_t>(c.head_dim) * elem_size(dtype);
+  head_stride_ = token_stride_ * block_size;
+  block_stride_ = head_stride_ * c.n_head_kv;
   const uint64_t bytes = block_stride_ * num_blocks;
   for (int l = 0; l < c.n_layer; ++l) {
     // Default-initialized: pages are committed on first write, not at start-up.

@@ -1,7 +1,7 @@
 // CPU K/V storage. Per layer, K and V each live in one buffer laid out as
-//   [num_blocks][block_size][n_head_kv][head_dim]  of dtype (f32, f16 or bf16),
-// so one token's K for all KV heads is contiguous (written in one go after RoPE) and a block
-// is contiguous (copying a block for copy-on-write or saving is one memcpy per layer).
+//   [num_blocks][n_head_kv][block_size][head_dim]  of dtype (f32, f16 or bf16),
+// so the tokens of one KV head in a block are contiguous (attention streams them in order)
+// and a block is contiguous (copying a block for copy-on-write is one memcpy per layer).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,9 @@ class CpuKvCache : public KvCache {
   uint8_t* v(int layer) { return v_[layer].get(); }
   const uint8_t* k(int layer) const { return k_[layer].get(); }
   const uint8_t* v(int layer) const { return v_[layer].get(); }
-  uint64_t token_stride() const { return token_stride_; }  // bytes: n_head_kv * head_dim values
-  uint64_t block_stride() const { return block_stride_; }  // bytes: block_size tokens
+  uint64_t token_stride() const { return token_stride_; }  // bytes: head_dim values
+  uint64_t head_stride() const { return head_stride_; }    // bytes: block_size tokens of a head
+  uint64_t block_stride() const { return block_stride_; }  // bytes: n_head_kv heads
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
 
@@ -33,6 +34,7 @@ class CpuKvCache : public KvCache {
   int32_t n_head_kv_ = 0;
   int32_t head_dim_ = 0;
   uint64_t token_stride_ = 0;
+  uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> k_, v_;
 };

@@ -180,13 +180,15 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       const BatchSequence& s = b.sequences[b.seq[i]];
       const uint64_t off = static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
                            static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();
-      kernels::store_kv(kv->dtype(), k, k_cache + off, kv_dim);
-      kernels::store_kv(kv->dtype(), v, v_cache + off, kv_dim);
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        kernels::store_kv(kv->dtype(), k + h * D, k_cache + off + h * kv->head_stride(), D);
+        kernels::store_kv(kv->dtype(), v + h * D, v_cache + off + h * kv->head_stride(), D);
+      }
     });
 
     // Attention per (sequence, KV head, chunk of rows): the chunk's query heads of that KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
-    const uint64_t head_bytes = kv->token_stride() / c.n_head_kv;
+    const uint64_t head_bytes = kv->head_stride();
     pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
       const BatchSequence& s = b.sequences[t.seq];

@@ -64,6 +64,16 @@ void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float*
   }
 }
 
+// Prefetches tokens [j0, j0 + n) of a paged head (the next tile, while this one is used: a
+// decode step reads every sequence's K/V from DRAM, and the tiles sit in scattered blocks).
+void prefetch_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim) {
+  const int64_t bytes = head_dim * (h.dtype == Dtype::kF32 ? 4 : 2);
+  for (int t = 0; t < n; ++t) {
+    const char* p = reinterpret_cast<const char*>(h.token(j0 + t));
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  }
+}
+
 // scale * q·k for one key; the 4-key version below performs exactly these operations per key
 // (interleaved only for instruction-level parallelism).
 template <int C>
@@ -126,6 +136,8 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   // Scores, one K tile at a time.
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
+    if (j0 + kTile < max_kv) prefetch_tokens(kh, j0 + kTile, std::min<int32_t>(kTile, max_kv - j0 - kTile), D);
+    else prefetch_tokens(vh, 0, std::min<int32_t>(kTile, max_kv), D);
     load_tokens(kh, j0, nt, D, tile);
     for (int i = 0; i < n_q; ++i) {
       const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
@@ -145,6 +157,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
+    if (j0 + kTile < max_kv) prefetch_tokens(vh, j0 + kTile, std::min<int32_t>(kTile, max_kv - j0 - kTile), D);
     load_tokens(vh, j0, nt, D, tile);
     for (int i = 0; i < n_q; ++i) {
       const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
