@@ -2,8 +2,8 @@
 // 16 at a time and shared by every query of the call; q and the output stay in registers as
 // C = head_dim / 16 vectors.
 //
-// Per query the arithmetic is fixed: score_j = reduce_add(q * k_j, chunk by chunk in d order)
-// * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j
+// Per query the arithmetic is fixed: score_j = (q * k_j accumulated chunk by chunk in d order,
+// lanes summed by sum16's tree) * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j
 // in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends on which
 // other queries share the call or how far they reach.
 #include <immintrin.h>
@@ -74,32 +74,36 @@ void prefetch_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim) {
   }
 }
 
-// scale * q·k for one key; the 4-key version below performs exactly these operations per key
-// (interleaved only for instruction-level parallelism).
-template <int C>
-inline float score1(const __m512 (&q)[C], const float* k, float scale) {
-  __m512 acc = _mm512_mul_ps(q[0], _mm512_loadu_ps(k));
-  for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 16 * c), acc);
-  return _mm512_reduce_add_ps(acc) * scale;
+// Lane sums of 16 vectors, v[k] -> lane k, by a fixed tree (pairs of lanes, then 64-bit
+// halves, then 128-bit quarters): ~3 operations per vector instead of a full reduction each.
+inline __m512 sum16(const __m512 (&v)[16]) {
+  __m512 w[8], x[4], z[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+    x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // Now quarter c of x[i] holds, for vectors 4i..4i+3 in order, the sums over quarter c.
+  for (int i = 0; i < 2; ++i)
+    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Scores of the 16 keys of a tile (tile[t * D + d]) for one query: lane t = scale * q·k_t.
+// Always all 16 (a partial tile's extra lanes are garbage the caller ignores), so a key's
+// score is computed the same way wherever it sits.
 template <int C>
-inline void score4(const __m512 (&q)[C], const float* k, float scale, float* s) {
+inline __m512 scores16(const __m512 (&q)[C], const float* tile, __m512 scale) {
   constexpr int D = 16 * C;
-  __m512 a0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k));
-  __m512 a1 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + D));
-  __m512 a2 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + 2 * D));
-  __m512 a3 = _mm512_mul_ps(q[0], _mm512_loadu_ps(k + 3 * D));
-  for (int c = 1; c < C; ++c) {
-    a0 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 16 * c), a0);
-    a1 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + D + 16 * c), a1);
-    a2 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 2 * D + 16 * c), a2);
-    a3 = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(k + 3 * D + 16 * c), a3);
-  }
-  s[0] = _mm512_reduce_add_ps(a0) * scale;
-  s[1] = _mm512_reduce_add_ps(a1) * scale;
-  s[2] = _mm512_reduce_add_ps(a2) * scale;
-  s[3] = _mm512_reduce_add_ps(a3) * scale;
+  __m512 acc[16];
+  for (int t = 0; t < 16; ++t) acc[t] = _mm512_mul_ps(q[0], _mm512_loadu_ps(tile + t * D));
+  for (int c = 1; c < C; ++c)
+    for (int t = 0; t < 16; ++t) acc[t] = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(tile + t * D + 16 * c), acc[t]);
+  return _mm512_mul_ps(sum16(acc), scale);
 }
 
 inline __mmask16 tail_mask(int32_t n) {
@@ -132,6 +136,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   float* scores = scratch;                              // [n_q][padded]
   float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]
   float* inv_sum = tile + kTile * D;                    // [n_q]
+  const __m512 vscale = _mm512_set1_ps(scale);
 
   // Scores, one K tile at a time.
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
@@ -139,15 +144,14 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
     if (j0 + kTile < max_kv) prefetch_tokens(kh, j0 + kTile, std::min<int32_t>(kTile, max_kv - j0 - kTile), D);
     else prefetch_tokens(vh, 0, std::min<int32_t>(kTile, max_kv), D);
     load_tokens(kh, j0, nt, D, tile);
+    if (nt < kTile) std::fill(tile + nt * D, tile + kTile * D, 0.0f);  // scores16 reads all 16
     for (int i = 0; i < n_q; ++i) {
       const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
       if (n <= 0) continue;
       __m512 q[C];
       for (int c = 0; c < C; ++c) q[c] = _mm512_loadu_ps(qs[i].q + 16 * c);
-      float* s = scores + static_cast<size_t>(i) * padded + j0;
-      int t = 0;
-      for (; t + 4 <= n; t += 4) score4<C>(q, tile + t * D, scale, s + t);
-      for (; t < n; ++t) s[t] = score1<C>(q, tile + t * D, scale);
+      _mm512_mask_storeu_ps(scores + static_cast<size_t>(i) * padded + j0, tail_mask(n),
+                            scores16<C>(q, tile, vscale));
     }
   }
   for (int i = 0; i < n_q; ++i)
