@@ -78,6 +78,10 @@ void softmax(float* x, int64_t n) {
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (active_isa() == Isa::kAvx512) {
+    cpu::silu_mul_avx512(gate, up, out, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

@@ -14,29 +14,12 @@
 
 #include "base/status.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/vec_math_avx512.h"
 
 namespace loom::kernels::cpu {
 namespace {
 
 constexpr int kTile = 16;
-
-// exp(x) for the softmax (x <= 0 after the max is subtracted): x = n ln2 + r with |r| <= ln2/2,
-// a degree-6 Taylor polynomial for e^r (relative error < 2e-7 there), scaled by 2^n.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2, high part
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);      // ln2, low part
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Tokens [j0, j0 + n) of a paged head as floats: dst[t * head_dim + d].
 void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float* dst) {

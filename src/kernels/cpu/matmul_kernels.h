@@ -51,6 +51,9 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
 // n floats to f16 (or bf16) K/V storage, as store_kv (kv_convert_avx512.cpp; AVX-512 only).
 void store_kv_half_avx512(bool bf16, const float* src, uint16_t* dst, int64_t n);
 
+// out = silu(gate) * up, as kernels::silu_mul (elementwise_avx512.cpp; AVX-512 only).
+void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
+
 // Best kernel for (dtype, isa): the ISA's fast path, else the next lower ISA's, else scalar.
 const MatmulKernel* find_kernel(Dtype w, Isa isa);
 
