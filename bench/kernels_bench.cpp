@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "kernels/quant.h"
 
 using namespace loom;
@@ -106,6 +107,12 @@ int main(int argc, char** argv) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     for (const Shape& s : shapes) {
       Matrix m = make_matrix(t, s.rows, s.cols);
+      // What the model runs: Q8_0/Q4_0 repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
+      kernels::PackedMatrix packed;
+      if (kernels::packable(m.view) && !std::getenv("LOOM_BENCH_ROWS")) {
+        packed = kernels::PackedMatrix::pack_rows16(m.view);
+        m.view = packed.view();
+      }
       std::vector<float> x(512 * s.cols), out(512 * s.rows);
       std::mt19937 rng(2);
       std::normal_distribution<float> dist(0.f, 1.f);
@@ -114,12 +121,13 @@ int main(int argc, char** argv) {
       std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(),
                   (long long)s.cols, (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
       if (s.rows == 3072) {
-        const int64_t nt = 512;
-        const double gemm =
-            time_call([&] { kernels::matmul(m.view, x.data(), nt, out.data(), &pool); }, 3);
-        std::printf("%-5s gemm %5lldx%-6lld x%lld tokens %8.2f ms  %6.1f GFLOP/s\n", name.c_str(),
-                    (long long)s.cols, (long long)s.rows, (long long)nt, gemm * 1e3,
-                    2.0 * s.rows * s.cols * nt / gemm / 1e9);
+        for (const int64_t nt : {16, 512}) {  // batched decode, prefill
+          const double gemm =
+              time_call([&] { kernels::matmul(m.view, x.data(), nt, out.data(), &pool); }, 3);
+          std::printf("%-5s gemm %5lldx%-6lld x%lld tokens %8.2f ms  %6.1f GFLOP/s\n", name.c_str(),
+                      (long long)s.cols, (long long)s.rows, (long long)nt, gemm * 1e3,
+                      2.0 * s.rows * s.cols * nt / gemm / 1e9);
+        }
       }
     }
   }

@@ -75,36 +75,46 @@ const uint8_t* prepare_activations(const cpu::MatmulKernel* k, const float* x, i
   return buf;
 }
 
-// Rows per task for one matrix: a multiple of the tile height, small enough to give every
-// thread several. With a single token tile (decode) the call streams the weights from DRAM
-// once, so each thread takes one contiguous slice instead: interleaved small chunks make the
-// threads' prefetch streams run into each other's rows and cut the bandwidth by almost half.
+// Up to this many tokens a call is weight-streaming (decode, batched decode): each thread
+// takes one contiguous slice of rows, reads it from DRAM once, and runs all token tiles over a
+// row tile while it is in L1. Larger batches (prefill) use many smaller chunks, token tiles
+// outermost, so a chunk's weights stay in L2 while the token tiles pass over them.
+constexpr int64_t kStreamingTokens = 64;
+
+// Rows per task for one matrix: a multiple of the tile height. Streaming calls give each
+// thread one contiguous slice (interleaved small chunks make the threads' prefetch streams run
+// into each other's rows and cut the bandwidth by almost half); otherwise small enough to give
+// every thread several.
 int64_t rows_per_task(const cpu::MatmulKernel* k, int64_t rows, int64_t n_tokens, int n_threads) {
   const int64_t tr = k->tile_rows;
-  if (n_tokens <= k->tile_tokens) return ((rows + n_threads - 1) / n_threads + tr - 1) / tr * tr;
+  if (n_tokens <= kStreamingTokens) return ((rows + n_threads - 1) / n_threads + tr - 1) / tr * tr;
   const int64_t chunk = tr * std::max<int64_t>(1, rows / (tr * 4 * n_threads));
   return std::min<int64_t>(chunk, tr * 16);
 }
 
-// Rows [r0, r1) of w for every token. Token tiles run in the outer loop so the rows' weights
-// stay in cache while every tile of tokens passes over them.
+// Rows [r0, r1) of w for every token, in the loop order kStreamingTokens describes.
 void run_rows(const cpu::MatmulKernel* k, const TensorView& w, const uint8_t* xa, size_t x_stride,
               int64_t n_tokens, float* out, int64_t r0, int64_t r1) {
   const int64_t rows = w.rows(), tr = k->tile_rows;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += k->tile_tokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(k->tile_tokens, n_tokens - t0));
-    for (int64_t r = r0; r < r1; r += tr) {
-      cpu::TileArgs a;
-      a.w = w.row(r);
-      a.w_stride = w.row_stride();
-      a.x = xa + t0 * x_stride;
-      a.x_stride = x_stride;
-      a.out = out + t0 * rows + r;
-      a.out_stride = rows;
-      a.cols = w.cols();
-      a.prefetch = t0 == 0;
-      k->tile(a, static_cast<int>(std::min<int64_t>(tr, r1 - r)), nt);
-    }
+  auto tile = [&](int64_t r, int64_t t0) {
+    cpu::TileArgs a;
+    a.w = w.row(r);
+    a.w_stride = w.row_stride();
+    a.x = xa + t0 * x_stride;
+    a.x_stride = x_stride;
+    a.out = out + t0 * rows + r;
+    a.out_stride = rows;
+    a.cols = w.cols();
+    a.prefetch = t0 == 0;
+    k->tile(a, static_cast<int>(std::min<int64_t>(tr, r1 - r)),
+            static_cast<int>(std::min<int64_t>(k->tile_tokens, n_tokens - t0)));
+  };
+  if (n_tokens <= kStreamingTokens) {
+    for (int64_t r = r0; r < r1; r += tr)
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += k->tile_tokens) tile(r, t0);
+  } else {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += k->tile_tokens)
+      for (int64_t r = r0; r < r1; r += tr) tile(r, t0);
   }
 }
 
@@ -126,8 +136,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, T
 namespace {
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
-// groups; like the row kernels, one contiguous range per thread when the call streams the
-// weights once (a single token tile).
+// groups, split and ordered as for the row kernels (kStreamingTokens).
 void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                    ThreadPool* pool) {
   const int64_t cols = targets[0].w->cols(), nb = cols / 32;
@@ -137,7 +146,7 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, xa + t * x_stride, false, true);
   });
   const int n_threads = pool ? pool->size() : 1;
-  const bool streaming = n_tokens <= cpu::kPackedTileTokens;
+  const bool streaming = n_tokens <= kStreamingTokens;
   struct Slices {
     int64_t groups, per_task, first_task;
   };
@@ -158,20 +167,25 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     const int64_t rows = w.rows();
     const int64_t g0 = (task - slices[i].first_task) * slices[i].per_task;
     const int64_t g1 = std::min(slices[i].groups, g0 + slices[i].per_task);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(cpu::kPackedTileTokens, n_tokens - t0));
-      for (int64_t g = g0; g < g1; ++g) {
-        cpu::PackedArgs a;
-        a.w = static_cast<const uint8_t*>(w.data) + g * nb * rec;
-        a.x = xa + t0 * x_stride;
-        a.x_stride = x_stride;
-        a.cols = cols;
-        a.out = targets[i].out + t0 * rows + g * kPackRows;
-        a.out_stride = rows;
-        a.n_rows = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
-        a.prefetch = t0 == 0;
-        cpu::packed_tile(w.dtype, a, nt);
-      }
+    auto tile = [&](int64_t g, int64_t t0) {
+      cpu::PackedArgs a;
+      a.w = static_cast<const uint8_t*>(w.data) + g * nb * rec;
+      a.x = xa + t0 * x_stride;
+      a.x_stride = x_stride;
+      a.cols = cols;
+      a.out = targets[i].out + t0 * rows + g * kPackRows;
+      a.out_stride = rows;
+      a.n_rows = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+      a.prefetch = t0 == 0;
+      cpu::packed_tile(w.dtype, a,
+                       static_cast<int>(std::min<int64_t>(cpu::kPackedTileTokens, n_tokens - t0)));
+    };
+    if (streaming) {
+      for (int64_t g = g0; g < g1; ++g)
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens) tile(g, t0);
+    } else {
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens)
+        for (int64_t g = g0; g < g1; ++g) tile(g, t0);
     }
   };
   if (pool && n_tasks > 1)

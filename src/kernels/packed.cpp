@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,18 +24,33 @@ uint64_t PackedMatrix::record_bytes(Dtype dtype) {
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
+PackedMatrix PackedMatrix::allocate(uint64_t bytes) {
+  // 2 MiB aligned and huge-page backed where the kernel allows: decode streams all of it.
+  const uint64_t huge = uint64_t{2} << 20;
+  const uint64_t alloc = (std::max<uint64_t>(bytes, 1) + huge - 1) & ~(huge - 1);
+  PackedMatrix m;
+  m.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, alloc)));
+  LOOM_CHECK(m.data_ != nullptr);
+  madvise(m.data_.get(), alloc, MADV_HUGEPAGE);
+  return m;
+}
+
+PackedMatrix PackedMatrix::copy_rows(const TensorView& w) {
+  LOOM_CHECK(w.layout == TensorLayout::kRows);
+  PackedMatrix m = allocate(w.nbytes);
+  std::memcpy(m.data_.get(), w.data, w.nbytes);
+  m.view_ = w;
+  m.view_.data = m.data_.get();
+  return m;
+}
+
 PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   LOOM_CHECK(packable(w));
   const int64_t rows = w.rows(), nb = w.cols() / 32;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   const uint64_t rec = record_bytes(w.dtype);
   const uint64_t bytes = rec * nb * groups;
-  // 2 MiB aligned and huge-page backed where the kernel allows: decode streams all of it.
-  const uint64_t alloc = (bytes + (uint64_t{2} << 20) - 1) & ~((uint64_t{2} << 20) - 1);
-  PackedMatrix m;
-  m.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(uint64_t{2} << 20, alloc)));
-  LOOM_CHECK(m.data_ != nullptr);
-  madvise(m.data_.get(), alloc, MADV_HUGEPAGE);
+  PackedMatrix m = allocate(bytes);
   const bool q8 = w.dtype == Dtype::kQ8_0;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {

@@ -31,19 +31,19 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   attn_queries_.resize(static_cast<size_t>(pool_.size()) * attn_rows_per_task_ * group);
 }
 
-// Q8_0/Q4_0 matrices get the kernels' interleaved layout once, at load: the copy costs about
-// a second per GB and makes prefill's integer GEMM ~2x and decode purely bandwidth-bound.
+// At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0 in the
+// kernels' interleaved layout (prefill's integer GEMM ~2x, decode purely bandwidth-bound),
+// the others as they are (decode streams them faster than from the file mapping). The copy
+// costs well under a second per GB; the file's pages stay in the page cache, reclaimable.
 void CpuModel::repack_weights() {
-  std::vector<TensorView*> matrices;
-  for (LayerWeights& L : weights_.layers)
-    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(w);
-  matrices.push_back(&weights_.output);
   std::vector<TensorView*> todo;
-  for (TensorView* w : matrices)
-    if (kernels::packable(*w)) todo.push_back(w);
+  for (LayerWeights& L : weights_.layers)
+    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) todo.push_back(w);
+  todo.push_back(&weights_.output);
   packed_.resize(todo.size());
   pool_.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t i, int) {
-    packed_[i] = kernels::PackedMatrix::pack_rows16(*todo[i]);
+    packed_[i] = kernels::packable(*todo[i]) ? kernels::PackedMatrix::pack_rows16(*todo[i])
+                                             : kernels::PackedMatrix::copy_rows(*todo[i]);
   });
   for (size_t i = 0; i < todo.size(); ++i) *todo[i] = packed_[i].view();
 }

@@ -90,7 +90,7 @@ TEST_P(Packed, MatchesReferenceAndRowLayout) {
 }
 
 TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
-  const int64_t rows = 301, cols = 512, nt = 21;
+  const int64_t rows = 301, cols = 512, nt = 70;  // > 64: the prefill loop order (matmul.cpp)
   Matrix m = make_matrix(GetParam(), rows, cols, 77);
   const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
   const auto x = testing::random_normal(nt * cols, 78);
