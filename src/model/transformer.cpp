@@ -119,6 +119,17 @@ void CpuModel::plan_attention(const Batch& b) {
         attn_tasks_.push_back({s, hk, r, std::min(start[s + 1], r + attn_rows_per_task_)});
 }
 
+// Row-wise element work (norms, RoPE, residual adds) over n rows of about row_floats each:
+// on the pool when there is enough of it, else on the calling thread (a hand-off costs more
+// than normalizing a few rows, and a batched decode step has ~5 such ops per layer).
+template <class F>
+void CpuModel::for_rows(int64_t n, int64_t row_floats, F&& fn) {
+  if (n * row_floats >= (int64_t{1} << 16))
+    pool_.parallel_for(n, fn);
+  else
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+}
+
 Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   auto* kv = dynamic_cast<CpuKvCache*>(&kv_base);
   if (!kv) return invalid_argument("forward: KV cache was not created for the CPU model");
@@ -144,13 +155,13 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
   // Embedding lookup (rows of any dtype).
   const TensorView& embd = weights_.token_embd;
-  pool_.parallel_for(n, [&](int64_t i, int) {
+  for_rows(n, E, [&](int64_t i, int) {
     kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), &x_[i * E], E);
   });
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    pool_.parallel_for(n, [&](int64_t i, int) {
+    for_rows(n, E, [&](int64_t i, int) {
       kernels::rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
     const kernels::MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
@@ -159,7 +170,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
     uint8_t* k_cache = kv->k(l);
     uint8_t* v_cache = kv->v(l);
-    pool_.parallel_for(n, [&](int64_t i, int) {
+    for_rows(n, E, [&](int64_t i, int) {
       float* q = &q_[i * q_dim];
       float* k = &k_[i * kv_dim];
       float* v = &v_[i * kv_dim];
@@ -208,7 +219,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     });
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
 
-    pool_.parallel_for(n, [&](int64_t i, int) {
+    for_rows(n, E, [&](int64_t i, int) {
       float* x = &x_[i * E];
       const float* p = &proj_[i * E];
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
@@ -216,11 +227,11 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     });
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool);
-    pool_.parallel_for(n, [&](int64_t i, int) {
+    for_rows(n, E, [&](int64_t i, int) {
       kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
     });
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
-    pool_.parallel_for(n, [&](int64_t i, int) {
+    for_rows(n, E, [&](int64_t i, int) {
       float* x = &x_[i * E];
       const float* p = &proj_[i * E];
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
@@ -228,7 +239,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   }
 
   if (n_logits == 0) return Status::ok();
-  pool_.parallel_for(n_logits, [&](int64_t r, int) {
+  for_rows(n_logits, E, [&](int64_t r, int) {
     kernels::rms_norm(&x_[b.logits_rows[r] * E], weights_.output_norm.data(), &final_[r * E], E,
                       c.rms_eps);
   });

@@ -61,6 +61,8 @@ class CpuModel final : public Model {
   std::vector<int32_t> rows_by_seq_;
   std::vector<AttentionTask> attn_tasks_;
   void plan_attention(const Batch& b);
+  template <class F>
+  void for_rows(int64_t n, int64_t row_floats, F&& fn);
 };
 
 }  // namespace loom

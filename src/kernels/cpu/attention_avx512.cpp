@@ -121,11 +121,20 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   float* inv_sum = tile + kTile * D;                    // [n_q]
   const __m512 vscale = _mm512_set1_ps(scale);
 
+  // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
+  constexpr int kAhead = 2;
+  auto prefetch_tile = [&](const PagedHead& h, int32_t j0) {
+    if (j0 < max_kv) prefetch_tokens(h, j0, std::min<int32_t>(kTile, max_kv - j0), D);
+  };
+  for (int a = 0; a < kAhead; ++a) {
+    prefetch_tile(kh, a * kTile);
+    prefetch_tile(vh, a * kTile);
+  }
+
   // Scores, one K tile at a time.
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    if (j0 + kTile < max_kv) prefetch_tokens(kh, j0 + kTile, std::min<int32_t>(kTile, max_kv - j0 - kTile), D);
-    else prefetch_tokens(vh, 0, std::min<int32_t>(kTile, max_kv), D);
+    prefetch_tile(kh, j0 + kAhead * kTile);
     load_tokens(kh, j0, nt, D, tile);
     if (nt < kTile) std::fill(tile + nt * D, tile + kTile * D, 0.0f);  // scores16 reads all 16
     for (int i = 0; i < n_q; ++i) {
@@ -144,7 +153,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    if (j0 + kTile < max_kv) prefetch_tokens(vh, j0 + kTile, std::min<int32_t>(kTile, max_kv - j0 - kTile), D);
+    prefetch_tile(vh, j0 + kAhead * kTile);
     load_tokens(vh, j0, nt, D, tile);
     for (int i = 0; i < n_q; ++i) {
       const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
