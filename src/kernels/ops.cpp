@@ -36,17 +36,17 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
-          bool neox) {
-  const int64_t half = head_dim / 2;
-  // cos/sin depend only on (pos, i): compute them once for all heads.
-  float cs[512], sn[512];
-  LOOM_CHECK(half <= 512);
+void rope_angles(int32_t pos, const float* inv_freq, int64_t half, float* cs, float* sn) {
   for (int64_t i = 0; i < half; ++i) {
     double a = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
     cs[i] = static_cast<float>(std::cos(a));
     sn[i] = static_cast<float>(std::sin(a));
   }
+}
+
+void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cs, const float* sn,
+                 bool neox) {
+  const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     if (neox) {
@@ -63,6 +63,16 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float*
       }
     }
   }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
+          bool neox) {
+  const int64_t half = head_dim / 2;
+  // cos/sin depend only on (pos, i): compute them once for all heads.
+  float cs[512], sn[512];
+  LOOM_CHECK(half <= 512);
+  rope_angles(pos, inv_freq, half, cs, sn);
+  rope_rotate(x, n_heads, head_dim, cs, sn, neox);
 }
 
 void softmax(float* x, int64_t n) {

@@ -15,6 +15,13 @@ namespace loom::kernels {
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]. out may alias x.
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 
+// cos/sin of RoPE pair i (i < head_dim / 2) at position pos, as rope() uses them.
+void rope_angles(int32_t pos, const float* inv_freq, int64_t half, float* cos_out, float* sin_out);
+// rope() with the angles already computed (the forward pass computes them once per row for
+// all layers).
+void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cs, const float* sn,
+                 bool neox);
+
 // Rotates n_heads consecutive heads of head_dim floats in place for position pos.
 // inv_freq[i] (i < head_dim/2) is the angular frequency of pair i (any scaling already folded
 // in). neox: pairs are (i, i + head_dim/2) ("halves", HF layout); otherwise (2i, 2i+1).

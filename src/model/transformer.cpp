@@ -90,6 +90,7 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
     proj_.resize(n_rows * c.n_embd);
     gate_.resize(n_rows * c.n_ff);
     up_.resize(n_rows * c.n_ff);
+    rope_cs_.resize(n_rows * D);
   }
   if (n_logits > cap_logits_) {
     cap_logits_ = n_logits;
@@ -159,6 +160,11 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), &x_[i * E], E);
   });
 
+  // RoPE angles of each row's position, shared by every layer.
+  for_rows(n, D, [&](int64_t i, int) {
+    kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D], &rope_cs_[i * D + D / 2]);
+  });
+
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     for_rows(n, E, [&](int64_t i, int) {
@@ -186,8 +192,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
           kernels::rms_norm(k + h * D, L.k_norm.data(), k + h * D, D, c.rms_eps);
       }
       const bool neox = c.rope_style == RopeStyle::kNeox;
-      kernels::rope(q, c.n_head, D, b.pos[i], inv_freq_.data(), neox);
-      kernels::rope(k, c.n_head_kv, D, b.pos[i], inv_freq_.data(), neox);
+      const float* cs = &rope_cs_[i * D];
+      kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
+      kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
       const BatchSequence& s = b.sequences[b.seq[i]];
       const uint64_t off = static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
                            static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();

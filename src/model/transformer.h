@@ -46,6 +46,7 @@ class CpuModel final : public Model {
   std::vector<float> gate_;     // (rows, F)
   std::vector<float> up_;       // (rows, F)
   std::vector<float> final_;    // (logits rows, E)
+  std::vector<float> rope_cs_;  // (rows, D) cos then sin of each RoPE pair at the row's position
   std::vector<float> attn_scratch_;  // per thread: kernels::attention_scratch_floats
   size_t attn_scratch_per_thread_ = 0;
   // Attention work of one step: rows grouped by sequence, then (sequence, KV head, row chunk)
