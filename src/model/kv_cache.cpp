@@ -62,15 +62,19 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_s
 
 void CpuKvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
-// Pages are committed on first write, not at start-up (the pool may be a quarter of RAM), but
-// in 2 MiB huge pages where the kernel allows: a step that starts new blocks then takes one
-// fault per 2 MiB instead of one per 4 KiB.
+// Huge pages where the kernel allows, committed now (as vLLM and llama.cpp do with their KV
+// caches): left to the first write, the zeroing of fresh pages landed in whichever step first
+// reached a new block (one step of a 32-sequence run took 265 ms instead of 55).
 CpuKvCache::Buffer CpuKvCache::allocate(uint64_t bytes) {
   const uint64_t huge = uint64_t{2} << 20;
   const uint64_t size = (std::max<uint64_t>(bytes, 1) + huge - 1) & ~(huge - 1);
   Buffer b(static_cast<uint8_t*>(std::aligned_alloc(huge, size)));
   if (!b) throw std::bad_alloc();
   madvise(b.get(), size, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(b.get(), size, MADV_POPULATE_WRITE) == 0) return b;
+#endif
+  std::memset(b.get(), 0, size);
   return b;
 }
 
