@@ -167,7 +167,11 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     const int64_t rows = w.rows();
     const int64_t g0 = (task - slices[i].first_task) * slices[i].per_task;
     const int64_t g1 = std::min(slices[i].groups, g0 + slices[i].per_task);
-    auto tile = [&](int64_t g, int64_t t0) {
+    // One token tile (decode) reads one group at a time: a single linear weight stream
+    // prefetches best (1-thread GEMV from DRAM 50 GB/s vs 24-32 with two groups interleaved).
+    constexpr int64_t TT = cpu::kPackedTileTokens;
+    const int64_t G = n_tokens <= TT ? 1 : cpu::kPackedTileGroups;
+    auto tile = [&](int64_t g, int64_t t0, int64_t gstep) {
       cpu::PackedArgs a;
       a.w = static_cast<const uint8_t*>(w.data) + g * nb * rec;
       a.x = xa + t0 * x_stride;
@@ -175,17 +179,16 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
       a.cols = cols;
       a.out = targets[i].out + t0 * rows + g * kPackRows;
       a.out_stride = rows;
-      a.n_rows = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+      a.n_rows = static_cast<int>(std::min<int64_t>(gstep * kPackRows, rows - g * kPackRows));
       a.prefetch = t0 == 0;
-      cpu::packed_tile(w.dtype, a,
-                       static_cast<int>(std::min<int64_t>(cpu::kPackedTileTokens, n_tokens - t0)));
+      cpu::packed_tile(w.dtype, a, static_cast<int>(std::min<int64_t>(TT, n_tokens - t0)));
     };
     if (streaming) {
-      for (int64_t g = g0; g < g1; ++g)
-        for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens) tile(g, t0);
+      for (int64_t g = g0; g < g1; g += G)
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += TT) tile(g, t0, std::min<int64_t>(G, g1 - g));
     } else {
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kPackedTileTokens)
-        for (int64_t g = g0; g < g1; ++g) tile(g, t0);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += TT)
+        for (int64_t g = g0; g < g1; g += G) tile(g, t0, std::min<int64_t>(G, g1 - g));
     }
   };
   if (pool && n_tasks > 1)

@@ -25,7 +25,7 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-template <bool kQ8, int T>
+template <bool kQ8, int G, int T>
 void tile(const PackedArgs& a) {
   constexpr int kRec = kPackRows * 2 + (kQ8 ? 8 : 4) * 64;
   constexpr int kShift = kQ8 ? 7 : 3;  // c = 128 or 8
@@ -39,52 +39,73 @@ void tile(const PackedArgs& a) {
     xd[t] = reinterpret_cast<const float*>(row + a.cols);
     xs[t] = reinterpret_cast<const int32_t*>(xd[t] + nb);
   }
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  __m512 acc[G][T];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   const __m512i nib = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = a.w + b * kRec;
-    if (a.prefetch)
-      for (int off = 0; off < kRec; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + off), _MM_HINT_T0);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-    const __m512i* q = reinterpret_cast<const __m512i*>(rec + kPackRows * 2);
-    __m512i dot[T];
-    for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(-(xs[t][b] << kShift));
+    const uint8_t* rec[G];
+    __m512 dw[G];
+    for (int g = 0; g < G; ++g) {
+      rec[g] = a.w + (g * nb + b) * kRec;
+      if (a.prefetch)
+        for (int off = 0; off < kRec; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rec[g] + kPrefetchBytes + off), _MM_HINT_T0);
+      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+    }
+    __m512i dot[G][T];
+    for (int t = 0; t < T; ++t) {
+      const __m512i init = _mm512_set1_epi32(-(xs[t][b] << kShift));
+      for (int g = 0; g < G; ++g) dot[g][t] = init;
+    }
     if constexpr (kQ8) {
       for (int k = 0; k < 8; ++k) {
-        const __m512i w = _mm512_loadu_si512(q + k);
-        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], w, bcast4(xq[t] + 32 * b + 4 * k));
+        __m512i w[G];
+        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(rec[g] + kPackRows * 2 + 64 * k);
+        for (int t = 0; t < T; ++t) {
+          const __m512i x = bcast4(xq[t] + 32 * b + 4 * k);
+          for (int g = 0; g < G; ++g) dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], w[g], x);
+        }
       }
     } else {
       for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(q + k);
-        const __m512i lo = _mm512_and_si512(v, nib);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        __m512i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) {
+          const __m512i v = _mm512_loadu_si512(rec[g] + kPackRows * 2 + 64 * k);
+          lo[g] = _mm512_and_si512(v, nib);
+          hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        }
         for (int t = 0; t < T; ++t) {
-          dot[t] = _mm512_dpbusd_epi32(dot[t], lo, bcast4(xq[t] + 32 * b + 4 * k));
-          dot[t] = _mm512_dpbusd_epi32(dot[t], hi, bcast4(xq[t] + 32 * b + 16 + 4 * k));
+          const __m512i xl = bcast4(xq[t] + 32 * b + 4 * k), xh = bcast4(xq[t] + 32 * b + 16 + 4 * k);
+          for (int g = 0; g < G; ++g) {
+            dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], lo[g], xl);
+            dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], hi[g], xh);
+          }
         }
       }
     }
-    for (int t = 0; t < T; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b])), acc[t]);
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xd[t][b]);
+      for (int g = 0; g < G; ++g)
+        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(dw[g], dx), acc[g][t]);
+    }
   }
-  const __mmask16 keep = a.n_rows >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                        : static_cast<__mmask16>((1u << a.n_rows) - 1);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.out + t * a.out_stride, keep, acc[t]);
+  for (int g = 0; g < G; ++g) {
+    const int n = a.n_rows - 16 * g;
+    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g][t]);
+  }
 }
 
-template <bool kQ8>
+template <bool kQ8, int G>
 void dispatch(const PackedArgs& a, int n_tok) {
   switch (n_tok) {
-    case 1: return tile<kQ8, 1>(a);
-    case 2: return tile<kQ8, 2>(a);
-    case 3: return tile<kQ8, 3>(a);
-    case 4: return tile<kQ8, 4>(a);
-    case 5: return tile<kQ8, 5>(a);
-    case 6: return tile<kQ8, 6>(a);
-    case 7: return tile<kQ8, 7>(a);
-    default: return tile<kQ8, 8>(a);
+    case 1: return tile<kQ8, G, 1>(a);
+    case 2: return tile<kQ8, G, 2>(a);
+    case 3: return tile<kQ8, G, 3>(a);
+    case 4: return tile<kQ8, G, 4>(a);
+    case 5: return tile<kQ8, G, 5>(a);
+    default: return tile<kQ8, G, 6>(a);
   }
 }
 
@@ -95,10 +116,14 @@ size_t packed_act_row_bytes(int64_t cols) {
 }
 
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
-  if (dtype == Dtype::kQ8_0)
-    dispatch<true>(a, n_tok);
-  else
-    dispatch<false>(a, n_tok);
+  static_assert(kPackedTileGroups == 2 && kPackedTileTokens == 6, "dispatch below");
+  const int groups = (a.n_rows + 15) / 16;
+  const bool q8 = dtype == Dtype::kQ8_0;
+  switch (groups) {
+    case 1: return q8 ? dispatch<true, 1>(a, n_tok) : dispatch<false, 1>(a, n_tok);
+    case 2: return q8 ? dispatch<true, 2>(a, n_tok) : dispatch<false, 2>(a, n_tok);
+    default: return q8 ? dispatch<true, 2>(a, n_tok) : dispatch<false, 2>(a, n_tok);
+  }
 }
 
 }  // namespace loom::kernels::cpu
