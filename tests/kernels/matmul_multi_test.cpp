@@ -17,24 +17,10 @@
 namespace loom::kernels {
 namespace {
 
-struct Matrix {
-  TensorView view;
-  std::vector<uint8_t> bytes;
-};
+using Matrix = testing::QuantizedMatrix;
 
 Matrix make_matrix(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
-  Matrix m;
-  const uint64_t rb = *row_bytes(t, cols);
-  m.bytes.resize(rb * rows);
-  const auto src = testing::random_normal(rows * cols, seed, 0.5f);
-  for (int64_t r = 0; r < rows; ++r)
-    EXPECT_TRUE(quantize_row(t, src.data() + r * cols, m.bytes.data() + r * rb, cols).is_ok());
-  m.view.dtype = t;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
-  return m;
+  return testing::quantized_matrix(t, rows, cols, seed);
 }
 
 TEST(MatmulMulti, EachOutputEqualsItsOwnMatmul) {

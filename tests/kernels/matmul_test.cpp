@@ -65,24 +65,10 @@ double max_scaled_error(const TensorView& w, const float* x, int64_t nt, const f
   return worst;
 }
 
-struct Weights {
-  TensorView view;
-  std::vector<uint8_t> bytes;
-};
+using Weights = testing::QuantizedMatrix;
 
 Weights make_weights(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
-  Weights w;
-  const uint64_t rb = *row_bytes(t, cols);
-  w.bytes.resize(rb * rows);
-  const auto src = testing::random_normal(rows * cols, seed, 0.5f);
-  for (int64_t r = 0; r < rows; ++r)
-    EXPECT_TRUE(quantize_row(t, src.data() + r * cols, w.bytes.data() + r * rb, cols).is_ok());
-  w.view.dtype = t;
-  w.view.n_dims = 2;
-  w.view.ne = {cols, rows, 1, 1};
-  w.view.data = w.bytes.data();
-  w.view.nbytes = w.bytes.size();
-  return w;
+  return testing::quantized_matrix(t, rows, cols, seed);
 }
 
 class IsaGuard {

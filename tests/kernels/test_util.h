@@ -6,6 +6,11 @@
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "format/tensor.h"
+#include "kernels/quant.h"
+
 namespace loom::kernels::testing {
 
 inline std::vector<float> random_normal(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -24,6 +29,27 @@ inline double rel_error(const float* a, const float* b, size_t n) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// A rows x cols weight matrix of dtype t quantized from seeded normal values (scale 0.5).
+// view points into bytes: move it, never copy it.
+struct QuantizedMatrix {
+  TensorView view;
+  std::vector<uint8_t> bytes;
+};
+inline QuantizedMatrix quantized_matrix(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
+  QuantizedMatrix m;
+  const uint64_t rb = *row_bytes(t, cols);
+  m.bytes.resize(rb * rows);
+  const auto src = random_normal(rows * cols, seed, 0.5f);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_TRUE(quantize_row(t, src.data() + r * cols, m.bytes.data() + r * rb, cols).is_ok());
+  m.view.dtype = t;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
 }
 
 }  // namespace loom::kernels::testing
