@@ -135,8 +135,8 @@ void q32_dispatch(const TileArgs& a, int n_rows, int n_tok) {
 }
 
 // 32 zmm registers: 2 row pairs x 8 tokens = 16 accumulators + per pair (weights, init,
-// scales). Float weights stay on the 256-bit kernels: a 512-bit FMA version (4x4 and 4x6
-// tiles) measured slower on the Zen 5 this was tuned on (F16 GEMM ~41 vs ~64 GFLOP/s).
+// scales). The model repacks Q8_0/Q4_0 at load (kernels/packed.h) and uses these row-layout
+// kernels only where a matrix is not packed; float weights: matmul_zmm_float_avx512.cpp.
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32U, q32_dispatch<PairQ8_0, 2, 8>, 4, 8};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32U, q32_dispatch<PairQ4_0, 2, 8>, 4, 8};
 
