@@ -140,11 +140,18 @@ namespace {
 void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                    ThreadPool* pool) {
   const int64_t cols = targets[0].w->cols(), nb = cols / 32;
-  const size_t x_stride = cpu::packed_act_row_bytes(cols);
-  uint8_t* xa = t_act_scratch.get(x_stride * n_tokens);
-  for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
-    cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, xa + t * x_stride, false, true);
-  });
+  // F16 takes the float rows as they are; Q8_0/Q4_0 quantized int8 rows.
+  const bool float_act = targets[0].w->dtype == Dtype::kF16;
+  size_t x_stride = cols * sizeof(float);
+  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
+  if (!float_act) {
+    x_stride = cpu::packed_act_row_bytes(cols);
+    uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
+    for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
+      cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, buf + t * x_stride, false, true);
+    });
+    xa = buf;
+  }
   const int n_threads = pool ? pool->size() : 1;
   const bool streaming = n_tokens <= kStreamingTokens;
   struct Slices {
@@ -209,12 +216,16 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
     all_packed = all_packed && p;
     any_packed = any_packed || p;
   }
-  if (all_packed) {
+  // Packed F16 takes float activations, packed Q8_0/Q4_0 int8 ones: they cannot share.
+  bool same_act = true;
+  for (int i = 1; i < n; ++i)
+    same_act = same_act && (targets[i].w->dtype == Dtype::kF16) == (targets[0].w->dtype == Dtype::kF16);
+  if (all_packed && same_act) {
     for (int i = 1; i < n; ++i) LOOM_CHECK(targets[i].w->cols() == targets[0].w->cols());
     matmul_packed(targets, n, x, n_tokens, pool);
     return;
   }
-  if (any_packed) {  // a mix of layouts: each matrix on its own
+  if (any_packed) {  // a mix of layouts or activation formats: each matrix on its own
     for (int i = 0; i < n; ++i) matmul_multi(&targets[i], 1, x, n_tokens, pool);
     return;
   }

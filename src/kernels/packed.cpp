@@ -14,15 +14,40 @@
 namespace loom::kernels {
 
 bool packable(const TensorView& w) {
-  return w.layout == TensorLayout::kRows && (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0) &&
+  return w.layout == TensorLayout::kRows &&
+         (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
 
 uint64_t PackedMatrix::record_bytes(Dtype dtype) {
+  if (dtype == Dtype::kF16) return 32 * kPackRows * 2;  // 32 columns x 16 rows of fp16
   return kPackRows * 2 + (dtype == Dtype::kQ8_0 ? 8 : 4) * 64;
 }
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
+
+namespace {
+
+// F16: column k of group g is the 16 fp16 values of rows 16g..16g+15 at (g * cols + k) * 16.
+void pack_f16(const TensorView& w, int64_t groups, uint16_t* out) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  for (int64_t g = 0; g < groups; ++g)
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t row = g * kPackRows + r;
+      const auto* src = row < rows ? reinterpret_cast<const uint16_t*>(w.row(row)) : nullptr;
+      for (int64_t k = 0; k < cols; ++k) out[(g * cols + k) * kPackRows + r] = src ? src[k] : 0;
+    }
+}
+
+}  // namespace
+
+PackedMatrix PackedMatrix::finish(PackedMatrix m, const TensorView& w, uint64_t bytes) {
+  m.view_ = w;
+  m.view_.layout = TensorLayout::kRows16;
+  m.view_.data = m.data_.get();
+  m.view_.nbytes = bytes;
+  return m;
+}
 
 PackedMatrix PackedMatrix::allocate(uint64_t bytes) {
   // 2 MiB aligned and huge-page backed where the kernel allows: decode streams all of it.
@@ -46,12 +71,17 @@ PackedMatrix PackedMatrix::copy_rows(const TensorView& w) {
 
 PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   LOOM_CHECK(packable(w));
-  const int64_t rows = w.rows(), nb = w.cols() / 32;
+  const int64_t rows = w.rows();
+  const int64_t nb = w.cols() / 32;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   const uint64_t rec = record_bytes(w.dtype);
-  const uint64_t bytes = rec * nb * groups;
+  const uint64_t bytes = rec * static_cast<uint64_t>(nb) * groups;
   PackedMatrix m = allocate(bytes);
   const bool q8 = w.dtype == Dtype::kQ8_0;
+  if (w.dtype == Dtype::kF16) {
+    pack_f16(w, groups, reinterpret_cast<uint16_t*>(m.data_.get()));
+    return finish(std::move(m), w, bytes);
+  }
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = m.data_.get() + (g * nb + b) * rec;
@@ -75,11 +105,7 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
       }
     }
   }
-  m.view_ = w;
-  m.view_.layout = TensorLayout::kRows16;
-  m.view_.data = m.data_.get();
-  m.view_.nbytes = bytes;
-  return m;
+  return finish(std::move(m), w, bytes);
 }
 
 }  // namespace loom::kernels

@@ -9,6 +9,9 @@
 // element 4k+i, high nibble: element 16+4k+i), values q in 0..15 standing for q - 8.
 // One vpdpbusd then adds 4 elements of all 16 rows, each in its own int32 lane, so a row's
 // whole block sums in one lane and is scaled once (instead of 8 lanes per row).
+// F16: column k of group g is 16 fp16 values (rows 0..15), columns in order, so one
+// vcvtph2ps + FMA against a broadcast activation adds one column to 16 row lanes (no
+// horizontal sums, and every token of a tile reuses the converted column).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,8 @@ namespace loom::kernels {
 
 constexpr int kPackRows = 16;
 
-// Whether pack_rows16 applies: Q8_0/Q4_0, and the CPU has AVX-512 VNNI.
+// Whether pack_rows16 applies: Q8_0/Q4_0/F16 with columns a multiple of 32, and the CPU has
+// AVX-512 VNNI.
 bool packable(const TensorView& w);
 
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).
@@ -40,6 +44,7 @@ class PackedMatrix {
     void operator()(uint8_t* p) const;
   };
   static PackedMatrix allocate(uint64_t bytes);
+  static PackedMatrix finish(PackedMatrix m, const TensorView& w, uint64_t bytes);
   std::unique_ptr<uint8_t, Free> data_;
   TensorView view_;
 };

@@ -1,4 +1,4 @@
-// kRows16-packed Q8_0 / Q4_0 matrices (kernels/packed.h): the packed matmul agrees with the
+// kRows16-packed Q8_0 / Q4_0 / F16 matrices (kernels/packed.h): the packed matmul agrees with the
 // row-layout matmul and the reference within the int8-activation bound, and keeps batch
 // invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
 #include <gtest/gtest.h>
@@ -116,7 +116,23 @@ TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
   EXPECT_EQ(ob, rb);
 }
 
-INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, Packed, ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0),
+TEST(PackedMixed, F16AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool pool(2);
+  const int64_t cols = 256, nt = 9;
+  Matrix a = make_matrix(Dtype::kF16, 40, cols, 11), b = make_matrix(Dtype::kQ8_0, 33, cols, 12);
+  const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
+  const auto x = testing::random_normal(nt * cols, 13);
+  std::vector<float> oa(nt * 40), ob(nt * 33), sa(nt * 40), sb(nt * 33);
+  const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
+  matmul_multi(targets, 2, x.data(), nt, &pool);
+  matmul(pa.view(), x.data(), nt, sa.data(), &pool);
+  matmul(pb.view(), x.data(), nt, sb.data(), &pool);
+  EXPECT_EQ(oa, sa);
+  EXPECT_EQ(ob, sb);
+}
+
+INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed, ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -97,6 +97,54 @@ void tile(const PackedArgs& a) {
   }
 }
 
+// F16 (float activations, x[t] = a.x + t * a.x_stride as floats): per row lane, columns are
+// summed in two interleaved chains (even and odd columns, in order) added at the end, for
+// latency hiding when a tile has few rows and tokens; the same for every tile shape.
+template <int G, int T>
+void f16_tile(const PackedArgs& a) {
+  const int64_t cols = a.cols;
+  const float* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(a.x + t * a.x_stride);
+  const uint16_t* base[G];
+  for (int g = 0; g < G; ++g) base[g] = reinterpret_cast<const uint16_t*>(a.w) + g * cols * kPackRows;
+  __m512 acc[2][G][T];
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) acc[h][g][t] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < cols; k += 2) {
+    if (a.prefetch)  // two columns = one 64-byte line per group
+      for (int g = 0; g < G; ++g)
+        _mm_prefetch(reinterpret_cast<const char*>(base[g] + k * kPackRows) + kPrefetchBytes, _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m512 w[G];
+      for (int g = 0; g < G; ++g)
+        w[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base[g] + (k + h) * kPackRows)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_set1_ps(x[t][k + h]);
+        for (int g = 0; g < G; ++g) acc[h][g][t] = _mm512_fmadd_ps(w[g], xv, acc[h][g][t]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int n = a.n_rows - 16 * g;
+    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < T; ++t)
+      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+  }
+}
+
+template <int G>
+void f16_dispatch(const PackedArgs& a, int n_tok) {
+  switch (n_tok) {
+    case 1: return f16_tile<G, 1>(a);
+    case 2: return f16_tile<G, 2>(a);
+    case 3: return f16_tile<G, 3>(a);
+    case 4: return f16_tile<G, 4>(a);
+    case 5: return f16_tile<G, 5>(a);
+    default: return f16_tile<G, 6>(a);
+  }
+}
+
 template <bool kQ8, int G>
 void dispatch(const PackedArgs& a, int n_tok) {
   switch (n_tok) {
@@ -118,6 +166,7 @@ size_t packed_act_row_bytes(int64_t cols) {
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2 && kPackedTileTokens == 6, "dispatch below");
   const int groups = (a.n_rows + 15) / 16;
+  if (dtype == Dtype::kF16) return groups == 1 ? f16_dispatch<1>(a, n_tok) : f16_dispatch<2>(a, n_tok);
   const bool q8 = dtype == Dtype::kQ8_0;
   switch (groups) {
     case 1: return q8 ? dispatch<true, 1>(a, n_tok) : dispatch<false, 1>(a, n_tok);

@@ -31,7 +31,8 @@ struct PackedArgs {
 };
 
 // ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..kPackedTileTokens) tokens;
-// dtype kQ8_0 or kQ4_0. A row's arithmetic does not depend on the tile it is computed in.
+// dtype kQ8_0 or kQ4_0 (activations: packed_act_row_bytes rows) or kF16 (float rows). A row's
+// arithmetic does not depend on the tile it is computed in.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
 }  // namespace loom::kernels::cpu
