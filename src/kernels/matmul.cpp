@@ -140,11 +140,18 @@ namespace {
 void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                    ThreadPool* pool) {
   const int64_t cols = targets[0].w->cols(), nb = cols / 32;
-  // F16 takes the float rows as they are; Q8_0/Q4_0 quantized int8 rows.
-  const bool float_act = targets[0].w->dtype == Dtype::kF16;
+  // F16 takes the float rows as they are, BF16 bf16-rounded rows, Q8_0/Q4_0 int8 rows.
+  const Dtype wt = targets[0].w->dtype;
   size_t x_stride = cols * sizeof(float);
   const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  if (!float_act) {
+  if (wt == Dtype::kBF16) {
+    x_stride = cpu::act_row_bytes(cpu::ActFormat::kBF16, cols);
+    uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
+    for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
+      cpu::quantize_act_row(cpu::ActFormat::kBF16, x + t * cols, cols, buf + t * x_stride);
+    });
+    xa = buf;
+  } else if (wt != Dtype::kF16) {
     x_stride = cpu::packed_act_row_bytes(cols);
     uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
     for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
@@ -216,10 +223,11 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
     all_packed = all_packed && p;
     any_packed = any_packed || p;
   }
-  // Packed F16 takes float activations, packed Q8_0/Q4_0 int8 ones: they cannot share.
+  // Packed F16 takes float activations, BF16 bf16 ones, Q8_0/Q4_0 int8 ones: none share.
+  auto act_kind = [](Dtype t) { return t == Dtype::kF16 ? 0 : t == Dtype::kBF16 ? 1 : 2; };
   bool same_act = true;
   for (int i = 1; i < n; ++i)
-    same_act = same_act && (targets[i].w->dtype == Dtype::kF16) == (targets[0].w->dtype == Dtype::kF16);
+    same_act = same_act && act_kind(targets[i].w->dtype) == act_kind(targets[0].w->dtype);
   if (all_packed && same_act) {
     for (int i = 1; i < n; ++i) LOOM_CHECK(targets[i].w->cols() == targets[0].w->cols());
     matmul_packed(targets, n, x, n_tokens, pool);

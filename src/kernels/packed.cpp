@@ -15,12 +15,13 @@ namespace loom::kernels {
 
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
-         (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16) &&
+         (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16 ||
+          (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
 
 uint64_t PackedMatrix::record_bytes(Dtype dtype) {
-  if (dtype == Dtype::kF16) return 32 * kPackRows * 2;  // 32 columns x 16 rows of fp16
+  if (dtype == Dtype::kF16 || dtype == Dtype::kBF16) return 32 * kPackRows * 2;  // 32 cols x 16 rows
   return kPackRows * 2 + (dtype == Dtype::kQ8_0 ? 8 : 4) * 64;
 }
 
@@ -36,6 +37,19 @@ void pack_f16(const TensorView& w, int64_t groups, uint16_t* out) {
       const int64_t row = g * kPackRows + r;
       const auto* src = row < rows ? reinterpret_cast<const uint16_t*>(w.row(row)) : nullptr;
       for (int64_t k = 0; k < cols; ++k) out[(g * cols + k) * kPackRows + r] = src ? src[k] : 0;
+    }
+}
+
+// BF16: column pair (2p, 2p+1) of group g is 16 rows x 2 values at (g * cols + 2p) * 16, row
+// r's pair at 2r (one vdpbf16ps lane per row).
+void pack_bf16(const TensorView& w, int64_t groups, uint16_t* out) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  for (int64_t g = 0; g < groups; ++g)
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t row = g * kPackRows + r;
+      const auto* src = row < rows ? reinterpret_cast<const uint16_t*>(w.row(row)) : nullptr;
+      for (int64_t k = 0; k < cols; ++k)
+        out[(g * cols + (k & ~int64_t{1})) * kPackRows + 2 * r + (k & 1)] = src ? src[k] : 0;
     }
 }
 
@@ -78,8 +92,9 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   const uint64_t bytes = rec * static_cast<uint64_t>(nb) * groups;
   PackedMatrix m = allocate(bytes);
   const bool q8 = w.dtype == Dtype::kQ8_0;
-  if (w.dtype == Dtype::kF16) {
-    pack_f16(w, groups, reinterpret_cast<uint16_t*>(m.data_.get()));
+  if (w.dtype == Dtype::kF16 || w.dtype == Dtype::kBF16) {
+    auto* out = reinterpret_cast<uint16_t*>(m.data_.get());
+    w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
     return finish(std::move(m), w, bytes);
   }
   for (int64_t g = 0; g < groups; ++g) {

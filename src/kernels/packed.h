@@ -11,7 +11,9 @@
 // whole block sums in one lane and is scaled once (instead of 8 lanes per row).
 // F16: column k of group g is 16 fp16 values (rows 0..15), columns in order, so one
 // vcvtph2ps + FMA against a broadcast activation adds one column to 16 row lanes (no
-// horizontal sums, and every token of a tile reuses the converted column).
+// horizontal sums, and every token of a tile reuses the converted column). BF16 (AVX512-BF16
+// only): column pairs, each row's two values adjacent, for one vdpbf16ps lane per row against
+// bf16-rounded activations.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +25,8 @@ namespace loom::kernels {
 
 constexpr int kPackRows = 16;
 
-// Whether pack_rows16 applies: Q8_0/Q4_0/F16 with columns a multiple of 32, and the CPU has
-// AVX-512 VNNI.
+// Whether pack_rows16 applies: Q8_0/Q4_0/F16 (BF16 with AVX512-BF16) with columns a multiple
+// of 32, and the CPU has AVX-512 VNNI.
 bool packable(const TensorView& w);
 
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).

@@ -133,6 +133,57 @@ void f16_tile(const PackedArgs& a) {
   }
 }
 
+// BF16 (bf16 activation rows): the same two-chain structure over column pairs.
+template <int G, int T>
+void bf16_tile(const PackedArgs& a) {
+  const int64_t cols = a.cols;
+  const uint16_t* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const uint16_t*>(a.x + t * a.x_stride);
+  const uint16_t* base[G];
+  for (int g = 0; g < G; ++g) base[g] = reinterpret_cast<const uint16_t*>(a.w) + g * cols * kPackRows;
+  __m512 acc[2][G][T];
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) acc[h][g][t] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < cols; k += 4) {  // two column pairs = 128 bytes per group
+    for (int h = 0; h < 2; ++h) {
+      const int64_t p = k + 2 * h;
+      __m512i w[G];
+      for (int g = 0; g < G; ++g) {
+        if (a.prefetch)
+          _mm_prefetch(reinterpret_cast<const char*>(base[g] + p * kPackRows) + kPrefetchBytes, _MM_HINT_T0);
+        w[g] = _mm512_loadu_si512(base[g] + p * kPackRows);
+      }
+      for (int t = 0; t < T; ++t) {
+        int32_t pair;
+        __builtin_memcpy(&pair, x[t] + p, 4);
+        const __m512i xv = _mm512_set1_epi32(pair);
+        for (int g = 0; g < G; ++g)
+          acc[h][g][t] = _mm512_dpbf16_ps(acc[h][g][t], reinterpret_cast<const __m512bh&>(w[g]),
+                                          reinterpret_cast<const __m512bh&>(xv));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int n = a.n_rows - 16 * g;
+    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < T; ++t)
+      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+  }
+}
+
+template <int G>
+void bf16_dispatch(const PackedArgs& a, int n_tok) {
+  switch (n_tok) {
+    case 1: return bf16_tile<G, 1>(a);
+    case 2: return bf16_tile<G, 2>(a);
+    case 3: return bf16_tile<G, 3>(a);
+    case 4: return bf16_tile<G, 4>(a);
+    case 5: return bf16_tile<G, 5>(a);
+    default: return bf16_tile<G, 6>(a);
+  }
+}
+
 template <int G>
 void f16_dispatch(const PackedArgs& a, int n_tok) {
   switch (n_tok) {
@@ -167,6 +218,7 @@ void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2 && kPackedTileTokens == 6, "dispatch below");
   const int groups = (a.n_rows + 15) / 16;
   if (dtype == Dtype::kF16) return groups == 1 ? f16_dispatch<1>(a, n_tok) : f16_dispatch<2>(a, n_tok);
+  if (dtype == Dtype::kBF16) return groups == 1 ? bf16_dispatch<1>(a, n_tok) : bf16_dispatch<2>(a, n_tok);
   const bool q8 = dtype == Dtype::kQ8_0;
   switch (groups) {
     case 1: return q8 ? dispatch<true, 1>(a, n_tok) : dispatch<false, 1>(a, n_tok);
