@@ -20,12 +20,13 @@ bool use_avx512(int64_t head_dim) {
 size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim) {
   // Scores per query padded to whole tiles, one tile of converted K/V tokens, and one
   // normalizer per query (attention_avx512.cpp lays them out in that order).
-  const size_t padded = (static_cast<size_t>(max_n_kv) + kTileTokens - 1) / kTileTokens * kTileTokens;
+  const size_t padded =
+      (static_cast<size_t>(max_n_kv) + kTileTokens - 1) / kTileTokens * kTileTokens;
   return static_cast<size_t>(n_q) * (padded + 1) + kTileTokens * head_dim + head_dim;
 }
 
-void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k,
-                     const PagedHead& v, int64_t head_dim, float scale, float* scratch) {
+void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,
+                     int64_t head_dim, float scale, float* scratch) {
   if (use_avx512(head_dim)) {
     cpu::attention_multi_avx512(queries, n_q, k, v, head_dim, scale, scratch);
     return;

@@ -24,8 +24,8 @@ size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim);
 // Batch invariance: a query's result is bit-identical whichever other queries share the call:
 // every score, the softmax and the weighted sum of V are computed per query in an order fixed
 // by j and head_dim alone.
-void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k,
-                     const PagedHead& v, int64_t head_dim, float scale, float* scratch);
+void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,
+                     int64_t head_dim, float scale, float* scratch);
 
 namespace cpu {
 // The AVX-512 implementation (attention_avx512.cpp); head_dim must be a multiple of 16, <= 256.

@@ -39,7 +39,9 @@ thread_local Scratch t_act_scratch;
 
 }  // namespace
 
-bool matmul_supported(Dtype w) { return cpu::scalar_kernel(w) != nullptr; }
+bool matmul_supported(Dtype w) {
+  return cpu::scalar_kernel(w) != nullptr;
+}
 
 namespace {
 
@@ -168,8 +170,9 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
   int64_t n_tasks = 0;
   for (int i = 0; i < n; ++i) {
     const int64_t groups = (targets[i].w->rows() + kPackRows - 1) / kPackRows;
-    const int64_t per = streaming ? (groups + n_threads - 1) / n_threads
-                                  : std::max<int64_t>(1, std::min<int64_t>(4, groups / (4 * n_threads)));
+    const int64_t per = streaming
+                            ? (groups + n_threads - 1) / n_threads
+                            : std::max<int64_t>(1, std::min<int64_t>(4, groups / (4 * n_threads)));
     slices[i] = {groups, per, n_tasks};
     n_tasks += (groups + per - 1) / per;
   }

@@ -1,8 +1,6 @@
 // Repacking of Q8_0 / Q4_0 matrices into the kRows16 layout (see packed.h).
 #include "kernels/packed.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -21,11 +19,10 @@ bool packable(const TensorView& w) {
 }
 
 uint64_t PackedMatrix::record_bytes(Dtype dtype) {
-  if (dtype == Dtype::kF16 || dtype == Dtype::kBF16) return 32 * kPackRows * 2;  // 32 cols x 16 rows
+  if (dtype == Dtype::kF16 || dtype == Dtype::kBF16)
+    return 32 * kPackRows * 2;  // 32 cols x 16 rows
   return kPackRows * 2 + (dtype == Dtype::kQ8_0 ? 8 : 4) * 64;
 }
-
-void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 namespace {
 
@@ -64,13 +61,8 @@ PackedMatrix PackedMatrix::finish(PackedMatrix m, const TensorView& w, uint64_t 
 }
 
 PackedMatrix PackedMatrix::allocate(uint64_t bytes) {
-  // 2 MiB aligned and huge-page backed where the kernel allows: decode streams all of it.
-  const uint64_t huge = uint64_t{2} << 20;
-  const uint64_t alloc = (std::max<uint64_t>(bytes, 1) + huge - 1) & ~(huge - 1);
   PackedMatrix m;
-  m.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, alloc)));
-  LOOM_CHECK(m.data_ != nullptr);
-  madvise(m.data_.get(), alloc, MADV_HUGEPAGE);
+  m.data_ = allocate_huge(bytes, /*commit=*/false);  // written right away by the caller
   return m;
 }
 
@@ -110,12 +102,14 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
           scales[r] = pad ? 0 : blk->d;
           for (int k = 0; k < 8; ++k)
             for (int i = 0; i < 4; ++i)
-              quants[k * 64 + r * 4 + i] = pad ? 0x80 : static_cast<uint8_t>(blk->qs[4 * k + i] ^ 0x80);
+              quants[k * 64 + r * 4 + i] =
+                  pad ? 0x80 : static_cast<uint8_t>(blk->qs[4 * k + i] ^ 0x80);
         } else {
           const BlockQ4_0* blk = pad ? nullptr : reinterpret_cast<const BlockQ4_0*>(w.row(row)) + b;
           scales[r] = pad ? 0 : blk->d;
           for (int k = 0; k < 4; ++k)
-            for (int i = 0; i < 4; ++i) quants[k * 64 + r * 4 + i] = pad ? 0x88 : blk->qs[4 * k + i];
+            for (int i = 0; i < 4; ++i)
+              quants[k * 64 + r * 4 + i] = pad ? 0x88 : blk->qs[4 * k + i];
         }
       }
     }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/huge_buffer.h"
 #include "format/tensor.h"
 
 namespace loom::kernels {
@@ -42,12 +43,9 @@ class PackedMatrix {
   static uint64_t record_bytes(Dtype dtype);  // one (group, block) record
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
   static PackedMatrix allocate(uint64_t bytes);
   static PackedMatrix finish(PackedMatrix m, const TensorView& w, uint64_t bytes);
-  std::unique_ptr<uint8_t, Free> data_;
+  HugeBuffer data_;
   TensorView view_;
 };
 

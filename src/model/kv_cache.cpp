@@ -1,8 +1,6 @@
 // KvCache factory and the CPU storage.
 #include "model/kv_cache.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -14,8 +12,12 @@
 namespace loom {
 namespace {
 
-bool kv_dtype_ok(Dtype d) { return d == Dtype::kF32 || d == Dtype::kF16 || d == Dtype::kBF16; }
-uint64_t elem_size(Dtype d) { return d == Dtype::kF32 ? 4 : 2; }
+bool kv_dtype_ok(Dtype d) {
+  return d == Dtype::kF32 || d == Dtype::kF16 || d == Dtype::kBF16;
+}
+uint64_t elem_size(Dtype d) {
+  return d == Dtype::kF32 ? 4 : 2;
+}
 
 }  // namespace
 
@@ -33,10 +35,11 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int3
   if (config.n_layer <= 0 || config.n_head_kv <= 0 || config.head_dim <= 0)
     return invalid_argument("KV cache: model config has no layers / heads");
   // Per-layer buffer size, with overflow checked before allocating.
-  auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size,
-                                   config.n_head_kv, config.head_dim, elem_size(dtype));
+  auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size, config.n_head_kv,
+                                   config.head_dim, elem_size(dtype));
   if (!per_layer || *per_layer > (1ull << 46))
-    return Status(StatusCode::kResourceExhausted, "KV cache too large: reduce the number of blocks");
+    return Status(StatusCode::kResourceExhausted,
+                  "KV cache too large: reduce the number of blocks");
   try {
     return std::unique_ptr<KvCache>(new CpuKvCache(config, num_blocks, block_size, dtype));
   } catch (const std::bad_alloc&) {
@@ -55,35 +58,22 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_s
   block_stride_ = head_stride_ * c.n_head_kv;
   const uint64_t bytes = block_stride_ * num_blocks;
   for (int l = 0; l < c.n_layer; ++l) {
-    k_.push_back(allocate(bytes));
-    v_.push_back(allocate(bytes));
+    // Committed now, as vLLM and llama.cpp do with their KV caches: left to the first write,
+    // the zeroing of fresh pages landed in whichever step first reached a new block (one step
+    // of a 32-sequence run took 265 ms instead of 55).
+    k_.push_back(allocate_huge(bytes, /*commit=*/true));
+    v_.push_back(allocate_huge(bytes, /*commit=*/true));
   }
-}
-
-void CpuKvCache::Free::operator()(uint8_t* p) const { std::free(p); }
-
-// Huge pages where the kernel allows, committed now (as vLLM and llama.cpp do with their KV
-// caches): left to the first write, the zeroing of fresh pages landed in whichever step first
-// reached a new block (one step of a 32-sequence run took 265 ms instead of 55).
-CpuKvCache::Buffer CpuKvCache::allocate(uint64_t bytes) {
-  const uint64_t huge = uint64_t{2} << 20;
-  const uint64_t size = (std::max<uint64_t>(bytes, 1) + huge - 1) & ~(huge - 1);
-  Buffer b(static_cast<uint8_t*>(std::aligned_alloc(huge, size)));
-  if (!b) throw std::bad_alloc();
-  madvise(b.get(), size, MADV_HUGEPAGE);
-#ifdef MADV_POPULATE_WRITE
-  if (madvise(b.get(), size, MADV_POPULATE_WRITE) == 0) return b;
-#endif
-  std::memset(b.get(), 0, size);
-  return b;
 }
 
 void CpuKvCache::copy_block(int32_t src, int32_t dst) {
   LOOM_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
   for (size_t l = 0; l < k_.size(); ++l) {
-    std::memcpy(k_[l].get() + dst * block_stride_, k_[l].get() + src * block_stride_, block_stride_);
-    std::memcpy(v_[l].get() + dst * block_stride_, v_[l].get() + src * block_stride_, block_stride_);
+    std::memcpy(k_[l].get() + dst * block_stride_, k_[l].get() + src * block_stride_,
+                block_stride_);
+    std::memcpy(v_[l].get() + dst * block_stride_, v_[l].get() + src * block_stride_,
+                block_stride_);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "model/model.h"
 
 namespace loom {
@@ -36,12 +37,7 @@ class CpuKvCache : public KvCache {
   uint64_t token_stride_ = 0;
   uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  using Buffer = std::unique_ptr<uint8_t, Free>;
-  static Buffer allocate(uint64_t bytes);  // 2 MiB aligned, huge-page backed, not touched
-  std::vector<Buffer> k_, v_;
+  std::vector<HugeBuffer> k_, v_;
 };
 
 }  // namespace loom

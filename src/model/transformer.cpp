@@ -38,7 +38,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
 void CpuModel::repack_weights() {
   std::vector<TensorView*> todo;
   for (LayerWeights& L : weights_.layers)
-    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) todo.push_back(w);
+    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      todo.push_back(w);
   todo.push_back(&weights_.output);
   packed_.resize(todo.size());
   pool_.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t i, int) {
@@ -59,15 +60,18 @@ Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
     for (int32_t i = 0; i < s.n_blocks; ++i)
       if (s.block_table[i] < 0 || s.block_table[i] >= kv.num_blocks())
         return invalid_argument("batch: block id " + std::to_string(s.block_table[i]) +
-                                " outside the KV cache (" + std::to_string(kv.num_blocks()) + " blocks)");
+                                " outside the KV cache (" + std::to_string(kv.num_blocks()) +
+                                " blocks)");
   }
   for (int32_t i = 0; i < n; ++i) {
     if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
       return invalid_argument("batch: token id " + std::to_string(b.tokens[i]) +
                               " outside the vocabulary (" + std::to_string(config_.n_vocab) + ")");
-    if (b.seq[i] < 0 || b.seq[i] >= n_seq) return invalid_argument("batch: row with a bad sequence index");
+    if (b.seq[i] < 0 || b.seq[i] >= n_seq)
+      return invalid_argument("batch: row with a bad sequence index");
     const auto& s = b.sequences[b.seq[i]];
-    if (b.pos[i] < 0 || static_cast<int64_t>(b.pos[i]) >= static_cast<int64_t>(s.n_blocks) * kv.block_size())
+    if (b.pos[i] < 0 ||
+        static_cast<int64_t>(b.pos[i]) >= static_cast<int64_t>(s.n_blocks) * kv.block_size())
       return invalid_argument("batch: position " + std::to_string(b.pos[i]) +
                               " not covered by the sequence's block table");
   }
@@ -98,8 +102,8 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
   }
   if (max_kv > cap_kv_) {
     cap_kv_ = max_kv;
-    attn_scratch_per_thread_ =
-        kernels::attention_scratch_floats(attn_rows_per_task_ * (c.n_head / c.n_head_kv), max_kv, D);
+    attn_scratch_per_thread_ = kernels::attention_scratch_floats(
+        attn_rows_per_task_ * (c.n_head / c.n_head_kv), max_kv, D);
     attn_scratch_.resize(static_cast<size_t>(pool_.size()) * attn_scratch_per_thread_);
   }
 }
@@ -112,7 +116,8 @@ void CpuModel::plan_attention(const Batch& b) {
   for (int32_t s = 0; s < n_seq; ++s) start[s + 1] += start[s];
   rows_by_seq_.resize(b.seq.size());
   std::vector<int32_t> fill(start.begin(), start.end() - 1);
-  for (int32_t i = 0; i < static_cast<int32_t>(b.seq.size()); ++i) rows_by_seq_[fill[b.seq[i]]++] = i;
+  for (int32_t i = 0; i < static_cast<int32_t>(b.seq.size()); ++i)
+    rows_by_seq_[fill[b.seq[i]]++] = i;
   attn_tasks_.clear();
   for (int32_t s = 0; s < n_seq; ++s)
     for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_)
@@ -162,7 +167,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
   // RoPE angles of each row's position, shared by every layer.
   for_rows(n, D, [&](int64_t i, int) {
-    kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D], &rope_cs_[i * D + D / 2]);
+    kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D],
+                         &rope_cs_[i * D + D / 2]);
   });
 
   for (int l = 0; l < c.n_layer; ++l) {
@@ -170,7 +176,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     for_rows(n, E, [&](int64_t i, int) {
       kernels::rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
-    const kernels::MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+    const kernels::MatmulTarget qkv[] = {
+        {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
 
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
@@ -196,8 +203,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
       kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
       const BatchSequence& s = b.sequences[b.seq[i]];
-      const uint64_t off = static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
-                           static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();
+      const uint64_t off =
+          static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
+          static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();
       for (int64_t h = 0; h < c.n_head_kv; ++h) {
         kernels::store_kv(kv->dtype(), k + h * D, k_cache + off + h * kv->head_stride(), D);
         kernels::store_kv(kv->dtype(), v + h * D, v_cache + off + h * kv->head_stride(), D);
@@ -210,19 +218,25 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
       const BatchSequence& s = b.sequences[t.seq];
-      kernels::PagedHead kh{k_cache + t.kv_head * head_bytes, kv->dtype(), s.block_table, bs,
-                            kv->block_stride(), kv->token_stride()};
+      kernels::PagedHead kh{k_cache + t.kv_head * head_bytes,
+                            kv->dtype(),
+                            s.block_table,
+                            bs,
+                            kv->block_stride(),
+                            kv->token_stride()};
       kernels::PagedHead vh = kh;
       vh.base = v_cache + t.kv_head * head_bytes;
-      kernels::AttentionQuery* queries = &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
+      kernels::AttentionQuery* queries =
+          &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
       int n_q = 0;
       for (int32_t r = t.row_begin; r < t.row_end; ++r) {
         const int32_t i = rows_by_seq_[r];
         for (int64_t h = t.kv_head * group; h < (t.kv_head + 1) * group; ++h)
           queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1};
       }
-      kernels::attention_multi(queries, n_q, kh, vh, D, scale,
-                               &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
+      kernels::attention_multi(
+          queries, n_q, kh, vh, D, scale,
+          &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
     });
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
 

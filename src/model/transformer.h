@@ -8,7 +8,6 @@
 
 #include "kernels/attention.h"
 #include "kernels/packed.h"
-
 #include "model/model.h"
 #include "model/weights.h"
 

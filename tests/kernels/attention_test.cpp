@@ -1,12 +1,13 @@
 // Multi-query paged attention against the scalar double reference on every ISA, and the batch
 // invariance it promises: a query's output is bit-identical alone or among many others.
+#include "kernels/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/ops_ref.h"
 #include "test_util.h"
@@ -43,8 +44,8 @@ struct Cache {
   }
   PagedHead head(const std::vector<uint8_t>& buf) const {
     const uint64_t esize = dtype == Dtype::kF32 ? 4 : 2;
-    return PagedHead{buf.data() + head_dim * esize, dtype, table.data(), kBlockSize, block_stride,
-                     token_stride};
+    return PagedHead{
+        buf.data() + head_dim * esize, dtype, table.data(), kBlockSize, block_stride, token_stride};
   }
 };
 

@@ -40,7 +40,8 @@ TEST(MatmulMulti, EachOutputEqualsItsOwnMatmul) {
         std::vector<std::vector<float>> got, want;
         std::vector<MatmulTarget> targets;
         for (size_t i = 0; i < dtypes.size(); ++i) {
-          const int64_t rows = 64 + 37 * static_cast<int64_t>(i);  // odd sizes, different per matrix
+          const int64_t rows =
+              64 + 37 * static_cast<int64_t>(i);  // odd sizes, different per matrix
           ms.push_back(make_matrix(dtypes[i], rows, cols, 40 + i));
           got.emplace_back(n_tokens * rows, -1.0f);
           want.emplace_back(n_tokens * rows, -2.0f);

@@ -1,6 +1,8 @@
 // kRows16-packed Q8_0 / Q4_0 / F16 matrices (kernels/packed.h): the packed matmul agrees with the
 // row-layout matmul and the reference within the int8-activation bound, and keeps batch
 // invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
+#include "kernels/packed.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/matmul.h"
-#include "kernels/packed.h"
 #include "kernels/quant.h"
 #include "kernels/ref/ref.h"
 #include "test_util.h"
@@ -87,7 +88,8 @@ TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
   for (int64_t t = 0; t < nt; ++t) {
     for (ThreadPool* pool : {&one, &two}) {
       matmul(p.view(), &x[t * cols], 1, alone.data(), pool);
-      ASSERT_EQ(0, std::memcmp(alone.data(), &all[t * rows], rows * sizeof(float))) << "token " << t;
+      ASSERT_EQ(0, std::memcmp(alone.data(), &all[t * rows], rows * sizeof(float)))
+          << "token " << t;
     }
   }
   // And inside a batch of a different size (the token at another tile position).
@@ -133,7 +135,8 @@ TEST(PackedMixed, F16AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
   EXPECT_EQ(ob, sb);
 }
 
-INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed, ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kF16, Dtype::kBF16),
+INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
+                         ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kF16, Dtype::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

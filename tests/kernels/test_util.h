@@ -1,12 +1,12 @@
 // Shared helpers for kernel tests: seeded random data and error norms.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "format/tensor.h"
 #include "kernels/quant.h"

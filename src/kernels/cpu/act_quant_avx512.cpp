@@ -21,10 +21,14 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
         _mm512_max_ps(_mm512_and_ps(x0, abs_mask), _mm512_and_ps(x1, abs_mask)));
     const float db = amax / 127;
     const __m512 id = _mm512_set1_ps(db ? 1.0f / db : 0.0f);
-    const __m512i q0 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));
-    const __m512i q1 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x1, id))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm_xor_si128(_mm512_cvtsepi32_epi8(q0), flip));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
+    const __m512i q0 =
+        _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));
+    const __m512i q1 =
+        _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(x1, id))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b),
+                     _mm_xor_si128(_mm512_cvtsepi32_epi8(q0), flip));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16),
+                     _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
     d[b] = db;
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     if (int_sums)

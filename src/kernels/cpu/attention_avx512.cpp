@@ -3,9 +3,9 @@
 // C = head_dim / 16 vectors.
 //
 // Per query the arithmetic is fixed: score_j = (q * k_j accumulated chunk by chunk in d order,
-// lanes summed by sum16's tree) * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j
-// in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends on which
-// other queries share the call or how far they reach.
+// lanes summed by sum16's tree) * scale; softmax with a vector max, e_j = exp(score_j - max), sum
+// of e_j in 16 lanes over j in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum).
+// Nothing depends on which other queries share the call or how far they reach.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -32,13 +32,15 @@ void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float*
         break;
       case Dtype::kF16:
         for (int64_t c = 0; c < head_dim; c += 16)
-          _mm512_storeu_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                      reinterpret_cast<const __m256i*>(src + 2 * c))));
+          _mm512_storeu_ps(
+              d + c,
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * c))));
         break;
       case Dtype::kBF16:
         for (int64_t c = 0; c < head_dim; c += 16) {
           const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * c));
-          _mm512_storeu_ps(d + c, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+          _mm512_storeu_ps(d + c,
+                           _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
         }
         break;
       default:
@@ -62,7 +64,8 @@ void prefetch_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim) {
 inline __m512 sum16(const __m512 (&v)[16]) {
   __m512 w[8], x[4], z[2];
   for (int i = 0; i < 8; ++i)
-    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
     x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
@@ -85,7 +88,8 @@ inline __m512 scores16(const __m512 (&q)[C], const float* tile, __m512 scale) {
   __m512 acc[16];
   for (int t = 0; t < 16; ++t) acc[t] = _mm512_mul_ps(q[0], _mm512_loadu_ps(tile + t * D));
   for (int c = 1; c < C; ++c)
-    for (int t = 0; t < 16; ++t) acc[t] = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(tile + t * D + 16 * c), acc[t]);
+    for (int t = 0; t < 16; ++t)
+      acc[t] = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(tile + t * D + 16 * c), acc[t]);
   return _mm512_mul_ps(sum16(acc), scale);
 }
 
@@ -97,12 +101,14 @@ inline __mmask16 tail_mask(int32_t n) {
 inline float softmax_unnormalized(float* s, int32_t n) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int32_t j = 0; j < n; j += 16)
-    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - j), s + j));
+    mx =
+        _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - j), s + j));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
   for (int32_t j = 0; j < n; j += 16) {
     const __mmask16 k = tail_mask(n - j);
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+    const __m512 e =
+        _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
     _mm512_mask_storeu_ps(s + j, k, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -116,9 +122,9 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   int32_t max_kv = 0;
   for (int i = 0; i < n_q; ++i) max_kv = std::max(max_kv, qs[i].n_kv);
   const int32_t padded = (max_kv + kTile - 1) / kTile * kTile;
-  float* scores = scratch;                              // [n_q][padded]
+  float* scores = scratch;                                   // [n_q][padded]
   float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]
-  float* inv_sum = tile + kTile * D;                    // [n_q]
+  float* inv_sum = tile + kTile * D;                         // [n_q]
   const __m512 vscale = _mm512_set1_ps(scale);
 
   // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
@@ -147,7 +153,9 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
     }
   }
   for (int i = 0; i < n_q; ++i)
-    inv_sum[i] = qs[i].n_kv > 0 ? softmax_unnormalized(scores + static_cast<size_t>(i) * padded, qs[i].n_kv) : 0.0f;
+    inv_sum[i] = qs[i].n_kv > 0
+                     ? softmax_unnormalized(scores + static_cast<size_t>(i) * padded, qs[i].n_kv)
+                     : 0.0f;
 
   // Weighted sum of V, one V tile at a time; out holds the running sum.
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
@@ -163,7 +171,8 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
       for (int c = 0; c < C; ++c) acc[c] = _mm512_loadu_ps(qs[i].out + 16 * c);
       for (int t = 0; t < n; ++t) {
         const __m512 p = _mm512_set1_ps(e[t]);
-        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(tile + t * D + 16 * c), acc[c]);
+        for (int c = 0; c < C; ++c)
+          acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(tile + t * D + 16 * c), acc[c]);
       }
       for (int c = 0; c < C; ++c) _mm512_storeu_ps(qs[i].out + 16 * c, acc[c]);
     }
@@ -183,13 +192,14 @@ void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedH
 #define LOOM_ATTN_CASE(c) \
   case c:                 \
     return attention_c<c>(queries, n_q, k, v, scale, scratch);
-    LOOM_ATTN_CASE(1) LOOM_ATTN_CASE(2) LOOM_ATTN_CASE(3) LOOM_ATTN_CASE(4)
-    LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8)
-    LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12)
-    LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
+    LOOM_ATTN_CASE(1)
+    LOOM_ATTN_CASE(2) LOOM_ATTN_CASE(3) LOOM_ATTN_CASE(4) LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6)
+        LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8) LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11)
+            LOOM_ATTN_CASE(12) LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15)
+                LOOM_ATTN_CASE(16)
 #undef LOOM_ATTN_CASE
-    default:
-      LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
+                    default
+        : LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
   }
 }
 

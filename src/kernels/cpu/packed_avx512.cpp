@@ -1,4 +1,5 @@
-// AVX-512 VNNI kernels for kRows16-packed Q8_0 / Q4_0 matrices (layout in kernels/packed.h).
+// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 (VNNI) and F16 / BF16 matrices (layout in
+// kernels/packed.h).
 //
 // Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8) and the
 // activations signed int8, so vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with
@@ -7,10 +8,9 @@
 // rows in its own lane. Per block and token: lane * (d_w * d_x) FMA'd into a float lane per
 // row, blocks in order. Nothing depends on the tile's token count or where a row sits, so a
 // token's result is the same alone or in any batch.
-#include "kernels/cpu/packed_kernels.h"
-
 #include <immintrin.h>
 
+#include "kernels/cpu/packed_kernels.h"
 #include "kernels/packed.h"
 
 namespace loom::kernels::cpu {
@@ -76,7 +76,8 @@ void tile(const PackedArgs& a) {
           hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
         }
         for (int t = 0; t < T; ++t) {
-          const __m512i xl = bcast4(xq[t] + 32 * b + 4 * k), xh = bcast4(xq[t] + 32 * b + 16 + 4 * k);
+          const __m512i xl = bcast4(xq[t] + 32 * b + 4 * k),
+                        xh = bcast4(xq[t] + 32 * b + 16 + 4 * k);
           for (int g = 0; g < G; ++g) {
             dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], lo[g], xl);
             dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], hi[g], xh);
@@ -87,124 +88,133 @@ void tile(const PackedArgs& a) {
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(xd[t][b]);
       for (int g = 0; g < G; ++g)
-        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(dw[g], dx), acc[g][t]);
+        acc[g][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(dw[g], dx), acc[g][t]);
     }
   }
   for (int g = 0; g < G; ++g) {
     const int n = a.n_rows - 16 * g;
-    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g][t]);
-  }
-}
-
-// F16 (float activations, x[t] = a.x + t * a.x_stride as floats): per row lane, columns are
-// summed in two interleaved chains (even and odd columns, in order) added at the end, for
-// latency hiding when a tile has few rows and tokens; the same for every tile shape.
-template <int G, int T>
-void f16_tile(const PackedArgs& a) {
-  const int64_t cols = a.cols;
-  const float* x[T];
-  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(a.x + t * a.x_stride);
-  const uint16_t* base[G];
-  for (int g = 0; g < G; ++g) base[g] = reinterpret_cast<const uint16_t*>(a.w) + g * cols * kPackRows;
-  __m512 acc[2][G][T];
-  for (int h = 0; h < 2; ++h)
-    for (int g = 0; g < G; ++g)
-      for (int t = 0; t < T; ++t) acc[h][g][t] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < cols; k += 2) {
-    if (a.prefetch)  // two columns = one 64-byte line per group
-      for (int g = 0; g < G; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(base[g] + k * kPackRows) + kPrefetchBytes, _MM_HINT_T0);
-    for (int h = 0; h < 2; ++h) {
-      __m512 w[G];
-      for (int g = 0; g < G; ++g)
-        w[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base[g] + (k + h) * kPackRows)));
-      for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_set1_ps(x[t][k + h]);
-        for (int g = 0; g < G; ++g) acc[h][g][t] = _mm512_fmadd_ps(w[g], xv, acc[h][g][t]);
-      }
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    const int n = a.n_rows - 16 * g;
-    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 keep =
+        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
     for (int t = 0; t < T; ++t)
-      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g][t]);
   }
 }
 
-// BF16 (bf16 activation rows): the same two-chain structure over column pairs.
-template <int G, int T>
-void bf16_tile(const PackedArgs& a) {
+// F16 and BF16 weights: column steps of 16 rows. F16 takes float activations and adds one
+// column per step (vcvtph2ps + FMA); BF16 takes bf16 activations and adds a column pair per
+// step (vdpbf16ps). Per row lane, steps are summed in two interleaved chains (even and odd
+// steps, in order) added at the end, to hide FMA latency when a tile has few rows and tokens;
+// the same for every tile shape.
+struct F16Columns {
+  static constexpr int kCols = 1;
+  using W = __m512;
+  static W load_w(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  using X = __m512;
+  static X load_x(const uint8_t* x_row, int64_t col) {
+    return _mm512_set1_ps(reinterpret_cast<const float*>(x_row)[col]);
+  }
+  static __m512 step(__m512 acc, W w, X x) { return _mm512_fmadd_ps(w, x, acc); }
+};
+struct BF16Pairs {
+  static constexpr int kCols = 2;
+  using W = __m512i;
+  static W load_w(const uint16_t* p) { return _mm512_loadu_si512(p); }
+  using X = __m512i;
+  static X load_x(const uint8_t* x_row, int64_t col) {
+    int32_t pair;
+    __builtin_memcpy(&pair, reinterpret_cast<const uint16_t*>(x_row) + col, 4);
+    return _mm512_set1_epi32(pair);
+  }
+  static __m512 step(__m512 acc, W w, X x) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<const __m512bh&>(w),
+                            reinterpret_cast<const __m512bh&>(x));
+  }
+};
+
+template <class S, int G, int T>
+void float_tile(const PackedArgs& a) {
   const int64_t cols = a.cols;
-  const uint16_t* x[T];
-  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const uint16_t*>(a.x + t * a.x_stride);
   const uint16_t* base[G];
-  for (int g = 0; g < G; ++g) base[g] = reinterpret_cast<const uint16_t*>(a.w) + g * cols * kPackRows;
+  for (int g = 0; g < G; ++g)
+    base[g] = reinterpret_cast<const uint16_t*>(a.w) + g * cols * kPackRows;
   __m512 acc[2][G][T];
   for (int h = 0; h < 2; ++h)
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < T; ++t) acc[h][g][t] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < cols; k += 4) {  // two column pairs = 128 bytes per group
+  for (int64_t k = 0; k < cols; k += 2 * S::kCols) {
     for (int h = 0; h < 2; ++h) {
-      const int64_t p = k + 2 * h;
-      __m512i w[G];
+      const int64_t col = k + h * S::kCols;
+      typename S::W w[G];
       for (int g = 0; g < G; ++g) {
         if (a.prefetch)
-          _mm_prefetch(reinterpret_cast<const char*>(base[g] + p * kPackRows) + kPrefetchBytes, _MM_HINT_T0);
-        w[g] = _mm512_loadu_si512(base[g] + p * kPackRows);
+          _mm_prefetch(reinterpret_cast<const char*>(base[g] + col * kPackRows) + kPrefetchBytes,
+                       _MM_HINT_T0);
+        w[g] = S::load_w(base[g] + col * kPackRows);
       }
       for (int t = 0; t < T; ++t) {
-        int32_t pair;
-        __builtin_memcpy(&pair, x[t] + p, 4);
-        const __m512i xv = _mm512_set1_epi32(pair);
-        for (int g = 0; g < G; ++g)
-          acc[h][g][t] = _mm512_dpbf16_ps(acc[h][g][t], reinterpret_cast<const __m512bh&>(w[g]),
-                                          reinterpret_cast<const __m512bh&>(xv));
+        const typename S::X x = S::load_x(a.x + t * a.x_stride, col);
+        for (int g = 0; g < G; ++g) acc[h][g][t] = S::step(acc[h][g][t], w[g], x);
       }
     }
   }
   for (int g = 0; g < G; ++g) {
     const int n = a.n_rows - 16 * g;
-    const __mmask16 keep = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 keep =
+        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
     for (int t = 0; t < T; ++t)
-      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep,
+                            _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+  }
+}
+
+// The tile functions for 1..kPackedTileTokens tokens, picked at run time.
+template <int G, bool kQ8>
+struct QuantTile {
+  template <int T>
+  static void run(const PackedArgs& a) {
+    tile<kQ8, G, T>(a);
+  }
+};
+template <int G, class S>
+struct FloatTile {
+  template <int T>
+  static void run(const PackedArgs& a) {
+    float_tile<S, G, T>(a);
+  }
+};
+template <class Tile>
+void by_tokens(const PackedArgs& a, int n_tok) {
+  static_assert(kPackedTileTokens == 6, "cases below");
+  switch (n_tok) {
+    case 1:
+      return Tile::template run<1>(a);
+    case 2:
+      return Tile::template run<2>(a);
+    case 3:
+      return Tile::template run<3>(a);
+    case 4:
+      return Tile::template run<4>(a);
+    case 5:
+      return Tile::template run<5>(a);
+    default:
+      return Tile::template run<6>(a);
   }
 }
 
 template <int G>
-void bf16_dispatch(const PackedArgs& a, int n_tok) {
-  switch (n_tok) {
-    case 1: return bf16_tile<G, 1>(a);
-    case 2: return bf16_tile<G, 2>(a);
-    case 3: return bf16_tile<G, 3>(a);
-    case 4: return bf16_tile<G, 4>(a);
-    case 5: return bf16_tile<G, 5>(a);
-    default: return bf16_tile<G, 6>(a);
-  }
-}
-
-template <int G>
-void f16_dispatch(const PackedArgs& a, int n_tok) {
-  switch (n_tok) {
-    case 1: return f16_tile<G, 1>(a);
-    case 2: return f16_tile<G, 2>(a);
-    case 3: return f16_tile<G, 3>(a);
-    case 4: return f16_tile<G, 4>(a);
-    case 5: return f16_tile<G, 5>(a);
-    default: return f16_tile<G, 6>(a);
-  }
-}
-
-template <bool kQ8, int G>
-void dispatch(const PackedArgs& a, int n_tok) {
-  switch (n_tok) {
-    case 1: return tile<kQ8, G, 1>(a);
-    case 2: return tile<kQ8, G, 2>(a);
-    case 3: return tile<kQ8, G, 3>(a);
-    case 4: return tile<kQ8, G, 4>(a);
-    case 5: return tile<kQ8, G, 5>(a);
-    default: return tile<kQ8, G, 6>(a);
+void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
+  switch (dtype) {
+    case Dtype::kQ8_0:
+      return by_tokens<QuantTile<G, true>>(a, n_tok);
+    case Dtype::kQ4_0:
+      return by_tokens<QuantTile<G, false>>(a, n_tok);
+    case Dtype::kF16:
+      return by_tokens<FloatTile<G, F16Columns>>(a, n_tok);
+    default:
+      return by_tokens<FloatTile<G, BF16Pairs>>(a, n_tok);
   }
 }
 
@@ -215,16 +225,11 @@ size_t packed_act_row_bytes(int64_t cols) {
 }
 
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileGroups == 2 && kPackedTileTokens == 6, "dispatch below");
-  const int groups = (a.n_rows + 15) / 16;
-  if (dtype == Dtype::kF16) return groups == 1 ? f16_dispatch<1>(a, n_tok) : f16_dispatch<2>(a, n_tok);
-  if (dtype == Dtype::kBF16) return groups == 1 ? bf16_dispatch<1>(a, n_tok) : bf16_dispatch<2>(a, n_tok);
-  const bool q8 = dtype == Dtype::kQ8_0;
-  switch (groups) {
-    case 1: return q8 ? dispatch<true, 1>(a, n_tok) : dispatch<false, 1>(a, n_tok);
-    case 2: return q8 ? dispatch<true, 2>(a, n_tok) : dispatch<false, 2>(a, n_tok);
-    default: return q8 ? dispatch<true, 2>(a, n_tok) : dispatch<false, 2>(a, n_tok);
-  }
+  static_assert(kPackedTileGroups == 2, "one or two groups below");
+  if (a.n_rows > 16)
+    by_dtype<2>(dtype, a, n_tok);
+  else
+    by_dtype<1>(dtype, a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu

@@ -19,9 +19,9 @@ constexpr int kPackedTileTokens = 6;
 size_t packed_act_row_bytes(int64_t cols);
 
 struct PackedArgs {
-  const uint8_t* w;   // the group's record for block 0
-  const uint8_t* x;   // first activation row
-  size_t x_stride;    // bytes between activation rows
+  const uint8_t* w;  // the group's record for block 0
+  const uint8_t* x;  // first activation row
+  size_t x_stride;   // bytes between activation rows
   int64_t cols;
   float* out;         // out[t * out_stride + r] for the group's rows r < n_rows
   size_t out_stride;  // floats
