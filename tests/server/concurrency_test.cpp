@@ -97,10 +97,15 @@ TEST(ServerConcurrency, DisconnectWhileWaitingForNonStreamingAbortsIt) {
   {
     TestConnection c(s.port());
     // A non-streaming request sends nothing until it is done, so only the posted read can
-    // notice that the client left.
-    json body = {{"prompt", {1, 2, 3}}, {"max_tokens", kTestMaxModelLen - 3}, {"ignore_eos", true}};
+    // notice that the client left. 48 samples of 253 tokens keep the engine busy for tens of
+    // milliseconds even on a fast machine; the client leaves as soon as the engine runs them,
+    // so the disconnect cannot lose a race against the request finishing on its own.
+    json body = {{"prompt", {1, 2, 3}}, {"max_tokens", kTestMaxModelLen - 3}, {"n", 48}, {"ignore_eos", true}};
     ASSERT_TRUE(c.send_request("POST", "/v1/completions", body.dump()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (s.engine()->metrics().num_running == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    ASSERT_GT(s.engine()->metrics().num_running, 0) << "the request never started";
   }
   EXPECT_EQ(wait_engine_idle(s), "");
   // The dispatcher counts the final output a moment after the engine went idle.
@@ -118,13 +123,13 @@ TEST(ServerConcurrency, OverloadAnswers503) {
   auto s = start_test_server(so, /*load=*/false);
   ASSERT_TRUE(s);
   EngineConfig ec;
-  ec.max_model_len = 256;
+  ec.max_model_len = 512;  // the tiny model's whole context: the longest hold there is
   ec.max_num_seqs = 1;
   ec.n_threads = 1;
   ASSERT_TRUE(s->load("synth:tiny", ec).is_ok());
   // One long stream occupies the only slot; the next request is refused.
   TestConnection c(s->port());
-  json body = {{"prompt", "hold"}, {"max_tokens", 240}, {"ignore_eos", true}, {"stream", true}};
+  json body = {{"prompt", "hold"}, {"max_tokens", 500}, {"ignore_eos", true}, {"stream", true}};
   ASSERT_TRUE(c.send_request("POST", "/v1/completions", body.dump()));
   HttpResult head;
   ASSERT_TRUE(c.read_head(&head));
