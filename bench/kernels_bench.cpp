@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     for (const Shape& s : shapes) {
       Matrix m = make_matrix(t, s.rows, s.cols);
-      // What the model runs: Q8_0/Q4_0 repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
+      // What the model runs: packable types repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
       kernels::PackedMatrix packed;
       if (kernels::packable(m.view) && !std::getenv("LOOM_BENCH_ROWS")) {
         packed = kernels::PackedMatrix::pack_rows16(m.view);

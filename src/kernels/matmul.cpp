@@ -141,8 +141,8 @@ namespace {
 // groups, split and ordered as for the row kernels (kStreamingTokens).
 void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                    ThreadPool* pool) {
-  const int64_t cols = targets[0].w->cols(), nb = cols / 32;
-  // F16 takes the float rows as they are, BF16 bf16-rounded rows, Q8_0/Q4_0 int8 rows.
+  const int64_t cols = targets[0].w->cols();
+  // F16 takes the float rows as they are, BF16 bf16-rounded rows, the quantized types int8 rows.
   const Dtype wt = targets[0].w->dtype;
   size_t x_stride = cols * sizeof(float);
   const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
@@ -180,7 +180,7 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     int i = n - 1;
     while (slices[i].first_task > task) --i;
     const TensorView& w = *targets[i].w;
-    const uint64_t rec = PackedMatrix::record_bytes(w.dtype);
+    const uint64_t group_bytes = PackedMatrix::group_bytes(w.dtype, cols);
     const int64_t rows = w.rows();
     const int64_t g0 = (task - slices[i].first_task) * slices[i].per_task;
     const int64_t g1 = std::min(slices[i].groups, g0 + slices[i].per_task);
@@ -190,7 +190,7 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     const int64_t G = n_tokens <= TT ? 1 : cpu::kPackedTileGroups;
     auto tile = [&](int64_t g, int64_t t0, int64_t gstep) {
       cpu::PackedArgs a;
-      a.w = static_cast<const uint8_t*>(w.data) + g * nb * rec;
+      a.w = static_cast<const uint8_t*>(w.data) + g * group_bytes;
       a.x = xa + t0 * x_stride;
       a.x_stride = x_stride;
       a.cols = cols;
@@ -226,7 +226,7 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
     all_packed = all_packed && p;
     any_packed = any_packed || p;
   }
-  // Packed F16 takes float activations, BF16 bf16 ones, Q8_0/Q4_0 int8 ones: none share.
+  // Packed F16 takes float activations, BF16 bf16 ones, the quantized types int8 ones.
   auto act_kind = [](Dtype t) { return t == Dtype::kF16 ? 0 : t == Dtype::kBF16 ? 1 : 2; };
   bool same_act = true;
   for (int i = 1; i < n; ++i)

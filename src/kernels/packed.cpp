@@ -1,4 +1,4 @@
-// Repacking of Q8_0 / Q4_0 matrices into the kRows16 layout (see packed.h).
+// Repacking of weight matrices into the kRows16 layout (see packed.h).
 #include "kernels/packed.h"
 
 #include <algorithm>
@@ -14,14 +14,28 @@ namespace loom::kernels {
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
          (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16 ||
+          w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ6_K ||
           (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
 
-uint64_t PackedMatrix::record_bytes(Dtype dtype) {
-  if (dtype == Dtype::kF16 || dtype == Dtype::kBF16)
-    return 32 * kPackRows * 2;  // 32 cols x 16 rows
-  return kPackRows * 2 + (dtype == Dtype::kQ8_0 ? 8 : 4) * 64;
+uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
+  switch (dtype) {
+    case Dtype::kF16:
+    case Dtype::kBF16:
+      return static_cast<uint64_t>(cols) * kPackRows * 2;
+    case Dtype::kQ8_0:
+      return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 8 * 64);
+    case Dtype::kQ4_0:
+      return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 4 * 64);
+    case Dtype::kQ4_K:
+      return static_cast<uint64_t>(cols / 256) * kPackedQ4KBytes;
+    case Dtype::kQ6_K:
+      return static_cast<uint64_t>(cols / 256) * kPackedQ6KBytes;
+    default:
+      LOOM_CHECK(false && "not a packed type");
+      return 0;
+  }
 }
 
 namespace {
@@ -47,6 +61,53 @@ void pack_bf16(const TensorView& w, int64_t groups, uint16_t* out) {
       const auto* src = row < rows ? reinterpret_cast<const uint16_t*>(w.row(row)) : nullptr;
       for (int64_t k = 0; k < cols; ++k)
         out[(g * cols + (k & ~int64_t{1})) * kPackRows + 2 * r + (k & 1)] = src ? src[k] : 0;
+    }
+}
+
+// Q4_K: see packed.h. Padding rows are all zero (d = dmin = 0: they add nothing).
+void pack_q4_k(const TensorView& w, int64_t groups, uint8_t* out) {
+  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* rec = out + (g * nsb + s) * kPackedQ4KBytes;
+      std::memset(rec, 0, kPackedQ4KBytes);
+      auto* d = reinterpret_cast<uint16_t*>(rec);
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w.row(g * kPackRows + r)) + s;
+        d[r] = blk->d;
+        d[kPackRows + r] = blk->dmin;
+        for (int j = 0; j < 8; ++j)
+          k_scale_min(j, blk->scales, &rec[64 + 16 * j + r], &rec[192 + 16 * j + r]);
+        for (int p = 0; p < 4; ++p)
+          for (int k = 0; k < 8; ++k)
+            std::memcpy(&rec[320 + 512 * p + 64 * k + 4 * r], &blk->qs[32 * p + 4 * k], 4);
+      }
+    }
+}
+
+// Element n (0..255) of a Q6_K block as q in 0..63 (the layout of ref dq_q6_k).
+uint8_t q6_k_value(const BlockQ6_K& b, int n) {
+  const int half = n / 128, quadrant = (n % 128) / 32, l = n % 32;
+  const uint8_t* ql = b.ql + 64 * half + (quadrant & 1) * 32;
+  const int low = quadrant < 2 ? ql[l] & 0xF : ql[l] >> 4;
+  const int high = (b.qh[32 * half + l] >> (2 * quadrant)) & 3;
+  return static_cast<uint8_t>(low | (high << 4));
+}
+
+// Q6_K: see packed.h. Padding rows are zero (d = 0).
+void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
+  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* rec = out + (g * nsb + s) * kPackedQ6KBytes;
+      std::memset(rec, 0, kPackedQ6KBytes);
+      auto* d = reinterpret_cast<uint16_t*>(rec);
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.row(g * kPackRows + r)) + s;
+        d[r] = blk->d;
+        for (int j = 0; j < 16; ++j) rec[32 + 16 * j + r] = static_cast<uint8_t>(blk->scales[j]);
+        for (int n = 0; n < kQKK; ++n) rec[288 + 64 * (n / 4) + 4 * r + n % 4] = q6_k_value(*blk, n);
+      }
     }
 }
 
@@ -80,13 +141,17 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   const int64_t rows = w.rows();
   const int64_t nb = w.cols() / 32;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
-  const uint64_t rec = record_bytes(w.dtype);
-  const uint64_t bytes = rec * static_cast<uint64_t>(nb) * groups;
+  const uint64_t bytes = group_bytes(w.dtype, w.cols()) * groups;
+  const uint64_t rec = group_bytes(w.dtype, w.cols()) / nb;  // Q8_0 / Q4_0: per 32 columns
   PackedMatrix m = allocate(bytes);
   const bool q8 = w.dtype == Dtype::kQ8_0;
   if (w.dtype == Dtype::kF16 || w.dtype == Dtype::kBF16) {
     auto* out = reinterpret_cast<uint16_t*>(m.data_.get());
     w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
+    return finish(std::move(m), w, bytes);
+  }
+  if (w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ6_K) {
+    (w.dtype == Dtype::kQ4_K ? pack_q4_k : pack_q6_k)(w, groups, m.data_.get());
     return finish(std::move(m), w, bytes);
   }
   for (int64_t g = 0; g < groups; ++g) {

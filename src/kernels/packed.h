@@ -1,4 +1,4 @@
-// Load-time repacking of Q8_0 / Q4_0 weight matrices for the AVX-512 VNNI kernels.
+// Load-time repacking of weight matrices for the AVX-512 (VNNI, BF16) kernels.
 //
 // Layout kRows16: rows in groups of 16 (the last group padded with zero rows). For group g and
 // 32-column block b there is one record, records in (g, b) order so a group's weights stream
@@ -14,6 +14,14 @@
 // horizontal sums, and every token of a tile reuses the converted column). BF16 (AVX512-BF16
 // only): column pairs, each row's two values adjacent, for one vdpbf16ps lane per row against
 // bf16-rounded activations.
+// Q4_K (records per 256-column super-block, 2368 bytes): 16 fp16 d, 16 fp16 dmin, the 6-bit
+// scales as bytes [sub-block 0..7][row 0..15], the mins likewise, then for each pair of
+// sub-blocks (2p, 2p+1) 8 steps of 64 bytes: step k holds the file's bytes qs[32p + 4k..+3] of
+// each row (low nibble: element 4k+i of sub-block 2p, high nibble: of sub-block 2p+1).
+// Q6_K (4384 bytes per super-block): 16 fp16 d, the int8 scales [sub-block 0..15][row], then
+// 64 steps of 64 bytes: step k holds elements 4k..4k+3 of each row as bytes q in 0..63
+// (standing for q - 32). Q6_K grows from 6.6 to 8.6 bits a weight so that its integer dot
+// needs no bit unpacking (in Q4_K_M files it holds the output matrix and a few others).
 #pragma once
 
 #include <cstdint>
@@ -25,9 +33,11 @@
 namespace loom::kernels {
 
 constexpr int kPackRows = 16;
+constexpr int kPackedQ4KBytes = 64 + 2 * 8 * kPackRows + 4 * 8 * 64;  // one Q4_K record: 2368
+constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 64 * 64;        // one Q6_K record: 4384
 
 // Whether pack_rows16 applies: Q8_0/Q4_0/F16 (BF16 with AVX512-BF16) with columns a multiple
-// of 32, and the CPU has AVX-512 VNNI.
+// of 32, Q4_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
 bool packable(const TensorView& w);
 
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).
@@ -40,7 +50,8 @@ class PackedMatrix {
   // 2.5x slower (F16, 1 thread: 9 vs 22.6 tok/s) than from anonymous memory.
   static PackedMatrix copy_rows(const TensorView& w);
   const TensorView& view() const { return view_; }
-  static uint64_t record_bytes(Dtype dtype);  // one (group, block) record
+  // Bytes of one 16-row group of a packed matrix with `cols` columns.
+  static uint64_t group_bytes(Dtype dtype, int64_t cols);
 
  private:
   static PackedMatrix allocate(uint64_t bytes);

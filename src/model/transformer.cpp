@@ -23,16 +23,16 @@ namespace loom {
 
 CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options)
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
-  weight_bytes_ = weights_.bytes_per_token();
   repack_weights();
+  weight_bytes_ = weights_.bytes_per_token();  // as repacked: Q6_K grows (kernels/packed.h)
   inv_freq_ = rope_inv_freq(config_, weights_.rope_freqs);
   const int32_t group = config_.n_head / config_.n_head_kv;
   attn_rows_per_task_ = std::max(1, 32 / group);
   attn_queries_.resize(static_cast<size_t>(pool_.size()) * attn_rows_per_task_ * group);
 }
 
-// At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0 in the
-// kernels' interleaved layout (prefill's integer GEMM ~2x, decode purely bandwidth-bound),
+// At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/Q4_K/
+// Q6_K/F16/BF16 in the kernels' interleaved layout (prefill's GEMM ~2-3x, decode bandwidth-bound),
 // the others as they are (decode streams them faster than from the file mapping). The copy
 // costs well under a second per GB; the file's pages stay in the page cache, reclaimable.
 void CpuModel::repack_weights() {

@@ -1,4 +1,4 @@
-// kRows16-packed Q8_0 / Q4_0 / F16 matrices (kernels/packed.h): the packed matmul agrees with the
+// kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the packed matmul agrees with the
 // row-layout matmul and the reference within the int8-activation bound, and keeps batch
 // invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
 #include "kernels/packed.h"
@@ -57,7 +57,7 @@ TEST_P(Packed, MatchesReferenceAndRowLayout) {
     if (!packable(m.view)) GTEST_SKIP() << dtype_name(GetParam()) << " is not packed on this CPU";
     const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
     EXPECT_EQ(p.view().layout, TensorLayout::kRows16);
-    EXPECT_EQ(p.view().nbytes, (rows + 15) / 16 * 16 * m.view.row_stride());
+    EXPECT_EQ(p.view().nbytes, (rows + 15) / 16 * PackedMatrix::group_bytes(GetParam(), cols));
     for (int64_t nt : {1, 5, 8, 19}) {
       const auto x = testing::random_normal(nt * cols, 9 + nt);
       std::vector<float> packed(nt * rows), plain(nt * rows);
@@ -100,7 +100,7 @@ TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
 
 TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
   ThreadPool pool(2);
-  const int64_t cols = 128, nt = 11;
+  const int64_t cols = 256, nt = 11;  // one K-quant super-block
   Matrix a = make_matrix(GetParam(), 48, cols, 1), b = make_matrix(GetParam(), 21, cols, 2);
   const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
   const auto x = testing::random_normal(nt * cols, 3);
@@ -135,8 +135,26 @@ TEST(PackedMixed, F16AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
   EXPECT_EQ(ob, sb);
 }
 
+// A Q4_K_M layer: q/k in Q4_K and v in Q6_K share one activation quantization.
+TEST(PackedMixed, Q4_KAndQ6_KInOneMultiCallEachGetTheirOwnResult) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool pool(2);
+  const int64_t cols = 512, nt = 13;
+  Matrix a = make_matrix(Dtype::kQ4_K, 50, cols, 21), b = make_matrix(Dtype::kQ6_K, 24, cols, 22);
+  const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
+  const auto x = testing::random_normal(nt * cols, 23);
+  std::vector<float> oa(nt * 50), ob(nt * 24), sa(nt * 50), sb(nt * 24);
+  const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
+  matmul_multi(targets, 2, x.data(), nt, &pool);
+  matmul(pa.view(), x.data(), nt, sa.data(), &pool);
+  matmul(pb.view(), x.data(), nt, sb.data(), &pool);
+  EXPECT_EQ(oa, sa);
+  EXPECT_EQ(ob, sb);
+}
+
 INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
-                         ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kF16, Dtype::kBF16),
+                         ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ6_K,
+                                           Dtype::kF16, Dtype::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

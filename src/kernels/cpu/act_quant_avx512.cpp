@@ -31,9 +31,12 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
                      _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
     d[b] = db;
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    if (int_sums)
+    if (int_sums) {
       __builtin_memcpy(&s[b], &sum, 4);
-    else
+      int16_t* halves = reinterpret_cast<int16_t*>(s + cols / 32) + 2 * b;
+      halves[0] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      halves[1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+    } else
       s[b] = db * static_cast<float>(sum);
   }
 }

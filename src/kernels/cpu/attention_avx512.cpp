@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 
 #include "base/status.h"
 #include "kernels/attention.h"
@@ -132,6 +133,11 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   auto prefetch_tile = [&](const PagedHead& h, int32_t j0) {
     if (j0 < max_kv) prefetch_tokens(h, j0, std::min<int32_t>(kTile, max_kv - j0), D);
   };
+  if (getenv("LOOM_ATT_PF")) {
+    const int32_t n_all = std::min<int32_t>(max_kv, atoi(getenv("LOOM_ATT_PF")));
+    prefetch_tokens(kh, 0, n_all, D);
+    prefetch_tokens(vh, 0, n_all, D);
+  } else
   for (int a = 0; a < kAhead; ++a) {
     prefetch_tile(kh, a * kTile);
     prefetch_tile(vh, a * kTile);

@@ -1,5 +1,5 @@
-// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 (VNNI) and F16 / BF16 matrices (layout in
-// kernels/packed.h).
+// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K (VNNI) and F16 / BF16 matrices
+// (layout in kernels/packed.h).
 //
 // Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8) and the
 // activations signed int8, so vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with
@@ -101,6 +101,150 @@ void tile(const PackedArgs& a) {
   }
 }
 
+// The activation rows of a tile: int8 values, block scales, int sums of 32 and of 16.
+template <int T>
+struct ActRows {
+  const int8_t* q[T];
+  const float* d[T];
+  const int32_t* sum32[T];
+  const int16_t* sum16[T];
+  ActRows(const PackedArgs& a) {
+    const int64_t nb = a.cols / 32;
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* row = a.x + t * a.x_stride;
+      q[t] = reinterpret_cast<const int8_t*>(row);
+      d[t] = reinterpret_cast<const float*>(row + a.cols);
+      sum32[t] = reinterpret_cast<const int32_t*>(d[t] + nb);
+      sum16[t] = reinterpret_cast<const int16_t*>(sum32[t] + nb);
+    }
+  }
+};
+
+// 16 bytes (one per row) as floats; signed or unsigned.
+inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+}
+
+template <int G>
+inline void prefetch_record(const uint8_t* const (&rec)[G], int bytes) {
+  for (int g = 0; g < G; ++g)
+    for (int off = 0; off < bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec[g] + kPrefetchBytes + off), _MM_HINT_T0);
+}
+
+template <int G>
+inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
+  for (int g = 0; g < G; ++g) {
+    const int n = a.n_rows - 16 * g;
+    const __mmask16 keep =
+        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g]);
+  }
+}
+
+// Q4_K: per 32-column sub-block j, the integer dot of the nibbles q (0..15) with the int8
+// activations, then acc += (d * sc_j) * d_x * dot - (dmin * m_j) * d_x * sum(x_q), sub-blocks
+// in order. Exact integer dots and a fixed float order: batch-invariant like the others.
+template <int G, int T>
+void tile_q4_k(const PackedArgs& a) {
+  const int64_t nsb = a.cols / 256;
+  const ActRows<T> x(a);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  __m512 acc[T][G];
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* rec[G];
+    __m512 d[G], dmin[G];
+    for (int g = 0; g < G; ++g) {
+      rec[g] = a.w + (g * nsb + s) * kPackedQ4KBytes;
+      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+      dmin[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
+    }
+    if (a.prefetch) prefetch_record<G>(rec, kPackedQ4KBytes);
+    for (int j = 0; j < 8; ++j) {
+      const int64_t blk = 8 * s + j;  // 32-column block of the activations
+      __m512i dot[T][G];
+      for (int t = 0; t < T; ++t)
+        for (int g = 0; g < G; ++g) dot[t][g] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        __m512i w[G];
+        for (int g = 0; g < G; ++g) {
+          const __m512i v = _mm512_loadu_si512(rec[g] + 320 + 512 * (j / 2) + 64 * k);
+          w[g] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib);
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m512i xv = bcast4(x.q[t] + 32 * blk + 4 * k);
+          for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
+        }
+      }
+      __m512 scale[G], min[G];
+      for (int g = 0; g < G; ++g) {
+        scale[g] = _mm512_mul_ps(d[g], bytes_to_ps(rec[g] + 64 + 16 * j, false));
+        min[g] = _mm512_mul_ps(dmin[g], bytes_to_ps(rec[g] + 192 + 16 * j, false));
+      }
+      for (int t = 0; t < T; ++t) {
+        const float dx = x.d[t][blk];
+        const __m512 vdx = _mm512_set1_ps(dx);
+        const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(x.sum32[t][blk]));
+        for (int g = 0; g < G; ++g) {
+          acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][g]), _mm512_mul_ps(scale[g], vdx),
+                                      acc[t][g]);
+          acc[t][g] = _mm512_fnmadd_ps(min[g], vms, acc[t][g]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
+}
+
+// Q6_K: per 16-column sub-block j, the integer dot of q (0..63) with the int8 activations,
+// started at -32 * sum(x_q) so it is the dot of q - 32, then acc += (d * sc_j) * d_x * dot.
+template <int G, int T>
+void tile_q6_k(const PackedArgs& a) {
+  const int64_t nsb = a.cols / 256;
+  const ActRows<T> x(a);
+  __m512 acc[T][G];
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* rec[G];
+    __m512 d[G];
+    for (int g = 0; g < G; ++g) {
+      rec[g] = a.w + (g * nsb + s) * kPackedQ6KBytes;
+      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+    }
+    if (a.prefetch) prefetch_record<G>(rec, kPackedQ6KBytes);
+    for (int j = 0; j < 16; ++j) {
+      const int64_t half = 16 * s + j;  // 16-column half-block of the activations
+      __m512i dot[T][G];
+      for (int t = 0; t < T; ++t) {
+        const __m512i init = _mm512_set1_epi32(-32 * x.sum16[t][half]);
+        for (int g = 0; g < G; ++g) dot[t][g] = init;
+      }
+      for (int k = 0; k < 4; ++k) {
+        __m512i w[G];
+        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(rec[g] + 288 + 64 * (4 * j + k));
+        for (int t = 0; t < T; ++t) {
+          const __m512i xv = bcast4(x.q[t] + 16 * half + 4 * k);
+          for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
+        }
+      }
+      __m512 scale[G];
+      for (int g = 0; g < G; ++g)
+        scale[g] = _mm512_mul_ps(d[g], bytes_to_ps(rec[g] + 32 + 16 * j, true));
+      for (int t = 0; t < T; ++t) {
+        const __m512 vdx = _mm512_set1_ps(x.d[t][half / 2]);
+        for (int g = 0; g < G; ++g)
+          acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][g]), _mm512_mul_ps(scale[g], vdx),
+                                      acc[t][g]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
+}
+
 // F16 and BF16 weights: column steps of 16 rows. F16 takes float activations and adds one
 // column per step (vcvtph2ps + FMA); BF16 takes bf16 activations and adds a column pair per
 // step (vdpbf16ps). Per row lane, steps are summed in two interleaved chains (even and odd
@@ -178,6 +322,13 @@ struct QuantTile {
     tile<kQ8, G, T>(a);
   }
 };
+template <int G, bool kQ4K>
+struct KQuantTile {
+  template <int T>
+  static void run(const PackedArgs& a) {
+    kQ4K ? tile_q4_k<G, T>(a) : tile_q6_k<G, T>(a);
+  }
+};
 template <int G, class S>
 struct FloatTile {
   template <int T>
@@ -211,6 +362,10 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
       return by_tokens<QuantTile<G, true>>(a, n_tok);
     case Dtype::kQ4_0:
       return by_tokens<QuantTile<G, false>>(a, n_tok);
+    case Dtype::kQ4_K:
+      return by_tokens<KQuantTile<G, true>>(a, n_tok);
+    case Dtype::kQ6_K:
+      return by_tokens<KQuantTile<G, false>>(a, n_tok);
     case Dtype::kF16:
       return by_tokens<FloatTile<G, F16Columns>>(a, n_tok);
     default:
@@ -221,7 +376,8 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 }  // namespace
 
 size_t packed_act_row_bytes(int64_t cols) {
-  return (cols + 2 * (cols / 32) * sizeof(float) + 63) & ~size_t{63};
+  // q, d and sum32 per 32 columns, then two int16 sums per 32 columns.
+  return (cols + 3 * (cols / 32) * sizeof(float) + 63) & ~size_t{63};
 }
 
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {

@@ -15,7 +15,8 @@ constexpr int kPackedTileGroups = 2;
 constexpr int kPackedTileTokens = 6;
 
 // Activation row for the packed kernels: int8 q[cols] | float d[cols/32] | int32 sum_q[cols/32]
-// (value = d * q). Same quantization as kQ8_32 (quantize_act_row_q8_32_avx512 writes it).
+// | int16 sum_q[cols/16] (value = d * q; sums of 32 and of 16 elements). Same quantization as
+// kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums writes it).
 size_t packed_act_row_bytes(int64_t cols);
 
 struct PackedArgs {
@@ -31,7 +32,8 @@ struct PackedArgs {
 };
 
 // ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..kPackedTileTokens) tokens;
-// dtype kQ8_0 or kQ4_0 (activations: packed_act_row_bytes rows) or kF16 (float rows). A row's
+// dtype kQ8_0, kQ4_0, kQ4_K or kQ6_K (activations: packed_act_row_bytes rows), kF16 (float
+// rows) or kBF16 (bf16 rows). A row's
 // arithmetic does not depend on the tile it is computed in.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
