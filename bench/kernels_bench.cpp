@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
@@ -88,6 +89,48 @@ double time_call(F&& f, int runs = 7) {
   return median ? v[v.size() / 2] : v.front();
 }
 
+// Attention of one KV head over a 512-token f16 cache in the CPU model's layout (K dim-major,
+// blocks of 16, scattered): a prefill task (16 rows x 2 query heads, the model's
+// attn_rows_per_task for GQA 2) and a decode task (2 query heads), one thread. GFLOP/s counts
+// 4 * head_dim per (query, key): the QK dot and the V sum.
+void bench_attention() {
+  constexpr int64_t D = 128;
+  constexpr int32_t kTokens = 512, kBlock = 16, kBlocks = kTokens / kBlock;
+  std::vector<uint16_t> k(kTokens * D), v(kTokens * D);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < kTokens * D; ++i) {
+    const float a = dist(rng), b = dist(rng);
+    kernels::store_kv(Dtype::kF16, &a, &k[i], 1);
+    kernels::store_kv(Dtype::kF16, &b, &v[i], 1);
+  }
+  std::vector<int32_t> table(kBlocks);
+  for (int32_t i = 0; i < kBlocks; ++i) table[i] = (i * 7 + 3) % kBlocks;
+  const uint64_t block_bytes = kBlock * D * 2;
+  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()), Dtype::kF16, table.data(),
+                              kBlock, block_bytes, 2, kBlock * 2};
+  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()), Dtype::kF16, table.data(),
+                              kBlock, block_bytes, D * 2, 0};
+  for (const int rows : {16, 1}) {
+    const int n_q = 2 * rows;
+    std::vector<float> q(n_q * D), out(n_q * D);
+    for (auto& x : q) x = 0.1f * dist(rng);
+    std::vector<kernels::AttentionQuery> qs;
+    double pairs = 0;
+    for (int i = 0; i < n_q; ++i) {
+      const int32_t n_kv = kTokens - rows + 1 + i / 2;
+      qs.push_back({&q[i * D], &out[i * D], n_kv});
+      pairs += n_kv;
+    }
+    std::vector<float> scratch(kernels::attention_scratch_floats(n_q, kTokens, D));
+    const double t = time_call([&] {
+      kernels::attention_multi(qs.data(), n_q, kh, vh, D, 0.088f, scratch.data());
+    });
+    std::printf("attn  %-7s %2d queries x %d keys  %8.1f us  %6.1f GFLOP/s (1 thread)\n",
+                rows > 1 ? "prefill" : "decode", n_q, kTokens, t * 1e6, 4.0 * D * pairs / t / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,15 +139,16 @@ int main(int argc, char** argv) {
   ThreadPool pool(th ? std::atoi(th) : 0);
   std::printf("isa=%s threads=%d clock=%s\n", std::string(kernels::isa_name(kernels::active_isa())).c_str(),
               pool.size(), std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
+  if (filter.empty() || filter == "attn") bench_attention();
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
                           Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
   struct Shape {
     int64_t cols, rows;
   };
-  const Shape shapes[] = {{1024, 3072}, {3072, 1024}, {1024, 32000}};
+  const Shape shapes[] = {{1024, 3072}, {3072, 1024}, {1024, 32000}, {1024, 1024}, {1024, 512}};
   for (Dtype t : dtypes) {
     const std::string name(dtype_name(t));
-    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    if (filter == "attn" || (!filter.empty() && name.find(filter) == std::string::npos)) continue;
     for (const Shape& s : shapes) {
       Matrix m = make_matrix(t, s.rows, s.cols);
       // What the model runs: packable types repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
@@ -120,7 +164,7 @@ int main(int argc, char** argv) {
       const double gemv = time_call([&] { kernels::matmul(m.view, x.data(), 1, out.data(), &pool); });
       std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(),
                   (long long)s.cols, (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
-      if (s.rows == 3072) {
+      if (s.rows == 3072 || std::getenv("LOOM_BENCH_ALL_GEMM")) {
         for (const int64_t nt : {16, 512}) {  // batched decode, prefill
           const double gemm =
               time_call([&] { kernels::matmul(m.view, x.data(), nt, out.data(), &pool); }, 3);

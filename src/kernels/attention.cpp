@@ -18,11 +18,11 @@ bool use_avx512(int64_t head_dim) {
 }  // namespace
 
 size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim) {
-  // Scores per query padded to whole tiles, one tile of converted K/V tokens, and one
-  // normalizer per query (attention_avx512.cpp lays them out in that order).
+  // Scores per query padded to whole tiles, one tile of converted K/V tokens, the queries'
+  // rows and one normalizer per query (attention_avx512.cpp lays them out in that order).
   const size_t padded =
       (static_cast<size_t>(max_n_kv) + kTileTokens - 1) / kTileTokens * kTileTokens;
-  return static_cast<size_t>(n_q) * (padded + 1) + kTileTokens * head_dim + head_dim;
+  return static_cast<size_t>(n_q) * (padded + head_dim + 1) + kTileTokens * head_dim;
 }
 
 void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,

@@ -122,6 +122,18 @@ void store_kv(Dtype dtype, const float* src, void* dst, int64_t n) {
   }
 }
 
+void store_kv_strided(Dtype dtype, const float* src, void* dst, int64_t n, uint64_t stride) {
+  const uint64_t esize = dtype == Dtype::kF32 ? 4 : 2;
+  if (stride == esize) return store_kv(dtype, src, dst, n);
+  uint8_t converted[256 * 4];
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    const int64_t m = std::min<int64_t>(256, n - i0);
+    store_kv(dtype, src + i0, converted, m);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(static_cast<uint8_t*>(dst) + (i0 + i) * stride, converted + i * esize, esize);
+  }
+}
+
 void load_kv(Dtype dtype, const void* src, float* dst, int64_t n) {
   switch (dtype) {
     case Dtype::kF32:
@@ -146,12 +158,20 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
                int32_t n_kv, float scale, float* scratch, float* out) {
   float* scores = scratch;
   float* row = scratch + n_kv;  // one K or V token converted to float
-  const bool k_f32 = k.dtype == Dtype::kF32;
-  const bool v_f32 = v.dtype == Dtype::kF32;
+  const bool k_f32 = k.dtype == Dtype::kF32 && k.row_layout();
+  const bool v_f32 = v.dtype == Dtype::kF32 && v.row_layout();
+  // One token of a head as floats in `row` (or in place when it already is a float row).
+  auto load_token = [&](const PagedHead& h, int32_t j) {
+    if (h.row_layout()) {
+      load_kv(h.dtype, h.token(j), row, head_dim);
+    } else {
+      for (int64_t d = 0; d < head_dim; ++d) load_kv(h.dtype, h.at(j, d), row + d, 1);
+    }
+  };
   for (int32_t j = 0; j < n_kv; ++j) {
     const float* kj = reinterpret_cast<const float*>(k.token(j));
     if (!k_f32) {
-      load_kv(k.dtype, k.token(j), row, head_dim);
+      load_token(k, j);
       kj = row;
     }
     scores[j] = dot(q, kj, head_dim) * scale;
@@ -161,7 +181,7 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
   for (int32_t j = 0; j < n_kv; ++j) {
     const float* vj = reinterpret_cast<const float*>(v.token(j));
     if (!v_f32) {
-      load_kv(v.dtype, v.token(j), row, head_dim);
+      load_token(v, j);
       vj = row;
     }
     const float p = scores[j];

@@ -36,11 +36,16 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
 // Converts n floats to K/V storage (kF32, kF16 or kBF16) and back.
 void store_kv(Dtype dtype, const float* src, void* dst, int64_t n);
+// store_kv with `stride` bytes between the stored values (a dim-major K token).
+void store_kv_strided(Dtype dtype, const float* src, void* dst, int64_t n, uint64_t stride);
 void load_kv(Dtype dtype, const void* src, float* dst, int64_t n);
 
-// K or V of one KV head of one sequence in a paged cache. Token j lives at
-// base + block_table[j / block_size] * block_stride + (j % block_size) * token_stride,
-// as head_dim values of `dtype`.
+// K or V of one KV head of one sequence in a paged cache. Dimension d of token j lives at
+// base + block_table[j / block_size] * block_stride + (j % block_size) * token_stride
+//      + d * dim_bytes(),
+// as a value of `dtype`. Row layout (dim_stride 0): a token's head_dim values are adjacent.
+// Dim-major (token_stride = one value, dim_stride = block_size values): the block's tokens of
+// one dimension are adjacent, as the CPU cache keeps K (model/kv_cache.h).
 struct PagedHead {
   const uint8_t* base = nullptr;
   Dtype dtype = Dtype::kF32;
@@ -48,10 +53,14 @@ struct PagedHead {
   int32_t block_size = 0;
   uint64_t block_stride = 0;  // bytes
   uint64_t token_stride = 0;  // bytes
-  const uint8_t* token(int32_t j) const {
+  uint64_t dim_stride = 0;    // bytes; 0: adjacent (the element size)
+  uint64_t dim_bytes() const { return dim_stride ? dim_stride : dtype == Dtype::kF32 ? 4 : 2; }
+  bool row_layout() const { return dim_bytes() == (dtype == Dtype::kF32 ? 4u : 2u); }
+  const uint8_t* token(int32_t j) const {  // dimension 0 of token j
     return base + static_cast<uint64_t>(block_table[j / block_size]) * block_stride +
            static_cast<uint64_t>(j % block_size) * token_stride;
   }
+  const uint8_t* at(int32_t j, int64_t d) const { return token(j) + d * dim_bytes(); }
 };
 
 // Causal attention of one query head over tokens [0, n_kv):

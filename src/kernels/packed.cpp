@@ -106,7 +106,8 @@ void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
         const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.row(g * kPackRows + r)) + s;
         d[r] = blk->d;
         for (int j = 0; j < 16; ++j) rec[32 + 16 * j + r] = static_cast<uint8_t>(blk->scales[j]);
-        for (int n = 0; n < kQKK; ++n) rec[288 + 64 * (n / 4) + 4 * r + n % 4] = q6_k_value(*blk, n);
+        for (int n = 0; n < kQKK; ++n)
+          rec[288 + 64 * (n / 4) + 4 * r + n % 4] = q6_k_value(*blk, n);
       }
     }
 }

@@ -53,8 +53,8 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_s
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   dtype_ = dtype;
-  token_stride_ = static_cast<uint64_t>(c.head_dim) * elem_size(dtype);
-  head_stride_ = token_stride_ * block_size;
+  elem_bytes_ = elem_size(dtype);
+  head_stride_ = elem_bytes_ * c.head_dim * block_size;
   block_stride_ = head_stride_ * c.n_head_kv;
   const uint64_t bytes = block_stride_ * num_blocks;
   for (int l = 0; l < c.n_layer; ++l) {
@@ -63,6 +63,37 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_s
     // of a 32-sequence run took 265 ms instead of 55).
     k_.push_back(allocate_huge(bytes, /*commit=*/true));
     v_.push_back(allocate_huge(bytes, /*commit=*/true));
+  }
+}
+
+kernels::PagedHead CpuKvCache::k_head(int layer, int kv_head, const int32_t* block_table) const {
+  return {k_[layer].get() + kv_head * head_stride_,
+          dtype_,
+          block_table,
+          block_size_,
+          block_stride_,
+          /*token_stride=*/elem_bytes_,
+          /*dim_stride=*/elem_bytes_ * block_size_};
+}
+
+kernels::PagedHead CpuKvCache::v_head(int layer, int kv_head, const int32_t* block_table) const {
+  return {v_[layer].get() + kv_head * head_stride_,
+          dtype_,
+          block_table,
+          block_size_,
+          block_stride_,
+          /*token_stride=*/elem_bytes_ * head_dim_,
+          /*dim_stride=*/0};
+}
+
+void CpuKvCache::store_token(int layer, int32_t block, int32_t offset, const float* k,
+                             const float* v) {
+  uint8_t* kb = k_[layer].get() + block * block_stride_ + offset * elem_bytes_;
+  uint8_t* vb = v_[layer].get() + block * block_stride_ + offset * elem_bytes_ * head_dim_;
+  for (int h = 0; h < n_head_kv_; ++h) {
+    kernels::store_kv_strided(dtype_, k + h * head_dim_, kb + h * head_stride_, head_dim_,
+                              elem_bytes_ * block_size_);
+    kernels::store_kv(dtype_, v + h * head_dim_, vb + h * head_stride_, head_dim_);
   }
 }
 

@@ -1,7 +1,9 @@
-// CPU K/V storage. Per layer, K and V each live in one buffer laid out as
-//   [num_blocks][n_head_kv][block_size][head_dim]  of dtype (f32, f16 or bf16),
-// so the tokens of one KV head in a block are contiguous (attention streams them in order)
-// and a block is contiguous (copying a block for copy-on-write is one memcpy per layer).
+// CPU K/V storage. Per layer, K and V each live in one buffer of dtype (f32, f16 or bf16):
+//   V: [num_blocks][n_head_kv][block_size][head_dim]  (a token's values adjacent)
+//   K: [num_blocks][n_head_kv][head_dim][block_size]  (dim-major: one dimension of a block's
+//      tokens adjacent, so attention scores 16 keys per vector load without transposing)
+// One KV head of a block is contiguous either way (attention streams it in order), and so is
+// a block (copying a block for copy-on-write is one memcpy per layer).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "base/huge_buffer.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 
 namespace loom {
@@ -22,9 +25,15 @@ class CpuKvCache : public KvCache {
   uint8_t* v(int layer) { return v_[layer].get(); }
   const uint8_t* k(int layer) const { return k_[layer].get(); }
   const uint8_t* v(int layer) const { return v_[layer].get(); }
-  uint64_t token_stride() const { return token_stride_; }  // bytes: head_dim values
   uint64_t head_stride() const { return head_stride_; }    // bytes: block_size tokens of a head
   uint64_t block_stride() const { return block_stride_; }  // bytes: n_head_kv heads
+
+  // K or V of one KV head of a sequence (its block table) in `layer`, for the kernels.
+  kernels::PagedHead k_head(int layer, int kv_head, const int32_t* block_table) const;
+  kernels::PagedHead v_head(int layer, int kv_head, const int32_t* block_table) const;
+  // Stores one token's K and V (n_head_kv * head_dim floats each) at slot `offset` of block
+  // `block` in `layer`.
+  void store_token(int layer, int32_t block, int32_t offset, const float* k, const float* v);
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
 
@@ -34,7 +43,7 @@ class CpuKvCache : public KvCache {
  private:
   int32_t n_head_kv_ = 0;
   int32_t head_dim_ = 0;
-  uint64_t token_stride_ = 0;
+  uint64_t elem_bytes_ = 0;
   uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
   std::vector<HugeBuffer> k_, v_;

@@ -181,8 +181,6 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
 
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
-    uint8_t* k_cache = kv->k(l);
-    uint8_t* v_cache = kv->v(l);
     for_rows(n, E, [&](int64_t i, int) {
       float* q = &q_[i * q_dim];
       float* k = &k_[i * kv_dim];
@@ -203,29 +201,16 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
       kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
       const BatchSequence& s = b.sequences[b.seq[i]];
-      const uint64_t off =
-          static_cast<uint64_t>(s.block_table[b.pos[i] / bs]) * kv->block_stride() +
-          static_cast<uint64_t>(b.pos[i] % bs) * kv->token_stride();
-      for (int64_t h = 0; h < c.n_head_kv; ++h) {
-        kernels::store_kv(kv->dtype(), k + h * D, k_cache + off + h * kv->head_stride(), D);
-        kernels::store_kv(kv->dtype(), v + h * D, v_cache + off + h * kv->head_stride(), D);
-      }
+      kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
     });
 
     // Attention per (sequence, KV head, chunk of rows): the chunk's query heads of that KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
-    const uint64_t head_bytes = kv->head_stride();
     pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
       const BatchSequence& s = b.sequences[t.seq];
-      kernels::PagedHead kh{k_cache + t.kv_head * head_bytes,
-                            kv->dtype(),
-                            s.block_table,
-                            bs,
-                            kv->block_stride(),
-                            kv->token_stride()};
-      kernels::PagedHead vh = kh;
-      vh.base = v_cache + t.kv_head * head_bytes;
+      const kernels::PagedHead kh = kv->k_head(l, t.kv_head, s.block_table);
+      const kernels::PagedHead vh = kv->v_head(l, t.kv_head, s.block_table);
       kernels::AttentionQuery* queries =
           &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
       int n_q = 0;

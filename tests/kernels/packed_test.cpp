@@ -1,6 +1,6 @@
-// kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the packed matmul agrees with the
-// row-layout matmul and the reference within the int8-activation bound, and keeps batch
-// invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
+// kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the packed
+// matmul agrees with the row-layout matmul and the reference within the int8-activation bound, and
+// keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>

@@ -1,18 +1,22 @@
-// AVX-512 multi-query attention (see kernels/attention.h). K/V tokens are converted to float
-// 16 at a time and shared by every query of the call; q and the output stay in registers as
-// C = head_dim / 16 vectors.
+// AVX-512 multi-query attention (see kernels/attention.h). Keys go 16 at a time, one per lane:
+// with K stored dim-major in the cache (model/kv_cache.h), dimension d of 16 consecutive keys
+// is one 16-value load, so a query's 16 scores are FMA chains over d against a broadcast q[d]
+// (no horizontal sums), and that load serves a block of up to 4 queries. V tokens are
+// converted to float 16 at a time and shared by every query; pairs of queries share each V
+// load.
 //
-// Per query the arithmetic is fixed: score_j = (q * k_j accumulated chunk by chunk in d order,
-// lanes summed by sum16's tree) * scale; softmax with a vector max, e_j = exp(score_j - max), sum
-// of e_j in 16 lanes over j in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum).
-// Nothing depends on which other queries share the call or how far they reach.
+// Per query the arithmetic is fixed: score_j = (four partial sums over d = c mod 4, in order,
+// added pairwise) * scale;
+// softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j in order
+// then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends on which other
+// queries share the call, how they are blocked, or the cache's layout.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 
+#include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/vec_math_avx512.h"
@@ -21,81 +25,147 @@ namespace loom::kernels::cpu {
 namespace {
 
 constexpr int kTile = 16;
+constexpr int kChains = 4;      // partial sums per score: dimensions d = c mod 4 (FMA latency)
+constexpr int kQueryBlock = 4;  // queries sharing each K load (16 accumulators)
 
-// Tokens [j0, j0 + n) of a paged head as floats: dst[t * head_dim + d].
+uint64_t elem_bytes(Dtype dt) {
+  return dt == Dtype::kF32 ? 4 : 2;
+}
+
+template <Dtype DT>
+inline __m512 load16(const uint8_t* p) {
+  if constexpr (DT == Dtype::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else if constexpr (DT == Dtype::kBF16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  }
+}
+
+float load_scalar(Dtype dt, const uint8_t* p) {
+  uint16_t h;
+  switch (dt) {
+    case Dtype::kF16:
+      std::memcpy(&h, p, 2);
+      return fp16_to_f32(h);
+    case Dtype::kBF16:
+      std::memcpy(&h, p, 2);
+      return bf16_to_f32(h);
+    default: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+  }
+}
+
+inline __mmask16 tail_mask(int32_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Where the 16 keys of a tile are: dimension d of key j0 + t is the t-th value at
+// data + d * d_stride, of type dtype.
+struct KeyTile {
+  const uint8_t* data;
+  uint64_t d_stride;
+  Dtype dtype;
+};
+
+// Whether tiles can be read straight from the cache: 16 keys' values of one dimension are
+// adjacent (K dim-major) and a tile never straddles a block.
+bool keys_direct(const PagedHead& k) {
+  return k.token_stride == elem_bytes(k.dtype) && k.block_size % kTile == 0;
+}
+
+// The tile of keys [j0, j0 + nt): in the cache, or gathered into scratch as floats [d][16].
+KeyTile key_tile(const PagedHead& k, int32_t j0, int nt, int64_t D, float* gather) {
+  if (keys_direct(k)) return {k.at(j0, 0), k.dim_bytes(), k.dtype};
+  for (int t = 0; t < kTile; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      gather[d * kTile + t] = t < nt ? load_scalar(k.dtype, k.at(j0 + t, d)) : 0.0f;
+  return {reinterpret_cast<const uint8_t*>(gather), kTile * sizeof(float), Dtype::kF32};
+}
+
+void prefetch_keys(const PagedHead& k, int32_t j0, int64_t D) {
+  if (!keys_direct(k)) return;
+  const uint8_t* p = k.at(j0, 0);
+  const uint64_t step = k.dim_bytes();
+  for (int64_t d = 0; d < D; d += step >= 64 ? 1 : 64 / step)
+    _mm_prefetch(reinterpret_cast<const char*>(p + d * step), _MM_HINT_T0);
+}
+
+// Prefetches V tokens [j0, j0 + n) (row layout: a token's values adjacent).
+void prefetch_values(const PagedHead& v, int32_t j0, int n, int64_t D) {
+  const int64_t bytes = D * elem_bytes(v.dtype);
+  for (int t = 0; t < n; ++t) {
+    const char* p = reinterpret_cast<const char*>(v.token(j0 + t));
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  }
+}
+
+// Scores of one key tile for QB queries (rows of D floats at q): scores[i * stride + t] =
+// scale * q_i . k_t for the first n[i] keys. Per lane, kChains FMA chains (d = c mod kChains,
+// d ascending) added as (0 + 1) + (2 + 3): the same for every QB.
+template <Dtype DT, int QB>
+void tile_scores(const KeyTile& kt, int64_t D, const float* q, __m512 scale, const int* n,
+                 float* scores, size_t stride) {
+  static_assert(kChains == 4, "the final sum below");
+  __m512 acc[QB][kChains];
+  for (int i = 0; i < QB; ++i)
+    for (int c = 0; c < kChains; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < D; d += kChains)
+    for (int c = 0; c < kChains; ++c) {
+      const __m512 k = load16<DT>(kt.data + (d + c) * kt.d_stride);
+      for (int i = 0; i < QB; ++i)
+        acc[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[i * D + d + c]), k, acc[i][c]);
+    }
+  for (int i = 0; i < QB; ++i) {
+    const __m512 sum =
+        _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]), _mm512_add_ps(acc[i][2], acc[i][3]));
+    if (n[i] > 0)
+      _mm512_mask_storeu_ps(scores + i * stride, tail_mask(n[i]), _mm512_mul_ps(sum, scale));
+  }
+}
+
+template <Dtype DT>
+void tile_scores_any(int qb, const KeyTile& kt, int64_t D, const float* q, __m512 scale,
+                     const int* n, float* scores, size_t stride) {
+  static_assert(kQueryBlock == 4, "cases below");
+  switch (qb) {
+    case 1:
+      return tile_scores<DT, 1>(kt, D, q, scale, n, scores, stride);
+    case 2:
+      return tile_scores<DT, 2>(kt, D, q, scale, n, scores, stride);
+    case 3:
+      return tile_scores<DT, 3>(kt, D, q, scale, n, scores, stride);
+    default:
+      return tile_scores<DT, 4>(kt, D, q, scale, n, scores, stride);
+  }
+}
+
+// Tokens [j0, j0 + n) of a row-layout head as floats: dst[t * head_dim + d].
 void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float* dst) {
   for (int t = 0; t < n; ++t) {
     const uint8_t* src = h.token(j0 + t);
-    float* d = dst + t * head_dim;
+    float* out = dst + t * head_dim;
     switch (h.dtype) {
       case Dtype::kF32:
-        std::memcpy(d, src, head_dim * sizeof(float));
+        std::memcpy(out, src, head_dim * sizeof(float));
         break;
       case Dtype::kF16:
         for (int64_t c = 0; c < head_dim; c += 16)
-          _mm512_storeu_ps(
-              d + c,
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * c))));
+          _mm512_storeu_ps(out + c, load16<Dtype::kF16>(src + 2 * c));
         break;
       case Dtype::kBF16:
-        for (int64_t c = 0; c < head_dim; c += 16) {
-          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * c));
-          _mm512_storeu_ps(d + c,
-                           _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
-        }
+        for (int64_t c = 0; c < head_dim; c += 16)
+          _mm512_storeu_ps(out + c, load16<Dtype::kBF16>(src + 2 * c));
         break;
       default:
         LOOM_CHECK(false && "KV dtype must be f32, f16 or bf16");
     }
   }
-}
-
-// Prefetches tokens [j0, j0 + n) of a paged head (the next tile, while this one is used: a
-// decode step reads every sequence's K/V from DRAM, and the tiles sit in scattered blocks).
-void prefetch_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim) {
-  const int64_t bytes = head_dim * (h.dtype == Dtype::kF32 ? 4 : 2);
-  for (int t = 0; t < n; ++t) {
-    const char* p = reinterpret_cast<const char*>(h.token(j0 + t));
-    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-  }
-}
-
-// Lane sums of 16 vectors, v[k] -> lane k, by a fixed tree (pairs of lanes, then 64-bit
-// halves, then 128-bit quarters): ~3 operations per vector instead of a full reduction each.
-inline __m512 sum16(const __m512 (&v)[16]) {
-  __m512 w[8], x[4], z[2];
-  for (int i = 0; i < 8; ++i)
-    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
-    x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  // Now quarter c of x[i] holds, for vectors 4i..4i+3 in order, the sums over quarter c.
-  for (int i = 0; i < 2; ++i)
-    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// Scores of the 16 keys of a tile (tile[t * D + d]) for one query: lane t = scale * q·k_t.
-// Always all 16 (a partial tile's extra lanes are garbage the caller ignores), so a key's
-// score is computed the same way wherever it sits.
-template <int C>
-inline __m512 scores16(const __m512 (&q)[C], const float* tile, __m512 scale) {
-  constexpr int D = 16 * C;
-  __m512 acc[16];
-  for (int t = 0; t < 16; ++t) acc[t] = _mm512_mul_ps(q[0], _mm512_loadu_ps(tile + t * D));
-  for (int c = 1; c < C; ++c)
-    for (int t = 0; t < 16; ++t)
-      acc[t] = _mm512_fmadd_ps(q[c], _mm512_loadu_ps(tile + t * D + 16 * c), acc[t]);
-  return _mm512_mul_ps(sum16(acc), scale);
-}
-
-inline __mmask16 tail_mask(int32_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
 // Replaces s[0, n) by exp(s - max) and returns 1 / their sum.
@@ -116,6 +186,50 @@ inline float softmax_unnormalized(float* s, int32_t n) {
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
+// The largest divisor of c that is at most limit.
+constexpr int divisor_at_most(int c, int limit) {
+  for (int d = limit; d > 1; --d)
+    if (c % d == 0) return d;
+  return 1;
+}
+
+// out_i += sum over tokens t in [t0, t1) of e_i[t] * v_t for Q queries (tile[t * D + d],
+// D = 16 C), CB vectors of 16 dimensions at a time so that the Q x CB sums stay in registers
+// and each V load serves all Q queries. A query's chain per dimension runs over t in order
+// whatever Q and CB are, and continues across calls through out.
+template <int C, int Q>
+__attribute__((noinline)) void accumulate_v(const float* tile, int t0, int t1,
+                                            const float* const* e, float* const* out) {
+  constexpr int D = 16 * C;
+  constexpr int CB = divisor_at_most(C, 16 / Q);
+  for (int c0 = 0; c0 < C; c0 += CB) {
+    __m512 acc[Q][CB];
+    for (int i = 0; i < Q; ++i)
+      for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_loadu_ps(out[i] + 16 * (c0 + c));
+    for (int t = t0; t < t1; ++t) {
+      __m512 v[CB];
+      for (int c = 0; c < CB; ++c) v[c] = _mm512_loadu_ps(tile + t * D + 16 * (c0 + c));
+      for (int i = 0; i < Q; ++i) {
+        const __m512 p = _mm512_set1_ps(e[i][t]);
+        for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_fmadd_ps(p, v[c], acc[i][c]);
+      }
+    }
+    for (int i = 0; i < Q; ++i)
+      for (int c = 0; c < CB; ++c) _mm512_storeu_ps(out[i] + 16 * (c0 + c), acc[i][c]);
+  }
+}
+
+// accumulate_v over each query's own tokens [0, n_i) of the tile: the tokens all Q attend
+// to together, then each query's remaining ones alone.
+template <int C, int Q>
+void accumulate_v_block(const float* tile, const float* const* e, const int* n, float* const* out) {
+  int all = n[0];
+  for (int i = 1; i < Q; ++i) all = std::min(all, n[i]);
+  if (all > 0) accumulate_v<C, Q>(tile, 0, all, e, out);
+  for (int i = 0; i < Q; ++i)
+    if (n[i] > all) accumulate_v<C, 1>(tile, all, n[i], e + i, out + i);
+}
+
 template <int C>
 void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const PagedHead& vh,
                  float scale, float* scratch) {
@@ -124,38 +238,40 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   for (int i = 0; i < n_q; ++i) max_kv = std::max(max_kv, qs[i].n_kv);
   const int32_t padded = (max_kv + kTile - 1) / kTile * kTile;
   float* scores = scratch;                                   // [n_q][padded]
-  float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]
-  float* inv_sum = tile + kTile * D;                         // [n_q]
+  float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]: V, or gathered K
+  float* q_rows = tile + kTile * D;                          // [n_q][D]
+  float* inv_sum = q_rows + static_cast<size_t>(n_q) * D;    // [n_q]
   const __m512 vscale = _mm512_set1_ps(scale);
+  for (int i = 0; i < n_q; ++i) std::memcpy(q_rows + i * D, qs[i].q, D * sizeof(float));
 
   // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
   constexpr int kAhead = 2;
-  auto prefetch_tile = [&](const PagedHead& h, int32_t j0) {
-    if (j0 < max_kv) prefetch_tokens(h, j0, std::min<int32_t>(kTile, max_kv - j0), D);
-  };
-  if (getenv("LOOM_ATT_PF")) {
-    const int32_t n_all = std::min<int32_t>(max_kv, atoi(getenv("LOOM_ATT_PF")));
-    prefetch_tokens(kh, 0, n_all, D);
-    prefetch_tokens(vh, 0, n_all, D);
-  } else
-  for (int a = 0; a < kAhead; ++a) {
-    prefetch_tile(kh, a * kTile);
-    prefetch_tile(vh, a * kTile);
+  for (int a = 0; a < kAhead && a * kTile < max_kv; ++a) {
+    prefetch_keys(kh, a * kTile, D);
+    prefetch_values(vh, a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
   }
 
-  // Scores, one K tile at a time.
+  // Scores, one K tile at a time, queries in blocks sharing each load.
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    prefetch_tile(kh, j0 + kAhead * kTile);
-    load_tokens(kh, j0, nt, D, tile);
-    if (nt < kTile) std::fill(tile + nt * D, tile + kTile * D, 0.0f);  // scores16 reads all 16
-    for (int i = 0; i < n_q; ++i) {
-      const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
-      if (n <= 0) continue;
-      __m512 q[C];
-      for (int c = 0; c < C; ++c) q[c] = _mm512_loadu_ps(qs[i].q + 16 * c);
-      _mm512_mask_storeu_ps(scores + static_cast<size_t>(i) * padded + j0, tail_mask(n),
-                            scores16<C>(q, tile, vscale));
+    if (j0 + kAhead * kTile < max_kv) prefetch_keys(kh, j0 + kAhead * kTile, D);
+    const KeyTile kt = key_tile(kh, j0, nt, D, tile);
+    for (int i0 = 0; i0 < n_q; i0 += kQueryBlock) {
+      const int qb = std::min(kQueryBlock, n_q - i0);
+      int n[kQueryBlock];
+      for (int i = 0; i < qb; ++i) n[i] = std::min<int32_t>(nt, qs[i0 + i].n_kv - j0);
+      float* out = scores + static_cast<size_t>(i0) * padded + j0;
+      const float* q = q_rows + static_cast<size_t>(i0) * D;
+      switch (kt.dtype) {
+        case Dtype::kF16:
+          tile_scores_any<Dtype::kF16>(qb, kt, D, q, vscale, n, out, padded);
+          break;
+        case Dtype::kBF16:
+          tile_scores_any<Dtype::kBF16>(qb, kt, D, q, vscale, n, out, padded);
+          break;
+        default:
+          tile_scores_any<Dtype::kF32>(qb, kt, D, q, vscale, n, out, padded);
+      }
     }
   }
   for (int i = 0; i < n_q; ++i)
@@ -163,24 +279,38 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
                      ? softmax_unnormalized(scores + static_cast<size_t>(i) * padded, qs[i].n_kv)
                      : 0.0f;
 
-  // Weighted sum of V, one V tile at a time; out holds the running sum.
+  // Weighted sum of V, one V tile at a time; out holds the running sum. Blocks of 4 queries
+  // share the V loads.
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    prefetch_tile(vh, j0 + kAhead * kTile);
+    if (j0 + kAhead * kTile < max_kv)
+      prefetch_values(vh, j0 + kAhead * kTile,
+                      std::min<int32_t>(kTile, max_kv - j0 - kAhead * kTile), D);
     load_tokens(vh, j0, nt, D, tile);
-    for (int i = 0; i < n_q; ++i) {
-      const int n = std::min<int32_t>(nt, qs[i].n_kv - j0);
-      if (n <= 0) continue;
-      const float* e = scores + static_cast<size_t>(i) * padded + j0;
-      __m512 acc[C];
-      for (int c = 0; c < C; ++c) acc[c] = _mm512_loadu_ps(qs[i].out + 16 * c);
-      for (int t = 0; t < n; ++t) {
-        const __m512 p = _mm512_set1_ps(e[t]);
-        for (int c = 0; c < C; ++c)
-          acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(tile + t * D + 16 * c), acc[c]);
+    const float* e[4];
+    int n[4];
+    float* out[4];
+    for (int i = 0; i < n_q; i += 4) {
+      const int q = std::min(4, n_q - i);
+      for (int k = 0; k < q; ++k) {
+        e[k] = scores + static_cast<size_t>(i + k) * padded + j0;
+        n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
+        out[k] = qs[i + k].out;
       }
-      for (int c = 0; c < C; ++c) _mm512_storeu_ps(qs[i].out + 16 * c, acc[c]);
+      switch (q) {
+        case 4:
+          accumulate_v_block<C, 4>(tile, e, n, out);
+          break;
+        case 3:
+          accumulate_v_block<C, 3>(tile, e, n, out);
+          break;
+        case 2:
+          accumulate_v_block<C, 2>(tile, e, n, out);
+          break;
+        default:
+          accumulate_v_block<C, 1>(tile, e, n, out);
+      }
     }
   }
   for (int i = 0; i < n_q; ++i) {
@@ -199,12 +329,12 @@ void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedH
   case c:                 \
     return attention_c<c>(queries, n_q, k, v, scale, scratch);
     LOOM_ATTN_CASE(1)
-    LOOM_ATTN_CASE(2) LOOM_ATTN_CASE(3) LOOM_ATTN_CASE(4) LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6)
-        LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8) LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11)
-            LOOM_ATTN_CASE(12) LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15)
-                LOOM_ATTN_CASE(16)
+    LOOM_ATTN_CASE(2)
+    LOOM_ATTN_CASE(3) LOOM_ATTN_CASE(4) LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7)
+        LOOM_ATTN_CASE(8) LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12)
+            LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
 #undef LOOM_ATTN_CASE
-                    default
+                default
         : LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
   }
 }

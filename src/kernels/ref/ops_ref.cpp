@@ -64,7 +64,7 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
   double mx = -INFINITY;
   for (int32_t j = 0; j < n_kv; ++j) {
     double d = 0;
-    for (int64_t i = 0; i < head_dim; ++i) d += q[i] * load_one(k.dtype, k.token(j), i);
+    for (int64_t i = 0; i < head_dim; ++i) d += q[i] * load_one(k.dtype, k.at(j, i), 0);
     s[j] = d * scale;
     mx = std::fmax(mx, s[j]);
   }
@@ -72,7 +72,7 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
   for (auto& x : s) sum += x = std::exp(x - mx);
   for (int64_t i = 0; i < head_dim; ++i) {
     double acc = 0;
-    for (int32_t j = 0; j < n_kv; ++j) acc += s[j] * load_one(v.dtype, v.token(j), i);
+    for (int32_t j = 0; j < n_kv; ++j) acc += s[j] * load_one(v.dtype, v.at(j, i), 0);
     out[i] = static_cast<float>(acc / sum);
   }
 }
