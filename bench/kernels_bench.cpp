@@ -2,8 +2,10 @@
 // throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
 // override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
 //   loom_kernels_bench [filter-substring]
-// Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s is cache,
-// not DRAM, bandwidth.
+// Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s
+// is cache, not DRAM, bandwidth.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
@@ -107,10 +110,20 @@ void bench_attention() {
   std::vector<int32_t> table(kBlocks);
   for (int32_t i = 0; i < kBlocks; ++i) table[i] = (i * 7 + 3) % kBlocks;
   const uint64_t block_bytes = kBlock * D * 2;
-  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()), Dtype::kF16, table.data(),
-                              kBlock, block_bytes, 2, kBlock * 2};
-  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()), Dtype::kF16, table.data(),
-                              kBlock, block_bytes, D * 2, 0};
+  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()),
+                              Dtype::kF16,
+                              table.data(),
+                              kBlock,
+                              block_bytes,
+                              2,
+                              kBlock * 2};
+  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()),
+                              Dtype::kF16,
+                              table.data(),
+                              kBlock,
+                              block_bytes,
+                              D * 2,
+                              0};
   for (const int rows : {16, 1}) {
     const int n_q = 2 * rows;
     std::vector<float> q(n_q * D), out(n_q * D);
@@ -123,12 +136,59 @@ void bench_attention() {
       pairs += n_kv;
     }
     std::vector<float> scratch(kernels::attention_scratch_floats(n_q, kTokens, D));
-    const double t = time_call([&] {
-      kernels::attention_multi(qs.data(), n_q, kh, vh, D, 0.088f, scratch.data());
-    });
+    const double t = time_call(
+        [&] { kernels::attention_multi(qs.data(), n_q, kh, vh, D, 0.088f, scratch.data()); });
     std::printf("attn  %-7s %2d queries x %d keys  %8.1f us  %6.1f GFLOP/s (1 thread)\n",
                 rows > 1 ? "prefill" : "decode", n_q, kTokens, t * 1e6, 4.0 * D * pairs / t / 1e9);
   }
+}
+
+// Decode attention with the cache out of every cache: 4096 (sequence, head) pairs of 128
+// tokens (256 MiB of f16 K/V), each attended once by 2 query heads, in order, on one thread;
+// LOOM_BENCH_ATTN_PREFETCH=1 prefetches the next pair's K and V while this one runs.
+void bench_attention_dram() {
+  constexpr int64_t D = 128;
+  constexpr int32_t kTokens = 128, kBlock = 16, kBlocksPer = kTokens / kBlock, kPairs = 4096;
+  const uint64_t block_bytes = kBlock * D * 2;
+  // Huge pages, as the model's KV cache (model/kv_cache.cpp).
+  const uint64_t bytes = kPairs * kBlocksPer * block_bytes;
+  HugeBuffer k = allocate_huge(bytes, true), v = allocate_huge(bytes, true);
+  for (uint64_t i = 0; i < bytes; ++i) {
+    k.get()[i] = i % 2 ? 0x3c : static_cast<uint8_t>(i * 7);  // f16 values near 1
+    v.get()[i] = i % 2 ? 0x3c : static_cast<uint8_t>(i * 13);
+  }
+  std::vector<int32_t> table(kPairs * kBlocksPer);
+  for (int32_t i = 0; i < kPairs * kBlocksPer; ++i) table[i] = (i * 7919) % (kPairs * kBlocksPer);
+  std::vector<float> q(2 * D, 0.01f), out(2 * D);
+  std::vector<float> scratch(kernels::attention_scratch_floats(2, kTokens, D));
+  const bool prefetch = std::getenv("LOOM_BENCH_ATTN_PREFETCH") != nullptr;
+  auto head = [&](const HugeBuffer& buf, int p, bool is_k) {
+    return kernels::PagedHead{buf.get(),
+                              Dtype::kF16,
+                              &table[p * kBlocksPer],
+                              kBlock,
+                              block_bytes,
+                              is_k ? 2u : uint64_t{D * 2},
+                              is_k ? uint64_t{kBlock * 2} : 0};
+  };
+  const double t = time_call(
+      [&] {
+        for (int p = 0; p < kPairs; ++p) {
+          if (prefetch && p + 1 < kPairs)
+            for (int b = 0; b < kBlocksPer; ++b)
+              for (uint64_t off = 0; off < block_bytes; off += 64) {
+                const uint64_t at = table[(p + 1) * kBlocksPer + b] * block_bytes + off;
+                _mm_prefetch(reinterpret_cast<const char*>(k.get() + at), _MM_HINT_T1);
+                _mm_prefetch(reinterpret_cast<const char*>(v.get() + at), _MM_HINT_T1);
+              }
+          kernels::AttentionQuery qs[2] = {{&q[0], &out[0], kTokens}, {&q[D], &out[D], kTokens}};
+          kernels::attention_multi(qs, 2, head(k, p, true), head(v, p, false), D, 0.088f,
+                                   scratch.data());
+        }
+      },
+      3);
+  std::printf("attn  decode from DRAM%s: %.2f us per (sequence, head), %.1f GB/s (1 thread)\n",
+              prefetch ? " +prefetch" : "", t / kPairs * 1e6, 2.0 * bytes / t / 1e9);
 }
 
 }  // namespace
@@ -137,18 +197,26 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 1 ? argv[1] : "";
   const char* th = std::getenv("LOOM_BENCH_THREADS");
   ThreadPool pool(th ? std::atoi(th) : 0);
-  std::printf("isa=%s threads=%d clock=%s\n", std::string(kernels::isa_name(kernels::active_isa())).c_str(),
-              pool.size(), std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
+  std::printf("isa=%s threads=%d clock=%s\n",
+              std::string(kernels::isa_name(kernels::active_isa())).c_str(), pool.size(),
+              std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
   if (filter.empty() || filter == "attn") bench_attention();
+  if (filter == "attn-dram") bench_attention_dram();
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
                           Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
   struct Shape {
     int64_t cols, rows;
   };
-  const Shape shapes[] = {{1024, 3072}, {3072, 1024}, {1024, 32000}, {1024, 1024}, {1024, 512}};
+  // LOOM_BENCH_DRAM=1: one 1024 x 128000 matrix instead (256 MiB in F16: out of every cache).
+  const bool dram = std::getenv("LOOM_BENCH_DRAM") != nullptr;
+  const std::vector<Shape> shapes =
+      dram ? std::vector<Shape>{{1024, 128000}}
+           : std::vector<Shape>{
+                 {1024, 3072}, {3072, 1024}, {1024, 32000}, {1024, 1024}, {1024, 512}};
   for (Dtype t : dtypes) {
     const std::string name(dtype_name(t));
-    if (filter == "attn" || (!filter.empty() && name.find(filter) == std::string::npos)) continue;
+    if (filter.rfind("attn", 0) == 0 || (!filter.empty() && name.find(filter) == std::string::npos))
+      continue;
     for (const Shape& s : shapes) {
       Matrix m = make_matrix(t, s.rows, s.cols);
       // What the model runs: packable types repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
@@ -161,9 +229,10 @@ int main(int argc, char** argv) {
       std::mt19937 rng(2);
       std::normal_distribution<float> dist(0.f, 1.f);
       for (auto& v : x) v = dist(rng);
-      const double gemv = time_call([&] { kernels::matmul(m.view, x.data(), 1, out.data(), &pool); });
-      std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(),
-                  (long long)s.cols, (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
+      const double gemv =
+          time_call([&] { kernels::matmul(m.view, x.data(), 1, out.data(), &pool); });
+      std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(), (long long)s.cols,
+                  (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
       if (s.rows == 3072 || std::getenv("LOOM_BENCH_ALL_GEMM")) {
         for (const int64_t nt : {16, 512}) {  // batched decode, prefill
           const double gemm =

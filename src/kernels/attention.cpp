@@ -2,6 +2,8 @@
 // kernels::attention call per query.
 #include "kernels/attention.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "kernels/cpu/isa.h"
@@ -23,6 +25,37 @@ size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim) {
   const size_t padded =
       (static_cast<size_t>(max_n_kv) + kTileTokens - 1) / kTileTokens * kTileTokens;
   return static_cast<size_t>(n_q) * (padded + head_dim + 1) + kTileTokens * head_dim;
+}
+
+namespace {
+
+void prefetch_lines(const uint8_t* p, uint64_t bytes) {
+  for (uint64_t off = 0; off < bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+}
+
+// The lines of tokens [0, n_kv) of a head: per block, one span when the block's tokens of
+// this head are contiguous (dim-major, or rows of adjacent tokens), else token by token.
+void prefetch_head(const PagedHead& h, int32_t n_kv, int64_t head_dim) {
+  const uint64_t esize = h.dtype == Dtype::kF32 ? 4 : 2;
+  const uint64_t row = head_dim * esize;
+  for (int32_t j0 = 0; j0 < n_kv; j0 += h.block_size) {
+    const int32_t n = std::min(h.block_size, n_kv - j0);
+    if (!h.row_layout())
+      prefetch_lines(h.token(j0), head_dim * h.dim_bytes());
+    else if (h.token_stride == row)
+      prefetch_lines(h.token(j0), n * row);
+    else
+      for (int32_t t = 0; t < n; ++t) prefetch_lines(h.token(j0 + t), row);
+  }
+}
+
+}  // namespace
+
+void prefetch_attention(const PagedHead& k, const PagedHead& v, int32_t n_kv, int64_t head_dim) {
+  if (active_isa() == Isa::kScalar) return;
+  prefetch_head(k, n_kv, head_dim);
+  prefetch_head(v, n_kv, head_dim);
 }
 
 void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,

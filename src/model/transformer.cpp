@@ -119,10 +119,29 @@ void CpuModel::plan_attention(const Batch& b) {
   for (int32_t i = 0; i < static_cast<int32_t>(b.seq.size()); ++i)
     rows_by_seq_[fill[b.seq[i]]++] = i;
   attn_tasks_.clear();
+  bool one_row_each = true;
   for (int32_t s = 0; s < n_seq; ++s)
-    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_)
+    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_) {
+      one_row_each = one_row_each && start[s + 1] - r == 1;
       for (int32_t hk = 0; hk < config_.n_head_kv; ++hk)
         attn_tasks_.push_back({s, hk, r, std::min(start[s + 1], r + attn_rows_per_task_)});
+    }
+  // A decode step (every task one row) is split statically, one contiguous share of about
+  // equal K/V length per thread, so each thread knows its next task and can prefetch it.
+  // Prefill tasks are compute-bound and uneven: they are claimed dynamically.
+  attn_parts_.clear();
+  const int n_threads = pool_.size();
+  if (!one_row_each || n_threads == 1 || attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
+    return;
+  std::vector<int64_t> cost(attn_tasks_.size() + 1, 0);
+  for (size_t i = 0; i < attn_tasks_.size(); ++i)
+    cost[i + 1] = cost[i] + b.pos[rows_by_seq_[attn_tasks_[i].row_begin]] + 1;
+  attn_parts_.push_back(0);
+  for (int p = 1; p < n_threads; ++p) {
+    const int64_t target = cost.back() * p / n_threads;
+    attn_parts_.push_back(std::lower_bound(cost.begin(), cost.end(), target) - cost.begin());
+  }
+  attn_parts_.push_back(static_cast<int64_t>(attn_tasks_.size()));
 }
 
 // Row-wise element work (norms, RoPE, residual adds) over n rows of about row_floats each:
@@ -206,11 +225,13 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
     // Attention per (sequence, KV head, chunk of rows): the chunk's query heads of that KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
-    pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t task, int thread) {
+    auto heads = [&](const AttentionTask& t) {
+      const int32_t* table = b.sequences[t.seq].block_table;
+      return std::pair{kv->k_head(l, t.kv_head, table), kv->v_head(l, t.kv_head, table)};
+    };
+    auto run_task = [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
-      const BatchSequence& s = b.sequences[t.seq];
-      const kernels::PagedHead kh = kv->k_head(l, t.kv_head, s.block_table);
-      const kernels::PagedHead vh = kv->v_head(l, t.kv_head, s.block_table);
+      const auto [kh, vh] = heads(t);
       kernels::AttentionQuery* queries =
           &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
       int n_q = 0;
@@ -222,7 +243,24 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::attention_multi(
           queries, n_q, kh, vh, D, scale,
           &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
-    });
+    };
+    if (attn_parts_.empty()) {
+      pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
+    } else {
+      // Decode: each thread runs its share in order and prefetches its next task's K/V (from
+      // DRAM, the cache is latency-bound otherwise).
+      pool_.parallel_for(
+          static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part, int thread) {
+            for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
+              if (task + 1 < attn_parts_[part + 1]) {
+                const AttentionTask& next = attn_tasks_[task + 1];
+                const auto [kh, vh] = heads(next);
+                kernels::prefetch_attention(kh, vh, b.pos[rows_by_seq_[next.row_end - 1]] + 1, D);
+              }
+              run_task(task, thread);
+            }
+          });
+    }
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
 
     for_rows(n, E, [&](int64_t i, int) {

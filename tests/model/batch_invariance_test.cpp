@@ -16,7 +16,9 @@ struct Seq {
   std::vector<int32_t> table;  // physical blocks
 };
 
-bool bit_equal(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+bool bit_equal(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * 4) == 0;
+}
 
 class BatchInvariance : public ::testing::TestWithParam<std::pair<std::string, Dtype>> {};
 
@@ -49,7 +51,8 @@ TEST_P(BatchInvariance, TogetherAloneAndChunkedAreBitIdentical) {
   std::vector<std::vector<float>> together(4);
   for (int s = 0; s < 4; ++s) {
     int32_t n = static_cast<int32_t>(seqs[s].tokens.size());
-    b.sequences.push_back({seqs[s].table.data(), static_cast<int32_t>(seqs[s].table.size()), 0, n, b.n_rows()});
+    b.sequences.push_back(
+        {seqs[s].table.data(), static_cast<int32_t>(seqs[s].table.size()), 0, n, b.n_rows()});
     for (int32_t i = 0; i < n; ++i) {
       b.logits_rows.push_back(b.n_rows());
       b.tokens.push_back(seqs[s].tokens[i]);
@@ -59,6 +62,39 @@ TEST_P(BatchInvariance, TogetherAloneAndChunkedAreBitIdentical) {
   }
   std::vector<float> all(b.logits_rows.size() * V);
   ASSERT_TRUE(m.forward(b, *kv_all, all.data()).is_ok());
+
+  // (d) a decode step: every sequence's prompt but its last token first, then the last tokens
+  // of all four as one batch of single rows (the attention tasks split statically per thread).
+  {
+    auto kv = KvCache::create(m.config(), next_block, bs, Dtype::kF16).value();
+    Batch pre, step;
+    std::vector<float> scratch_logits, last(4 * V);
+    for (int s = 0; s < 4; ++s) {
+      const int32_t n = static_cast<int32_t>(seqs[s].tokens.size());
+      const int32_t* table = seqs[s].table.data();
+      const int32_t nb = static_cast<int32_t>(seqs[s].table.size());
+      if (n > 1) {
+        pre.sequences.push_back({table, nb, 0, n - 1, pre.n_rows()});
+        for (int32_t i = 0; i + 1 < n; ++i) {
+          pre.tokens.push_back(seqs[s].tokens[i]);
+          pre.pos.push_back(i);
+          pre.seq.push_back(static_cast<int32_t>(pre.sequences.size()) - 1);
+        }
+      }
+      step.sequences.push_back({table, nb, n - 1, 1, step.n_rows()});
+      step.logits_rows.push_back(step.n_rows());
+      step.tokens.push_back(seqs[s].tokens[n - 1]);
+      step.pos.push_back(n - 1);
+      step.seq.push_back(s);
+    }
+    ASSERT_TRUE(m.forward(pre, *kv, scratch_logits.data()).is_ok());
+    ASSERT_TRUE(m.forward(step, *kv, last.data()).is_ok());
+    size_t end = 0;
+    for (int s = 0; s < 4; ++s) {
+      end += seqs[s].tokens.size();
+      EXPECT_TRUE(bit_equal(&last[s * V], &all[(end - 1) * V], V)) << "decode row of seq " << s;
+    }
+  }
 
   // (b) each alone, (c) each chunked by 1 and by 7, with a different model thread count.
   auto m1 = Model::from_gguf(*file, {1}).value();
@@ -98,7 +134,8 @@ INSTANTIATE_TEST_SUITE_P(All, BatchInvariance,
                                            std::pair{std::string("qwen2"), Dtype::kQ8_0},
                                            std::pair{std::string("qwen3"), Dtype::kQ4_K}),
                          [](const auto& info) {
-                           return info.param.first + "_" + std::string(dtype_name(info.param.second));
+                           return info.param.first + "_" +
+                                  std::string(dtype_name(info.param.second));
                          });
 
 }  // namespace

@@ -293,7 +293,9 @@ void float_tile(const PackedArgs& a) {
       const int64_t col = k + h * S::kCols;
       typename S::W w[G];
       for (int g = 0; g < G; ++g) {
-        if (a.prefetch)
+        // One prefetch per 64-byte line: an F16 step is half a line (the odd step's line is
+        // the even step's), a BF16 step a whole one.
+        if (a.prefetch && (S::kCols == 2 || h == 0))
           _mm_prefetch(reinterpret_cast<const char*>(base[g] + col * kPackRows) + kPrefetchBytes,
                        _MM_HINT_T0);
         w[g] = S::load_w(base[g] + col * kPackRows);
