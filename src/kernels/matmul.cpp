@@ -45,10 +45,11 @@ bool matmul_supported(Dtype w) {
 
 namespace {
 
-// Runs the quantization of n_tokens activation rows, in parallel when it pays for a hand-off.
+// Runs the quantization of n_tokens activation rows, in parallel when it pays for a hand-off
+// (from a few rows on, as CpuModel::for_rows).
 template <class F>
 void for_each_token(int64_t n_tokens, int64_t cols, ThreadPool* pool, F&& quant) {
-  if (pool && n_tokens > 1 && n_tokens * cols >= (int64_t{1} << 16))
+  if (pool && n_tokens > 1 && n_tokens * cols >= 8192)
     pool->parallel_for(n_tokens, quant);
   else
     for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
