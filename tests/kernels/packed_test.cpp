@@ -119,37 +119,32 @@ TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
   EXPECT_EQ(ob, rb);
 }
 
-TEST(PackedMixed, F16AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
-  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+// Two packed matrices of (possibly) different dtypes in one matmul_multi call: each gets what
+// a call of its own gives.
+void expect_multi_matches_single_calls(Dtype ta, int64_t rows_a, Dtype tb, int64_t rows_b,
+                                       int64_t cols, int64_t nt, uint32_t seed) {
   ThreadPool pool(2);
-  const int64_t cols = 256, nt = 9;
-  Matrix a = make_matrix(Dtype::kF16, 40, cols, 11), b = make_matrix(Dtype::kQ8_0, 33, cols, 12);
+  Matrix a = make_matrix(ta, rows_a, cols, seed), b = make_matrix(tb, rows_b, cols, seed + 1);
   const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
-  const auto x = testing::random_normal(nt * cols, 13);
-  std::vector<float> oa(nt * 40), ob(nt * 33), sa(nt * 40), sb(nt * 33);
+  const auto x = testing::random_normal(nt * cols, seed + 2);
+  std::vector<float> oa(nt * rows_a), ob(nt * rows_b), sa(nt * rows_a), sb(nt * rows_b);
   const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
   matmul_multi(targets, 2, x.data(), nt, &pool);
   matmul(pa.view(), x.data(), nt, sa.data(), &pool);
   matmul(pb.view(), x.data(), nt, sb.data(), &pool);
-  EXPECT_EQ(oa, sa);
-  EXPECT_EQ(ob, sb);
+  EXPECT_EQ(oa, sa) << dtype_name(ta);
+  EXPECT_EQ(ob, sb) << dtype_name(tb);
+}
+
+TEST(PackedMixed, F16AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  expect_multi_matches_single_calls(Dtype::kF16, 40, Dtype::kQ8_0, 33, 256, 9, 11);
 }
 
 // A Q4_K_M layer: q/k in Q4_K and v in Q6_K share one activation quantization.
 TEST(PackedMixed, Q4_KAndQ6_KInOneMultiCallEachGetTheirOwnResult) {
   if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
-  ThreadPool pool(2);
-  const int64_t cols = 512, nt = 13;
-  Matrix a = make_matrix(Dtype::kQ4_K, 50, cols, 21), b = make_matrix(Dtype::kQ6_K, 24, cols, 22);
-  const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
-  const auto x = testing::random_normal(nt * cols, 23);
-  std::vector<float> oa(nt * 50), ob(nt * 24), sa(nt * 50), sb(nt * 24);
-  const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
-  matmul_multi(targets, 2, x.data(), nt, &pool);
-  matmul(pa.view(), x.data(), nt, sa.data(), &pool);
-  matmul(pb.view(), x.data(), nt, sb.data(), &pool);
-  EXPECT_EQ(oa, sa);
-  EXPECT_EQ(ob, sb);
+  expect_multi_matches_single_calls(Dtype::kQ4_K, 50, Dtype::kQ6_K, 24, 512, 13, 21);
 }
 
 INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
