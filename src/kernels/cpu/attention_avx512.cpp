@@ -2,14 +2,13 @@
 // with K stored dim-major in the cache (model/kv_cache.h), dimension d of 16 consecutive keys
 // is one 16-value load, so a query's 16 scores are FMA chains over d against a broadcast q[d]
 // (no horizontal sums), and that load serves a block of up to 4 queries. V tokens are
-// converted to float 16 at a time and shared by every query; pairs of queries share each V
-// load.
+// converted to float 16 at a time; blocks of 4 queries share each V load.
 //
 // Per query the arithmetic is fixed: score_j = (four partial sums over d = c mod 4, in order,
-// added pairwise) * scale;
-// softmax with a vector max, e_j = exp(score_j - max), sum of e_j in 16 lanes over j in order
-// then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends on which other
-// queries share the call, how they are blocked, or the cache's layout.
+// added pairwise) * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in
+// 16 lanes over j in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum).
+// Nothing depends on which other queries share the call, how they are blocked, or the
+// cache's layout.
 #include <immintrin.h>
 
 #include <algorithm>
