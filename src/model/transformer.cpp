@@ -133,7 +133,8 @@ void CpuModel::plan_attention(const Batch& b) {
   const int n_threads = pool_.size();
   if (!one_row_each || n_threads == 1 || attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
     return;
-  std::vector<int64_t> cost(attn_tasks_.size() + 1, 0);
+  std::vector<int64_t>& cost = attn_cost_;  // prefix sums of the tasks' K/V lengths
+  cost.assign(attn_tasks_.size() + 1, 0);
   for (size_t i = 0; i < attn_tasks_.size(); ++i)
     cost[i + 1] = cost[i] + b.pos[rows_by_seq_[attn_tasks_[i].row_begin]] + 1;
   attn_parts_.push_back(0);

@@ -59,6 +59,7 @@ class CpuModel final : public Model {
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).
   std::vector<int64_t> attn_parts_;
+  std::vector<int64_t> attn_cost_;  // scratch for the split
   int32_t attn_rows_per_task_ = 1;  // rows per task: ~32 query heads per attention_multi call
   std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: rows_per_task * group
   std::vector<int32_t> rows_by_seq_;
