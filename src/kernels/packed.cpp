@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "base/status.h"
 #include "kernels/cpu/isa.h"
@@ -14,7 +15,7 @@ namespace loom::kernels {
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
          (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16 ||
-          w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ6_K ||
+          w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K ||
           (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
@@ -30,6 +31,8 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
       return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 4 * 64);
     case Dtype::kQ4_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ4KBytes;
+    case Dtype::kQ5_K:
+      return static_cast<uint64_t>(cols / 256) * kPackedQ5KBytes;
     case Dtype::kQ6_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ6KBytes;
     default:
@@ -64,16 +67,20 @@ void pack_bf16(const TensorView& w, int64_t groups, uint16_t* out) {
     }
 }
 
-// Q4_K: see packed.h. Padding rows are all zero (d = dmin = 0: they add nothing).
-void pack_q4_k(const TensorView& w, int64_t groups, uint8_t* out) {
+// Q4_K and Q5_K (Block: BlockQ4_K or BlockQ5_K, the same up to qh): see packed.h. Padding
+// rows are all zero (d = dmin = 0: they add nothing).
+template <class Block>
+void pack_q4_k_q5_k(const TensorView& w, int64_t groups, uint8_t* out) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
   const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* rec = out + (g * nsb + s) * kPackedQ4KBytes;
-      std::memset(rec, 0, kPackedQ4KBytes);
+      uint8_t* rec = out + (g * nsb + s) * kRec;
+      std::memset(rec, 0, kRec);
       auto* d = reinterpret_cast<uint16_t*>(rec);
       for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w.row(g * kPackRows + r)) + s;
+        const auto* blk = reinterpret_cast<const Block*>(w.row(g * kPackRows + r)) + s;
         d[r] = blk->d;
         d[kPackRows + r] = blk->dmin;
         for (int j = 0; j < 8; ++j)
@@ -81,6 +88,16 @@ void pack_q4_k(const TensorView& w, int64_t groups, uint8_t* out) {
         for (int p = 0; p < 4; ++p)
           for (int k = 0; k < 8; ++k)
             std::memcpy(&rec[320 + 512 * p + 64 * k + 4 * r], &blk->qs[32 * p + 4 * k], 4);
+        if constexpr (kQ5) {
+          // Bit 4 of element l of sub-block j is bit j of qh[l].
+          auto* high = rec + kPackedQ4KBytes;
+          for (int j = 0; j < 8; ++j)
+            for (int l = 0; l < 32; ++l)
+              if ((blk->qh[l] >> j) & 1) {
+                const int bit = 4 * r + l % 4;  // in word 8j + l / 4
+                high[8 * (8 * j + l / 4) + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+              }
+        }
       }
     }
 }
@@ -151,8 +168,10 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
     w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
     return finish(std::move(m), w, bytes);
   }
-  if (w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ6_K) {
-    (w.dtype == Dtype::kQ4_K ? pack_q4_k : pack_q6_k)(w, groups, m.data_.get());
+  if (w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K) {
+    if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.data_.get());
+    if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.data_.get());
+    if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.data_.get());
     return finish(std::move(m), w, bytes);
   }
   for (int64_t g = 0; g < groups; ++g) {

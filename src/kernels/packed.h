@@ -18,6 +18,8 @@
 // scales as bytes [sub-block 0..7][row 0..15], the mins likewise, then for each pair of
 // sub-blocks (2p, 2p+1) 8 steps of 64 bytes: step k holds the file's bytes qs[32p + 4k..+3] of
 // each row (low nibble: element 4k+i of sub-block 2p, high nibble: of sub-block 2p+1).
+// Q5_K (2880 bytes): the Q4_K record of its low 4 bits, then for sub-block j and step k a
+// 64-bit mask (word 8j + k) whose bit 4r + i is bit 4 of element 4k + i of row r.
 // Q6_K (4384 bytes per super-block): 16 fp16 d, the int8 scales [sub-block 0..15][row], then
 // 64 steps of 64 bytes: step k holds elements 4k..4k+3 of each row as bytes q in 0..63
 // (standing for q - 32). Q6_K grows from 6.6 to 8.6 bits a weight so that its integer dot
@@ -34,10 +36,11 @@ namespace loom::kernels {
 
 constexpr int kPackRows = 16;
 constexpr int kPackedQ4KBytes = 64 + 2 * 8 * kPackRows + 4 * 8 * 64;  // one Q4_K record: 2368
+constexpr int kPackedQ5KBytes = kPackedQ4KBytes + 64 * 8;             // one Q5_K record: 2880
 constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 64 * 64;        // one Q6_K record: 4384
 
 // Whether pack_rows16 applies: Q8_0/Q4_0/F16 (BF16 with AVX512-BF16) with columns a multiple
-// of 32, Q4_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
+// of 32, Q4_K/Q5_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
 bool packable(const TensorView& w);
 
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).

@@ -1,5 +1,5 @@
-// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K (VNNI) and F16 / BF16 matrices
-// (layout in kernels/packed.h).
+// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K (VNNI) and F16 / BF16
+// matrices (layout in kernels/packed.h).
 //
 // Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8) and the
 // activations signed int8, so vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with
@@ -146,11 +146,13 @@ inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
 // Q4_K: per 32-column sub-block j, the integer dot of the nibbles q (0..15) with the int8
 // activations, then acc += (d * sc_j) * d_x * dot - (dmin * m_j) * d_x * sum(x_q), sub-blocks
 // in order. Exact integer dots and a fixed float order: batch-invariant like the others.
-template <int G, int T>
+// Q5_K (kQ5): the same with q in 0..31, bit 4 of each step's 64 bytes from its 64-bit mask.
+template <bool kQ5, int G, int T>
 void tile_q4_k(const PackedArgs& a) {
+  constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i nib = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(0x10);
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
@@ -158,11 +160,11 @@ void tile_q4_k(const PackedArgs& a) {
     const uint8_t* rec[G];
     __m512 d[G], dmin[G];
     for (int g = 0; g < G; ++g) {
-      rec[g] = a.w + (g * nsb + s) * kPackedQ4KBytes;
+      rec[g] = a.w + (g * nsb + s) * kRec;
       d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
       dmin[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
     }
-    if (a.prefetch) prefetch_record<G>(rec, kPackedQ4KBytes);
+    if (a.prefetch) prefetch_record<G>(rec, kRec);
     for (int j = 0; j < 8; ++j) {
       const int64_t blk = 8 * s + j;  // 32-column block of the activations
       __m512i dot[T][G];
@@ -173,6 +175,11 @@ void tile_q4_k(const PackedArgs& a) {
         for (int g = 0; g < G; ++g) {
           const __m512i v = _mm512_loadu_si512(rec[g] + 320 + 512 * (j / 2) + 64 * k);
           w[g] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib);
+          if constexpr (kQ5) {
+            __mmask64 high;
+            __builtin_memcpy(&high, rec[g] + kPackedQ4KBytes + 8 * (8 * j + k), 8);
+            w[g] = _mm512_or_si512(w[g], _mm512_maskz_mov_epi8(high, sixteen));
+          }
         }
         for (int t = 0; t < T; ++t) {
           const __m512i xv = bcast4(x.q[t] + 32 * blk + 4 * k);
@@ -324,11 +331,14 @@ struct QuantTile {
     tile<kQ8, G, T>(a);
   }
 };
-template <int G, bool kQ4K>
+template <int G, Dtype kType>
 struct KQuantTile {
   template <int T>
   static void run(const PackedArgs& a) {
-    kQ4K ? tile_q4_k<G, T>(a) : tile_q6_k<G, T>(a);
+    if constexpr (kType == Dtype::kQ6_K)
+      tile_q6_k<G, T>(a);
+    else
+      tile_q4_k<kType == Dtype::kQ5_K, G, T>(a);
   }
 };
 template <int G, class S>
@@ -365,9 +375,11 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
     case Dtype::kQ4_0:
       return by_tokens<QuantTile<G, false>>(a, n_tok);
     case Dtype::kQ4_K:
-      return by_tokens<KQuantTile<G, true>>(a, n_tok);
+      return by_tokens<KQuantTile<G, Dtype::kQ4_K>>(a, n_tok);
+    case Dtype::kQ5_K:
+      return by_tokens<KQuantTile<G, Dtype::kQ5_K>>(a, n_tok);
     case Dtype::kQ6_K:
-      return by_tokens<KQuantTile<G, false>>(a, n_tok);
+      return by_tokens<KQuantTile<G, Dtype::kQ6_K>>(a, n_tok);
     case Dtype::kF16:
       return by_tokens<FloatTile<G, F16Columns>>(a, n_tok);
     default:
