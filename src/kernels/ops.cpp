@@ -26,7 +26,9 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+inline float sum_squares(const float* a, int64_t n) {
+  return dot(a, a, n);
+}
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 // kernels::matmul against the double-accumulating reference for every weight dtype on every
 // ISA this CPU runs, and batch invariance (a token's output bit-identical alone or in a batch,
 // on 1 or 2 threads).
+#include "kernels/matmul.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/ref/ref.h"
 #include "test_util.h"
@@ -19,12 +20,13 @@
 namespace loom::kernels {
 namespace {
 
-const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
-                               Dtype::kQ4_0, Dtype::kQ4_1, Dtype::kQ5_0, Dtype::kQ5_1,
-                               Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K,
-                               Dtype::kQ6_K};
+const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
+                               Dtype::kQ4_1, Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K,
+                               Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
 
-bool is_k_quant(Dtype t) { return dtype_info(t).block_size == 256; }
+bool is_k_quant(Dtype t) {
+  return dtype_info(t).block_size == 256;
+}
 
 // Error of matmul vs the reference (which uses the same dequantized weights, in double):
 // what remains is the activation quantization (int8 per block) and float accumulation.
@@ -39,8 +41,11 @@ double bound_for(Dtype t, Isa isa) {
   switch (t) {
     case Dtype::kBF16:
       return isa == Isa::kAvx512 && cpu_features().avx512bf16 ? 1.0 / 256 + 1e-6 : 1e-6;
-    case Dtype::kF32: case Dtype::kF16: return 1e-6;
-    default: return 5e-3;
+    case Dtype::kF32:
+    case Dtype::kF16:
+      return 1e-6;
+    default:
+      return 5e-3;
   }
 }
 
@@ -95,8 +100,8 @@ TEST(Matmul, EveryDtypeMatchesReferenceOnEveryIsa) {
           matmul(w.view, x.data(), nt, got.data(), &pool);
           ref::matmul(w.view, x.data(), nt, want.data());
           const double err = max_scaled_error(w.view, x.data(), nt, got.data(), want.data());
-          EXPECT_LT(err, bound_for(t, isa)) << dtype_name(t) << " isa=" << isa_name(isa)
-                                       << " rows=" << rows << " tokens=" << nt;
+          EXPECT_LT(err, bound_for(t, isa))
+              << dtype_name(t) << " isa=" << isa_name(isa) << " rows=" << rows << " tokens=" << nt;
         }
       }
     }
@@ -114,8 +119,7 @@ TEST(Matmul, LargerShapeWithPool) {
       std::vector<float> got(nt * 301), want(nt * 301);
       matmul(w.view, x.data(), nt, got.data(), &pool);
       ref::matmul(w.view, x.data(), nt, want.data());
-      EXPECT_LT(max_scaled_error(w.view, x.data(), nt, got.data(), want.data()),
-                bound_for(t, isa))
+      EXPECT_LT(max_scaled_error(w.view, x.data(), nt, got.data(), want.data()), bound_for(t, isa))
           << dtype_name(t) << " " << isa_name(isa);
       // Over this many outputs the plain relative error is stable: int8 activations cost ~1%.
       EXPECT_LT(testing::rel_error(got.data(), want.data(), got.size()),

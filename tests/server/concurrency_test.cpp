@@ -27,8 +27,11 @@ TEST(ServerConcurrency, SixtyFourStreamsWithRandomDisconnects) {
   for (int i = 0; i < kClients; ++i) plan[i] = (rng() % 3 == 0) ? static_cast<int>(rng() % 6) : -1;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
-      json body = {{"prompt", "client " + std::to_string(i) + " says"}, {"max_tokens", kTokens},
-                   {"ignore_eos", true}, {"stream", true}, {"seed", i},
+      json body = {{"prompt", "client " + std::to_string(i) + " says"},
+                   {"max_tokens", kTokens},
+                   {"ignore_eos", true},
+                   {"stream", true},
+                   {"seed", i},
                    {"stream_options", {{"include_usage", true}}}};
       const bool chat = i % 2 == 1;
       if (chat) {
@@ -93,14 +96,18 @@ TEST(ServerConcurrency, DisconnectWhileWaitingForNonStreamingAbortsIt) {
   server::Server& s = shared_server();
   const std::string abort_metric = "vllm:request_success_total{finished_reason=\"abort\"";
   ASSERT_EQ(wait_engine_idle(s), "");
-  const double aborted_before = metric_value(http_request(s.port(), "GET", "/metrics").body, abort_metric);
+  const double aborted_before =
+      metric_value(http_request(s.port(), "GET", "/metrics").body, abort_metric);
   {
     TestConnection c(s.port());
     // A non-streaming request sends nothing until it is done, so only the posted read can
     // notice that the client left. 48 samples of 253 tokens keep the engine busy for tens of
     // milliseconds even on a fast machine; the client leaves as soon as the engine runs them,
     // so the disconnect cannot lose a race against the request finishing on its own.
-    json body = {{"prompt", {1, 2, 3}}, {"max_tokens", kTestMaxModelLen - 3}, {"n", 48}, {"ignore_eos", true}};
+    json body = {{"prompt", {1, 2, 3}},
+                 {"max_tokens", kTestMaxModelLen - 3},
+                 {"n", 48},
+                 {"ignore_eos", true}};
     ASSERT_TRUE(c.send_request("POST", "/v1/completions", body.dump()));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (s.engine()->metrics().num_running == 0 && std::chrono::steady_clock::now() < deadline)

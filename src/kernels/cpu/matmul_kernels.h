@@ -16,13 +16,13 @@
 namespace loom::kernels::cpu {
 
 struct TileArgs {
-  const uint8_t* w;   // first weight row of the tile
-  size_t w_stride;    // bytes between weight rows
-  const uint8_t* x;   // first activation row (format per the kernel's ActFormat)
-  size_t x_stride;    // bytes between activation rows
-  float* out;         // out[t * out_stride + r]
-  size_t out_stride;  // floats
-  int64_t cols;       // elements per row (multiple of the dtype's block size)
+  const uint8_t* w;       // first weight row of the tile
+  size_t w_stride;        // bytes between weight rows
+  const uint8_t* x;       // first activation row (format per the kernel's ActFormat)
+  size_t x_stride;        // bytes between activation rows
+  float* out;             // out[t * out_stride + r]
+  size_t out_stride;      // floats
+  int64_t cols;           // elements per row (multiple of the dtype's block size)
   bool prefetch = false;  // first pass over these weight rows: prefetch them from DRAM
 };
 

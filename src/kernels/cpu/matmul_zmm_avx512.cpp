@@ -43,9 +43,9 @@ inline __m128i load128(const void* p) {
 
 // 8 lanes of d0 then 8 lanes of d1 (fp16 scales of the two rows' blocks).
 inline __m512 pair_scales(uint16_t d0, uint16_t d1) {
-  const __m256i h = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(d0))),
-      _mm_set1_epi16(static_cast<short>(d1)), 1);
+  const __m256i h =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(d0))),
+                              _mm_set1_epi16(static_cast<short>(d1)), 1);
   return _mm512_cvtph_ps(h);
 }
 
@@ -89,8 +89,7 @@ void q32_tile(const TileArgs& a, int n_rows) {
   const uint8_t* rows[2 * P];
   for (int i = 0; i < 2 * P; ++i) rows[i] = a.w + (i < n_rows ? i : n_rows - 1) * a.w_stride;
   const float* xd[T];
-  for (int t = 0; t < T; ++t)
-    xd[t] = reinterpret_cast<const float*>(a.x + t * a.x_stride + a.cols);
+  for (int t = 0; t < T; ++t) xd[t] = reinterpret_cast<const float*>(a.x + t * a.x_stride + a.cols);
   __m512 acc[P][T];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -102,8 +101,9 @@ void q32_tile(const TileArgs& a, int n_rows) {
     // Weight rows stream from DRAM in decode: prefetch well ahead of the hardware prefetcher.
     if (a.prefetch)
       for (int i = 0; i < 2 * P; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + b * Pair::kBlockBytes + kPrefetchBytes),
-                     _MM_HINT_T0);
+        _mm_prefetch(
+            reinterpret_cast<const char*>(rows[i] + b * Pair::kBlockBytes + kPrefetchBytes),
+            _MM_HINT_T0);
     for (int p = 0; p < P; ++p) {
       w[p] = Pair::weights(rows[2 * p], rows[2 * p + 1], b, &dw[p]);
       init[p] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, w[p]));
@@ -130,7 +130,8 @@ void q32_dispatch(const TileArgs& a, int n_rows, int n_tok) {
   using Fn = void (*)(const TileArgs&, int);
   static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, P * T>{&q32_tile<Pair, I / T + 1, I % T + 1>...};
-  }(std::make_index_sequence<P * T>{});
+  }
+  (std::make_index_sequence<P * T>{});
   table[((n_rows + 1) / 2 - 1) * T + (n_tok - 1)](a, n_rows);
 }
 
@@ -144,9 +145,12 @@ constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32U, q32_dispatch<PairQ4_0, 2, 8>, 4
 
 const MatmulKernel* avx512_zmm_kernel(Dtype w) {
   switch (w) {
-    case Dtype::kQ8_0: return &kQ8_0;
-    case Dtype::kQ4_0: return &kQ4_0;
-    default: return nullptr;
+    case Dtype::kQ8_0:
+      return &kQ8_0;
+    case Dtype::kQ4_0:
+      return &kQ4_0;
+    default:
+      return nullptr;
   }
 }
 

@@ -11,9 +11,12 @@ namespace {
 
 double load_one(Dtype dtype, const uint8_t* p, int64_t i) {
   switch (dtype) {
-    case Dtype::kF16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case Dtype::kBF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    default: return reinterpret_cast<const float*>(p)[i];
+    case Dtype::kF16:
+      return fp16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case Dtype::kBF16:
+      return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    default:
+      return reinterpret_cast<const float*>(p)[i];
   }
 }
 
