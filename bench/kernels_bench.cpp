@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
       Matrix m = make_matrix(t, s.rows, s.cols);
       // What the model runs: packable types repacked (kernels/packed.h) unless LOOM_BENCH_ROWS=1.
       kernels::PackedMatrix packed;
+      const TensorView file_view = m.view;
       if (kernels::packable(m.view) && !std::getenv("LOOM_BENCH_ROWS")) {
         packed = kernels::PackedMatrix::pack_rows16(m.view);
         m.view = packed.view();
@@ -233,6 +234,21 @@ int main(int argc, char** argv) {
           time_call([&] { kernels::matmul(m.view, x.data(), 1, out.data(), &pool); });
       std::printf("%-5s gemv %5lldx%-6lld %8.1f us  %6.1f GB/s\n", name.c_str(), (long long)s.cols,
                   (long long)s.rows, gemv * 1e6, m.bytes.size() / gemv / 1e9);
+      // LOOM_BENCH_COLD=1: batched decode as a model runs it, cycling through 32 copies of the
+      // matrix (weights from DRAM at every call, as the layers of a step).
+      if (std::getenv("LOOM_BENCH_COLD") && packed.view().data != nullptr) {
+        std::vector<kernels::PackedMatrix> copies;
+        for (int c = 0; c < 32; ++c)
+          copies.push_back(kernels::PackedMatrix::pack_rows16(file_view));
+        size_t next = 0;
+        const double cold = time_call([&] {
+          kernels::matmul(copies[next].view(), x.data(), 16, out.data(), &pool);
+          next = (next + 1) % copies.size();
+        });
+        std::printf("%-5s cold %5lldx%-6lld x16 tokens %8.3f ms  %6.1f GFLOP/s  %6.1f GB/s\n",
+                    name.c_str(), (long long)s.cols, (long long)s.rows, cold * 1e3,
+                    2.0 * s.rows * s.cols * 16 / cold / 1e9, m.view.nbytes / cold / 1e9);
+      }
       if (s.rows == 3072 || std::getenv("LOOM_BENCH_ALL_GEMM")) {
         for (const int64_t nt : {16, 512}) {  // batched decode, prefill
           const double gemm =

@@ -189,6 +189,7 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     // prefetches best (1-thread GEMV from DRAM 50 GB/s vs 24-32 with two groups interleaved).
     constexpr int64_t TT = cpu::kPackedTileTokens;
     const int64_t G = n_tokens <= TT ? 1 : cpu::kPackedTileGroups;
+    const int64_t n_tiles = (n_tokens + TT - 1) / TT;
     auto tile = [&](int64_t g, int64_t t0, int64_t gstep) {
       cpu::PackedArgs a;
       a.w = static_cast<const uint8_t*>(w.data) + g * group_bytes;
@@ -198,7 +199,13 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
       a.out = targets[i].out + t0 * rows + g * kPackRows;
       a.out_stride = rows;
       a.n_rows = static_cast<int>(std::min<int64_t>(gstep * kPackRows, rows - g * kPackRows));
-      a.prefetch = t0 == 0;
+      if (n_tiles == 1 || !streaming) {
+        a.prefetch_ahead = t0 == 0 ? cpu::kPrefetchAheadBytes : 0;
+      } else {  // each token tile prefetches its share of the next groups' records
+        a.prefetch_ahead = static_cast<int64_t>(gstep * group_bytes);
+        a.prefetch_part = static_cast<int>(t0 / TT);
+        a.prefetch_parts = static_cast<int>(n_tiles);
+      }
       cpu::packed_tile(w.dtype, a, static_cast<int>(std::min<int64_t>(TT, n_tokens - t0)));
     };
     if (streaming) {

@@ -16,8 +16,25 @@
 namespace loom::kernels::cpu {
 namespace {
 
-// Software prefetch distance for the first token tile (weights streaming from DRAM).
-constexpr int kPrefetchBytes = 16384;
+// The prefetches of a tile (PackedArgs::prefetch_ahead): its share [lo, hi) of each record of
+// rec_bytes, in whole lines.
+struct RecordPrefetch {
+  int64_t ahead;
+  int lo, hi;
+  RecordPrefetch(const PackedArgs& a, int rec_bytes)
+      : ahead(a.prefetch_ahead),
+        lo(rec_bytes * a.prefetch_part / a.prefetch_parts / 64 * 64),
+        hi(a.prefetch_part + 1 == a.prefetch_parts
+               ? rec_bytes
+               : rec_bytes * (a.prefetch_part + 1) / a.prefetch_parts / 64 * 64) {}
+  template <int G>
+  void operator()(const uint8_t* const (&rec)[G]) const {
+    if (ahead == 0) return;
+    for (int g = 0; g < G; ++g)
+      for (int off = lo; off < hi; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec[g] + ahead + off), _MM_HINT_T0);
+  }
+};
 
 inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -43,16 +60,15 @@ void tile(const PackedArgs& a) {
   for (int g = 0; g < G; ++g)
     for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   const __m512i nib = _mm512_set1_epi8(0x0F);
+  const RecordPrefetch prefetch(a, kRec);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec[G];
     __m512 dw[G];
     for (int g = 0; g < G; ++g) {
       rec[g] = a.w + (g * nb + b) * kRec;
-      if (a.prefetch)
-        for (int off = 0; off < kRec; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rec[g] + kPrefetchBytes + off), _MM_HINT_T0);
       dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
     }
+    prefetch(rec);
     __m512i dot[G][T];
     for (int t = 0; t < T; ++t) {
       const __m512i init = _mm512_set1_epi32(-(xs[t][b] << kShift));
@@ -127,13 +143,6 @@ inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
 }
 
 template <int G>
-inline void prefetch_record(const uint8_t* const (&rec)[G], int bytes) {
-  for (int g = 0; g < G; ++g)
-    for (int off = 0; off < bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec[g] + kPrefetchBytes + off), _MM_HINT_T0);
-}
-
-template <int G>
 inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
   for (int g = 0; g < G; ++g) {
     const int n = a.n_rows - 16 * g;
@@ -152,6 +161,7 @@ void tile_q4_k(const PackedArgs& a) {
   constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
+  const RecordPrefetch prefetch(a, kRec);
   const __m512i nib = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(0x10);
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
@@ -164,7 +174,7 @@ void tile_q4_k(const PackedArgs& a) {
       d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
       dmin[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
     }
-    if (a.prefetch) prefetch_record<G>(rec, kRec);
+    prefetch(rec);
     for (int j = 0; j < 8; ++j) {
       const int64_t blk = 8 * s + j;  // 32-column block of the activations
       __m512i dot[T][G];
@@ -212,6 +222,7 @@ template <int G, int T>
 void tile_q6_k(const PackedArgs& a) {
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
+  const RecordPrefetch prefetch(a, kPackedQ6KBytes);
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
@@ -222,7 +233,7 @@ void tile_q6_k(const PackedArgs& a) {
       rec[g] = a.w + (g * nsb + s) * kPackedQ6KBytes;
       d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
     }
-    if (a.prefetch) prefetch_record<G>(rec, kPackedQ6KBytes);
+    prefetch(rec);
     for (int j = 0; j < 16; ++j) {
       const int64_t half = 16 * s + j;  // 16-column half-block of the activations
       __m512i dot[T][G];
@@ -295,15 +306,20 @@ void float_tile(const PackedArgs& a) {
   for (int h = 0; h < 2; ++h)
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < T; ++t) acc[h][g][t] = _mm512_setzero_ps();
+  // Each step of k reads one line (F16) or two (BF16) per group: this tile prefetches the
+  // steps whose index is its part modulo the parts (see PackedArgs::prefetch_ahead).
+  int prefetch_countdown = a.prefetch_part;
   for (int64_t k = 0; k < cols; k += 2 * S::kCols) {
+    const bool prefetch = a.prefetch_ahead != 0 && prefetch_countdown == 0;
+    prefetch_countdown = prefetch_countdown == 0 ? a.prefetch_parts - 1 : prefetch_countdown - 1;
     for (int h = 0; h < 2; ++h) {
       const int64_t col = k + h * S::kCols;
       typename S::W w[G];
       for (int g = 0; g < G; ++g) {
         // One prefetch per 64-byte line: an F16 step is half a line (the odd step's line is
         // the even step's), a BF16 step a whole one.
-        if (a.prefetch && (S::kCols == 2 || h == 0))
-          _mm_prefetch(reinterpret_cast<const char*>(base[g] + col * kPackRows) + kPrefetchBytes,
+        if (prefetch && (S::kCols == 2 || h == 0))
+          _mm_prefetch(reinterpret_cast<const char*>(base[g] + col * kPackRows) + a.prefetch_ahead,
                        _MM_HINT_T0);
         w[g] = S::load_w(base[g] + col * kPackRows);
       }
