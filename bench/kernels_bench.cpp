@@ -143,52 +143,65 @@ void bench_attention() {
   }
 }
 
-// Decode attention with the cache out of every cache: 4096 (sequence, head) pairs of 128
-// tokens (256 MiB of f16 K/V), each attended once by 2 query heads, in order, on one thread;
-// LOOM_BENCH_ATTN_PREFETCH=1 prefetches the next pair's K and V while this one runs.
+// Decode attention with the cache out of every cache, laid out as the model's (per block, the
+// 8 KV heads' K then V spans adjacent): 512 sequences of 128 tokens (256 MiB of f16 K/V), each
+// attended once by 2 query heads per KV head, on one thread. Per head: one call per KV head,
+// each prefetching the next (the model's prefill-style tasks); all heads: one
+// attention_multi_heads call per sequence (the model's decode tasks).
 void bench_attention_dram() {
   constexpr int64_t D = 128;
-  constexpr int32_t kTokens = 128, kBlock = 16, kBlocksPer = kTokens / kBlock, kPairs = 4096;
-  const uint64_t block_bytes = kBlock * D * 2;
-  // Huge pages, as the model's KV cache (model/kv_cache.cpp).
-  const uint64_t bytes = kPairs * kBlocksPer * block_bytes;
+  constexpr int kHeads = 8, kQueries = 2 * kHeads;
+  constexpr int32_t kTokens = 128, kBlock = 16, kBlocksPer = kTokens / kBlock, kSeqs = 512;
+  const uint64_t head_bytes = kBlock * D * 2, block_bytes = kHeads * head_bytes;
+  const uint64_t bytes = uint64_t{kSeqs} * kBlocksPer * block_bytes;
   HugeBuffer k = allocate_huge(bytes, true), v = allocate_huge(bytes, true);
   for (uint64_t i = 0; i < bytes; ++i) {
     k.get()[i] = i % 2 ? 0x3c : static_cast<uint8_t>(i * 7);  // f16 values near 1
     v.get()[i] = i % 2 ? 0x3c : static_cast<uint8_t>(i * 13);
   }
-  std::vector<int32_t> table(kPairs * kBlocksPer);
-  for (int32_t i = 0; i < kPairs * kBlocksPer; ++i) table[i] = (i * 7919) % (kPairs * kBlocksPer);
-  std::vector<float> q(2 * D, 0.01f), out(2 * D);
-  std::vector<float> scratch(kernels::attention_scratch_floats(2, kTokens, D));
-  const bool prefetch = std::getenv("LOOM_BENCH_ATTN_PREFETCH") != nullptr;
-  auto head = [&](const HugeBuffer& buf, int p, bool is_k) {
-    return kernels::PagedHead{buf.get(),
+  std::vector<int32_t> table(kSeqs * kBlocksPer);
+  for (int32_t i = 0; i < kSeqs * kBlocksPer; ++i) table[i] = (i * 7919) % (kSeqs * kBlocksPer);
+  std::vector<float> q(kQueries * D, 0.01f), out(kQueries * D);
+  std::vector<float> scratch(kernels::attention_scratch_floats(kQueries, kTokens, D));
+  auto head = [&](const HugeBuffer& buf, int s, int h, bool is_k) {
+    return kernels::PagedHead{buf.get() + h * head_bytes,
                               Dtype::kF16,
-                              &table[p * kBlocksPer],
+                              &table[s * kBlocksPer],
                               kBlock,
                               block_bytes,
                               is_k ? 2u : uint64_t{D * 2},
                               is_k ? uint64_t{kBlock * 2} : 0};
   };
-  const double t = time_call(
-      [&] {
-        for (int p = 0; p < kPairs; ++p) {
-          if (prefetch && p + 1 < kPairs)
-            for (int b = 0; b < kBlocksPer; ++b)
-              for (uint64_t off = 0; off < block_bytes; off += 64) {
-                const uint64_t at = table[(p + 1) * kBlocksPer + b] * block_bytes + off;
-                _mm_prefetch(reinterpret_cast<const char*>(k.get() + at), _MM_HINT_T1);
-                _mm_prefetch(reinterpret_cast<const char*>(v.get() + at), _MM_HINT_T1);
-              }
-          kernels::AttentionQuery qs[2] = {{&q[0], &out[0], kTokens}, {&q[D], &out[D], kTokens}};
-          kernels::attention_multi(qs, 2, head(k, p, true), head(v, p, false), D, 0.088f,
-                                   scratch.data());
-        }
-      },
-      3);
-  std::printf("attn  decode from DRAM%s: %.2f us per (sequence, head), %.1f GB/s (1 thread)\n",
-              prefetch ? " +prefetch" : "", t / kPairs * 1e6, 2.0 * bytes / t / 1e9);
+  std::vector<kernels::AttentionQuery> qs(kQueries);
+  for (int i = 0; i < kQueries; ++i) qs[i] = {&q[i * D], &out[i * D], kTokens};
+  for (const bool all_heads : {false, true}) {
+    const double t = time_call(
+        [&] {
+          for (int s = 0; s < kSeqs; ++s) {
+            kernels::PagedHead kh[kHeads], vh[kHeads];
+            for (int h = 0; h < kHeads; ++h) {
+              kh[h] = head(k, s, h, true);
+              vh[h] = head(v, s, h, false);
+            }
+            if (all_heads) {
+              kernels::attention_multi_heads(qs.data(), kQueries, kh, vh, kHeads, D, 0.088f,
+                                             scratch.data());
+              continue;
+            }
+            for (int h = 0; h < kHeads; ++h) {
+              const int nh = h + 1 < kHeads ? h + 1 : 0, ns = h + 1 < kHeads ? s : s + 1;
+              if (ns < kSeqs)
+                kernels::prefetch_attention(head(k, ns, nh, true), head(v, ns, nh, false), kTokens,
+                                            D);
+              kernels::attention_multi(&qs[2 * h], 2, kh[h], vh[h], D, 0.088f, scratch.data());
+            }
+          }
+        },
+        3);
+    std::printf("attn  decode from DRAM, %s: %.2f us per (sequence, head), %.1f GB/s (1 thread)\n",
+                all_heads ? "all heads per call" : "one head per call", t / (kSeqs * kHeads) * 1e6,
+                2.0 * bytes / t / 1e9);
+  }
 }
 
 }  // namespace

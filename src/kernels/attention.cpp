@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/status.h"
 #include "kernels/cpu/isa.h"
 
 namespace loom::kernels {
@@ -60,12 +61,21 @@ void prefetch_attention(const PagedHead& k, const PagedHead& v, int32_t n_kv, in
 
 void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,
                      int64_t head_dim, float scale, float* scratch) {
+  attention_multi_heads(queries, n_q, &k, &v, 1, head_dim, scale, scratch);
+}
+
+void attention_multi_heads(const AttentionQuery* queries, int n_q, const PagedHead* k,
+                           const PagedHead* v, int n_heads, int64_t head_dim, float scale,
+                           float* scratch) {
+  LOOM_CHECK(n_heads > 0 && n_q % n_heads == 0);
   if (use_avx512(head_dim)) {
-    cpu::attention_multi_avx512(queries, n_q, k, v, head_dim, scale, scratch);
+    cpu::attention_multi_avx512(queries, n_q, k, v, n_heads, head_dim, scale, scratch);
     return;
   }
+  const int per_head = n_q / n_heads;
   for (int i = 0; i < n_q; ++i)
-    attention(queries[i].q, k, v, head_dim, queries[i].n_kv, scale, scratch, queries[i].out);
+    attention(queries[i].q, k[i / per_head], v[i / per_head], head_dim, queries[i].n_kv, scale,
+              scratch, queries[i].out);
 }
 
 }  // namespace loom::kernels

@@ -27,6 +27,15 @@ size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim);
 void attention_multi(const AttentionQuery* queries, int n_q, const PagedHead& k, const PagedHead& v,
                      int64_t head_dim, float scale, float* scratch);
 
+// attention_multi over n_heads K/V heads at once: queries [h * n_q / n_heads, (h + 1) * n_q /
+// n_heads) attend over k[h], v[h] (n_q a multiple of n_heads). Results are bit-identical to one
+// attention_multi call per head; the cache is read tile by tile across the heads, so a
+// decode step over all heads of a sequence streams each block's K (then V) as one span
+// (from DRAM, contiguous spans read faster than one head's scattered 4 KiB pieces).
+void attention_multi_heads(const AttentionQuery* queries, int n_q, const PagedHead* k,
+                           const PagedHead* v, int n_heads, int64_t head_dim, float scale,
+                           float* scratch);
+
 // Prefetches (towards L2) every K/V line that attention over tokens [0, n_kv) will read:
 // issued for the next (sequence, head) while this one runs, it keeps a decode step's scattered
 // cache blocks streaming (loom_kernels_bench attn-dram: 12.4 -> ~8 us per 128-token head).
@@ -34,8 +43,9 @@ void prefetch_attention(const PagedHead& k, const PagedHead& v, int32_t n_kv, in
 
 namespace cpu {
 // The AVX-512 implementation (attention_avx512.cpp); head_dim must be a multiple of 16, <= 256.
-void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead& k,
-                            const PagedHead& v, int64_t head_dim, float scale, float* scratch);
+void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead* k,
+                            const PagedHead* v, int n_heads, int64_t head_dim, float scale,
+                            float* scratch);
 }  // namespace cpu
 
 }  // namespace loom::kernels

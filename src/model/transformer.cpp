@@ -28,7 +28,9 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   inv_freq_ = rope_inv_freq(config_, weights_.rope_freqs);
   const int32_t group = config_.n_head / config_.n_head_kv;
   attn_rows_per_task_ = std::max(1, 32 / group);
-  attn_queries_.resize(static_cast<size_t>(pool_.size()) * attn_rows_per_task_ * group);
+  attn_queries_per_task_ = std::max(attn_rows_per_task_ * group, config_.n_head);
+  attn_queries_.resize(static_cast<size_t>(pool_.size()) * attn_queries_per_task_);
+  attn_heads_.resize(static_cast<size_t>(pool_.size()) * 2 * config_.n_head_kv);
 }
 
 // At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/Q4_K/
@@ -102,8 +104,7 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
   }
   if (max_kv > cap_kv_) {
     cap_kv_ = max_kv;
-    attn_scratch_per_thread_ = kernels::attention_scratch_floats(
-        attn_rows_per_task_ * (c.n_head / c.n_head_kv), max_kv, D);
+    attn_scratch_per_thread_ = kernels::attention_scratch_floats(attn_queries_per_task_, max_kv, D);
     attn_scratch_.resize(static_cast<size_t>(pool_.size()) * attn_scratch_per_thread_);
   }
 }
@@ -120,23 +121,29 @@ void CpuModel::plan_attention(const Batch& b) {
     rows_by_seq_[fill[b.seq[i]]++] = i;
   attn_tasks_.clear();
   bool one_row_each = true;
+  for (int32_t s = 0; s < n_seq; ++s) one_row_each = one_row_each && start[s + 1] - start[s] == 1;
+  // A decode step's tasks take several KV heads of a sequence, read tile by tile across them
+  // (kernels::attention_multi_heads), as many as still leave ~4 tasks per thread.
+  const int n_threads = pool_.size();
+  const int32_t H = config_.n_head_kv;
+  const int32_t heads_per_task =
+      one_row_each ? std::clamp<int32_t>(H * n_seq / (4 * n_threads), 1, H) : 1;
   for (int32_t s = 0; s < n_seq; ++s)
-    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_) {
-      one_row_each = one_row_each && start[s + 1] - r == 1;
-      for (int32_t hk = 0; hk < config_.n_head_kv; ++hk)
-        attn_tasks_.push_back({s, hk, r, std::min(start[s + 1], r + attn_rows_per_task_)});
-    }
+    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_)
+      for (int32_t hk = 0; hk < H; hk += heads_per_task)
+        attn_tasks_.push_back({s, hk, std::min(H, hk + heads_per_task), r,
+                               std::min(start[s + 1], r + attn_rows_per_task_)});
   // A decode step (every task one row) is split statically, one contiguous share of about
   // equal K/V length per thread, so each thread knows its next task and can prefetch it.
   // Prefill tasks are compute-bound and uneven: they are claimed dynamically.
   attn_parts_.clear();
-  const int n_threads = pool_.size();
   if (!one_row_each || n_threads == 1 || attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
     return;
   std::vector<int64_t>& cost = attn_cost_;  // prefix sums of the tasks' K/V lengths
   cost.assign(attn_tasks_.size() + 1, 0);
   for (size_t i = 0; i < attn_tasks_.size(); ++i)
-    cost[i + 1] = cost[i] + b.pos[rows_by_seq_[attn_tasks_[i].row_begin]] + 1;
+    cost[i + 1] = cost[i] + (b.pos[rows_by_seq_[attn_tasks_[i].row_begin]] + 1) *
+                                (attn_tasks_[i].kv_head_end - attn_tasks_[i].kv_head_begin);
   attn_parts_.push_back(0);
   for (int p = 1; p < n_threads; ++p) {
     const int64_t target = cost.back() * p / n_threads;
@@ -225,39 +232,46 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
     });
 
-    // Attention per (sequence, KV head, chunk of rows): the chunk's query heads of that KV
+    // Attention per (sequence, KV heads, chunk of rows): the chunk's query heads of each KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
-    auto heads = [&](const AttentionTask& t) {
-      const int32_t* table = b.sequences[t.seq].block_table;
-      return std::pair{kv->k_head(l, t.kv_head, table), kv->v_head(l, t.kv_head, table)};
-    };
     auto run_task = [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
-      const auto [kh, vh] = heads(t);
+      const int32_t* table = b.sequences[t.seq].block_table;
+      kernels::PagedHead* k_heads = &attn_heads_[static_cast<size_t>(thread) * 2 * c.n_head_kv];
+      kernels::PagedHead* v_heads = k_heads + c.n_head_kv;
       kernels::AttentionQuery* queries =
-          &attn_queries_[static_cast<size_t>(thread) * attn_rows_per_task_ * group];
+          &attn_queries_[static_cast<size_t>(thread) * attn_queries_per_task_];
       int n_q = 0;
-      for (int32_t r = t.row_begin; r < t.row_end; ++r) {
-        const int32_t i = rows_by_seq_[r];
-        for (int64_t h = t.kv_head * group; h < (t.kv_head + 1) * group; ++h)
-          queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1};
+      for (int32_t hk = t.kv_head_begin; hk < t.kv_head_end; ++hk) {
+        k_heads[hk - t.kv_head_begin] = kv->k_head(l, hk, table);
+        v_heads[hk - t.kv_head_begin] = kv->v_head(l, hk, table);
+        for (int32_t r = t.row_begin; r < t.row_end; ++r) {
+          const int32_t i = rows_by_seq_[r];
+          for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+            queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1};
+        }
       }
-      kernels::attention_multi(
-          queries, n_q, kh, vh, D, scale,
+      kernels::attention_multi_heads(
+          queries, n_q, k_heads, v_heads, t.kv_head_end - t.kv_head_begin, D, scale,
           &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
     };
     if (attn_parts_.empty()) {
       pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
     } else {
       // Decode: each thread runs its share in order and prefetches its next task's K/V (from
-      // DRAM, the cache is latency-bound otherwise).
+      // DRAM, the cache is latency-bound otherwise): all of it for one head, the first tile of
+      // each head for several (the kernel prefetches a tile ahead from there).
       pool_.parallel_for(
           static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part, int thread) {
             for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
               if (task + 1 < attn_parts_[part + 1]) {
                 const AttentionTask& next = attn_tasks_[task + 1];
-                const auto [kh, vh] = heads(next);
-                kernels::prefetch_attention(kh, vh, b.pos[rows_by_seq_[next.row_end - 1]] + 1, D);
+                const int32_t* table = b.sequences[next.seq].block_table;
+                const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
+                const bool one_head = next.kv_head_end - next.kv_head_begin == 1;
+                for (int32_t hk = next.kv_head_begin; hk < next.kv_head_end; ++hk)
+                  kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
+                                              one_head ? n_kv : std::min(n_kv, 16), D);
               }
               run_task(task, thread);
             }

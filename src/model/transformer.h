@@ -48,10 +48,12 @@ class CpuModel final : public Model {
   std::vector<float> rope_cs_;  // (rows, D) cos then sin of each RoPE pair at the row's position
   std::vector<float> attn_scratch_;  // per thread: kernels::attention_scratch_floats
   size_t attn_scratch_per_thread_ = 0;
-  // Attention work of one step: rows grouped by sequence, then (sequence, KV head, row chunk)
-  // tasks, each one kernels::attention_multi call.
+  // Attention work of one step: rows grouped by sequence, then (sequence, KV heads, row chunk)
+  // tasks, each one kernels::attention_multi_heads call. Prefill tasks take one KV head; a
+  // decode step's take several (all of a sequence's when there are enough sequences).
   struct AttentionTask {
-    int32_t seq, kv_head, row_begin, row_end;  // [row_begin, row_end) index rows_by_seq_
+    int32_t seq, kv_head_begin, kv_head_end;  // KV heads [begin, end)
+    int32_t row_begin, row_end;               // [row_begin, row_end) index rows_by_seq_
   };
   // Repacked copies of the Q8_0/Q4_0 matrices (kernels/packed.h); weights_ views point here.
   std::vector<kernels::PackedMatrix> packed_;
@@ -59,9 +61,11 @@ class CpuModel final : public Model {
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).
   std::vector<int64_t> attn_parts_;
-  std::vector<int64_t> attn_cost_;  // scratch for the split
-  int32_t attn_rows_per_task_ = 1;  // rows per task: ~32 query heads per attention_multi call
-  std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: rows_per_task * group
+  std::vector<int64_t> attn_cost_;     // scratch for the split
+  int32_t attn_rows_per_task_ = 1;     // rows per prefill task: ~32 query heads per call
+  int32_t attn_queries_per_task_ = 1;  // most queries in one task (prefill or decode)
+  std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: attn_queries_per_task_
+  std::vector<kernels::PagedHead> attn_heads_;  // per thread: n_head_kv K heads, then V heads
   std::vector<int32_t> rows_by_seq_;
   std::vector<AttentionTask> attn_tasks_;
   void plan_attention(const Batch& b);

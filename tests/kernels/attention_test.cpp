@@ -142,6 +142,45 @@ TEST_P(AttentionMulti, QueryResultDoesNotDependOnTheOtherQueries) {
   }
 }
 
+// Several KV heads in one call (a decode step's tasks): each head's queries get the bits one
+// call per head gives them, and match the reference.
+TEST_P(AttentionMulti, SeveralHeadsInOneCallMatchOneCallPerHead) {
+  const int64_t hd = 128;
+  const int32_t max_kv = 100;
+  for (const int per_head : {1, 2, 5}) {
+    std::vector<Cache> caches;
+    for (int h = 0; h < 3; ++h)
+      caches.emplace_back(Dtype::kF16, hd, max_kv, 40 + h, kLayouts[h % std::size(kLayouts)]);
+    const int n = 3 * per_head;
+    const auto q = random_normal(n * hd, 5, 0.6f);
+    std::mt19937 rng(per_head);
+    std::vector<int32_t> lens(n);
+    for (auto& l : lens) l = 1 + rng() % max_kv;
+    std::vector<float> together(n * hd), alone(n * hd), want(hd);
+    std::vector<AttentionQuery> qs, singles;
+    for (int i = 0; i < n; ++i) {
+      qs.push_back({&q[i * hd], &together[i * hd], lens[i]});
+      singles.push_back({&q[i * hd], &alone[i * hd], lens[i]});
+    }
+    PagedHead k[3], v[3];
+    for (int h = 0; h < 3; ++h) {
+      k[h] = caches[h].k_head();
+      v[h] = caches[h].v_head();
+    }
+    std::vector<float> scratch(attention_scratch_floats(n, max_kv, hd));
+    attention_multi_heads(qs.data(), n, k, v, 3, hd, 0.2f, scratch.data());
+    for (int h = 0; h < 3; ++h)
+      attention_multi(&singles[h * per_head], per_head, k[h], v[h], hd, 0.2f, scratch.data());
+    for (int i = 0; i < n; ++i) {
+      const int h = i / per_head;
+      EXPECT_EQ(0, std::memcmp(&alone[i * hd], &together[i * hd], hd * sizeof(float)))
+          << "query " << i << " of head " << h;
+      ref::attention(&q[i * hd], k[h], v[h], hd, lens[i], 0.2f, want.data());
+      EXPECT_LT(rel_error(&together[i * hd], want.data(), hd), 2e-6) << "query " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryIsa, AttentionMulti, ::testing::ValuesIn(available_isas()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 

@@ -229,10 +229,14 @@ void accumulate_v_block(const float* tile, const float* const* e, const int* n, 
     if (n[i] > all) accumulate_v<C, 1>(tile, all, n[i], e + i, out + i);
 }
 
+// Attention of n_heads K/V heads (queries [h * n_q / n_heads, (h + 1) * n_q / n_heads) on
+// head h), tile-major: each key tile, then each value tile, is read for every head before the
+// next, so a decode step reading all heads of a block streams it as one contiguous span.
 template <int C>
-void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const PagedHead& vh,
-                 float scale, float* scratch) {
+void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const PagedHead* vh,
+                 int n_heads, float scale, float* scratch) {
   constexpr int D = 16 * C;
+  const int per_head = n_q / n_heads;
   int32_t max_kv = 0;
   for (int i = 0; i < n_q; ++i) max_kv = std::max(max_kv, qs[i].n_kv);
   const int32_t padded = (max_kv + kTile - 1) / kTile * kTile;
@@ -244,32 +248,35 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   for (int i = 0; i < n_q; ++i) std::memcpy(q_rows + i * D, qs[i].q, D * sizeof(float));
 
   // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
-  constexpr int kAhead = 2;
-  for (int a = 0; a < kAhead && a * kTile < max_kv; ++a) {
-    prefetch_keys(kh, a * kTile, D);
-    prefetch_values(vh, a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
-  }
+  constexpr int ahead = 2;
+  for (int a = 0; a < ahead && a * kTile < max_kv; ++a)
+    for (int h = 0; h < n_heads; ++h) {
+      prefetch_keys(kh[h], a * kTile, D);
+      prefetch_values(vh[h], a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
+    }
 
   // Scores, one K tile at a time, queries in blocks sharing each load.
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    if (j0 + kAhead * kTile < max_kv) prefetch_keys(kh, j0 + kAhead * kTile, D);
-    const KeyTile kt = key_tile(kh, j0, nt, D, tile);
-    for (int i0 = 0; i0 < n_q; i0 += kQueryBlock) {
-      const int qb = std::min(kQueryBlock, n_q - i0);
-      int n[kQueryBlock];
-      for (int i = 0; i < qb; ++i) n[i] = std::min<int32_t>(nt, qs[i0 + i].n_kv - j0);
-      float* out = scores + static_cast<size_t>(i0) * padded + j0;
-      const float* q = q_rows + static_cast<size_t>(i0) * D;
-      switch (kt.dtype) {
-        case Dtype::kF16:
-          tile_scores_any<Dtype::kF16>(qb, kt, D, q, vscale, n, out, padded);
-          break;
-        case Dtype::kBF16:
-          tile_scores_any<Dtype::kBF16>(qb, kt, D, q, vscale, n, out, padded);
-          break;
-        default:
-          tile_scores_any<Dtype::kF32>(qb, kt, D, q, vscale, n, out, padded);
+    for (int h = 0; h < n_heads; ++h) {
+      if (j0 + ahead * kTile < max_kv) prefetch_keys(kh[h], j0 + ahead * kTile, D);
+      const KeyTile kt = key_tile(kh[h], j0, nt, D, tile);
+      for (int i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kQueryBlock) {
+        const int qb = std::min(kQueryBlock, (h + 1) * per_head - i0);
+        int n[kQueryBlock];
+        for (int i = 0; i < qb; ++i) n[i] = std::min<int32_t>(nt, qs[i0 + i].n_kv - j0);
+        float* out = scores + static_cast<size_t>(i0) * padded + j0;
+        const float* q = q_rows + static_cast<size_t>(i0) * D;
+        switch (kt.dtype) {
+          case Dtype::kF16:
+            tile_scores_any<Dtype::kF16>(qb, kt, D, q, vscale, n, out, padded);
+            break;
+          case Dtype::kBF16:
+            tile_scores_any<Dtype::kBF16>(qb, kt, D, q, vscale, n, out, padded);
+            break;
+          default:
+            tile_scores_any<Dtype::kF32>(qb, kt, D, q, vscale, n, out, padded);
+        }
       }
     }
   }
@@ -283,32 +290,34 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
-    if (j0 + kAhead * kTile < max_kv)
-      prefetch_values(vh, j0 + kAhead * kTile,
-                      std::min<int32_t>(kTile, max_kv - j0 - kAhead * kTile), D);
-    load_tokens(vh, j0, nt, D, tile);
-    const float* e[4];
-    int n[4];
-    float* out[4];
-    for (int i = 0; i < n_q; i += 4) {
-      const int q = std::min(4, n_q - i);
-      for (int k = 0; k < q; ++k) {
-        e[k] = scores + static_cast<size_t>(i + k) * padded + j0;
-        n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
-        out[k] = qs[i + k].out;
-      }
-      switch (q) {
-        case 4:
-          accumulate_v_block<C, 4>(tile, e, n, out);
-          break;
-        case 3:
-          accumulate_v_block<C, 3>(tile, e, n, out);
-          break;
-        case 2:
-          accumulate_v_block<C, 2>(tile, e, n, out);
-          break;
-        default:
-          accumulate_v_block<C, 1>(tile, e, n, out);
+    for (int h = 0; h < n_heads; ++h) {
+      if (j0 + ahead * kTile < max_kv)
+        prefetch_values(vh[h], j0 + ahead * kTile,
+                        std::min<int32_t>(kTile, max_kv - j0 - ahead * kTile), D);
+      load_tokens(vh[h], j0, nt, D, tile);
+      const float* e[4];
+      int n[4];
+      float* out[4];
+      for (int i = h * per_head; i < (h + 1) * per_head; i += 4) {
+        const int q = std::min(4, (h + 1) * per_head - i);
+        for (int k = 0; k < q; ++k) {
+          e[k] = scores + static_cast<size_t>(i + k) * padded + j0;
+          n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
+          out[k] = qs[i + k].out;
+        }
+        switch (q) {
+          case 4:
+            accumulate_v_block<C, 4>(tile, e, n, out);
+            break;
+          case 3:
+            accumulate_v_block<C, 3>(tile, e, n, out);
+            break;
+          case 2:
+            accumulate_v_block<C, 2>(tile, e, n, out);
+            break;
+          default:
+            accumulate_v_block<C, 1>(tile, e, n, out);
+        }
       }
     }
   }
@@ -321,18 +330,20 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead& kh, const P
 
 }  // namespace
 
-void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead& k,
-                            const PagedHead& v, int64_t head_dim, float scale, float* scratch) {
+void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead* k,
+                            const PagedHead* v, int n_heads, int64_t head_dim, float scale,
+                            float* scratch) {
   switch (head_dim / 16) {
 #define LOOM_ATTN_CASE(c) \
   case c:                 \
-    return attention_c<c>(queries, n_q, k, v, scale, scratch);
+    return attention_c<c>(queries, n_q, k, v, n_heads, scale, scratch);
     LOOM_ATTN_CASE(1)
     LOOM_ATTN_CASE(2)
     LOOM_ATTN_CASE(3)
-    LOOM_ATTN_CASE(4) LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8)
-        LOOM_ATTN_CASE(9) LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12)
-            LOOM_ATTN_CASE(13) LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
+    LOOM_ATTN_CASE(4)
+    LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8) LOOM_ATTN_CASE(9)
+        LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12) LOOM_ATTN_CASE(13)
+            LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
 #undef LOOM_ATTN_CASE
                 default
         : LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
