@@ -137,8 +137,10 @@ void CpuModel::plan_attention(const Batch& b) {
   // equal K/V length per thread, so each thread knows its next task and can prefetch it.
   // Prefill tasks are compute-bound and uneven: they are claimed dynamically.
   attn_parts_.clear();
+  attn_prepares_rows_ = false;
   if (!one_row_each || n_threads == 1 || attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
     return;
+  attn_prepares_rows_ = heads_per_task == H;
   std::vector<int64_t>& cost = attn_cost_;  // prefix sums of the tasks' K/V lengths
   cost.assign(attn_tasks_.size() + 1, 0);
   for (size_t i = 0; i < attn_tasks_.size(); ++i)
@@ -208,8 +210,11 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
 
-    // Bias, qk-norm, RoPE; then this step's K/V go into the cache.
-    for_rows(n, E, [&](int64_t i, int) {
+    // Bias, qk-norm, RoPE; then this step's K/V go into the cache. A decode step whose
+    // attention tasks are whole sequences does this in the row's attention task instead: the
+    // K lines it stores (one per 2 dimensions in the dim-major cache) are then read by the
+    // same core, and the step has one hand-off less per layer.
+    auto prepare_row = [&](int64_t i) {
       float* q = &q_[i * q_dim];
       float* k = &k_[i * kv_dim];
       float* v = &v_[i * kv_dim];
@@ -230,7 +235,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
       const BatchSequence& s = b.sequences[b.seq[i]];
       kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
-    });
+    };
+    if (!attn_prepares_rows_) for_rows(n, E, [&](int64_t i, int) { prepare_row(i); });
 
     // Attention per (sequence, KV heads, chunk of rows): the chunk's query heads of each KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
@@ -273,6 +279,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
                   kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
                                               one_head ? n_kv : std::min(n_kv, 16), D);
               }
+              if (attn_prepares_rows_) prepare_row(rows_by_seq_[attn_tasks_[task].row_begin]);
               run_task(task, thread);
             }
           });

@@ -61,6 +61,8 @@ class CpuModel final : public Model {
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).
   std::vector<int64_t> attn_parts_;
+  // Decode step with one task per sequence: each task first prepares its row (RoPE, K/V store).
+  bool attn_prepares_rows_ = false;
   std::vector<int64_t> attn_cost_;     // scratch for the split
   int32_t attn_rows_per_task_ = 1;     // rows per prefill task: ~32 query heads per call
   int32_t attn_queries_per_task_ = 1;  // most queries in one task (prefill or decode)

@@ -64,38 +64,47 @@ TEST_P(BatchInvariance, TogetherAloneAndChunkedAreBitIdentical) {
   ASSERT_TRUE(m.forward(b, *kv_all, all.data()).is_ok());
 
   // (d) a decode step: every sequence's prompt but its last token first, then the last tokens
-  // of all four as one batch of single rows (the attention tasks split statically per thread).
-  {
-    auto kv = KvCache::create(m.config(), next_block, bs, Dtype::kF16).value();
+  // of all as one batch of single rows (the attention tasks split statically per thread). With
+  // the four sequences twice over (copies in blocks of their own), each task takes all of a
+  // sequence's KV heads and prepares its row itself (CpuModel::plan_attention).
+  for (const int copies : {1, 2}) {
+    auto kv = KvCache::create(m.config(), copies * next_block, bs, Dtype::kF16).value();
+    std::vector<std::vector<int32_t>> tables;
+    for (int c = 0; c < copies; ++c)
+      for (int s = 0; s < 4; ++s) {
+        tables.push_back(seqs[s].table);
+        for (int32_t& blk : tables.back()) blk += c * next_block;
+      }
     Batch pre, step;
-    std::vector<float> scratch_logits, last(4 * V);
-    for (int s = 0; s < 4; ++s) {
-      const int32_t n = static_cast<int32_t>(seqs[s].tokens.size());
-      const int32_t* table = seqs[s].table.data();
-      const int32_t nb = static_cast<int32_t>(seqs[s].table.size());
+    std::vector<float> scratch_logits, last(4 * copies * V);
+    for (int cs = 0; cs < 4 * copies; ++cs) {
+      const Seq& q = seqs[cs % 4];
+      const int32_t n = static_cast<int32_t>(q.tokens.size());
+      const int32_t* table = tables[cs].data();
+      const int32_t nb = static_cast<int32_t>(tables[cs].size());
       if (n > 1) {
         pre.sequences.push_back({table, nb, 0, n - 1, pre.n_rows()});
         for (int32_t i = 0; i + 1 < n; ++i) {
-          pre.tokens.push_back(seqs[s].tokens[i]);
+          pre.tokens.push_back(q.tokens[i]);
           pre.pos.push_back(i);
           pre.seq.push_back(static_cast<int32_t>(pre.sequences.size()) - 1);
         }
       }
       step.sequences.push_back({table, nb, n - 1, 1, step.n_rows()});
       step.logits_rows.push_back(step.n_rows());
-      step.tokens.push_back(seqs[s].tokens[n - 1]);
+      step.tokens.push_back(q.tokens[n - 1]);
       step.pos.push_back(n - 1);
-      step.seq.push_back(s);
+      step.seq.push_back(cs);
     }
     ASSERT_TRUE(m.forward(pre, *kv, scratch_logits.data()).is_ok());
     ASSERT_TRUE(m.forward(step, *kv, last.data()).is_ok());
-    size_t end = 0;
-    for (int s = 0; s < 4; ++s) {
-      end += seqs[s].tokens.size();
-      EXPECT_TRUE(bit_equal(&last[s * V], &all[(end - 1) * V], V)) << "decode row of seq " << s;
+    for (int cs = 0; cs < 4 * copies; ++cs) {
+      size_t end = 0;
+      for (int s = 0; s <= cs % 4; ++s) end += seqs[s].tokens.size();
+      EXPECT_TRUE(bit_equal(&last[cs * V], &all[(end - 1) * V], V))
+          << "decode row of seq " << cs << ", " << 4 * copies << " sequences";
     }
   }
-
   // (b) each alone, (c) each chunked by 1 and by 7, with a different model thread count.
   auto m1 = Model::from_gguf(*file, {1}).value();
   size_t row = 0;
