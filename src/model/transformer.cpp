@@ -189,22 +189,24 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
 
-  // Embedding lookup (rows of any dtype).
+  // Row work is merged into as few hand-offs as the data flow allows: each layer starts with
+  // the previous layer's residual add and its attention norm (the first with the embedding
+  // lookup and the RoPE angles), and the last residual add goes with the output norm.
   const TensorView& embd = weights_.token_embd;
-  for_rows(n, E, [&](int64_t i, int) {
-    kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), &x_[i * E], E);
-  });
-
-  // RoPE angles of each row's position, shared by every layer.
-  for_rows(n, D, [&](int64_t i, int) {
-    kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D],
-                         &rope_cs_[i * D + D / 2]);
-  });
-
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     for_rows(n, E, [&](int64_t i, int) {
-      kernels::rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+      float* x = &x_[i * E];
+      if (l == 0) {
+        kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
+        // RoPE angles of the row's position, shared by every layer.
+        kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D],
+                             &rope_cs_[i * D + D / 2]);
+      } else {
+        const float* p = &proj_[i * E];
+        for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+      }
+      kernels::rms_norm(x, L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
     const kernels::MatmulTarget qkv[] = {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
@@ -298,17 +300,19 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
     });
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
-    for_rows(n, E, [&](int64_t i, int) {
-      float* x = &x_[i * E];
-      const float* p = &proj_[i * E];
-      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
-    });
   }
 
   if (n_logits == 0) return Status::ok();
   for_rows(n_logits, E, [&](int64_t r, int) {
-    kernels::rms_norm(&x_[b.logits_rows[r] * E], weights_.output_norm.data(), &final_[r * E], E,
-                      c.rms_eps);
+    const int64_t i = b.logits_rows[r];
+    float* x = &x_[i * E];
+    if (c.n_layer == 0) {
+      kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
+    } else {
+      const float* p = &proj_[i * E];
+      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+    }
+    kernels::rms_norm(x, weights_.output_norm.data(), &final_[r * E], E, c.rms_eps);
   });
   kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool);
   return Status::ok();
