@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +16,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int32_t kBlockSize = 16;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 void mean_sd(ModelBenchRow& row) {
   const double n = static_cast<double>(row.samples_ts.size());
@@ -34,8 +35,8 @@ void mean_sd(ModelBenchRow& row) {
 }
 
 // One sequence in blocks [0, n_blocks): the whole prompt in one forward pass.
-Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
-               std::vector<float>& logits) {
+Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table,
+               const std::vector<int32_t>& tokens, std::vector<float>& logits) {
   Batch b;
   const int32_t n = static_cast<int32_t>(tokens.size());
   b.tokens = tokens;
@@ -49,8 +50,8 @@ Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table, const s
 }
 
 // n single-token steps from an empty cache, each reading all weights once.
-Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, const std::vector<int32_t>& tokens,
-                std::vector<float>& logits) {
+Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table,
+                const std::vector<int32_t>& tokens, std::vector<float>& logits) {
   Batch b;
   b.tokens = {0};
   b.pos = {0};
@@ -78,7 +79,8 @@ Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_pe
     b.pos.push_back(0);
     b.seq.push_back(s);
     b.logits_rows.push_back(s);
-    b.sequences.push_back({&tables[static_cast<size_t>(s) * blocks_per_seq], blocks_per_seq, 0, 1, 0});
+    b.sequences.push_back(
+        {&tables[static_cast<size_t>(s) * blocks_per_seq], blocks_per_seq, 0, 1, 0});
   }
   const size_t n_steps = tokens.size() / n_seqs;
   for (size_t i = 0; i < n_steps; ++i) {
@@ -139,15 +141,16 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0))
     return invalid_argument("-p and -n must not be negative, and not both 0");
   if (o.reps <= 0) return invalid_argument("-r must be positive");
-  if (o.batch_seqs < 0 || o.batch_seqs > 4096) return invalid_argument("--batch-seqs must be in [0, 4096]");
+  if (o.batch_seqs < 0 || o.batch_seqs > 4096)
+    return invalid_argument("--batch-seqs must be in [0, 4096]");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model, lo));
   const ModelConfig& c = model->config();
   const int32_t longest = std::max(o.n_prompt, o.n_gen);
   if (c.context_length > 0 && longest > c.context_length)
-    return invalid_argument("-p/-n " + std::to_string(longest) + " exceeds the model's context of " +
-                            std::to_string(c.context_length));
+    return invalid_argument("-p/-n " + std::to_string(longest) +
+                            " exceeds the model's context of " + std::to_string(c.context_length));
   const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
   const int32_t n_seqs = std::max(1, o.batch_seqs);
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
@@ -172,6 +175,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     row.n_prompt = o.n_prompt;
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_prompt);
+      model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
       const auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(prefill(*model, *kv, table, toks, logits));
       if (r >= 0) row.samples_ts.push_back(o.n_prompt / seconds_since(t0));
@@ -185,6 +189,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     row.n_gen = o.n_gen;
     for (int32_t r = -1; r < o.reps; ++r) {
       auto toks = random_tokens(o.n_gen);
+      model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
       const auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, toks, logits));
       if (r >= 0) row.samples_ts.push_back(o.n_gen / seconds_since(t0));
@@ -199,13 +204,16 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     row.n_seqs = o.batch_seqs;
     for (int32_t r = -1; r < o.reps; ++r) {
       auto toks = random_tokens(o.n_gen * o.batch_seqs);
+      model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
       const auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate_batched(*model, *kv, o.batch_seqs, n_blocks, toks, logits));
-      if (r >= 0) row.samples_ts.push_back(static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0));
+      if (r >= 0)
+        row.samples_ts.push_back(static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0));
     }
     mean_sd(row);
     res.rows.push_back(std::move(row));
   }
+  model->set_profile(nullptr);
   res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
   return res;
 }
@@ -227,40 +235,79 @@ Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
   return f;
 }
 
+// With --profile: ms per forward call of each phase (share of the call) for each test.
+std::string profile_markdown(const ModelBenchResult& r) {
+  std::vector<const ModelBenchRow*> rows;
+  for (const ModelBenchRow& row : r.rows)
+    if (row.profile.calls > 0) rows.push_back(&row);
+  if (rows.empty()) return "";
+  std::string out = "\n| phase, ms per forward call |";
+  for (const ModelBenchRow* row : rows) out += " " + row->test + " |";
+  out += "\n| --- |";
+  for (size_t i = 0; i < rows.size(); ++i) out += " ---: |";
+  out += "\n";
+  char buf[96];
+  auto cell = [&](const ModelBenchRow& row, double seconds) {
+    double total = 0;
+    for (double x : row.profile.seconds) total += x;
+    std::snprintf(buf, sizeof buf, " %.3f (%.0f%%) |", 1e3 * seconds / row.profile.calls,
+                  total > 0 ? 100 * seconds / total : 0.0);
+    return std::string(buf);
+  };
+  for (int p = 0; p < ForwardProfile::kPhases; ++p) {
+    out += std::string("| ") + ForwardProfile::kNames[p] + " |";
+    for (const ModelBenchRow* row : rows) out += cell(*row, row->profile.seconds[p]);
+    out += "\n";
+  }
+  out += "| total |";
+  for (const ModelBenchRow* row : rows) {
+    double total = 0;
+    for (double x : row->profile.seconds) total += x;
+    out += cell(*row, total);
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string model_bench_markdown(const ModelBenchResult& r) {
-  std::string out = "| model | size | threads | test | t/s | median t/s | roofline t/s | of roofline |\n"
-                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::string out =
+      "| model | size | threads | test | t/s | median t/s | roofline t/s | of roofline |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
-    std::string rt = f.valid ? std::to_string(static_cast<int64_t>(std::llround(f.roofline_ts))) : "";
+    std::string rt =
+        f.valid ? std::to_string(static_cast<int64_t>(std::llround(f.roofline_ts))) : "";
     char frac[32] = "";
     if (f.valid) std::snprintf(frac, sizeof frac, "%.0f%%", 100 * f.fraction);
     std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-                  r.model.c_str(), r.model_size / 1048576.0, r.n_threads, row.test.c_str(), row.avg_ts,
-                  row.stddev_ts, row.median_ts, rt.c_str(), frac);
+                  r.model.c_str(), r.model_size / 1048576.0, r.n_threads, row.test.c_str(),
+                  row.avg_ts, row.stddev_ts, row.median_ts, rt.c_str(), frac);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf,
-                "\nweights read per generated token: %.1f MiB; memory read bandwidth (%d threads, best of "
-                "streaming reads): %.2f GB/s; generation roofline = %.1f tokens/s\n",
-                r.model_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
+  std::snprintf(
+      buf, sizeof buf,
+      "\nweights read per generated token: %.1f MiB; memory read bandwidth (%d threads, best of "
+      "streaming reads): %.2f GB/s; generation roofline = %.1f tokens/s\n",
+      r.model_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
   out += buf;
+  out += profile_markdown(r);
   return out;
 }
 
 std::string model_bench_csv(const ModelBenchResult& r) {
   std::string out =
-      "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,roofline_fraction\n";
+      "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,"
+      "roofline_fraction\n";
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
-    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s\n", r.model.c_str(),
-                  static_cast<unsigned long long>(r.model_size), r.n_threads, row.test.c_str(), row.n_prompt,
-                  row.n_gen, row.avg_ts, row.stddev_ts, r.mem_bw_bytes_per_s / 1e9,
-                  f.valid ? std::to_string(f.roofline_ts).c_str() : "", f.valid ? std::to_string(f.fraction).c_str() : "");
+    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s\n",
+                  r.model.c_str(), static_cast<unsigned long long>(r.model_size), r.n_threads,
+                  row.test.c_str(), row.n_prompt, row.n_gen, row.avg_ts, row.stddev_ts,
+                  r.mem_bw_bytes_per_s / 1e9, f.valid ? std::to_string(f.roofline_ts).c_str() : "",
+                  f.valid ? std::to_string(f.fraction).c_str() : "");
     out += buf;
   }
   return out;
@@ -285,30 +332,47 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
+    if (row.profile.calls > 0) {
+      nlohmann::json ms;
+      for (int p = 0; p < ForwardProfile::kPhases; ++p)
+        ms[ForwardProfile::kNames[p]] = 1e3 * row.profile.seconds[p] / row.profile.calls;
+      j["profile_ms_per_call"] = std::move(ms);
+    }
     rows.push_back(std::move(j));
   }
   return rows;
 }
 
 int model_main(int argc, char** argv) {
-  CLI::App app{"Single-stream prefill and generation speed of the engine (no HTTP), llama-bench style, "
-               "with the memory roofline.",
-               "loom bench model"};
+  CLI::App app{
+      "Single-stream prefill and generation speed of the engine (no HTTP), llama-bench style, "
+      "with the memory roofline.",
+      "loom bench model"};
   ModelBenchOptions o;
   std::string format = "md";
   int64_t bw_mib = o.bw_bytes >> 20;
-  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")->required();
-  app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")->capture_default_str();
-  app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")->capture_default_str();
+  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
+      ->required();
+  app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")
+      ->capture_default_str();
+  app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")
+      ->capture_default_str();
   app.add_option("-B,--batch-seqs", o.batch_seqs,
                  "also decode this many sequences together, one token each per step, for -n steps "
                  "(tgNxB, tokens/s of all sequences; 0 = skip)")
       ->capture_default_str();
-  app.add_option("-t,--threads", o.n_threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
-  app.add_option("-r,--repetitions", o.reps, "timed repetitions (after one warm-up)")->capture_default_str();
-  app.add_option("-o,--output", format, "md, csv or json")->check(CLI::IsMember({"md", "csv", "json"}))
+  app.add_option("-t,--threads", o.n_threads, "CPU threads (0 = physical cores)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-r,--repetitions", o.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str();
-  app.add_option("--bw-mib", bw_mib, "size of the bandwidth test buffer in MiB")->check(CLI::Range(1, 1 << 20))
+  app.add_option("-o,--output", format, "md, csv or json")
+      ->check(CLI::IsMember({"md", "csv", "json"}))
+      ->capture_default_str();
+  app.add_flag("--profile", o.profile,
+               "also print where each test's time goes: ms per forward call of each phase "
+               "(norms, matmuls, attention, ...)");
+  app.add_option("--bw-mib", bw_mib, "size of the bandwidth test buffer in MiB")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.bw_bytes = bw_mib << 20;
@@ -317,9 +381,12 @@ int model_main(int argc, char** argv) {
     std::fprintf(stderr, "loom bench model: %s\n", r.status().message().c_str());
     return 1;
   }
-  if (format == "json") std::printf("%s\n", model_bench_json(*r).dump(2).c_str());
-  else if (format == "csv") std::printf("%s", model_bench_csv(*r).c_str());
-  else std::printf("%s", model_bench_markdown(*r).c_str());
+  if (format == "json")
+    std::printf("%s\n", model_bench_json(*r).dump(2).c_str());
+  else if (format == "csv")
+    std::printf("%s", model_bench_csv(*r).c_str());
+  else
+    std::printf("%s", model_bench_markdown(*r).c_str());
   return 0;
 }
 

@@ -6,13 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "model/forward_profile.h"
 
 namespace loom::bench {
 
@@ -25,6 +25,7 @@ struct ModelBenchOptions {
   int32_t reps = 5;
   int64_t bw_bytes = int64_t{1} << 30;  // bandwidth buffer, well above any last-level cache
   int32_t bw_reps = 5;
+  bool profile = false;  // time the forward phases of the timed repetitions (row.profile)
 };
 
 struct ModelBenchRow {
@@ -33,13 +34,14 @@ struct ModelBenchRow {
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
   double median_ts = 0;              // tokens/s; the figure to compare on a noisy machine
   std::vector<double> samples_ts;
+  ForwardProfile profile;  // with ModelBenchOptions::profile: the timed repetitions' phases
 };
 
 struct ModelBenchResult {
   std::string model;
-  uint64_t model_size = 0;       // weight bytes read per forward token (Model::weight_bytes)
+  uint64_t model_size = 0;  // weight bytes read per forward token (Model::weight_bytes)
   int32_t n_threads = 0;
-  double mem_bw_bytes_per_s = 0; // best of bw_reps streaming reads
+  double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads
   std::vector<ModelBenchRow> rows;
   double roofline_tg_ts() const { return model_size ? mem_bw_bytes_per_s / model_size : 0; }
 };

@@ -12,6 +12,7 @@
 #include "format/gguf.h"
 #include "model/batch.h"
 #include "model/config.h"
+#include "model/forward_profile.h"
 
 namespace loom {
 
@@ -59,6 +60,12 @@ class Model {
   virtual Status forward(const Batch& batch, KvCache& kv, float* logits) = 0;
   virtual ThreadPool& thread_pool() = 0;
   virtual uint64_t weight_bytes() const = 0;  // bytes of weights read per forward token
+
+  // Forward calls from now on add their phases' wall time to `profile` (nullptr: stop).
+  void set_profile(ForwardProfile* profile) { profile_ = profile; }
+
+ protected:
+  ForwardProfile* profile_ = nullptr;
 };
 
 }  // namespace loom

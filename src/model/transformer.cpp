@@ -128,11 +128,22 @@ void CpuModel::plan_attention(const Batch& b) {
   const int32_t H = config_.n_head_kv;
   const int32_t heads_per_task =
       one_row_each ? std::clamp<int32_t>(H * n_seq / (4 * n_threads), 1, H) : 1;
-  for (int32_t s = 0; s < n_seq; ++s)
-    for (int32_t r = start[s]; r < start[s + 1]; r += attn_rows_per_task_)
+  if (one_row_each) {
+    for (int32_t s = 0; s < n_seq; ++s)
       for (int32_t hk = 0; hk < H; hk += heads_per_task)
-        attn_tasks_.push_back({s, hk, std::min(H, hk + heads_per_task), r,
-                               std::min(start[s + 1], r + attn_rows_per_task_)});
+        attn_tasks_.push_back({s, hk, std::min(H, hk + heads_per_task), start[s], start[s + 1]});
+  } else {
+    // Prefill: a KV head's chunks of rows one after the other, so the threads claiming them
+    // find that head's K/V in their cache (a 512-token prompt's heads together overflow L2),
+    // the longest chunks (latest rows) first so the last claims are short.
+    for (int32_t hk = 0; hk < H; ++hk)
+      for (int32_t s = 0; s < n_seq; ++s)
+        for (int32_t r = start[s + 1]; r > start[s];) {
+          const int32_t begin = std::max(start[s], r - attn_rows_per_task_);
+          attn_tasks_.push_back({s, hk, hk + 1, begin, r});
+          r = begin;
+        }
+  }
   // A decode step (every task one row) is split statically, one contiguous share of about
   // equal K/V length per thread, so each thread knows its next task and can prefetch it.
   // Prefill tasks are compute-bound and uneven: they are claimed dynamically.
@@ -183,6 +194,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const int64_t n_logits = static_cast<int64_t>(b.logits_rows.size());
   int32_t max_kv = 0;
   for (int64_t i = 0; i < n; ++i) max_kv = std::max(max_kv, b.pos[i] + 1);
+  PhaseClock clock(profile_);
   reserve(n, n_logits, max_kv);
   plan_attention(b);
   ThreadPool* pool = &pool_;
@@ -208,9 +220,11 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       }
       kernels::rms_norm(x, L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
+    clock.end(ForwardProfile::kNorm);
     const kernels::MatmulTarget qkv[] = {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
+    clock.end(ForwardProfile::kQkv);
 
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache. A decode step whose
     // attention tasks are whole sequences does this in the row's attention task instead: the
@@ -247,6 +261,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         for (int64_t i = task * chunk; i < std::min(n, (task + 1) * chunk); ++i) prepare_row(i);
       });
     }
+    clock.end(ForwardProfile::kRope);
 
     // Attention per (sequence, KV heads, chunk of rows): the chunk's query heads of each KV
     // head attend together over the sequence's cache, each row over positions [0, pos].
@@ -294,7 +309,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
             }
           });
     }
+    clock.end(ForwardProfile::kAttention);
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
+    clock.end(ForwardProfile::kWo);
 
     for_rows(n, E, [&](int64_t i, int) {
       float* x = &x_[i * E];
@@ -303,11 +320,15 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       kernels::rms_norm(x, L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+    clock.end(ForwardProfile::kFfnNorm);
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool);
+    clock.end(ForwardProfile::kGateUp);
     for_rows(n, F, [&](int64_t i, int) {
       kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
     });
+    clock.end(ForwardProfile::kSilu);
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
+    clock.end(ForwardProfile::kDown);
   }
 
   if (n_logits == 0) return Status::ok();
@@ -323,6 +344,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     kernels::rms_norm(x, weights_.output_norm.data(), &final_[r * E], E, c.rms_eps);
   });
   kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool);
+  clock.end(ForwardProfile::kOutput);
   return Status::ok();
 }
 

@@ -1,4 +1,6 @@
 // `loom bench model` on synth:tiny: rows, statistics and the roofline fields are consistent.
+#include "bench/model_bench.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,8 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <vector>
-
-#include "bench/model_bench.h"
 
 namespace loom::bench {
 namespace {
@@ -47,16 +47,61 @@ TEST(ModelBench, RowsAndRoofline) {
   auto j = model_bench_json(*r);
   ASSERT_EQ(j.size(), 3u);
   for (const auto& row : j)
-    for (const char* k : {"test", "avg_ts", "stddev_ts", "median_ts", "n_threads", "model_size", "n_seqs"})
+    for (const char* k :
+         {"test", "avg_ts", "stddev_ts", "median_ts", "n_threads", "model_size", "n_seqs"})
       EXPECT_TRUE(row.contains(k)) << k;
-  EXPECT_TRUE(j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
+  EXPECT_TRUE(
+      j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
   EXPECT_TRUE(j[0]["roofline_ts"].is_null());
   EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->model_size, 1e-6);
-  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(), r->rows[1].median_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
+  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(),
+              r->rows[1].median_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
   const std::string md = model_bench_markdown(*r);
   EXPECT_NE(md.find("| tg8 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| tg8x4 |"), std::string::npos) << md;
   EXPECT_NE(model_bench_csv(*r).find(",pp32,32,0,"), std::string::npos);
+}
+
+// --profile: each test's timed forward calls, every phase timed, within the measured time.
+TEST(ModelBench, ProfileCoversTheTimedCalls) {
+  ModelBenchOptions o;
+  o.model = "synth:tiny";
+  o.n_prompt = 32;
+  o.n_gen = 8;
+  o.batch_seqs = 4;
+  o.n_threads = 2;
+  o.reps = 3;
+  o.bw_bytes = 32 << 20;
+  o.bw_reps = 1;
+  o.profile = true;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  const int64_t calls[] = {3, 3 * 8, 3 * 8};  // one per prompt, one per step
+  for (size_t i = 0; i < 3; ++i) {
+    const ModelBenchRow& row = r->rows[i];
+    EXPECT_EQ(row.profile.calls, calls[i]) << row.test;
+    double phases = 0, timed = 0;
+    for (double s : row.profile.seconds) phases += s;
+    const int64_t tokens = row.n_prompt + row.n_gen * row.n_seqs;
+    for (double ts : row.samples_ts) timed += tokens / ts;
+    EXPECT_GT(phases, 0) << row.test;
+    EXPECT_LE(phases, timed * 1.0001) << row.test;  // forward calls are part of the timed reps
+    for (int p : {ForwardProfile::kQkv, ForwardProfile::kAttention, ForwardProfile::kGateUp,
+                  ForwardProfile::kDown, ForwardProfile::kOutput})
+      EXPECT_GT(row.profile.seconds[p], 0) << row.test << " " << ForwardProfile::kNames[p];
+  }
+  const std::string md = model_bench_markdown(*r);
+  EXPECT_NE(md.find("| phase, ms per forward call | pp32 | tg8 | tg8x4 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| attention |"), std::string::npos) << md;
+  EXPECT_TRUE(model_bench_json(*r)[2].contains("profile_ms_per_call"));
+  o.profile = false;
+  o.batch_seqs = 0;
+  auto plain = run_model_bench(o);
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->rows[0].profile.calls, 0);
+  EXPECT_EQ(model_bench_markdown(*plain).find("phase"), std::string::npos);
 }
 
 TEST(ModelBench, BadArguments) {
@@ -73,8 +118,10 @@ TEST(ModelBench, BadArguments) {
 }
 
 TEST(ModelBench, CliJsonOutput) {
-  if (!std::filesystem::exists(LOOM_BINARY)) GTEST_SKIP() << "loom binary not built: " << LOOM_BINARY;
-  std::string cmd = std::string(LOOM_BINARY) + " bench model -m synth:tiny -p 16 -n 4 -r 2 -t 1 -o json --bw-mib 16";
+  if (!std::filesystem::exists(LOOM_BINARY))
+    GTEST_SKIP() << "loom binary not built: " << LOOM_BINARY;
+  std::string cmd = std::string(LOOM_BINARY) +
+                    " bench model -m synth:tiny -p 16 -n 4 -r 2 -t 1 -o json --bw-mib 16";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
