@@ -2,7 +2,8 @@
 # Issue 6 benchmark: `loom bench model` on the llama-0.5b preset in every weight type of the
 # llama.cpp comparison (F16, BF16, Q8_0, Q4_0, Q4_K_M; others on request, e.g. q5_k_m), as GGUF
 # files on disk, with 2 threads
-# (pp512, tg128, batched decode of 16 sequences) and 1 thread (tg128). Prints the markdown
+# (pp512, tg128, batched decode of 16 sequences, with where the time goes) and 1 thread (tg128).
+# Prints the markdown
 # rows; medians of REPS runs after a warm-up.
 #   LOOM=build/loom REPS=5 DIR=/tmp/loom-speed bench/cpu_speed.sh [types...]
 set -euo pipefail
@@ -29,7 +30,7 @@ model_file() {  # type -> path of the GGUF (made once)
 for t in "${TYPES[@]}"; do
   f=$(model_file "$t")
   echo "## $t ($(du -m "$f" | cut -f1) MiB)"
-  "$LOOM" bench model -m "$f" -p 512 -n 128 -B 16 -t 2 -r "$REPS"
+  "$LOOM" bench model -m "$f" -p 512 -n 128 -B 16 -t 2 -r "$REPS" --profile
   "$LOOM" bench model -m "$f" -p 0 -n 128 -t 1 -r "$REPS" | grep -E "^\| .* \| 1 \|"
   echo
 done
