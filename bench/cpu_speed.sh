@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Issue 6 benchmark: `loom bench model` on the llama-0.5b preset in every weight type of the
 # llama.cpp comparison (F16, BF16, Q8_0, Q4_0, Q4_K_M; others on request, e.g. q5_k_m), as GGUF
-# files on disk, with 2 threads
-# (pp512, tg128, batched decode of 16 sequences, with where the time goes) and 1 thread (tg128).
-# Prints the markdown
-# rows; medians of REPS runs after a warm-up.
+# files on disk, with 2 threads (pp512, tg128, batched decode of 16 sequences, and where each
+# test's time goes: --profile) and 1 thread (tg128). Prints the markdown rows; medians of REPS
+# runs after a warm-up.
 #   LOOM=build/loom REPS=5 DIR=/tmp/loom-speed bench/cpu_speed.sh [types...]
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
