@@ -12,17 +12,22 @@
 namespace loom::bench {
 namespace {
 
-TEST(ModelBench, RowsAndRoofline) {
+// pp32, tg8 and tg8x4 on synth:tiny, 3 timed repetitions each.
+ModelBenchOptions tiny_options(int n_threads) {
   ModelBenchOptions o;
   o.model = "synth:tiny";
   o.n_prompt = 32;
   o.n_gen = 8;
   o.batch_seqs = 4;
-  o.n_threads = 1;
+  o.n_threads = n_threads;
   o.reps = 3;
   o.bw_bytes = 32 << 20;
   o.bw_reps = 2;
-  auto r = run_model_bench(o);
+  return o;
+}
+
+TEST(ModelBench, RowsAndRoofline) {
+  auto r = run_model_bench(tiny_options(1));
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   ASSERT_EQ(r->rows.size(), 3u);
   EXPECT_EQ(r->rows[0].test, "pp32");
@@ -64,15 +69,7 @@ TEST(ModelBench, RowsAndRoofline) {
 
 // --profile: each test's timed forward calls, every phase timed, within the measured time.
 TEST(ModelBench, ProfileCoversTheTimedCalls) {
-  ModelBenchOptions o;
-  o.model = "synth:tiny";
-  o.n_prompt = 32;
-  o.n_gen = 8;
-  o.batch_seqs = 4;
-  o.n_threads = 2;
-  o.reps = 3;
-  o.bw_bytes = 32 << 20;
-  o.bw_reps = 1;
+  ModelBenchOptions o = tiny_options(2);
   o.profile = true;
   auto r = run_model_bench(o);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
