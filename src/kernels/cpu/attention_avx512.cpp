@@ -12,8 +12,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "base/fp16.h"
 #include "base/status.h"
@@ -333,21 +335,15 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
 void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead* k,
                             const PagedHead* v, int n_heads, int64_t head_dim, float scale,
                             float* scratch) {
-  switch (head_dim / 16) {
-#define LOOM_ATTN_CASE(c) \
-  case c:                 \
-    return attention_c<c>(queries, n_q, k, v, n_heads, scale, scratch);
-    LOOM_ATTN_CASE(1)
-    LOOM_ATTN_CASE(2)
-    LOOM_ATTN_CASE(3)
-    LOOM_ATTN_CASE(4)
-    LOOM_ATTN_CASE(5) LOOM_ATTN_CASE(6) LOOM_ATTN_CASE(7) LOOM_ATTN_CASE(8) LOOM_ATTN_CASE(9)
-        LOOM_ATTN_CASE(10) LOOM_ATTN_CASE(11) LOOM_ATTN_CASE(12) LOOM_ATTN_CASE(13)
-            LOOM_ATTN_CASE(14) LOOM_ATTN_CASE(15) LOOM_ATTN_CASE(16)
-#undef LOOM_ATTN_CASE
-                default
-        : LOOM_CHECK(false && "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
+  using Fn =
+      void (*)(const AttentionQuery*, int, const PagedHead*, const PagedHead*, int, float, float*);
+  static constexpr auto kByChunks = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<Fn, sizeof...(I)>{&attention_c<I + 1>...};
   }
+  (std::make_index_sequence<16>{});
+  LOOM_CHECK(head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 256 &&
+             "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
+  kByChunks[head_dim / 16 - 1](queries, n_q, k, v, n_heads, scale, scratch);
 }
 
 }  // namespace loom::kernels::cpu
