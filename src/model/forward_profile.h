@@ -12,7 +12,8 @@ namespace loom {
 
 struct ForwardProfile {
   enum Phase : int {
-    kNorm,       // attention norm, with the previous layer's residual add (first: embedding)
+    kNorm,       // attention norm, with the previous layer's residual add (layer 0: the
+                 // step's setup, embedding lookup and RoPE angles)
     kQkv,        // q/k/v matmuls
     kRope,       // bias, qk-norm, RoPE and the K/V store (in decode steps, within kAttention)
     kAttention,  // paged attention

@@ -250,8 +250,8 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
   for (int i = 0; i < n_q; ++i) std::memcpy(q_rows + i * D, qs[i].q, D * sizeof(float));
 
   // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
-  constexpr int ahead = 2;
-  for (int a = 0; a < ahead && a * kTile < max_kv; ++a)
+  constexpr int kAhead = 2;
+  for (int a = 0; a < kAhead && a * kTile < max_kv; ++a)
     for (int h = 0; h < n_heads; ++h) {
       prefetch_keys(kh[h], a * kTile, D);
       prefetch_values(vh[h], a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
@@ -261,7 +261,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
     for (int h = 0; h < n_heads; ++h) {
-      if (j0 + ahead * kTile < max_kv) prefetch_keys(kh[h], j0 + ahead * kTile, D);
+      if (j0 + kAhead * kTile < max_kv) prefetch_keys(kh[h], j0 + kAhead * kTile, D);
       const KeyTile kt = key_tile(kh[h], j0, nt, D, tile);
       for (int i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kQueryBlock) {
         const int qb = std::min(kQueryBlock, (h + 1) * per_head - i0);
@@ -293,9 +293,9 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
     for (int h = 0; h < n_heads; ++h) {
-      if (j0 + ahead * kTile < max_kv)
-        prefetch_values(vh[h], j0 + ahead * kTile,
-                        std::min<int32_t>(kTile, max_kv - j0 - ahead * kTile), D);
+      if (j0 + kAhead * kTile < max_kv)
+        prefetch_values(vh[h], j0 + kAhead * kTile,
+                        std::min<int32_t>(kTile, max_kv - j0 - kAhead * kTile), D);
       load_tokens(vh[h], j0, nt, D, tile);
       const float* e[4];
       int n[4];
