@@ -12,7 +12,7 @@
 namespace loom::kernels {
 namespace {
 
-constexpr int kTileTokens = 16;  // keys per step of the AVX-512 kernel (attention_avx512.cpp)
+constexpr int kTileTokens = 16;  // K/V tokens converted to float at a time (attention_avx512)
 
 bool use_avx512(int64_t head_dim) {
   return active_isa() == Isa::kAvx512 && head_dim % 16 == 0 && head_dim <= 256;
@@ -21,12 +21,11 @@ bool use_avx512(int64_t head_dim) {
 }  // namespace
 
 size_t attention_scratch_floats(int n_q, int32_t max_n_kv, int64_t head_dim) {
-  // AVX-512 (attention_avx512.cpp, in this order): one tile of scores, the running sum lanes
-  // and the running max per query, a tile of gathered K, the queries' rows. One query at a
-  // time (kernels::attention): the scores of every key and a row.
-  const size_t tiled = static_cast<size_t>(n_q) * (2 * kTileTokens + 1 + head_dim) +
-                       static_cast<size_t>(kTileTokens) * head_dim;
-  return std::max(tiled, static_cast<size_t>(std::max(max_n_kv, 0)) + head_dim);
+  // Scores per query padded to whole tiles, one tile of converted K/V tokens, the queries'
+  // rows and one normalizer per query (attention_avx512.cpp lays them out in that order).
+  const size_t padded =
+      (static_cast<size_t>(max_n_kv) + kTileTokens - 1) / kTileTokens * kTileTokens;
+  return static_cast<size_t>(n_q) * (padded + head_dim + 1) + kTileTokens * head_dim;
 }
 
 namespace {
