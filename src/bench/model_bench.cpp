@@ -184,34 +184,44 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     res.rows.push_back(std::move(row));
   }
   if (o.n_gen > 0) {
-    ModelBenchRow row;
-    row.test = "tg" + std::to_string(o.n_gen);
-    row.n_gen = o.n_gen;
-    for (int32_t r = -1; r < o.reps; ++r) {
+    // Single-sequence and batched generation alternate repetition by repetition, so that each
+    // batched repetition has a single-sequence one measured seconds before it: their ratio
+    // (the batched speed-up) holds on a host whose speed drifts by tens of percent within
+    // minutes, where two separate series would compare different phases of it.
+    const bool batched = o.batch_seqs > 1;
+    ModelBenchRow tg, tgb;
+    tg.test = "tg" + std::to_string(o.n_gen);
+    tg.n_gen = o.n_gen;
+    tgb.test = tg.test + "x" + std::to_string(o.batch_seqs);
+    tgb.n_gen = o.n_gen;
+    tgb.n_seqs = o.batch_seqs;
+    std::vector<double> speedups;
+    for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
-      model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
-      const auto t0 = Clock::now();
+      model->set_profile(o.profile && r >= 0 ? &tg.profile : nullptr);
+      auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, toks, logits));
-      if (r >= 0) row.samples_ts.push_back(o.n_gen / seconds_since(t0));
-    }
-    mean_sd(row);
-    res.rows.push_back(std::move(row));
-  }
-  if (o.n_gen > 0 && o.batch_seqs > 1) {
-    ModelBenchRow row;
-    row.test = "tg" + std::to_string(o.n_gen) + "x" + std::to_string(o.batch_seqs);
-    row.n_gen = o.n_gen;
-    row.n_seqs = o.batch_seqs;
-    for (int32_t r = -1; r < o.reps; ++r) {
-      auto toks = random_tokens(o.n_gen * o.batch_seqs);
-      model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
-      const auto t0 = Clock::now();
+      const double single_ts = o.n_gen / seconds_since(t0);
+      if (r >= 0) tg.samples_ts.push_back(single_ts);
+      if (!batched) continue;
+      toks = random_tokens(o.n_gen * o.batch_seqs);
+      model->set_profile(o.profile && r >= 0 ? &tgb.profile : nullptr);
+      t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate_batched(*model, *kv, o.batch_seqs, n_blocks, toks, logits));
-      if (r >= 0)
-        row.samples_ts.push_back(static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0));
+      const double batched_ts = static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0);
+      if (r < 0) continue;
+      tgb.samples_ts.push_back(batched_ts);
+      speedups.push_back(batched_ts / single_ts);
     }
-    mean_sd(row);
-    res.rows.push_back(std::move(row));
+    mean_sd(tg);
+    res.rows.push_back(std::move(tg));
+    if (batched) {
+      mean_sd(tgb);
+      std::sort(speedups.begin(), speedups.end());
+      const size_t k = speedups.size();
+      tgb.speedup = k % 2 ? speedups[k / 2] : (speedups[k / 2 - 1] + speedups[k / 2]) / 2;
+      res.rows.push_back(std::move(tgb));
+    }
   }
   model->set_profile(nullptr);
   res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
@@ -292,6 +302,14 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
       "streaming reads): %.2f GB/s; generation roofline = %.1f tokens/s\n",
       r.model_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
   out += buf;
+  for (const ModelBenchRow& row : r.rows) {
+    if (row.speedup <= 0) continue;
+    std::snprintf(buf, sizeof buf,
+                  "batched decode speed-up, %s ÷ tg%d: %.2f× (median over %zu repetitions, each "
+                  "run right after a single-sequence one)\n",
+                  row.test.c_str(), row.n_gen, row.speedup, row.samples_ts.size());
+    out += buf;
+  }
   out += profile_markdown(r);
   return out;
 }
@@ -332,6 +350,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
+    if (row.speedup > 0) j["speedup_vs_single"] = row.speedup;
     if (row.profile.calls > 0) {
       nlohmann::json ms;
       for (int p = 0; p < ForwardProfile::kPhases; ++p)

@@ -1,7 +1,8 @@
 // `loom bench model`: single-stream speed of the engine without HTTP, in llama-bench's style:
 // prefill of p tokens in one batch (ppP) and generation of n tokens one at a time from an
 // empty cache (tgN), optionally batched decode of B sequences together (tgNxB: tokens/s of all
-// sequences), mean ± sd over reps after one warm-up, plus the roofline single-sequence
+// sequences; its repetitions alternate with tgN's, and their median ratio is the batched
+// speed-up), mean ± sd over reps after one warm-up, plus the roofline single-sequence
 // generation implies: weight bytes read per token ÷ the memory read bandwidth of the same run.
 #pragma once
 
@@ -34,6 +35,9 @@ struct ModelBenchRow {
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
   double median_ts = 0;              // tokens/s; the figure to compare on a noisy machine
   std::vector<double> samples_ts;
+  // tgNxB rows: median over repetitions of this row's tokens/s ÷ the single-sequence tgN
+  // repetition run just before it (the two alternate); 0 elsewhere.
+  double speedup = 0;
   ForwardProfile profile;  // with ModelBenchOptions::profile: the timed repetitions' phases
 };
 

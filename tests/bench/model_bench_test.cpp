@@ -67,6 +67,28 @@ TEST(ModelBench, RowsAndRoofline) {
   EXPECT_NE(model_bench_csv(*r).find(",pp32,32,0,"), std::string::npos);
 }
 
+// The batched speed-up pairs each tgNxB repetition with the tgN one run just before it: the
+// median of those ratios, not a ratio of the two medians.
+TEST(ModelBench, BatchedSpeedupIsTheMedianOfPairedRatios) {
+  auto r = run_model_bench(tiny_options(1));
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  const ModelBenchRow &single = r->rows[1], &batched = r->rows[2];
+  ASSERT_EQ(single.samples_ts.size(), batched.samples_ts.size());
+  std::vector<double> ratios;
+  for (size_t i = 0; i < single.samples_ts.size(); ++i)
+    ratios.push_back(batched.samples_ts[i] / single.samples_ts[i]);
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(batched.speedup, ratios[1]);
+  EXPECT_EQ(single.speedup, 0);
+  EXPECT_EQ(r->rows[0].speedup, 0);
+  const auto j = model_bench_json(*r);
+  EXPECT_DOUBLE_EQ(j[2]["speedup_vs_single"].get<double>(), batched.speedup);
+  EXPECT_FALSE(j[1].contains("speedup_vs_single"));
+  EXPECT_NE(model_bench_markdown(*r).find("batched decode speed-up, tg8x4 ÷ tg8: "),
+            std::string::npos);
+}
+
 // --profile: each test's timed forward calls, every phase timed, within the measured time.
 TEST(ModelBench, ProfileCoversTheTimedCalls) {
   ModelBenchOptions o = tiny_options(2);
