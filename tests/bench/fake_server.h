@@ -133,13 +133,16 @@ class FakeServer {
                                    : nlohmann::json{{"index", 0}, {"text", "t"}};
       send(nlohmann::json{{"id", "x"}, {"choices", {choice}}}.dump());
     }
+    // Out of flight before the client can see the end: decremented after the last write, a
+    // descheduled handler thread still counted while the client's next request (its slot
+    // freed by [DONE]) came in, and peak_in_flight read 4 under --max-concurrency 3.
+    --in_flight_;
     send(nlohmann::json{{"id", "x"},
                         {"choices", nlohmann::json::array()},
                         {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens}}}}
              .dump());
     send("[DONE]");
     boost::asio::write(sock, http::make_chunk_last(), ec);
-    --in_flight_;
     sock.shutdown(boost::asio::ip::tcp::socket::shutdown_send, ec);
   }
 
