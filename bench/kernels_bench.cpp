@@ -141,6 +141,23 @@ void bench_attention() {
     std::printf("attn  %-7s %2d queries x %d keys  %8.1f us  %6.1f GFLOP/s (1 thread)\n",
                 rows > 1 ? "prefill" : "decode", n_q, kTokens, t * 1e6, 4.0 * D * pairs / t / 1e9);
   }
+  // A decode step's task in the model: one sequence's 16 query heads over its 8 KV heads
+  // (kernels::attention_multi_heads), short contexts, K/V in cache.
+  for (const int32_t n_kv : {32, 64}) {
+    constexpr int kHeads = 8, n_q = 16;
+    std::vector<float> q(n_q * D), out(n_q * D);
+    for (auto& x : q) x = 0.1f * dist(rng);
+    std::vector<kernels::AttentionQuery> qs;
+    for (int i = 0; i < n_q; ++i) qs.push_back({&q[i * D], &out[i * D], n_kv});
+    std::vector<kernels::PagedHead> khs(kHeads, kh), vhs(kHeads, vh);
+    std::vector<float> scratch(kernels::attention_scratch_floats(n_q, n_kv, D));
+    const double t = time_call([&] {
+      kernels::attention_multi_heads(qs.data(), n_q, khs.data(), vhs.data(), kHeads, D, 0.088f,
+                                     scratch.data());
+    });
+    std::printf("attn  decode 16 queries x 8 heads x %d keys  %6.2f us per head (1 thread)\n", n_kv,
+                t * 1e6 / kHeads);
+  }
 }
 
 // Decode attention with the cache out of every cache, laid out as the model's (per block, the

@@ -36,6 +36,14 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
       int16_t* halves = reinterpret_cast<int16_t*>(s + cols / 32) + 2 * b;
       halves[0] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
       halves[1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+      // The dot starts and d * sum of the packed row (packed_kernels.h: PackedActRow).
+      const int64_t nb = cols / 32;
+      int32_t* starts = reinterpret_cast<int32_t*>(s + 2 * nb);
+      starts[b] = -8 * sum;
+      starts[nb + b] = -128 * sum;
+      reinterpret_cast<float*>(starts + 2 * nb)[b] = db * static_cast<float>(sum);
+      starts[3 * nb + 2 * b] = -32 * halves[0];
+      starts[3 * nb + 2 * b + 1] = -32 * halves[1];
     } else
       s[b] = db * static_cast<float>(sum);
   }

@@ -56,16 +56,15 @@ inline __m512i bcast4(const int8_t* p) {
 template <bool kQ8, int G, int T>
 void tile(const PackedArgs& a) {
   constexpr int kRec = kPackRows * 2 + (kQ8 ? 8 : 4) * 64;
-  constexpr int kShift = kQ8 ? 7 : 3;  // c = 128 or 8
   const int64_t nb = a.cols / 32;
   const int8_t* xq[T];
   const float* xd[T];
-  const int32_t* xs[T];
+  const int32_t* start[T];  // -c * sum(x) per block, c = 128 or 8
   for (int t = 0; t < T; ++t) {
-    const uint8_t* row = a.x + t * a.x_stride;
-    xq[t] = reinterpret_cast<const int8_t*>(row);
-    xd[t] = reinterpret_cast<const float*>(row + a.cols);
-    xs[t] = reinterpret_cast<const int32_t*>(xd[t] + nb);
+    const PackedActRow row(a.x + t * a.x_stride, a.cols);
+    xq[t] = row.q;
+    xd[t] = row.d;
+    start[t] = kQ8 ? row.start_q8_0 : row.start_q4_0;
   }
   __m512 acc[G][T];
   for (int g = 0; g < G; ++g)
@@ -82,7 +81,7 @@ void tile(const PackedArgs& a) {
     prefetch(rec);
     __m512i dot[G][T];
     for (int t = 0; t < T; ++t) {
-      const __m512i init = _mm512_set1_epi32(-(xs[t][b] << kShift));
+      const __m512i init = _mm512_set1_epi32(start[t][b]);
       for (int g = 0; g < G; ++g) dot[g][t] = init;
     }
     if constexpr (kQ8) {
@@ -128,21 +127,20 @@ void tile(const PackedArgs& a) {
   }
 }
 
-// The activation rows of a tile: int8 values, block scales, int sums of 32 and of 16.
+// The activation rows of a tile: int8 values, block scales, d * sum per 32, Q6_K dot starts.
 template <int T>
 struct ActRows {
   const int8_t* q[T];
   const float* d[T];
-  const int32_t* sum32[T];
-  const int16_t* sum16[T];
+  const float* dsum32[T];
+  const int32_t* start_q6_k[T];
   ActRows(const PackedArgs& a) {
-    const int64_t nb = a.cols / 32;
     for (int t = 0; t < T; ++t) {
-      const uint8_t* row = a.x + t * a.x_stride;
-      q[t] = reinterpret_cast<const int8_t*>(row);
-      d[t] = reinterpret_cast<const float*>(row + a.cols);
-      sum32[t] = reinterpret_cast<const int32_t*>(d[t] + nb);
-      sum16[t] = reinterpret_cast<const int16_t*>(sum32[t] + nb);
+      const PackedActRow row(a.x + t * a.x_stride, a.cols);
+      q[t] = row.q;
+      d[t] = row.d;
+      dsum32[t] = row.dsum32;
+      start_q6_k[t] = row.start_q6_k;
     }
   }
 };
@@ -213,9 +211,8 @@ void tile_q4_k(const PackedArgs& a) {
         min[g] = _mm512_mul_ps(dmin[g], bytes_to_ps(rec[g] + 192 + 16 * j, false));
       }
       for (int t = 0; t < T; ++t) {
-        const float dx = x.d[t][blk];
-        const __m512 vdx = _mm512_set1_ps(dx);
-        const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(x.sum32[t][blk]));
+        const __m512 vdx = _mm512_set1_ps(x.d[t][blk]);
+        const __m512 vms = _mm512_set1_ps(x.dsum32[t][blk]);
         for (int g = 0; g < G; ++g) {
           acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][g]), _mm512_mul_ps(scale[g], vdx),
                                       acc[t][g]);
@@ -249,7 +246,7 @@ void tile_q6_k(const PackedArgs& a) {
       const int64_t half = 16 * s + j;  // 16-column half-block of the activations
       __m512i dot[T][G];
       for (int t = 0; t < T; ++t) {
-        const __m512i init = _mm512_set1_epi32(-32 * x.sum16[t][half]);
+        const __m512i init = _mm512_set1_epi32(x.start_q6_k[t][half]);
         for (int g = 0; g < G; ++g) dot[t][g] = init;
       }
       for (int k = 0; k < 4; ++k) {
@@ -417,8 +414,12 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 }  // namespace
 
 size_t packed_act_row_bytes(int64_t cols) {
-  // q, d and sum32 per 32 columns, then two int16 sums per 32 columns.
-  return (cols + 3 * (cols / 32) * sizeof(float) + 63) & ~size_t{63};
+  // Per 32 columns: 32 q, d, sum32, two int16 sums, two dot starts, d * sum32 and two Q6_K
+  // dot starts (PackedActRow).
+  // An odd number of cache lines: with a power-of-two stride (2048 bytes at 1024 columns) the
+  // token rows of a tile all fall into the same few L1 sets.
+  const size_t lines = (cols + 8 * (cols / 32) * sizeof(float) + 63) / 64;
+  return 64 * (lines | 1);
 }
 
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {

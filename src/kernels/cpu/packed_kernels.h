@@ -14,10 +14,37 @@ namespace loom::kernels::cpu {
 constexpr int kPackedTileGroups = 2;
 constexpr int kPackedTileTokens = 6;
 
-// Activation row for the packed kernels: int8 q[cols] | float d[cols/32] | int32 sum_q[cols/32]
-// | int16 sum_q[cols/16] (value = d * q; sums of 32 and of 16 elements). Same quantization as
-// kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums writes it).
+// Activation row for the packed kernels (PackedActRow; value = d * q): int8 q[cols] | float
+// d[cols/32] | int32 sum_q[cols/32] | int16 sum_q[cols/16] | then what the tiles would
+// otherwise compute in scalar registers for every block and token (5% of a 16-token Q4_0
+// tile's time, paired runs): int32 -8 sum_q and -128 sum_q per 32 (where the Q4_0 and Q8_0
+// integer dots start), float d * sum_q per 32 (Q4_K's min term), int32 -32 sum_q per 16 (where
+// Q6_K's dots start). Same quantization as kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums
+// writes it).
 size_t packed_act_row_bytes(int64_t cols);
+
+// Where each array of a packed activation row starts.
+struct PackedActRow {
+  const int8_t* q;
+  const float* d;
+  const int32_t* sum32;
+  const int16_t* sum16;
+  const int32_t* start_q4_0;  // -8 sum32
+  const int32_t* start_q8_0;  // -128 sum32
+  const float* dsum32;        // d * sum32
+  const int32_t* start_q6_k;  // -32 sum16
+  PackedActRow(const uint8_t* row, int64_t cols) {
+    const int64_t nb = cols / 32;
+    q = reinterpret_cast<const int8_t*>(row);
+    d = reinterpret_cast<const float*>(row + cols);
+    sum32 = reinterpret_cast<const int32_t*>(d + nb);
+    sum16 = reinterpret_cast<const int16_t*>(sum32 + nb);
+    start_q4_0 = reinterpret_cast<const int32_t*>(sum16 + 2 * nb);
+    start_q8_0 = start_q4_0 + nb;
+    dsum32 = reinterpret_cast<const float*>(start_q8_0 + nb);
+    start_q6_k = reinterpret_cast<const int32_t*>(dsum32 + nb);
+  }
+};
 
 struct PackedArgs {
   const uint8_t* w;  // the group's record for block 0
