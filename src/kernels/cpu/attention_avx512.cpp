@@ -106,43 +106,56 @@ void prefetch_values(const PagedHead& v, int32_t j0, int n, int64_t D) {
   }
 }
 
-// Scores of one key tile for QB queries (rows of D floats at q): scores[i * stride + t] =
-// scale * q_i . k_t for the first n[i] keys. Per lane, kChains FMA chains (d = c mod kChains,
-// d ascending) added as (0 + 1) + (2 + 3): the same for every QB.
-template <Dtype DT, int QB>
-void tile_scores(const KeyTile& kt, int64_t D, const float* q, __m512 scale, const int* n,
+// Scores of NT consecutive key tiles (keys j0 + 16 u + t) for QB queries (rows of D floats at
+// q): scores[i * stride + 16 u + t] = scale * q_i . k_t for the first n[i] - 16 u keys of tile
+// u. Per lane, kChains FMA chains (d = c mod kChains, d ascending) added as (0 + 1) + (2 + 3):
+// the same for every QB and NT. Two tiles at a time (decode's 1-2 queries per KV head) load
+// each broadcast q value once for both: 3 loads per 2 FMAs became 2 per 2.
+template <Dtype DT, int QB, int NT>
+void tile_scores(const KeyTile* kt, int64_t D, const float* q, __m512 scale, const int* n,
                  float* scores, size_t stride) {
   static_assert(kChains == 4, "the final sum below");
-  __m512 acc[QB][kChains];
-  for (int i = 0; i < QB; ++i)
-    for (int c = 0; c < kChains; ++c) acc[i][c] = _mm512_setzero_ps();
+  __m512 acc[NT][QB][kChains];
+  for (int u = 0; u < NT; ++u)
+    for (int i = 0; i < QB; ++i)
+      for (int c = 0; c < kChains; ++c) acc[u][i][c] = _mm512_setzero_ps();
   for (int64_t d = 0; d < D; d += kChains)
     for (int c = 0; c < kChains; ++c) {
-      const __m512 k = load16<DT>(kt.data + (d + c) * kt.d_stride);
-      for (int i = 0; i < QB; ++i)
-        acc[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[i * D + d + c]), k, acc[i][c]);
+      __m512 k[NT];
+      for (int u = 0; u < NT; ++u) k[u] = load16<DT>(kt[u].data + (d + c) * kt[u].d_stride);
+      for (int i = 0; i < QB; ++i) {
+        const __m512 qv = _mm512_set1_ps(q[i * D + d + c]);
+        for (int u = 0; u < NT; ++u) acc[u][i][c] = _mm512_fmadd_ps(qv, k[u], acc[u][i][c]);
+      }
     }
-  for (int i = 0; i < QB; ++i) {
-    const __m512 sum =
-        _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]), _mm512_add_ps(acc[i][2], acc[i][3]));
-    if (n[i] > 0)
-      _mm512_mask_storeu_ps(scores + i * stride, tail_mask(n[i]), _mm512_mul_ps(sum, scale));
-  }
+  for (int u = 0; u < NT; ++u)
+    for (int i = 0; i < QB; ++i) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[u][i][0], acc[u][i][1]),
+                                       _mm512_add_ps(acc[u][i][2], acc[u][i][3]));
+      const int left = n[i] - kTile * u;
+      if (left > 0)
+        _mm512_mask_storeu_ps(scores + i * stride + kTile * u, tail_mask(left),
+                              _mm512_mul_ps(sum, scale));
+    }
 }
 
 template <Dtype DT>
-void tile_scores_any(int qb, const KeyTile& kt, int64_t D, const float* q, __m512 scale,
+void tile_scores_any(int qb, int nt, const KeyTile* kt, int64_t D, const float* q, __m512 scale,
                      const int* n, float* scores, size_t stride) {
   static_assert(kQueryBlock == 4, "cases below");
+  if (nt == 2) {
+    if (qb == 1) return tile_scores<DT, 1, 2>(kt, D, q, scale, n, scores, stride);
+    return tile_scores<DT, 2, 2>(kt, D, q, scale, n, scores, stride);
+  }
   switch (qb) {
     case 1:
-      return tile_scores<DT, 1>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 1, 1>(kt, D, q, scale, n, scores, stride);
     case 2:
-      return tile_scores<DT, 2>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 2, 1>(kt, D, q, scale, n, scores, stride);
     case 3:
-      return tile_scores<DT, 3>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 3, 1>(kt, D, q, scale, n, scores, stride);
     default:
-      return tile_scores<DT, 4>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 4, 1>(kt, D, q, scale, n, scores, stride);
   }
 }
 
@@ -194,22 +207,29 @@ constexpr int divisor_at_most(int c, int limit) {
   return 1;
 }
 
-// out_i += sum over tokens t in [t0, t1) of e_i[t] * v_t for Q queries (tile[t * D + d],
-// D = 16 C), CB vectors of 16 dimensions at a time so that the Q x CB sums stay in registers
-// and each V load serves all Q queries. A query's chain per dimension runs over t in order
-// whatever Q and CB are, and continues across calls through out.
-template <int C, int Q>
-__attribute__((noinline)) void accumulate_v(const float* tile, int t0, int t1,
-                                            const float* const* e, float* const* out) {
-  constexpr int D = 16 * C;
+// The V rows of a tile: token t's D values (of type dtype) at data + t * stride.
+struct ValueRows {
+  const uint8_t* data;
+  uint64_t stride;
+};
+
+// out_i += sum over tokens t in [t0, t1) of e_i[t] * v_t for Q queries (D = 16 C values of
+// type DT per row), CB vectors of 16 dimensions at a time so that the Q x CB sums stay in
+// registers and each V load serves all Q queries. A query's chain per dimension runs over t
+// in order whatever Q and CB are, and continues across calls through out.
+template <Dtype DT, int C, int Q>
+__attribute__((noinline)) void accumulate_v(ValueRows rows, int t0, int t1, const float* const* e,
+                                            float* const* out) {
   constexpr int CB = divisor_at_most(C, 16 / Q);
+  constexpr uint64_t kElem = DT == Dtype::kF32 ? 4 : 2;
   for (int c0 = 0; c0 < C; c0 += CB) {
     __m512 acc[Q][CB];
     for (int i = 0; i < Q; ++i)
       for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_loadu_ps(out[i] + 16 * (c0 + c));
     for (int t = t0; t < t1; ++t) {
       __m512 v[CB];
-      for (int c = 0; c < CB; ++c) v[c] = _mm512_loadu_ps(tile + t * D + 16 * (c0 + c));
+      for (int c = 0; c < CB; ++c)
+        v[c] = load16<DT>(rows.data + t * rows.stride + 16 * (c0 + c) * kElem);
       for (int i = 0; i < Q; ++i) {
         const __m512 p = _mm512_set1_ps(e[i][t]);
         for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_fmadd_ps(p, v[c], acc[i][c]);
@@ -222,13 +242,28 @@ __attribute__((noinline)) void accumulate_v(const float* tile, int t0, int t1,
 
 // accumulate_v over each query's own tokens [0, n_i) of the tile: the tokens all Q attend
 // to together, then each query's remaining ones alone.
-template <int C, int Q>
-void accumulate_v_block(const float* tile, const float* const* e, const int* n, float* const* out) {
+template <Dtype DT, int C, int Q>
+void accumulate_v_block(ValueRows rows, const float* const* e, const int* n, float* const* out) {
   int all = n[0];
   for (int i = 1; i < Q; ++i) all = std::min(all, n[i]);
-  if (all > 0) accumulate_v<C, Q>(tile, 0, all, e, out);
+  if (all > 0) accumulate_v<DT, C, Q>(rows, 0, all, e, out);
   for (int i = 0; i < Q; ++i)
-    if (n[i] > all) accumulate_v<C, 1>(tile, all, n[i], e + i, out + i);
+    if (n[i] > all) accumulate_v<DT, C, 1>(rows, all, n[i], e + i, out + i);
+}
+
+template <Dtype DT, int C>
+void accumulate_v_any(int q, ValueRows rows, const float* const* e, const int* n,
+                      float* const* out) {
+  switch (q) {
+    case 4:
+      return accumulate_v_block<DT, C, 4>(rows, e, n, out);
+    case 3:
+      return accumulate_v_block<DT, C, 3>(rows, e, n, out);
+    case 2:
+      return accumulate_v_block<DT, C, 2>(rows, e, n, out);
+    default:
+      return accumulate_v_block<DT, C, 1>(rows, e, n, out);
+  }
 }
 
 // Attention of n_heads K/V heads (queries [h * n_q / n_heads, (h + 1) * n_q / n_heads) on
@@ -257,27 +292,35 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       prefetch_values(vh[h], a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
     }
 
-  // Scores, one K tile at a time, queries in blocks sharing each load.
-  for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
-    const int nt = std::min<int32_t>(kTile, max_kv - j0);
+  // Scores, one K tile at a time (two when a head has at most 2 queries and its keys are read
+  // in place), queries in blocks sharing each load.
+  bool pairs = per_head <= 2;
+  for (int h = 0; h < n_heads; ++h) pairs = pairs && keys_direct(kh[h]);
+  const int32_t step = pairs ? 2 * kTile : kTile;
+  for (int32_t j0 = 0; j0 < max_kv; j0 += step) {
+    const int nt = j0 + kTile < max_kv && pairs ? 2 : 1;
     for (int h = 0; h < n_heads; ++h) {
-      if (j0 + kAhead * kTile < max_kv) prefetch_keys(kh[h], j0 + kAhead * kTile, D);
-      const KeyTile kt = key_tile(kh[h], j0, nt, D, tile);
+      for (int u = 0; u < step / kTile; ++u)
+        if (j0 + (kAhead + u) * kTile < max_kv) prefetch_keys(kh[h], j0 + (kAhead + u) * kTile, D);
+      KeyTile kt[2];
+      for (int u = 0; u < nt; ++u)
+        kt[u] = key_tile(kh[h], j0 + kTile * u, std::min<int32_t>(kTile, max_kv - j0 - kTile * u),
+                         D, tile);
       for (int i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kQueryBlock) {
         const int qb = std::min(kQueryBlock, (h + 1) * per_head - i0);
         int n[kQueryBlock];
-        for (int i = 0; i < qb; ++i) n[i] = std::min<int32_t>(nt, qs[i0 + i].n_kv - j0);
+        for (int i = 0; i < qb; ++i) n[i] = qs[i0 + i].n_kv - j0;
         float* out = scores + static_cast<size_t>(i0) * padded + j0;
         const float* q = q_rows + static_cast<size_t>(i0) * D;
-        switch (kt.dtype) {
+        switch (kt[0].dtype) {
           case Dtype::kF16:
-            tile_scores_any<Dtype::kF16>(qb, kt, D, q, vscale, n, out, padded);
+            tile_scores_any<Dtype::kF16>(qb, nt, kt, D, q, vscale, n, out, padded);
             break;
           case Dtype::kBF16:
-            tile_scores_any<Dtype::kBF16>(qb, kt, D, q, vscale, n, out, padded);
+            tile_scores_any<Dtype::kBF16>(qb, nt, kt, D, q, vscale, n, out, padded);
             break;
           default:
-            tile_scores_any<Dtype::kF32>(qb, kt, D, q, vscale, n, out, padded);
+            tile_scores_any<Dtype::kF32>(qb, nt, kt, D, q, vscale, n, out, padded);
         }
       }
     }
@@ -296,7 +339,14 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       if (j0 + kAhead * kTile < max_kv)
         prefetch_values(vh[h], j0 + kAhead * kTile,
                         std::min<int32_t>(kTile, max_kv - j0 - kAhead * kTile), D);
-      load_tokens(vh[h], j0, nt, D, tile);
+      // F16 rows of a block are read in place (converted in registers); other types and
+      // layouts are converted into a float tile first.
+      const bool in_place =
+          vh[h].dtype == Dtype::kF16 && vh[h].row_layout() && vh[h].block_size % kTile == 0;
+      if (!in_place) load_tokens(vh[h], j0, nt, D, tile);
+      const ValueRows rows = in_place ? ValueRows{vh[h].token(j0), vh[h].token_stride}
+                                      : ValueRows{reinterpret_cast<const uint8_t*>(tile),
+                                                  static_cast<uint64_t>(D) * sizeof(float)};
       const float* e[4];
       int n[4];
       float* out[4];
@@ -307,19 +357,10 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
           n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
           out[k] = qs[i + k].out;
         }
-        switch (q) {
-          case 4:
-            accumulate_v_block<C, 4>(tile, e, n, out);
-            break;
-          case 3:
-            accumulate_v_block<C, 3>(tile, e, n, out);
-            break;
-          case 2:
-            accumulate_v_block<C, 2>(tile, e, n, out);
-            break;
-          default:
-            accumulate_v_block<C, 1>(tile, e, n, out);
-        }
+        if (in_place)
+          accumulate_v_any<Dtype::kF16, C>(q, rows, e, n, out);
+        else
+          accumulate_v_any<Dtype::kF32, C>(q, rows, e, n, out);
       }
     }
   }
