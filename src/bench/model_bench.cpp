@@ -49,8 +49,8 @@ Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table,
   return m.forward(b, kv, logits.data());
 }
 
-// n single-token steps from an empty cache, each reading all weights once.
-Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table,
+// n single-token steps after `depth` tokens in the cache, each reading all weights once.
+Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, int32_t depth,
                 const std::vector<int32_t>& tokens, std::vector<float>& logits) {
   Batch b;
   b.tokens = {0};
@@ -60,17 +60,25 @@ Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table,
   b.logits_rows = {0};
   for (size_t i = 0; i < tokens.size(); ++i) {
     b.tokens[0] = tokens[i];
-    b.pos[0] = static_cast<int32_t>(i);
-    b.sequences[0].n_past = static_cast<int32_t>(i);
+    b.pos[0] = depth + static_cast<int32_t>(i);
+    b.sequences[0].n_past = depth + static_cast<int32_t>(i);
     LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
   }
   return Status::ok();
 }
 
+// The block table of sequence s: blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
+std::vector<int32_t> sequence_table(int32_t s, int32_t blocks_per_seq) {
+  std::vector<int32_t> table(blocks_per_seq);
+  for (int32_t i = 0; i < blocks_per_seq; ++i) table[i] = s * blocks_per_seq + i;
+  return table;
+}
+
 // n steps of n_seqs sequences decoded together (one token each per step, logits for all),
-// sequence s in blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
+// sequence s in the blocks of sequence_table(s), after `depth` tokens in each cache.
 Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_seq,
-                        const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+                        int32_t depth, const std::vector<int32_t>& tokens,
+                        std::vector<float>& logits) {
   std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * blocks_per_seq);
   for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
   Batch b;
@@ -86,8 +94,8 @@ Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_pe
   for (size_t i = 0; i < n_steps; ++i) {
     for (int32_t s = 0; s < n_seqs; ++s) {
       b.tokens[s] = tokens[i * n_seqs + s];
-      b.pos[s] = static_cast<int32_t>(i);
-      b.sequences[s].n_past = static_cast<int32_t>(i);
+      b.pos[s] = depth + static_cast<int32_t>(i);
+      b.sequences[s].n_past = depth + static_cast<int32_t>(i);
     }
     LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
   }
@@ -143,20 +151,24 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.reps <= 0) return invalid_argument("-r must be positive");
   if (o.batch_seqs < 0 || o.batch_seqs > 4096)
     return invalid_argument("--batch-seqs must be in [0, 4096]");
+  if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model, lo));
   const ModelConfig& c = model->config();
-  const int32_t longest = std::max(o.n_prompt, o.n_gen);
+  const int32_t depth = o.n_gen > 0 ? o.n_depth : 0;
+  const int32_t longest = std::max(o.n_prompt, depth + o.n_gen);
   if (c.context_length > 0 && longest > c.context_length)
-    return invalid_argument("-p/-n " + std::to_string(longest) +
-                            " exceeds the model's context of " + std::to_string(c.context_length));
+    return invalid_argument((o.n_prompt >= depth + o.n_gen ? "-p "
+                             : depth > 0                   ? "-d + -n "
+                                                           : "-n ") +
+                            std::to_string(longest) + " exceeds the model's context of " +
+                            std::to_string(c.context_length));
   const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
   const int32_t n_seqs = std::max(1, o.batch_seqs);
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
                         KvCache::create(c, n_blocks * n_seqs, kBlockSize, Dtype::kF16));
-  std::vector<int32_t> table(n_blocks);
-  for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
+  const std::vector<int32_t> table = sequence_table(0, n_blocks);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs);
   std::mt19937_64 rng(1234);
   auto random_tokens = [&](int32_t n) {
@@ -189,25 +201,37 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     // (the batched speed-up) holds on a host whose speed drifts by tens of percent within
     // minutes, where two separate series would compare different phases of it.
     const bool batched = o.batch_seqs > 1;
+    // With -d, every sequence's first `depth` positions are prefilled once (untimed), and each
+    // repetition generates from there (overwriting the same positions after it).
+    if (depth > 0) {
+      model->set_profile(nullptr);
+      for (int32_t s = 0; s < std::max(1, o.batch_seqs); ++s)
+        LOOM_RETURN_IF_ERROR(
+            prefill(*model, *kv, sequence_table(s, n_blocks), random_tokens(depth), logits));
+    }
+    const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
     ModelBenchRow tg, tgb;
-    tg.test = "tg" + std::to_string(o.n_gen);
+    tg.test = "tg" + std::to_string(o.n_gen) + at;
     tg.n_gen = o.n_gen;
-    tgb.test = tg.test + "x" + std::to_string(o.batch_seqs);
+    tg.n_depth = depth;
+    tgb.test = "tg" + std::to_string(o.n_gen) + "x" + std::to_string(o.batch_seqs) + at;
     tgb.n_gen = o.n_gen;
     tgb.n_seqs = o.batch_seqs;
+    tgb.n_depth = depth;
     std::vector<double> speedups;
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
       model->set_profile(o.profile && r >= 0 ? &tg.profile : nullptr);
       auto t0 = Clock::now();
-      LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, toks, logits));
+      LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, depth, toks, logits));
       const double single_ts = o.n_gen / seconds_since(t0);
       if (r >= 0) tg.samples_ts.push_back(single_ts);
       if (!batched) continue;
       toks = random_tokens(o.n_gen * o.batch_seqs);
       model->set_profile(o.profile && r >= 0 ? &tgb.profile : nullptr);
       t0 = Clock::now();
-      LOOM_RETURN_IF_ERROR(generate_batched(*model, *kv, o.batch_seqs, n_blocks, toks, logits));
+      LOOM_RETURN_IF_ERROR(
+          generate_batched(*model, *kv, o.batch_seqs, n_blocks, depth, toks, logits));
       const double batched_ts = static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0);
       if (r < 0) continue;
       tgb.samples_ts.push_back(batched_ts);
@@ -305,9 +329,11 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
   for (const ModelBenchRow& row : r.rows) {
     if (row.speedup <= 0) continue;
     std::snprintf(buf, sizeof buf,
-                  "batched decode speed-up, %s ÷ tg%d: %.2f× (median over %zu repetitions, each "
-                  "run right after a single-sequence one)\n",
-                  row.test.c_str(), row.n_gen, row.speedup, row.samples_ts.size());
+                  "batched decode speed-up, %s ÷ tg%d%s: %.2f× (median over %zu repetitions, "
+                  "each run right after a single-sequence one)\n",
+                  row.test.c_str(), row.n_gen,
+                  row.n_depth > 0 ? (" @ d" + std::to_string(row.n_depth)).c_str() : "",
+                  row.speedup, row.samples_ts.size());
     out += buf;
   }
   out += profile_markdown(r);
@@ -317,15 +343,15 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
 std::string model_bench_csv(const ModelBenchResult& r) {
   std::string out =
       "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,"
-      "roofline_fraction\n";
+      "roofline_fraction,n_depth\n";
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
-    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s\n",
+    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d\n",
                   r.model.c_str(), static_cast<unsigned long long>(r.model_size), r.n_threads,
                   row.test.c_str(), row.n_prompt, row.n_gen, row.avg_ts, row.stddev_ts,
                   r.mem_bw_bytes_per_s / 1e9, f.valid ? std::to_string(f.roofline_ts).c_str() : "",
-                  f.valid ? std::to_string(f.fraction).c_str() : "");
+                  f.valid ? std::to_string(f.fraction).c_str() : "", row.n_depth);
     out += buf;
   }
   return out;
@@ -341,6 +367,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"test", row.test},
                         {"n_prompt", row.n_prompt},
                         {"n_gen", row.n_gen},
+                        {"n_depth", row.n_depth},
                         {"n_seqs", row.n_seqs},
                         {"avg_ts", row.avg_ts},
                         {"stddev_ts", row.stddev_ts},
@@ -375,6 +402,10 @@ int model_main(int argc, char** argv) {
   app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")
       ->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")
+      ->capture_default_str();
+  app.add_option("-d,--n-depth", o.n_depth,
+                 "tokens already in each sequence's cache when the generation tests start "
+                 "(prefilled, not timed; tgN @ dD)")
       ->capture_default_str();
   app.add_option("-B,--batch-seqs", o.batch_seqs,
                  "also decode this many sequences together, one token each per step, for -n steps "

@@ -21,6 +21,8 @@ struct ModelBenchOptions {
   std::string model;
   int32_t n_prompt = 512;  // 0 = skip the prefill test
   int32_t n_gen = 128;     // 0 = skip the generation test
+  int32_t n_depth = 0;     // tokens already in each sequence's cache when generation starts
+                           // (prefilled, not timed; llama-bench -d): tgN @ dD
   int32_t batch_seqs = 0;  // > 1: also n_gen steps of this many sequences decoded together
   int32_t n_threads = 0;   // 0 = physical cores
   int32_t reps = 5;
@@ -30,8 +32,10 @@ struct ModelBenchOptions {
 };
 
 struct ModelBenchRow {
-  std::string test;  // "pp512", "tg128", "tg128x16" (16 sequences, one token each per step)
-  int32_t n_prompt = 0, n_gen = 0, n_seqs = 1;
+  // "pp512", "tg128", "tg128x16" (16 sequences, one token each per step); " @ d1024" after a
+  // generation test's name when it starts with 1024 tokens in each sequence's cache.
+  std::string test;
+  int32_t n_prompt = 0, n_gen = 0, n_seqs = 1, n_depth = 0;
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
   double median_ts = 0;              // tokens/s; the figure to compare on a noisy machine
   std::vector<double> samples_ts;

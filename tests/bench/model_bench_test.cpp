@@ -123,6 +123,49 @@ TEST(ModelBench, ProfileCoversTheTimedCalls) {
   EXPECT_EQ(model_bench_markdown(*plain).find("phase"), std::string::npos);
 }
 
+// -d: generation starts with that many tokens in every sequence's cache; the prefill that
+// puts them there is not timed or profiled, and depth + generation must fit the context.
+TEST(ModelBench, DepthStartsGenerationDeeperInTheCache) {
+  ModelBenchOptions o = tiny_options(1);
+  o.n_depth = 40;
+  o.profile = true;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  EXPECT_EQ(r->rows[0].test, "pp32");
+  EXPECT_EQ(r->rows[0].n_depth, 0);
+  EXPECT_EQ(r->rows[1].test, "tg8 @ d40");
+  EXPECT_EQ(r->rows[2].test, "tg8x4 @ d40");
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(r->rows[i].n_depth, 40);
+    EXPECT_EQ(r->rows[i].profile.calls, 3 * 8) << r->rows[i].test;  // the timed steps only
+  }
+  const auto j = model_bench_json(*r);
+  EXPECT_EQ(j[0]["n_depth"], 0);
+  EXPECT_EQ(j[2]["n_depth"], 40);
+  EXPECT_NE(model_bench_csv(*r).find(",tg8 @ d40,0,8,"), std::string::npos);
+  EXPECT_NE(model_bench_markdown(*r).find("batched decode speed-up, tg8x4 @ d40 ÷ tg8 @ d40: "),
+            std::string::npos);
+
+  // synth:tiny has a context of 512: 504 + 8 fills it exactly, one more is an error.
+  o = tiny_options(1);
+  o.n_prompt = 0;
+  o.n_gen = 8;
+  o.batch_seqs = 2;
+  o.reps = 1;
+  o.n_depth = 504;
+  auto full = run_model_bench(o);
+  ASSERT_TRUE(full.is_ok()) << full.status().message();
+  EXPECT_EQ(full->rows[0].test, "tg8 @ d504");
+  o.n_depth = 505;
+  auto over = run_model_bench(o);
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_NE(over.status().message().find("-d + -n 513 exceeds"), std::string::npos)
+      << over.status().message();
+  o.n_depth = -1;
+  EXPECT_FALSE(run_model_bench(o).is_ok());
+}
+
 TEST(ModelBench, BadArguments) {
   ModelBenchOptions o;
   o.model = "synth:tiny";
