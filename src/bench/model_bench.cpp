@@ -67,6 +67,11 @@ Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, int32_
   return Status::ok();
 }
 
+// " @ dD" after a generation test's name when it starts D tokens deep (-d), else "".
+std::string depth_suffix(int32_t depth) {
+  return depth > 0 ? " @ d" + std::to_string(depth) : "";
+}
+
 // The block table of sequence s: blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
 std::vector<int32_t> sequence_table(int32_t s, int32_t blocks_per_seq) {
   std::vector<int32_t> table(blocks_per_seq);
@@ -79,16 +84,15 @@ std::vector<int32_t> sequence_table(int32_t s, int32_t blocks_per_seq) {
 Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_seq,
                         int32_t depth, const std::vector<int32_t>& tokens,
                         std::vector<float>& logits) {
-  std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * blocks_per_seq);
-  for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+  std::vector<std::vector<int32_t>> tables;
+  for (int32_t s = 0; s < n_seqs; ++s) tables.push_back(sequence_table(s, blocks_per_seq));
   Batch b;
   for (int32_t s = 0; s < n_seqs; ++s) {
     b.tokens.push_back(0);
     b.pos.push_back(0);
     b.seq.push_back(s);
     b.logits_rows.push_back(s);
-    b.sequences.push_back(
-        {&tables[static_cast<size_t>(s) * blocks_per_seq], blocks_per_seq, 0, 1, 0});
+    b.sequences.push_back({tables[s].data(), blocks_per_seq, 0, 1, 0});
   }
   const size_t n_steps = tokens.size() / n_seqs;
   for (size_t i = 0; i < n_steps; ++i) {
@@ -209,7 +213,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
         LOOM_RETURN_IF_ERROR(
             prefill(*model, *kv, sequence_table(s, n_blocks), random_tokens(depth), logits));
     }
-    const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+    const std::string at = depth_suffix(depth);
     ModelBenchRow tg, tgb;
     tg.test = "tg" + std::to_string(o.n_gen) + at;
     tg.n_gen = o.n_gen;
@@ -331,9 +335,8 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     std::snprintf(buf, sizeof buf,
                   "batched decode speed-up, %s ÷ tg%d%s: %.2f× (median over %zu repetitions, "
                   "each run right after a single-sequence one)\n",
-                  row.test.c_str(), row.n_gen,
-                  row.n_depth > 0 ? (" @ d" + std::to_string(row.n_depth)).c_str() : "",
-                  row.speedup, row.samples_ts.size());
+                  row.test.c_str(), row.n_gen, depth_suffix(row.n_depth).c_str(), row.speedup,
+                  row.samples_ts.size());
     out += buf;
   }
   out += profile_markdown(r);

@@ -5,20 +5,18 @@
 // No /tokenize: prompts reach it as token ids (completions) or words (chat).
 #pragma once
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace loom::test {
 
@@ -30,7 +28,8 @@ struct FakeServerOptions {
 
 class FakeServer {
  public:
-  explicit FakeServer(FakeServerOptions o) : o_(o), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+  explicit FakeServer(FakeServerOptions o)
+      : o_(o), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
     port_ = acceptor_.local_endpoint().port();
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
@@ -137,9 +136,10 @@ class FakeServer {
     // descheduled handler thread still counted while the client's next request (its slot
     // freed by [DONE]) came in, and peak_in_flight read 4 under --max-concurrency 3.
     --in_flight_;
-    send(nlohmann::json{{"id", "x"},
-                        {"choices", nlohmann::json::array()},
-                        {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens}}}}
+    send(nlohmann::json{
+        {"id", "x"},
+        {"choices", nlohmann::json::array()},
+        {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens}}}}
              .dump());
     send("[DONE]");
     boost::asio::write(sock, http::make_chunk_last(), ec);

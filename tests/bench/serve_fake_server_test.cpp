@@ -81,7 +81,8 @@ TEST(ServeFake, ChatShapeAndGoodput) {
   o.goodput.ttft_ms = 1000;
   auto r2 = run_serve(o);
   ASSERT_TRUE(r2.is_ok());
-  EXPECT_NEAR((*r2)["request_goodput"].get<double>(), (*r2)["request_throughput"].get<double>(), 1e-9);
+  EXPECT_NEAR((*r2)["request_goodput"].get<double>(), (*r2)["request_throughput"].get<double>(),
+              1e-9);
 }
 
 TEST(ServeFake, FailuresAreCountedNotFatal) {
@@ -141,7 +142,8 @@ TEST(ServeFake, SweepRunsEachLevelWithItsOwnSeed) {
   EXPECT_NE((*r)[0]["seed"], (*r)[1]["seed"]);
   // The sweep always carries what its table shows.
   for (const auto& level : *r)
-    for (const char* k : {"median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "p90_itl_ms"})
+    for (const char* k :
+         {"median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "p90_itl_ms"})
       EXPECT_TRUE(level.contains(k)) << k;
   std::string table = format_sweep_table(*r);
   EXPECT_NE(table.find("| 4 |"), std::string::npos) << table;

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/packed_kernels.h"
 
 namespace loom::kernels::cpu {
 
@@ -31,19 +32,18 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
                      _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
     d[b] = db;
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    if (int_sums) {
-      __builtin_memcpy(&s[b], &sum, 4);
-      int16_t* halves = reinterpret_cast<int16_t*>(s + cols / 32) + 2 * b;
-      halves[0] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
-      halves[1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
-      // The dot starts and d * sum of the packed row (packed_kernels.h: PackedActRow).
-      const int64_t nb = cols / 32;
-      int32_t* starts = reinterpret_cast<int32_t*>(s + 2 * nb);
-      starts[b] = -8 * sum;
-      starts[nb + b] = -128 * sum;
-      reinterpret_cast<float*>(starts + 2 * nb)[b] = db * static_cast<float>(sum);
-      starts[3 * nb + 2 * b] = -32 * halves[0];
-      starts[3 * nb + 2 * b + 1] = -32 * halves[1];
+    if (int_sums) {  // the packed kernels' row (packed_kernels.h)
+      const PackedActRowOut row(dst, cols);
+      const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+      row.sum32[b] = sum;
+      row.sum16[2 * b] = half0;
+      row.sum16[2 * b + 1] = half1;
+      row.start_q4_0[b] = -8 * sum;
+      row.start_q8_0[b] = -128 * sum;
+      row.dsum32[b] = db * static_cast<float>(sum);
+      row.start_q6_k[2 * b] = -32 * half0;
+      row.start_q6_k[2 * b + 1] = -32 * half1;
     } else
       s[b] = db * static_cast<float>(sum);
   }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "format/dtype.h"
 
@@ -23,28 +24,34 @@ constexpr int kPackedTileTokens = 6;
 // writes it).
 size_t packed_act_row_bytes(int64_t cols);
 
-// Where each array of a packed activation row starts.
-struct PackedActRow {
-  const int8_t* q;
-  const float* d;
-  const int32_t* sum32;
-  const int16_t* sum16;
-  const int32_t* start_q4_0;  // -8 sum32
-  const int32_t* start_q8_0;  // -128 sum32
-  const float* dsum32;        // d * sum32
-  const int32_t* start_q6_k;  // -32 sum16
-  PackedActRow(const uint8_t* row, int64_t cols) {
+// Where each array of a packed activation row starts: the one definition of the layout, for
+// the tiles that read it (PackedActRow) and the quantizer that writes it (PackedActRowOut).
+template <class Byte>  // const uint8_t or uint8_t
+struct PackedActRowOf {
+  template <class T>
+  using P = std::conditional_t<std::is_const_v<Byte>, const T*, T*>;
+  P<int8_t> q;
+  P<float> d;
+  P<int32_t> sum32;
+  P<int16_t> sum16;
+  P<int32_t> start_q4_0;  // -8 sum32
+  P<int32_t> start_q8_0;  // -128 sum32
+  P<float> dsum32;        // d * sum32
+  P<int32_t> start_q6_k;  // -32 sum16
+  PackedActRowOf(Byte* row, int64_t cols) {
     const int64_t nb = cols / 32;
-    q = reinterpret_cast<const int8_t*>(row);
-    d = reinterpret_cast<const float*>(row + cols);
-    sum32 = reinterpret_cast<const int32_t*>(d + nb);
-    sum16 = reinterpret_cast<const int16_t*>(sum32 + nb);
-    start_q4_0 = reinterpret_cast<const int32_t*>(sum16 + 2 * nb);
+    q = reinterpret_cast<P<int8_t>>(row);
+    d = reinterpret_cast<P<float>>(row + cols);
+    sum32 = reinterpret_cast<P<int32_t>>(d + nb);
+    sum16 = reinterpret_cast<P<int16_t>>(sum32 + nb);
+    start_q4_0 = reinterpret_cast<P<int32_t>>(sum16 + 2 * nb);
     start_q8_0 = start_q4_0 + nb;
-    dsum32 = reinterpret_cast<const float*>(start_q8_0 + nb);
-    start_q6_k = reinterpret_cast<const int32_t*>(dsum32 + nb);
+    dsum32 = reinterpret_cast<P<float>>(start_q8_0 + nb);
+    start_q6_k = reinterpret_cast<P<int32_t>>(dsum32 + nb);
   }
 };
+using PackedActRow = PackedActRowOf<const uint8_t>;
+using PackedActRowOut = PackedActRowOf<uint8_t>;
 
 struct PackedArgs {
   const uint8_t* w;  // the group's record for block 0
