@@ -45,7 +45,7 @@ bool matmul_supported(Dtype w) {
 
 namespace {
 
-// Runs the quantization of n_tokens activation rows, in parallel when it pays for a hand-off
+// Runs the per-token pass (fill and quantization), in parallel when it pays for a hand-off
 // (from a few rows on, as CpuModel::for_rows).
 template <class F>
 void for_each_token(int64_t n_tokens, int64_t cols, ThreadPool* pool, F&& quant) {
@@ -55,27 +55,51 @@ void for_each_token(int64_t n_tokens, int64_t cols, ThreadPool* pool, F&& quant)
     for (int64_t t = 0; t < n_tokens; ++t) quant(t, 0);
 }
 
-// Quantizes the n_tokens activation rows for kernel k into scratch (floats are used in place).
-const uint8_t* prepare_activations(const cpu::MatmulKernel* k, const float* x, int64_t cols,
-                                   int64_t n_tokens, ThreadPool* pool, size_t* x_stride) {
-  if (k->act == cpu::ActFormat::kF32) {
-    *x_stride = cols * sizeof(float);
-    return reinterpret_cast<const uint8_t*>(x);
-  }
-  const size_t stride = cpu::act_row_bytes(k->act, cols);
-  *x_stride = stride;
-  uint8_t* buf = t_act_scratch.get(stride * n_tokens);
-  const bool q8_32 = k->act == cpu::ActFormat::kQ8_32 || k->act == cpu::ActFormat::kQ8_32U;
-  const bool fast = q8_32 && active_isa() == Isa::kAvx512;
-  auto quant = [&](int64_t t, int) {
-    if (fast)
-      cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, buf + t * stride,
-                                         k->act == cpu::ActFormat::kQ8_32U);
-    else
-      cpu::quantize_act_row(k->act, x + t * cols, cols, buf + t * stride);
-  };
-  for_each_token(n_tokens, cols, pool, quant);
-  return buf;
+// The activation rows a kernel reads: the float rows themselves, or rows of `stride` bytes in
+// an ActFormat, or (kRows16-packed quantized matrices) PackedActRow rows.
+struct ActRows {
+  enum Kind { kFloat, kFormat, kPacked } kind;
+  cpu::ActFormat format = cpu::ActFormat::kF32;  // kFormat
+  size_t stride;
+};
+
+ActRows act_rows_for(const cpu::MatmulKernel* k, int64_t cols) {
+  if (k->act == cpu::ActFormat::kF32) return {ActRows::kFloat, k->act, cols * sizeof(float)};
+  return {ActRows::kFormat, k->act, cpu::act_row_bytes(k->act, cols)};
+}
+
+// Packed F16 takes the float rows as they are, BF16 bf16-rounded rows, the quantized types
+// PackedActRow rows.
+ActRows packed_act_rows_for(Dtype w, int64_t cols) {
+  if (w == Dtype::kF16) return {ActRows::kFloat, cpu::ActFormat::kF32, cols * sizeof(float)};
+  if (w == Dtype::kBF16)
+    return {ActRows::kFormat, cpu::ActFormat::kBF16,
+            cpu::act_row_bytes(cpu::ActFormat::kBF16, cols)};
+  return {ActRows::kPacked, cpu::ActFormat::kQ8_32, cpu::packed_act_row_bytes(cols)};
+}
+
+void quantize_row(const ActRows& a, const float* x, int64_t cols, uint8_t* dst) {
+  const bool q8_32 = a.format == cpu::ActFormat::kQ8_32 || a.format == cpu::ActFormat::kQ8_32U;
+  if (a.kind == ActRows::kPacked)
+    cpu::quantize_act_row_q8_32_avx512(x, cols, dst, false, true);
+  else if (q8_32 && active_isa() == Isa::kAvx512)
+    cpu::quantize_act_row_q8_32_avx512(x, cols, dst, a.format == cpu::ActFormat::kQ8_32U);
+  else
+    cpu::quantize_act_row(a.format, x, cols, dst);
+}
+
+// The n_tokens activation rows as the kernels read them: each row filled (when fill is set)
+// and quantized into scratch, in one pass; float rows are used in place.
+const uint8_t* prepare_activations(const ActRows& a, float* x, int64_t cols, int64_t n_tokens,
+                                   ThreadPool* pool, const RowFill* fill) {
+  if (a.kind == ActRows::kFloat && !fill) return reinterpret_cast<const uint8_t*>(x);
+  uint8_t* buf = a.kind == ActRows::kFloat ? nullptr : t_act_scratch.get(a.stride * n_tokens);
+  for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
+    float* row = x + t * cols;
+    if (fill) (*fill)(t, row);
+    if (buf) quantize_row(a, row, cols, buf + t * a.stride);
+  });
+  return buf ? buf : reinterpret_cast<const uint8_t*>(x);
 }
 
 // Up to this many tokens a call is weight-streaming (decode, batched decode): each thread
@@ -131,37 +155,43 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
 
 }  // namespace
 
+namespace {
+void matmul_multi_impl(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
+                       ThreadPool* pool, const RowFill* fill);
+}  // namespace
+
+// Without a fill, x is only read (the const_casts below hand it to the shared implementation).
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
   const MatmulTarget target{&w, out};
-  matmul_multi(&target, 1, x, n_tokens, pool);
+  matmul_multi_impl(&target, 1, const_cast<float*>(x), n_tokens, pool, nullptr);
+}
+
+void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
+            const RowFill& fill) {
+  const MatmulTarget target{&w, out};
+  matmul_multi_impl(&target, 1, x, n_tokens, pool, &fill);
+}
+
+void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  matmul_multi_impl(targets, n, const_cast<float*>(x), n_tokens, pool, nullptr);
+}
+
+void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
+                  ThreadPool* pool, const RowFill& fill) {
+  matmul_multi_impl(targets, n, x, n_tokens, pool, &fill);
 }
 
 namespace {
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).
-void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
-                   ThreadPool* pool) {
+void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
+                   ThreadPool* pool, const RowFill* fill) {
   const int64_t cols = targets[0].w->cols();
-  // F16 takes the float rows as they are, BF16 bf16-rounded rows, the quantized types int8 rows.
-  const Dtype wt = targets[0].w->dtype;
-  size_t x_stride = cols * sizeof(float);
-  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  if (wt == Dtype::kBF16) {
-    x_stride = cpu::act_row_bytes(cpu::ActFormat::kBF16, cols);
-    uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
-    for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
-      cpu::quantize_act_row(cpu::ActFormat::kBF16, x + t * cols, cols, buf + t * x_stride);
-    });
-    xa = buf;
-  } else if (wt != Dtype::kF16) {
-    x_stride = cpu::packed_act_row_bytes(cols);
-    uint8_t* buf = t_act_scratch.get(x_stride * n_tokens);
-    for_each_token(n_tokens, cols, pool, [&](int64_t t, int) {
-      cpu::quantize_act_row_q8_32_avx512(x + t * cols, cols, buf + t * x_stride, false, true);
-    });
-    xa = buf;
-  }
+  const ActRows act = packed_act_rows_for(targets[0].w->dtype, cols);
+  const size_t x_stride = act.stride;
+  const uint8_t* xa = prepare_activations(act, x, cols, n_tokens, pool, fill);
   const int n_threads = pool ? pool->size() : 1;
   const bool streaming = n_tokens <= kStreamingTokens;
   struct Slices {
@@ -222,10 +252,8 @@ void matmul_packed(const MatmulTarget* targets, int n, const float* x, int64_t n
     for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);
 }
 
-}  // namespace
-
-void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
-                  ThreadPool* pool) {
+void matmul_multi_impl(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
+                       ThreadPool* pool, const RowFill* fill) {
   if (n_tokens <= 0 || n <= 0) return;
   LOOM_CHECK(n <= 8);
   bool all_packed = true, any_packed = false;
@@ -241,25 +269,26 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
     same_act = same_act && act_kind(targets[i].w->dtype) == act_kind(targets[0].w->dtype);
   if (all_packed && same_act) {
     for (int i = 1; i < n; ++i) LOOM_CHECK(targets[i].w->cols() == targets[0].w->cols());
-    matmul_packed(targets, n, x, n_tokens, pool);
-    return;
-  }
-  if (any_packed) {  // a mix of layouts or activation formats: each matrix on its own
-    for (int i = 0; i < n; ++i) matmul_multi(&targets[i], 1, x, n_tokens, pool);
+    matmul_packed(targets, n, x, n_tokens, pool, fill);
     return;
   }
   const int64_t cols = targets[0].w->cols();
+  // Matrices whose kernels want different activation formats cannot share them: the rows are
+  // filled once and each matrix runs on its own.
+  auto one_by_one = [&] {
+    if (fill) prepare_activations({ActRows::kFloat, cpu::ActFormat::kF32, 0}, x, cols, n_tokens,
+                                  pool, fill);
+    for (int i = 0; i < n; ++i) matmul_multi_impl(&targets[i], 1, x, n_tokens, pool, nullptr);
+  };
+  if (any_packed) return one_by_one();  // a mix of layouts or activation formats
   const cpu::MatmulKernel* k = checked_kernel(*targets[0].w);
   for (int i = 1; i < n; ++i) {
     LOOM_CHECK(targets[i].w->cols() == cols);
-    // Matrices whose kernels want different activation formats cannot share them.
-    if (checked_kernel(*targets[i].w)->act != k->act) {
-      for (int j = 0; j < n; ++j) matmul_multi(&targets[j], 1, x, n_tokens, pool);
-      return;
-    }
+    if (checked_kernel(*targets[i].w)->act != k->act) return one_by_one();
   }
-  size_t x_stride = 0;
-  const uint8_t* xa = prepare_activations(k, x, cols, n_tokens, pool, &x_stride);
+  const ActRows act = act_rows_for(k, cols);
+  const size_t x_stride = act.stride;
+  const uint8_t* xa = prepare_activations(act, x, cols, n_tokens, pool, fill);
 
   // Tasks: row slices of every matrix, in matrix order, all handed to the pool at once.
   const int n_threads = pool ? pool->size() : 1;
@@ -289,5 +318,7 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
   else
     for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);
 }
+
+}  // namespace
 
 }  // namespace loom::kernels

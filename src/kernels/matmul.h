@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "base/thread_pool.h"
 #include "format/tensor.h"
@@ -29,6 +30,18 @@ struct MatmulTarget {
 };
 void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
                   ThreadPool* pool);
+
+// The activation rows computed by the matmul itself: fill(t, row) writes token t's cols floats
+// to row = x + t * cols. The matmul calls it once per token in the parallel pass over the tokens
+// where it quantizes the activations, right before quantizing that row: the row work that
+// produces a matmul's input (residual add and norm, SwiGLU) then costs no hand-off of its own and
+// the row is still in the core's cache when it is quantized. Results are those of running fill
+// over every row first and then the matmul on x.
+using RowFill = std::function<void(int64_t t, float* row)>;
+void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
+            const RowFill& fill);
+void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
+                  ThreadPool* pool, const RowFill& fill);
 
 // Weight dtypes matmul accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K.
 bool matmul_supported(Dtype w);

@@ -11,22 +11,21 @@
 namespace loom {
 
 struct ForwardProfile {
+  // Each matmul phase includes the row work that computes its input, which runs inside the
+  // matmul's activation pass (kernels::RowFill).
   enum Phase : int {
-    kNorm,       // attention norm, with the previous layer's residual add (layer 0: the
-                 // step's setup, embedding lookup and RoPE angles)
-    kQkv,        // q/k/v matmuls
+    kQkv,        // the previous layer's residual add, attention norm (layer 0: the step's
+                 // setup, embedding lookup and RoPE angles instead of the add), q/k/v matmuls
     kRope,       // bias, qk-norm, RoPE and the K/V store (in decode steps, within kAttention)
     kAttention,  // paged attention
     kWo,         // output projection
-    kFfnNorm,    // residual add and FFN norm
-    kGateUp,     // gate/up matmuls
-    kSilu,       // SwiGLU
-    kDown,       // down projection
+    kGateUp,     // residual add, FFN norm, gate/up matmuls
+    kDown,       // SwiGLU and the down projection
     kOutput,     // last residual add, output norm and the logits matmul
     kPhases
   };
   static constexpr std::array<const char*, kPhases> kNames = {
-      "norm", "qkv", "rope+kv", "attention", "wo", "ffn norm", "gate/up", "silu", "down", "output"};
+      "qkv", "rope+kv", "attention", "wo", "gate/up", "down", "output"};
   std::array<double, kPhases> seconds{};
   int64_t calls = 0;
 };

@@ -201,13 +201,14 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
 
-  // Row work is merged into as few hand-offs as the data flow allows: each layer starts with
-  // the previous layer's residual add and its attention norm (the first with the embedding
-  // lookup and the RoPE angles), and the last residual add goes with the output norm.
+  // Row work costs no hand-off of its own: each layer's residual add and attention norm (the
+  // first layer's with the embedding lookup and the RoPE angles), its FFN norm and its SwiGLU
+  // run row by row inside the pass where the next matmul quantizes its activations
+  // (kernels::RowFill); the last residual add goes with the output norm.
   const TensorView& embd = weights_.token_embd;
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    for_rows(n, E, [&](int64_t i, int) {
+    const kernels::RowFill attn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       if (l == 0) {
         kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
@@ -218,12 +219,11 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         const float* p = &proj_[i * E];
         for (int64_t j = 0; j < E; ++j) x[j] += p[j];
       }
-      kernels::rms_norm(x, L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    });
-    clock.end(ForwardProfile::kNorm);
+      kernels::rms_norm(x, L.attn_norm.data(), xn, E, c.rms_eps);
+    };
     const kernels::MatmulTarget qkv[] = {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-    kernels::matmul_multi(qkv, 3, xn_.data(), n, pool);
+    kernels::matmul_multi(qkv, 3, xn_.data(), n, pool, attn_norm_row);
     clock.end(ForwardProfile::kQkv);
 
     // Bias, qk-norm, RoPE; then this step's K/V go into the cache. A decode step whose
@@ -313,26 +313,24 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
     clock.end(ForwardProfile::kWo);
 
-    for_rows(n, E, [&](int64_t i, int) {
+    const kernels::RowFill ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       const float* p = &proj_[i * E];
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
-      kernels::rms_norm(x, L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    });
+      kernels::rms_norm(x, L.ffn_norm.data(), xn, E, c.rms_eps);
+    };
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
-    clock.end(ForwardProfile::kFfnNorm);
-    kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool);
+    kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool, ffn_norm_row);
     clock.end(ForwardProfile::kGateUp);
-    for_rows(n, F, [&](int64_t i, int) {
-      kernels::silu_mul(&gate_[i * F], &up_[i * F], &gate_[i * F], F);
-    });
-    clock.end(ForwardProfile::kSilu);
-    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
+    const kernels::RowFill swiglu_row = [&](int64_t i, float* g) {
+      kernels::silu_mul(g, &up_[i * F], g, F);  // g is gate_'s row i: in place
+    };
+    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool, swiglu_row);
     clock.end(ForwardProfile::kDown);
   }
 
   if (n_logits == 0) return Status::ok();
-  for_rows(n_logits, E, [&](int64_t r, int) {
+  const kernels::RowFill output_norm_row = [&](int64_t r, float* xn) {
     const int64_t i = b.logits_rows[r];
     float* x = &x_[i * E];
     if (c.n_layer == 0) {
@@ -341,9 +339,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       const float* p = &proj_[i * E];
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
     }
-    kernels::rms_norm(x, weights_.output_norm.data(), &final_[r * E], E, c.rms_eps);
-  });
-  kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool);
+    kernels::rms_norm(x, weights_.output_norm.data(), xn, E, c.rms_eps);
+  };
+  kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool, output_norm_row);
   clock.end(ForwardProfile::kOutput);
   return Status::ok();
 }
