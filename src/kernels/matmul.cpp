@@ -177,8 +177,8 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
   matmul_multi_impl(targets, n, const_cast<float*>(x), n_tokens, pool, nullptr);
 }
 
-void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
-                  ThreadPool* pool, const RowFill& fill) {
+void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
+                  const RowFill& fill) {
   matmul_multi_impl(targets, n, x, n_tokens, pool, &fill);
 }
 
@@ -186,8 +186,8 @@ namespace {
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).
-void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
-                   ThreadPool* pool, const RowFill* fill) {
+void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
+                   const RowFill* fill) {
   const int64_t cols = targets[0].w->cols();
   const ActRows act = packed_act_rows_for(targets[0].w->dtype, cols);
   const size_t x_stride = act.stride;
@@ -276,8 +276,9 @@ void matmul_multi_impl(const MatmulTarget* targets, int n, float* x, int64_t n_t
   // Matrices whose kernels want different activation formats cannot share them: the rows are
   // filled once and each matrix runs on its own.
   auto one_by_one = [&] {
-    if (fill) prepare_activations({ActRows::kFloat, cpu::ActFormat::kF32, 0}, x, cols, n_tokens,
-                                  pool, fill);
+    if (fill)
+      prepare_activations({ActRows::kFloat, cpu::ActFormat::kF32, 0}, x, cols, n_tokens, pool,
+                          fill);
     for (int i = 0; i < n; ++i) matmul_multi_impl(&targets[i], 1, x, n_tokens, pool, nullptr);
   };
   if (any_packed) return one_by_one();  // a mix of layouts or activation formats

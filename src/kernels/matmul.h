@@ -40,8 +40,8 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
 using RowFill = std::function<void(int64_t t, float* row)>;
 void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
             const RowFill& fill);
-void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
-                  ThreadPool* pool, const RowFill& fill);
+void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
+                  const RowFill& fill);
 
 // Weight dtypes matmul accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K.
 bool matmul_supported(Dtype w);

@@ -76,10 +76,14 @@ TEST(MatmulMulti, RowFillEqualsFillingTheRowsFirst) {
     bool packed;
   };
   const std::vector<Set> sets = {
-      {{Dtype::kQ4_0, Dtype::kQ4_0}, true},  {{Dtype::kQ8_0}, true},
-      {{Dtype::kF16, Dtype::kF16}, true},    {{Dtype::kBF16}, true},
-      {{Dtype::kQ4_K, Dtype::kQ6_K}, true},  {{Dtype::kQ8_0, Dtype::kQ4_K}, false},
-      {{Dtype::kF16}, false},                {{Dtype::kQ8_0, Dtype::kF16, Dtype::kQ4_K}, false},
+      {{Dtype::kQ4_0, Dtype::kQ4_0}, true},
+      {{Dtype::kQ8_0}, true},
+      {{Dtype::kF16, Dtype::kF16}, true},
+      {{Dtype::kBF16}, true},
+      {{Dtype::kQ4_K, Dtype::kQ6_K}, true},
+      {{Dtype::kQ8_0, Dtype::kQ4_K}, false},
+      {{Dtype::kF16}, false},
+      {{Dtype::kQ8_0, Dtype::kF16, Dtype::kQ4_K}, false},
       {{Dtype::kQ4_0, Dtype::kF16}, true},
   };
   for (Isa isa : available_isas()) {
@@ -121,9 +125,9 @@ TEST(MatmulMulti, RowFillEqualsFillingTheRowsFirst) {
           matmul(view(0), x.data(), n_tokens, got[0].data(), &pool, fill);
         else
           matmul_multi(targets.data(), targets.size(), x.data(), n_tokens, &pool, fill);
-        const std::string what = std::string(isa_name(isa)) + " " +
-                                 std::string(dtype_name(set.dtypes[0])) + (set.packed ? " packed" : " rows") +
-                                 ", tokens " + std::to_string(n_tokens);
+        const std::string what =
+            std::string(isa_name(isa)) + " " + std::string(dtype_name(set.dtypes[0])) +
+            (set.packed ? " packed" : " rows") + ", tokens " + std::to_string(n_tokens);
         EXPECT_EQ(0, std::memcmp(x.data(), filled.data(), x.size() * sizeof(float))) << what;
         for (int64_t t = 0; t < n_tokens; ++t) EXPECT_EQ(calls[t].load(), 1) << what;
         for (size_t i = 0; i < ms.size(); ++i) {

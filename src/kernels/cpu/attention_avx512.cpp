@@ -72,6 +72,9 @@ struct KeyTile {
   const uint8_t* data;
   uint64_t d_stride;
   Dtype dtype;
+  // Keys read in place: where the tile kAhead tiles later starts (same d_stride), prefetched
+  // a line at a time as this tile is read (nullptr: none).
+  const uint8_t* ahead = nullptr;
 };
 
 // Whether tiles can be read straight from the cache: 16 keys' values of one dimension are
@@ -111,7 +114,7 @@ void prefetch_values(const PagedHead& v, int32_t j0, int n, int64_t D) {
 // u. Per lane, kChains FMA chains (d = c mod kChains, d ascending) added as (0 + 1) + (2 + 3):
 // the same for every QB and NT. Two tiles at a time (decode's 1-2 queries per KV head) load
 // each broadcast q value once for both: 3 loads per 2 FMAs became 2 per 2.
-template <Dtype DT, int QB, int NT>
+template <Dtype DT, int QB, int NT, bool kPrefetchAhead>
 void tile_scores(const KeyTile* kt, int64_t D, const float* q, __m512 scale, const int* n,
                  float* scores, size_t stride) {
   static_assert(kChains == 4, "the final sum below");
@@ -119,10 +122,20 @@ void tile_scores(const KeyTile* kt, int64_t D, const float* q, __m512 scale, con
   for (int u = 0; u < NT; ++u)
     for (int i = 0; i < QB; ++i)
       for (int c = 0; c < kChains; ++c) acc[u][i][c] = _mm512_setzero_ps();
+  // One prefetch per line of the tile ahead: dimension d starts a line when
+  // (d & line_mask) == 0 (64 / d_stride dimensions per line: 1, 2 or 4, as kChains divides).
+  int line_mask[NT];
+  for (int u = 0; u < NT; ++u)
+    line_mask[u] = kt[u].d_stride >= 64 ? 0 : static_cast<int>(64 / kt[u].d_stride) - 1;
   for (int64_t d = 0; d < D; d += kChains)
     for (int c = 0; c < kChains; ++c) {
       __m512 k[NT];
-      for (int u = 0; u < NT; ++u) k[u] = load16<DT>(kt[u].data + (d + c) * kt[u].d_stride);
+      for (int u = 0; u < NT; ++u) {
+        if (kPrefetchAhead && kt[u].ahead && (c & line_mask[u]) == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(kt[u].ahead + (d + c) * kt[u].d_stride),
+                       _MM_HINT_T0);
+        k[u] = load16<DT>(kt[u].data + (d + c) * kt[u].d_stride);
+      }
       for (int i = 0; i < QB; ++i) {
         const __m512 qv = _mm512_set1_ps(q[i * D + d + c]);
         for (int u = 0; u < NT; ++u) acc[u][i][c] = _mm512_fmadd_ps(qv, k[u], acc[u][i][c]);
@@ -139,24 +152,34 @@ void tile_scores(const KeyTile* kt, int64_t D, const float* q, __m512 scale, con
     }
 }
 
-template <Dtype DT>
+template <Dtype DT, bool kPrefetchAhead>
 void tile_scores_any(int qb, int nt, const KeyTile* kt, int64_t D, const float* q, __m512 scale,
                      const int* n, float* scores, size_t stride) {
   static_assert(kQueryBlock == 4, "cases below");
   if (nt == 2) {
-    if (qb == 1) return tile_scores<DT, 1, 2>(kt, D, q, scale, n, scores, stride);
-    return tile_scores<DT, 2, 2>(kt, D, q, scale, n, scores, stride);
+    if (qb == 1) return tile_scores<DT, 1, 2, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
+    return tile_scores<DT, 2, 2, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
   }
   switch (qb) {
     case 1:
-      return tile_scores<DT, 1, 1>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 1, 1, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
     case 2:
-      return tile_scores<DT, 2, 1>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 2, 1, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
     case 3:
-      return tile_scores<DT, 3, 1>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 3, 1, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
     default:
-      return tile_scores<DT, 4, 1>(kt, D, q, scale, n, scores, stride);
+      return tile_scores<DT, 4, 1, kPrefetchAhead>(kt, D, q, scale, n, scores, stride);
   }
+}
+
+// tile_scores_any, prefetching the tiles ahead (KeyTile::ahead) when they are set.
+template <Dtype DT>
+void tile_scores_dispatch(bool ahead, int qb, int nt, const KeyTile* kt, int64_t D, const float* q,
+                          __m512 scale, const int* n, float* scores, size_t stride) {
+  if (ahead)
+    tile_scores_any<DT, true>(qb, nt, kt, D, q, scale, n, scores, stride);
+  else
+    tile_scores_any<DT, false>(qb, nt, kt, D, q, scale, n, scores, stride);
 }
 
 // Tokens [j0, j0 + n) of a row-layout head as floats: dst[t * head_dim + d].
@@ -211,13 +234,16 @@ constexpr int divisor_at_most(int c, int limit) {
 struct ValueRows {
   const uint8_t* data;
   uint64_t stride;
+  // Rows read in place: row t of the tile kAhead tiles later is at ahead + t * stride,
+  // prefetched as row t of this tile is read (nullptr: none).
+  const uint8_t* ahead = nullptr;
 };
 
 // out_i += sum over tokens t in [t0, t1) of e_i[t] * v_t for Q queries (D = 16 C values of
 // type DT per row), CB vectors of 16 dimensions at a time so that the Q x CB sums stay in
 // registers and each V load serves all Q queries. A query's chain per dimension runs over t
 // in order whatever Q and CB are, and continues across calls through out.
-template <Dtype DT, int C, int Q>
+template <Dtype DT, int C, int Q, bool kPrefetchAhead>
 __attribute__((noinline)) void accumulate_v(ValueRows rows, int t0, int t1, const float* const* e,
                                             float* const* out) {
   constexpr int CB = divisor_at_most(C, 16 / Q);
@@ -227,6 +253,10 @@ __attribute__((noinline)) void accumulate_v(ValueRows rows, int t0, int t1, cons
     for (int i = 0; i < Q; ++i)
       for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_loadu_ps(out[i] + 16 * (c0 + c));
     for (int t = t0; t < t1; ++t) {
+      if (kPrefetchAhead && c0 == 0)
+        for (uint64_t off = 0; off < 16 * C * kElem; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rows.ahead + t * rows.stride + off),
+                       _MM_HINT_T0);
       __m512 v[CB];
       for (int c = 0; c < CB; ++c)
         v[c] = load16<DT>(rows.data + t * rows.stride + 16 * (c0 + c) * kElem);
@@ -242,27 +272,27 @@ __attribute__((noinline)) void accumulate_v(ValueRows rows, int t0, int t1, cons
 
 // accumulate_v over each query's own tokens [0, n_i) of the tile: the tokens all Q attend
 // to together, then each query's remaining ones alone.
-template <Dtype DT, int C, int Q>
+template <Dtype DT, int C, int Q, bool kPrefetchAhead>
 void accumulate_v_block(ValueRows rows, const float* const* e, const int* n, float* const* out) {
   int all = n[0];
   for (int i = 1; i < Q; ++i) all = std::min(all, n[i]);
-  if (all > 0) accumulate_v<DT, C, Q>(rows, 0, all, e, out);
+  if (all > 0) accumulate_v<DT, C, Q, kPrefetchAhead>(rows, 0, all, e, out);
   for (int i = 0; i < Q; ++i)
-    if (n[i] > all) accumulate_v<DT, C, 1>(rows, all, n[i], e + i, out + i);
+    if (n[i] > all) accumulate_v<DT, C, 1, kPrefetchAhead>(rows, all, n[i], e + i, out + i);
 }
 
-template <Dtype DT, int C>
+template <Dtype DT, int C, bool kPrefetchAhead = false>
 void accumulate_v_any(int q, ValueRows rows, const float* const* e, const int* n,
                       float* const* out) {
   switch (q) {
     case 4:
-      return accumulate_v_block<DT, C, 4>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 4, kPrefetchAhead>(rows, e, n, out);
     case 3:
-      return accumulate_v_block<DT, C, 3>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 3, kPrefetchAhead>(rows, e, n, out);
     case 2:
-      return accumulate_v_block<DT, C, 2>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 2, kPrefetchAhead>(rows, e, n, out);
     default:
-      return accumulate_v_block<DT, C, 1>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 1, kPrefetchAhead>(rows, e, n, out);
   }
 }
 
@@ -294,18 +324,29 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
 
   // Scores, one K tile at a time (two when a head has at most 2 queries and its keys are read
   // in place), queries in blocks sharing each load.
+  const bool decode = per_head <= kQueryBlock;
   bool pairs = per_head <= 2;
   for (int h = 0; h < n_heads; ++h) pairs = pairs && keys_direct(kh[h]);
   const int32_t step = pairs ? 2 * kTile : kTile;
   for (int32_t j0 = 0; j0 < max_kv; j0 += step) {
     const int nt = j0 + kTile < max_kv && pairs ? 2 : 1;
     for (int h = 0; h < n_heads; ++h) {
-      for (int u = 0; u < step / kTile; ++u)
-        if (j0 + (kAhead + u) * kTile < max_kv) prefetch_keys(kh[h], j0 + (kAhead + u) * kTile, D);
+      // Decode (one block of queries per head, waiting on DRAM): keys read in place prefetch
+      // the tiles ahead a line at a time inside tile_scores, as the values do inside
+      // accumulate_v; a whole tile's prefetches issued at once stalled the core until they
+      // were under way (decode at depth 2048, Q4_0: 17.1 -> 13.4 ms per token, alternating
+      // steps). Prefill (compute-bound, the cache mostly in L2) keeps the bursts: its
+      // attention took 10% longer with the prefetches in the inner loops.
+      const bool spread = decode && keys_direct(kh[h]);
       KeyTile kt[2];
-      for (int u = 0; u < nt; ++u)
+      for (int u = 0; u < nt; ++u) {
         kt[u] = key_tile(kh[h], j0 + kTile * u, std::min<int32_t>(kTile, max_kv - j0 - kTile * u),
                          D, tile);
+        if (spread && j0 + (kAhead + u) * kTile < max_kv)
+          kt[u].ahead = kh[h].at(j0 + (kAhead + u) * kTile, 0);
+      }
+      for (int u = spread ? nt : 0; u < step / kTile; ++u)
+        if (j0 + (kAhead + u) * kTile < max_kv) prefetch_keys(kh[h], j0 + (kAhead + u) * kTile, D);
       for (int i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kQueryBlock) {
         const int qb = std::min(kQueryBlock, (h + 1) * per_head - i0);
         int n[kQueryBlock];
@@ -314,13 +355,13 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
         const float* q = q_rows + static_cast<size_t>(i0) * D;
         switch (kt[0].dtype) {
           case Dtype::kF16:
-            tile_scores_any<Dtype::kF16>(qb, nt, kt, D, q, vscale, n, out, padded);
+            tile_scores_dispatch<Dtype::kF16>(spread, qb, nt, kt, D, q, vscale, n, out, padded);
             break;
           case Dtype::kBF16:
-            tile_scores_any<Dtype::kBF16>(qb, nt, kt, D, q, vscale, n, out, padded);
+            tile_scores_dispatch<Dtype::kBF16>(spread, qb, nt, kt, D, q, vscale, n, out, padded);
             break;
           default:
-            tile_scores_any<Dtype::kF32>(qb, nt, kt, D, q, vscale, n, out, padded);
+            tile_scores_dispatch<Dtype::kF32>(spread, qb, nt, kt, D, q, vscale, n, out, padded);
         }
       }
     }
@@ -336,7 +377,11 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
   for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
     for (int h = 0; h < n_heads; ++h) {
-      if (j0 + kAhead * kTile < max_kv)
+      const bool in_place =
+          vh[h].dtype == Dtype::kF16 && vh[h].row_layout() && vh[h].block_size % kTile == 0;
+      const bool ahead = j0 + kAhead * kTile < max_kv;
+      const bool spread = decode && in_place;
+      if (ahead && !spread)  // rows read in place in decode prefetch theirs in accumulate_v
         prefetch_values(vh[h], j0 + kAhead * kTile,
                         std::min<int32_t>(kTile, max_kv - j0 - kAhead * kTile), D);
       // F16 rows of a block are read in place (converted in registers); other types and
@@ -344,12 +389,10 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       // of a head's query blocks converts the rows again: its attention measured 148-160 ms
       // per Q4_0 pp512 call against 166-175 through the tile (and 148-179 with the tile kept
       // for more than one query block), alternating runs.
-      const bool in_place =
-          vh[h].dtype == Dtype::kF16 && vh[h].row_layout() && vh[h].block_size % kTile == 0;
       if (!in_place) load_tokens(vh[h], j0, nt, D, tile);
-      const ValueRows rows = in_place ? ValueRows{vh[h].token(j0), vh[h].token_stride}
-                                      : ValueRows{reinterpret_cast<const uint8_t*>(tile),
-                                                  static_cast<uint64_t>(D) * sizeof(float)};
+      ValueRows rows = in_place ? ValueRows{vh[h].token(j0), vh[h].token_stride}
+                                : ValueRows{reinterpret_cast<const uint8_t*>(tile),
+                                            static_cast<uint64_t>(D) * sizeof(float)};
       const float* e[4];
       int n[4];
       float* out[4];
@@ -360,7 +403,10 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
           n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
           out[k] = qs[i + k].out;
         }
-        if (in_place)
+        rows.ahead = spread && ahead ? vh[h].token(j0 + kAhead * kTile) : nullptr;
+        if (rows.ahead)
+          accumulate_v_any<Dtype::kF16, C, true>(q, rows, e, n, out);
+        else if (in_place)
           accumulate_v_any<Dtype::kF16, C>(q, rows, e, n, out);
         else
           accumulate_v_any<Dtype::kF32, C>(q, rows, e, n, out);
