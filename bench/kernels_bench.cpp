@@ -23,6 +23,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/quant.h"
+#include "peak_bench.h"
 
 using namespace loom;
 using Clock = std::chrono::steady_clock;
@@ -221,59 +222,6 @@ void bench_attention_dram() {
   }
 }
 
-// The compute roofline: how many 512-bit vpdpbusd (64 int8 products), FMA (16 float) and
-// vdpbf16ps (32 bf16 products) instructions per second all pool threads issue, 12 independent
-// chains each (enough to cover the latency).
-template <int kKind>
-__attribute__((target("avx512f,avx512vnni,avx512bf16"))) double peak_chains(int64_t iters) {
-  __m512i a[12];
-  __m512 f[12];
-  for (int i = 0; i < 12; ++i) {
-    a[i] = _mm512_set1_epi32(i);
-    f[i] = _mm512_set1_ps(0.001f * i);
-  }
-  const __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(5);
-  const __m512 fw = _mm512_set1_ps(0.999f), fx = _mm512_set1_ps(0.001f);
-  for (int64_t it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) {
-      if constexpr (kKind == 0) a[i] = _mm512_dpbusd_epi32(a[i], w, x);
-      if constexpr (kKind == 1) f[i] = _mm512_fmadd_ps(f[i], fw, fx);
-      if constexpr (kKind == 2)
-        f[i] = _mm512_dpbf16_ps(f[i], reinterpret_cast<const __m512bh&>(w),
-                                reinterpret_cast<const __m512bh&>(x));
-    }
-  double sink = 0;
-  for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_epi32(a[i]) + _mm512_reduce_add_ps(f[i]);
-  return sink;
-}
-
-void bench_peak(ThreadPool& pool) {
-  if (kernels::active_isa() != kernels::Isa::kAvx512) return;
-  const bool bf16 = kernels::cpu_features().avx512bf16;
-  struct Kind {
-    const char* name;
-    double ops_per_instr;  // int8 or float operations (multiply and add)
-    double (*fn)(int64_t);
-  };
-  const Kind kinds[] = {{"vpdpbusd (int8)", 128, peak_chains<0>},
-                        {"vfmadd (f32)", 32, peak_chains<1>},
-                        {"vdpbf16ps (bf16)", 64, peak_chains<2>}};
-  constexpr int64_t kIters = 20000000;
-  for (const Kind& k : kinds) {
-    if (k.fn == peak_chains<2> && !bf16) continue;
-    std::vector<double> sink(pool.size());  // the chains' results, so none is optimized away
-    const double t0 = now_s();
-    pool.parallel_for(pool.size(), [&](int64_t task, int) { sink[task] = k.fn(kIters); });
-    const double t = now_s() - t0;
-    volatile double keep = sink[0];
-    (void)keep;
-    const double instr = 12.0 * kIters * pool.size();
-    std::printf("peak  %-17s %6.2f G instr/s  %7.1f GOP/s (%d threads)\n", k.name, instr / t / 1e9,
-                instr * k.ops_per_instr / t / 1e9, pool.size());
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,7 +233,7 @@ int main(int argc, char** argv) {
               std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
   if (filter.empty() || filter == "attn") bench_attention();
   if (filter == "attn-dram") bench_attention_dram();
-  if (filter == "peak") bench_peak(pool);
+  if (filter == "peak") bench::print_peak(pool);
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
                           Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
   struct Shape {
