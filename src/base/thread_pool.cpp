@@ -1,11 +1,11 @@
 #include "base/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <fstream>
 #include <set>
 #include <string>
 #include <utility>
-
-#include <immintrin.h>
 
 namespace loom {
 
@@ -17,7 +17,8 @@ int ThreadPool::physical_cores() {
   int phys = 0;
   while (std::getline(in, line)) {
     if (line.rfind("physical id", 0) == 0) phys = std::stoi(line.substr(line.find(':') + 1));
-    if (line.rfind("core id", 0) == 0) cores.insert({phys, std::stoi(line.substr(line.find(':') + 1))});
+    if (line.rfind("core id", 0) == 0)
+      cores.insert({phys, std::stoi(line.substr(line.find(':') + 1))});
   }
   int n = static_cast<int>(cores.size());
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
@@ -76,8 +77,7 @@ void ThreadPool::worker_loop(int thread) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n_tasks,
-                              const std::function<void(int64_t task, int thread)>& fn) {
+void ThreadPool::parallel_for(int64_t n_tasks, TaskFn fn) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
     for (int64_t i = 0; i < n_tasks; ++i) fn(i, 0);
@@ -86,7 +86,8 @@ void ThreadPool::parallel_for(int64_t n_tasks,
   if (n_tasks >= static_cast<int64_t>(kClosed)) {  // does not fit the index field: split
     const int64_t half = n_tasks / 2;
     parallel_for(half, fn);
-    parallel_for(n_tasks - half, [&](int64_t i, int t) { fn(half + i, t); });
+    const auto rest = [&](int64_t i, int t) { fn(half + i, t); };
+    parallel_for(n_tasks - half, rest);
     return;
   }
   // job_ is closed here (index kClosed), so no worker can claim while the job is set up.

@@ -11,10 +11,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/function_ref.h"
 
 namespace loom {
 
@@ -32,7 +33,9 @@ class ThreadPool {
   // are done. `thread` in [0, size()) identifies the worker (for per-thread scratch).
   // Not reentrant: fn must not call parallel_for on the same pool, and only one thread may
   // call parallel_for at a time.
-  void parallel_for(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
+  // fn is referenced, not copied (no allocation per call): it must live through the call.
+  using TaskFn = FunctionRef<void(int64_t task, int thread)>;
+  void parallel_for(int64_t n_tasks, TaskFn fn);
 
   static int physical_cores();
 
@@ -46,7 +49,7 @@ class ThreadPool {
   // (generation << 32) | next task index; index kClosed once the job's tasks are all done.
   std::atomic<uint64_t> job_{kClosed};
   std::atomic<int64_t> n_tasks_{0};
-  std::atomic<const std::function<void(int64_t, int)>*> fn_{nullptr};
+  std::atomic<const TaskFn*> fn_{nullptr};
   std::atomic<int64_t> done_{0};  // tasks of the current job finished
   uint32_t generation_ = 0;       // caller side only
   std::mutex mu_;

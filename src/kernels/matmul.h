@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
+#include "base/function_ref.h"
 #include "base/thread_pool.h"
 #include "format/tensor.h"
 #include "kernels/cpu/isa.h"
@@ -36,8 +36,8 @@ void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_
 // where it quantizes the activations, right before quantizing that row: the row work that
 // produces a matmul's input (residual add and norm, SwiGLU) then costs no hand-off of its own and
 // the row is still in the core's cache when it is quantized. Results are those of running fill
-// over every row first and then the matmul on x.
-using RowFill = std::function<void(int64_t t, float* row)>;
+// over every row first and then the matmul on x. fill is referenced, not copied.
+using RowFill = FunctionRef<void(int64_t t, float* row)>;
 void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
             const RowFill& fill);
 void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,

@@ -112,11 +112,13 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
 void CpuModel::plan_attention(const Batch& b) {
   const int32_t n_seq = static_cast<int32_t>(b.sequences.size());
   // Counting sort of the rows by sequence, keeping their order within a sequence.
-  std::vector<int32_t> start(n_seq + 1, 0);
+  std::vector<int32_t>& start = seq_start_;
+  start.assign(n_seq + 1, 0);
   for (int32_t s : b.seq) ++start[s + 1];
   for (int32_t s = 0; s < n_seq; ++s) start[s + 1] += start[s];
   rows_by_seq_.resize(b.seq.size());
-  std::vector<int32_t> fill(start.begin(), start.end() - 1);
+  std::vector<int32_t>& fill = seq_fill_;
+  fill.assign(start.begin(), start.end() - 1);
   for (int32_t i = 0; i < static_cast<int32_t>(b.seq.size()); ++i)
     rows_by_seq_[fill[b.seq[i]]++] = i;
   attn_tasks_.clear();
@@ -208,7 +210,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const TensorView& embd = weights_.token_embd;
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    const kernels::RowFill attn_norm_row = [&](int64_t i, float* xn) {
+    const auto attn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       if (l == 0) {
         kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
@@ -313,7 +315,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
     clock.end(ForwardProfile::kWo);
 
-    const kernels::RowFill ffn_norm_row = [&](int64_t i, float* xn) {
+    const auto ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       const float* p = &proj_[i * E];
       for (int64_t j = 0; j < E; ++j) x[j] += p[j];
@@ -322,7 +324,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool, ffn_norm_row);
     clock.end(ForwardProfile::kGateUp);
-    const kernels::RowFill swiglu_row = [&](int64_t i, float* g) {
+    const auto swiglu_row = [&](int64_t i, float* g) {
       kernels::silu_mul(g, &up_[i * F], g, F);  // g is gate_'s row i: in place
     };
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool, swiglu_row);
@@ -330,7 +332,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   }
 
   if (n_logits == 0) return Status::ok();
-  const kernels::RowFill output_norm_row = [&](int64_t r, float* xn) {
+  const auto output_norm_row = [&](int64_t r, float* xn) {
     const int64_t i = b.logits_rows[r];
     float* x = &x_[i * E];
     if (c.n_layer == 0) {

@@ -69,6 +69,8 @@ class CpuModel final : public Model {
   std::vector<kernels::AttentionQuery> attn_queries_;  // per thread: attn_queries_per_task_
   std::vector<kernels::PagedHead> attn_heads_;  // per thread: n_head_kv K heads, then V heads
   std::vector<int32_t> rows_by_seq_;
+  std::vector<int32_t> seq_start_, seq_fill_;  // plan_attention's counting sort (reused: a
+                                               // warm step allocates nothing)
   std::vector<AttentionTask> attn_tasks_;
   void plan_attention(const Batch& b);
   template <class F>

@@ -109,7 +109,7 @@ TEST(MatmulMulti, RowFillEqualsFillingTheRowsFirst) {
         std::vector<float> filled(n_tokens * cols);
         for (int64_t t = 0; t < n_tokens; ++t) row_of(t, &filled[t * cols]);
         std::vector<std::atomic<int>> calls(n_tokens);
-        const RowFill fill = [&](int64_t t, float* row) {
+        const auto fill = [&](int64_t t, float* row) {
           calls[t]++;
           row_of(t, row);
         };
