@@ -153,37 +153,6 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
   return k;
 }
 
-}  // namespace
-
-namespace {
-void matmul_multi_impl(const MatmulTarget* targets, int n, float* x, int64_t n_tokens,
-                       ThreadPool* pool, const RowFill* fill);
-}  // namespace
-
-// Without a fill, x is only read (the const_casts below hand it to the shared implementation).
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
-  const MatmulTarget target{&w, out};
-  matmul_multi_impl(&target, 1, const_cast<float*>(x), n_tokens, pool, nullptr);
-}
-
-void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
-            const RowFill& fill) {
-  const MatmulTarget target{&w, out};
-  matmul_multi_impl(&target, 1, x, n_tokens, pool, &fill);
-}
-
-void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
-                  ThreadPool* pool) {
-  matmul_multi_impl(targets, n, const_cast<float*>(x), n_tokens, pool, nullptr);
-}
-
-void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
-                  const RowFill& fill) {
-  matmul_multi_impl(targets, n, x, n_tokens, pool, &fill);
-}
-
-namespace {
-
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).
 void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
@@ -321,5 +290,27 @@ void matmul_multi_impl(const MatmulTarget* targets, int n, float* x, int64_t n_t
 }
 
 }  // namespace
+
+// Without a fill, x is only read (the const_casts below hand it to the shared implementation).
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
+  const MatmulTarget target{&w, out};
+  matmul_multi_impl(&target, 1, const_cast<float*>(x), n_tokens, pool, nullptr);
+}
+
+void matmul(const TensorView& w, float* x, int64_t n_tokens, float* out, ThreadPool* pool,
+            const RowFill& fill) {
+  const MatmulTarget target{&w, out};
+  matmul_multi_impl(&target, 1, x, n_tokens, pool, &fill);
+}
+
+void matmul_multi(const MatmulTarget* targets, int n, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  matmul_multi_impl(targets, n, const_cast<float*>(x), n_tokens, pool, nullptr);
+}
+
+void matmul_multi(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
+                  const RowFill& fill) {
+  matmul_multi_impl(targets, n, x, n_tokens, pool, &fill);
+}
 
 }  // namespace loom::kernels

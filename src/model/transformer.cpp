@@ -167,10 +167,10 @@ void CpuModel::plan_attention(const Batch& b) {
   attn_parts_.push_back(static_cast<int64_t>(attn_tasks_.size()));
 }
 
-// Row-wise element work (norms, RoPE, residual adds) over n rows of about row_floats each:
-// on the pool from a few rows on, else on the calling thread (a hand-off costs more than
-// normalizing one row). A 16-sequence decode step has ~6 such ops per layer: run on the
-// calling thread alone, the other threads waited 22% of the step; split, 13-17% (perf).
+// Row-wise element work (here RoPE and the K/V store; the norms and SwiGLU run inside the
+// matmuls' activation pass) over n rows of about row_floats each: on the pool from a few rows
+// on, else on the calling thread (a hand-off costs more than one row's work), the same
+// threshold as that pass (kernels/matmul.cpp, for_each_token).
 template <class F>
 void CpuModel::for_rows(int64_t n, int64_t row_floats, F&& fn) {
   if (n > 1 && n * row_floats >= 8192)
