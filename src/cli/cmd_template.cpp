@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "tokenizer/chat_template/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace loom::cli {
 namespace {

@@ -59,7 +59,8 @@ void Sampler::ensure_scratch(size_t n) {
 
 Status Sampler::apply_processors(std::span<const float> logits, const SamplingParams& params,
                                  const PenaltyState* penalties,
-                                 std::span<const int32_t> suppressed) {
+                                 std::span<const int32_t> suppressed,
+                                 std::span<const uint32_t> bitmask) {
   const int32_t n = static_cast<int32_t>(logits.size());
   work_.resize(n);  // no reallocation once grown to the vocabulary size
   if (!params.allowed_token_ids.empty()) {
@@ -70,6 +71,18 @@ Status Sampler::apply_processors(std::span<const float> logits, const SamplingPa
     for (int32_t id : params.allowed_token_ids) work_[id] = logits[id];
   } else {
     std::memcpy(work_.data(), logits.data(), sizeof(float) * n);
+  }
+  if (!bitmask.empty()) {
+    if (bitmask.size() * 32 < static_cast<size_t>(n))
+      return invalid_argument("token bitmask has " + std::to_string(bitmask.size() * 32) +
+                              " bits for a vocabulary of " + std::to_string(n));
+    for (int32_t w = 0; w * 32 < n; ++w) {
+      const uint32_t bits = bitmask[w];
+      if (bits == ~0u) continue;  // most words of a permissive mask: nothing to clear
+      const int32_t end = std::min(n, w * 32 + 32);
+      for (int32_t id = w * 32; id < end; ++id)
+        if (!((bits >> (id - w * 32)) & 1u)) work_[id] = kNegInf;
+    }
   }
 
   for (int32_t id : suppressed) {
@@ -190,7 +203,7 @@ int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& 
 
 Status Sampler::sample(std::span<const float> logits, const SamplingParams& params,
                        const PenaltyState* penalties, std::span<const int32_t> suppressed,
-                       Rng& rng, SampleOutput* out) {
+                       Rng& rng, SampleOutput* out, std::span<const uint32_t> bitmask) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
 
@@ -198,16 +211,16 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
   ensure_scratch(logits.size());
   const bool penalize = penalties != nullptr && params.has_penalties();
   if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
-      penalize) {
-    LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed));
+      penalize || !bitmask.empty()) {
+    LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
     x = work_.data();
   }
 
   const int32_t token = params.is_greedy() ? argmax_logits(x, n) : sample_random(x, n, params, rng);
   if (token < 0)
     return invalid_argument(
-        "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, "
-        "min_tokens and logit_bias were applied");
+        "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
+        "grammar's mask, min_tokens and logit_bias were applied");
   out->token = token;
   out->has_logprobs = params.logprobs >= 0;
   if (out->has_logprobs) logprobs(logits, token, params.logprobs, &out->logprobs);
@@ -217,8 +230,9 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
 Result<std::span<const float>> Sampler::process(std::span<const float> logits,
                                                 const SamplingParams& params,
                                                 const PenaltyState* penalties,
-                                                std::span<const int32_t> suppressed) {
-  LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed));
+                                                std::span<const int32_t> suppressed,
+                                                std::span<const uint32_t> bitmask) {
+  LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
   return std::span<const float>(work_.data(), logits.size());
 }
 

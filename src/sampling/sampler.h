@@ -5,7 +5,8 @@
 // Pipeline (vLLM v1's order, vllm/v1/sample/sampler.py):
 //   1. logprobs, when requested, are taken from the RAW logits (log_softmax of the model's
 //      output, before anything below — vLLM's default logprobs_mode "raw_logprobs");
-//   2. allowed_token_ids: every other token → -inf;
+//   2. allowed_token_ids: every other token → -inf; then the grammar's token bitmask
+//      (structured outputs, src/structured): tokens whose bit is 0 → -inf;
 //   3. suppressed ids (min_tokens: EOS / stop ids not yet allowed) → -inf;
 //   4. logit_bias added;
 //   5. penalties: repetition (prompt + output tokens: positive logit / r, negative × r), then
@@ -62,11 +63,13 @@ class Sampler {
   //   suppressed: ids that must not be sampled now (see min_tokens_suppressed_ids); may be
   //               empty. Ids outside the vocabulary are ignored.
   //   rng:        the request's (sequence's) generator; untouched when greedy.
+  //   bitmask:    empty, or one bit per token (bit id % 32 of word id / 32): tokens whose bit
+  //               is 0 cannot be sampled (a grammar's mask, see structured/matcher.h).
   // Errors: kInvalidArgument when no token is sampleable (every logit -inf/NaN after the
   // masks, e.g. allowed_token_ids ⊆ suppressed ids) or an id is outside the vocabulary.
   Status sample(std::span<const float> logits, const SamplingParams& params,
                 const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
-                SampleOutput* out);
+                SampleOutput* out, std::span<const uint32_t> bitmask = {});
 
   // Steps 2-5 only: the logits the distribution is built from (before temperature), e.g. for
   // speculative decoding's rejection test or for debugging. The view stays valid until the
@@ -74,7 +77,8 @@ class Sampler {
   Result<std::span<const float>> process(std::span<const float> logits,
                                          const SamplingParams& params,
                                          const PenaltyState* penalties,
-                                         std::span<const int32_t> suppressed);
+                                         std::span<const int32_t> suppressed,
+                                         std::span<const uint32_t> bitmask = {});
 
   // Raw logprobs of `token` and the `num_top` most likely tokens (clamped to the vocabulary)
   // of one logits row: the prompt_logprobs path and step 1 above.
@@ -86,7 +90,8 @@ class Sampler {
   void ensure_scratch(size_t n);
   // Copies logits into work_ and applies steps 2-5; fails if an id is outside the vocabulary.
   Status apply_processors(std::span<const float> logits, const SamplingParams& params,
-                          const PenaltyState* penalties, std::span<const int32_t> suppressed);
+                          const PenaltyState* penalties, std::span<const int32_t> suppressed,
+                          std::span<const uint32_t> bitmask);
   // Step 6, random branch. Returns the token, or -1 if nothing is sampleable.
   int32_t sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +14,10 @@
 #include "base/status.h"
 
 namespace loom {
+
+namespace structured {
+class CompiledGrammar;  // src/structured/matcher.h
+}
 
 // Temperatures below this are greedy (vLLM's _SAMPLING_EPS): dividing logits by ~0 would only
 // produce infinities, and the limit of softmax(l / T) as T → 0 is the argmax anyway.
@@ -86,6 +91,14 @@ struct SamplingParams {
   // returned as text (it is still counted in usage), like vLLM.
   std::vector<int32_t> stop_token_ids;
   bool include_stop_str_in_output = false;
+
+  // ---- Structured output. ----
+
+  // Constrained generation (src/structured): every sampled token keeps the output a prefix of
+  // a sentence of this grammar, EOS is allowed exactly when the grammar can end, and the
+  // sequence finishes ("stop") as soon as nothing but the end can follow. Compiled for the
+  // model's vocabulary (the engine checks its size). null = free text.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 
   // ---- Output shaping. ----
 

@@ -365,3 +365,59 @@ TEST(Sampler, EmptyOrDeadRowsAreErrors) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// A grammar's token bitmask: only tokens whose bit is set can come out, greedy or random, and
+// the logprobs still describe the raw logits (vLLM: masks are processors, logprobs are raw).
+TEST(Sampler, TokenBitmaskRestrictsSampling) {
+  Sampler s;
+  constexpr int32_t n = 1000;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    auto logits = test::random_logits(n, seed);
+    std::vector<uint32_t> mask((n + 31) / 32, 0);
+    Rng pick(seed * 77);
+    std::vector<int32_t> allowed;
+    for (int k = 0; k < 5; ++k) {
+      const int32_t id = static_cast<int32_t>(pick.next_u64() % n);
+      mask[id / 32] |= 1u << (id % 32);
+      allowed.push_back(id);
+    }
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    greedy.logprobs = 0;
+    SampleOutput out;
+    Rng rng(seed);
+    ASSERT_TRUE(s.sample(logits, greedy, nullptr, {}, rng, &out, mask).is_ok());
+    int32_t best = allowed[0];
+    for (int32_t id : allowed)
+      if (logits[id] > logits[best] || (logits[id] == logits[best] && id < best)) best = id;
+    EXPECT_EQ(out.token, best);
+    // Raw logprob: log_softmax over all n logits, not over the allowed ones.
+    double z = 0;
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    for (float l : logits) z += std::exp(static_cast<double>(l - mx));
+    EXPECT_NEAR(out.logprobs.logprob, logits[best] - mx - std::log(z), 1e-4);
+
+    SamplingParams random;
+    random.temperature = 1.5f;
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(s.sample(logits, random, nullptr, {}, rng, &out, mask).is_ok());
+      EXPECT_NE(std::find(allowed.begin(), allowed.end(), out.token), allowed.end());
+    }
+  }
+  // Nothing allowed: an error, not a token.
+  auto logits = test::random_logits(n, 3);
+  std::vector<uint32_t> none((n + 31) / 32, 0);
+  SampleOutput out;
+  Rng rng(1);
+  SamplingParams p;
+  EXPECT_FALSE(s.sample(logits, p, nullptr, {}, rng, &out, none).is_ok());
+  // A mask shorter than the vocabulary is refused.
+  std::vector<uint32_t> short_mask(3, ~0u);
+  EXPECT_FALSE(s.sample(logits, p, nullptr, {}, rng, &out, short_mask).is_ok());
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,14 +1,14 @@
 // Tests, global functions, and str/dict/list methods (see builtins.h).
-#include "tokenizer/chat_template/builtins.h"
+#include "jinja/builtins.h"
 
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <unordered_set>
 
-#include "tokenizer/chat_template/interpreter.h"
-#include "tokenizer/chat_template/operators.h"
-#include "tokenizer/chat_template/text.h"
+#include "jinja/interpreter.h"
+#include "jinja/operators.h"
+#include "jinja/text.h"
 
 namespace loom::jinja {
 namespace {

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "tokenizer/chat_template/ast.h"
+#include "jinja/ast.h"
 
 namespace loom::jinja {
 

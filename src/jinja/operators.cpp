@@ -1,10 +1,10 @@
 // Operators and access with Python semantics (see operators.h).
-#include "tokenizer/chat_template/operators.h"
+#include "jinja/operators.h"
 
 #include <cmath>
 
-#include "tokenizer/chat_template/builtins.h"
-#include "tokenizer/chat_template/text.h"
+#include "jinja/builtins.h"
+#include "jinja/text.h"
 
 namespace loom::jinja {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "tokenizer/chat_template/ast.h"
-#include "tokenizer/chat_template/chat_template.h"
-#include "tokenizer/chat_template/value.h"
+#include "jinja/ast.h"
+#include "jinja/chat_template.h"
+#include "jinja/value.h"
 
 namespace loom::jinja {
 

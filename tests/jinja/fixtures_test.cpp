@@ -10,7 +10,7 @@
 #include <atomic>
 #include <algorithm>
 
-#include "tokenizer/chat_template/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace loom {
 namespace {

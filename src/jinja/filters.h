@@ -4,7 +4,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "tokenizer/chat_template/value.h"
+#include "jinja/value.h"
 
 namespace loom::jinja {
 

@@ -1,12 +1,12 @@
 // Value semantics: truthiness, equality, ordering, str()/repr() printing and json.dumps.
-#include "tokenizer/chat_template/value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/chat_template/text.h"
+#include "jinja/text.h"
 
 namespace loom::jinja {
 

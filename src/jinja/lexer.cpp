@@ -1,10 +1,10 @@
 // Jinja tokenizer with Jinja2's whitespace-control rules (see lexer.h).
-#include "tokenizer/chat_template/lexer.h"
+#include "jinja/lexer.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "tokenizer/chat_template/text.h"
+#include "jinja/text.h"
 
 namespace loom::jinja {
 namespace {

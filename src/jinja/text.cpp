@@ -1,5 +1,5 @@
 // Python string semantics over UTF-8 (see text.h).
-#include "tokenizer/chat_template/text.h"
+#include "jinja/text.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,8 +1,8 @@
 // Public entry points: parse once, render per request (see chat_template.h).
-#include "tokenizer/chat_template/chat_template.h"
+#include "jinja/chat_template.h"
 
-#include "tokenizer/chat_template/interpreter.h"
-#include "tokenizer/chat_template/parser.h"
+#include "jinja/interpreter.h"
+#include "jinja/parser.h"
 
 namespace loom {
 

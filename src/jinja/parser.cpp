@@ -1,10 +1,10 @@
 // Jinja statement and expression parser (see parser.h).
-#include "tokenizer/chat_template/parser.h"
+#include "jinja/parser.h"
 
 #include <cerrno>
 #include <cstdlib>
 
-#include "tokenizer/chat_template/lexer.h"
+#include "jinja/lexer.h"
 
 namespace loom::jinja {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <time.h>
 
-#include "tokenizer/chat_template/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace loom {
 namespace {

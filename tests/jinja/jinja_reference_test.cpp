@@ -5,7 +5,7 @@
 // templates Jinja2 rejects, which must fail here too.
 #include <gtest/gtest.h>
 
-#include "tokenizer/chat_template/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace loom {
 namespace {

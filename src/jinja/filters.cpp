@@ -1,6 +1,6 @@
 // Jinja2's builtin filters (see filters.h). Each follows jinja2/filters.py's behaviour for
 // the arguments chat templates pass; tojson follows Hugging Face's override.
-#include "tokenizer/chat_template/filters.h"
+#include "jinja/filters.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <unordered_map>
 
-#include "tokenizer/chat_template/builtins.h"
-#include "tokenizer/chat_template/interpreter.h"
-#include "tokenizer/chat_template/operators.h"
-#include "tokenizer/chat_template/text.h"
+#include "jinja/builtins.h"
+#include "jinja/interpreter.h"
+#include "jinja/operators.h"
+#include "jinja/text.h"
 
 namespace loom::jinja {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/chat_template/value.h"
+#include "jinja/value.h"
 
 namespace loom::jinja {
 

@@ -1,9 +1,9 @@
 // Template execution (see interpreter.h).
-#include "tokenizer/chat_template/interpreter.h"
+#include "jinja/interpreter.h"
 
-#include "tokenizer/chat_template/builtins.h"
-#include "tokenizer/chat_template/filters.h"
-#include "tokenizer/chat_template/operators.h"
+#include "jinja/builtins.h"
+#include "jinja/filters.h"
+#include "jinja/operators.h"
 
 namespace loom::jinja {
 
