@@ -29,8 +29,24 @@ struct Target {
   std::string model;
   bool chat = false;
   bool ignore_eos = false;
+  bool json_schema_per_request = false;
   HttpOptions http;
 };
+
+// Request i's own schema: property names carry i, so every request compiles a new grammar.
+// Strings and arrays are long enough that the document, not max_tokens, rarely ends first.
+Json schema_for_request(size_t i) {
+  const std::string k = std::to_string(i);
+  Json props = Json::object();
+  props["title_" + k] = {{"type", "string"}, {"maxLength", 200}};
+  props["count_" + k] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000000}};
+  props["tags_" + k] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 40}}}, {"maxItems", 16}};
+  props["kind_" + k] = {{"enum", Json::array({"alpha", "beta", "gamma"})}};
+  return Json{{"type", "object"},
+              {"properties", props},
+              {"required", Json::array({"title_" + k, "count_" + k, "tags_" + k, "kind_" + k})},
+              {"additionalProperties", false}};
+}
 
 // Live counters for the progress line.
 struct Progress {
@@ -38,7 +54,7 @@ struct Progress {
   std::atomic<int64_t> chunks{0};
 };
 
-std::string request_body(const Target& t, const RandomPrompt& p) {
+std::string request_body(const Target& t, const RandomPrompt& p, size_t index) {
   Json j;
   j["model"] = t.model;
   if (t.chat) {
@@ -53,6 +69,9 @@ std::string request_body(const Target& t, const RandomPrompt& p) {
   j["stream"] = true;
   j["stream_options"] = {{"include_usage", true}};
   if (t.ignore_eos) j["ignore_eos"] = true;
+  if (t.json_schema_per_request)
+    j["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "r" + std::to_string(index)}, {"schema", schema_for_request(index)}}}};
   return j.dump();
 }
 
@@ -64,11 +83,11 @@ std::string choice_text(const Json& choice) {
   return "";
 }
 
-RequestRecord send_one(const Target& t, const RandomPrompt& p, BenchClock::time_point bench_start,
+RequestRecord send_one(const Target& t, const RandomPrompt& p, size_t index, BenchClock::time_point bench_start,
                        Progress* progress) {
   RequestRecord r;
   r.prompt_len = p.prompt_len;
-  const std::string body = request_body(t, p);
+  const std::string body = request_body(t, p, index);
   const auto st = BenchClock::now();
   r.start_time = std::chrono::duration<double>(st - bench_start).count();
   BenchClock::time_point last = st;
@@ -212,6 +231,7 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   t.endpoint = o.endpoint;
   t.chat = o.endpoint == "/v1/chat/completions";
   t.ignore_eos = o.ignore_eos;
+  t.json_schema_per_request = o.json_schema_per_request;
   t.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   if (!o.api_key.empty()) t.http.headers.emplace_back("Authorization", "Bearer " + o.api_key);
   t.model = o.model;
@@ -245,7 +265,7 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
     w.output_len = 2;
     w.range_ratio = 0;
     LOOM_ASSIGN_OR_RETURN(std::vector<RandomPrompt> wp, make_random_prompts(w, tok.get()));
-    RequestRecord r = send_one(t, wp[0], BenchClock::now(), nullptr);
+    RequestRecord r = send_one(t, wp[0], 0, BenchClock::now(), nullptr);
     if (!r.success) return invalid_argument("the initial test request failed: " + r.error);
   }
 
@@ -271,7 +291,7 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
         for (int32_t i; (i = next.fetch_add(1)) < n;) {
           std::this_thread::sleep_until(start + std::chrono::duration_cast<BenchClock::duration>(
                                                     std::chrono::duration<double>(offsets[i])));
-          records[i] = send_one(t, prompts[i], start, &progress);
+          records[i] = send_one(t, prompts[i], i, start, &progress);
           if (!records[i].success) progress.failed.fetch_add(1);
           progress.done.fetch_add(1);
         }
@@ -299,6 +319,7 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   j["random_range_ratio"] = o.range_ratio;
   j["random_prefix_len"] = o.prefix_len;
   j["ignore_eos"] = o.ignore_eos;
+  j["json_schema_per_request"] = o.json_schema_per_request;
   j["seed"] = d.seed;
   j["prompts_aligned_by_server_tokenizer"] = tok != nullptr;
   if (!o.goodput.any()) j.erase("request_goodput");

@@ -37,6 +37,9 @@ struct ServeOptions {
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
   bool ignore_eos = false;
+  // Structured outputs under load: every request carries its own JSON schema (a distinct
+  // schema per request, so no compiled grammar is shared) as response_format json_schema.
+  bool json_schema_per_request = false;
   uint64_t seed = 0;
   int32_t vocab_size = 0;  // 0 = find it through the server's /detokenize
   GoodputSlo goodput;

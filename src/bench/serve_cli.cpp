@@ -138,6 +138,8 @@ int serve_main(int argc, char** argv) {
                  "with --concurrency-sweep: at least this many requests per unit of concurrency")
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--ignore-eos", o.ignore_eos, "ask the server to generate exactly the output length");
+  app.add_flag("--json-schema-per-request", o.json_schema_per_request,
+               "send each request its own JSON schema (response_format json_schema)");
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
   app.add_option("--vocab-size", o.vocab_size, "token ids to draw from (default: probed via /detokenize)");
   app.add_option("--goodput", goodput, "SLOs for goodput: ttft:MS tpot:MS e2el:MS")->expected(1, 3);

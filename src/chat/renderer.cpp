@@ -1,9 +1,12 @@
 // ChatRenderer implementation.
-#include "server/chat.h"
+#include "chat/renderer.h"
+
+#include <cctype>
+#include <regex>
 
 #include "loom/tokenizer.h"
 
-namespace loom::server {
+namespace loom::chat {
 
 const char* const kFallbackChatTemplate =
     "{% for message in messages %}"
@@ -13,8 +16,16 @@ const char* const kFallbackChatTemplate =
 
 Result<ChatRenderer> ChatRenderer::create(const std::string& source, const Tokenizer* tokenizer) {
   const bool fallback = source.empty();
-  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(fallback ? kFallbackChatTemplate : source));
-  ChatRenderer r(std::move(t), fallback);
+  std::string text = fallback ? std::string(kFallbackChatTemplate) : source;
+  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(text));
+  ChatRenderer r(std::move(t), std::move(text), fallback);
+  const std::string& src = r.source_;
+  // `.content is none` / `['content'] is not none` (not `reasoning_content is none`).
+  static const std::regex kTestsNone(
+      R"((\.content|\[\s*['"]content['"]\s*\])\s+is\s+(not\s+)?none)");
+  r.keeps_null_content_ = std::regex_search(src, kTestsNone);
+  r.needs_short_ids_ =
+      src.find("[TOOL_CALLS]") != std::string::npos && src.find("length != 9") != std::string::npos;
   if (tokenizer) {
     if (tokenizer->bos() >= 0) r.bos_token_ = tokenizer->token_text(tokenizer->bos());
     if (tokenizer->eos() >= 0) r.eos_token_ = tokenizer->token_text(tokenizer->eos());
@@ -22,8 +33,76 @@ Result<ChatRenderer> ChatRenderer::create(const std::string& source, const Token
   return r;
 }
 
+namespace {
+
+// Mistral's templates reject call ids that are not 9 characters; OpenAI-style ids are longer.
+std::string short_call_id(const std::string& id) {
+  std::string alnum;
+  for (char c : id) {
+    if (std::isalnum(static_cast<unsigned char>(c))) alnum += c;
+  }
+  if (alnum.size() >= 9) return alnum.substr(alnum.size() - 9);
+  return std::string(9 - alnum.size(), '0') + alnum;
+}
+
+}  // namespace
+
+Json ChatRenderer::adapt_messages(const Json& messages, bool arguments_as_objects) const {
+  if (!messages.is_array()) return messages;
+  Json out = messages;
+  for (auto& m : out) {
+    if (!m.is_object()) continue;
+    auto content = m.find("content");
+    if (content != m.end() && content->is_null() && !keeps_null_content_) *content = "";
+    if (needs_short_ids_ && m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
+      m["tool_call_id"] = short_call_id(m["tool_call_id"].get<std::string>());
+    }
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (auto& call : *calls) {
+      if (!call.is_object()) continue;
+      if (needs_short_ids_ && call.contains("id") && call["id"].is_string()) {
+        call["id"] = short_call_id(call["id"].get<std::string>());
+      }
+      auto fn = call.find("function");
+      if (!arguments_as_objects || fn == call.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      auto parsed = Json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+  return out;
+}
+
+static bool has_string_arguments(const Json& messages) {
+  if (!messages.is_array()) return false;
+  for (const auto& m : messages) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (const auto& c : m["tool_calls"]) {
+      if (c.is_object() && c.contains("function") && c["function"].is_object() &&
+          c["function"].contains("arguments") && c["function"]["arguments"].is_string())
+        return true;
+    }
+  }
+  return false;
+}
+
 Result<std::string> ChatRenderer::render(const Json& messages, const Json* tools,
                                          bool add_generation_prompt, const Json* kwargs) const {
+  auto r = render_adapted(adapt_messages(messages, true), tools, add_generation_prompt, kwargs);
+  // DeepSeek's templates concatenate the arguments as a string ('...' + arguments).
+  if (!r.is_ok() && has_string_arguments(messages)) {
+    auto retry =
+        render_adapted(adapt_messages(messages, false), tools, add_generation_prompt, kwargs);
+    if (retry.is_ok()) return retry;
+  }
+  return r;
+}
+
+Result<std::string> ChatRenderer::render_adapted(const Json& messages, const Json* tools,
+                                                 bool add_generation_prompt,
+                                                 const Json* kwargs) const {
   Json ctx = Json::object();
   ctx["messages"] = messages;
   ctx["tools"] = tools ? *tools : Json();
@@ -41,4 +120,4 @@ Result<std::string> ChatRenderer::render(const Json& messages, const Json* tools
   return template_.render(ctx);
 }
 
-}  // namespace loom::server
+}  // namespace loom::chat

@@ -4,15 +4,51 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
+#include "structured/frontends.h"
+#include "structured/grammar.h"
+#include "structured/matcher.h"
 
 namespace loom::cli {
 namespace {
+
+bool read_file(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+// --json-schema FILE / --grammar FILE → the GBNF the output must follow ("" = free text).
+Result<std::string> output_grammar(const std::string& schema_file, const std::string& grammar_file) {
+  if (!schema_file.empty() && !grammar_file.empty())
+    return invalid_argument("give --json-schema or --grammar, not both");
+  std::string text;
+  if (!grammar_file.empty()) {
+    if (!read_file(grammar_file, &text)) return invalid_argument("cannot read --grammar " + grammar_file);
+    return text;
+  }
+  if (schema_file.empty()) return std::string();
+  if (!read_file(schema_file, &text)) return invalid_argument("cannot read --json-schema " + schema_file);
+  structured::OrderedJson schema;
+  try {
+    schema = structured::OrderedJson::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument("--json-schema " + schema_file + " is not valid JSON: " + e.what());
+  }
+  auto g = structured::json_schema_to_gbnf(schema);
+  if (!g.is_ok()) return invalid_argument("--json-schema " + schema_file + ": " + g.status().message());
+  return g;
+}
 
 // Without -m: a tiny random-weight model that still has a real vocabulary, so the whole path
 // (tokenize → forward → sample → detokenize) runs in a second on any machine.
@@ -28,6 +64,7 @@ int cmd_run(int argc, char** argv) {
   float top_p = 0.95f;
   int64_t seed = -1;
   int threads = 0;
+  std::string json_schema_file, grammar_file;
   app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20));
@@ -36,7 +73,14 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", seed, "random seed (-1 = random)");
   app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--json-schema", json_schema_file, "constrain the output to this JSON Schema (file)");
+  app.add_option("--grammar", grammar_file, "constrain the output to this GBNF grammar (file, llama.cpp syntax)");
   CLI11_PARSE(app, argc, argv);
+  auto gbnf = output_grammar(json_schema_file, grammar_file);
+  if (!gbnf.is_ok()) {
+    std::fprintf(stderr, "loom run: %s\n", gbnf.status().message().c_str());
+    return 1;
+  }
 
   const bool demo = model.empty();
   if (demo) {
@@ -81,7 +125,23 @@ int cmd_run(int argc, char** argv) {
   req.params.top_k = top_k;
   req.params.top_p = top_p;
   if (seed >= 0) req.params.seed = static_cast<uint64_t>(seed);
-  if (demo) req.params.ignore_eos = true;  // random weights: EOS would be a coin flip
+  if (!gbnf->empty()) {
+    auto grammar = structured::parse_gbnf(*gbnf);
+    std::shared_ptr<const structured::CompiledGrammar> compiled;
+    if (grammar.is_ok()) {
+      auto c = structured::CompiledGrammar::create(
+          *grammar, structured::TokenVocab::from_tokenizer(*tok, e.model().config().n_vocab));
+      if (c.is_ok()) compiled = *c;
+      else grammar = c.status();
+    }
+    if (!compiled) {
+      std::fprintf(stderr, "loom run: grammar: %s\n", grammar.status().message().c_str());
+      return 1;
+    }
+    req.params.grammar = compiled;
+  } else if (demo) {
+    req.params.ignore_eos = true;  // random weights: EOS would be a coin flip
+  }
   if (Status st = e.add_request(req); !st.is_ok()) {
     std::fprintf(stderr, "loom run: %s\n", st.message().c_str());
     return 1;

@@ -44,6 +44,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-queue", so.max_queue, "requests allowed to wait beyond --max-num-seqs (more get 503)")
       ->check(CLI::Range(0, 1 << 30))->capture_default_str();
   app.add_option("--chat-template", chat_template_file, "Jinja chat template file (default: the model's)");
+  app.add_option("--tool-call-parser", so.tool_call_parser,
+                 "tool-call format: hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, none "
+                 "(default: detected from the chat template)");
+  app.add_option("--reasoning-parser", so.reasoning_parser,
+                 "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   ec.enable_prefix_caching = !no_prefix_cache;

@@ -106,6 +106,10 @@ Status EngineCore::validate(const GenerateRequest& req) const {
       return invalid_argument("prompt token id " + std::to_string(t) + " is outside the "
                               "vocabulary [0, " + std::to_string(mc.n_vocab) + ")");
   LOOM_RETURN_IF_ERROR(req.params.validate(mc.n_vocab));
+  if (req.params.grammar && req.params.grammar->vocab().size() != mc.n_vocab)
+    return invalid_argument("the grammar was compiled for a vocabulary of " +
+                            std::to_string(req.params.grammar->vocab().size()) +
+                            " tokens, but the model has " + std::to_string(mc.n_vocab));
   if (!req.params.stop.empty() && !tokenizer_)
     return invalid_argument("stop strings need a tokenizer, and this model has none");
   const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
@@ -156,6 +160,7 @@ Status EngineCore::add_request(GenerateRequest req) {
   r->arrival_order = next_arrival_++;
   r->rng = Rng::for_request(g->params.seed, 0);
   if (g->params.has_penalties()) r->penalties.add_prompt(r->tokens);
+  if (g->params.grammar) r->matcher = std::make_unique<structured::GrammarMatcher>(g->params.grammar);
   scheduler_->add_waiting(r.get());
   g->seqs.push_back(std::move(r));
   totals_.prompt_tokens += prompt_len;
@@ -214,6 +219,25 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
   }
 }
 
+void EngineCore::start_masks() {
+  mask_jobs_.clear();
+  row_masks_.assign(sample_seqs_.size(), {});
+  const size_t words = structured::bitmask_words(model_->config().n_vocab);
+  size_t constrained = 0;
+  for (const Request* r : sample_seqs_) constrained += r->matcher != nullptr;
+  if (constrained == 0) return;
+  if (masks_.size() < constrained * words) masks_.resize(constrained * words);
+  size_t k = 0;
+  for (size_t i = 0; i < sample_seqs_.size(); ++i) {
+    Request& r = *sample_seqs_[i];
+    if (!r.matcher) continue;
+    std::span<uint32_t> m(masks_.data() + k++ * words, words);
+    mask_jobs_.push_back({r.matcher.get(), m});
+    row_masks_[i] = m;
+  }
+  mask_worker_.start(&mask_jobs_);
+}
+
 void EngineCore::accept_token(Request& r, const SampleOutput& s) {
   RequestGroup& g = *r.group;
   const SamplingParams& p = g.params;
@@ -226,6 +250,12 @@ void EngineCore::accept_token(Request& r, const SampleOutput& s) {
   if (s.has_logprobs) out.logprobs.push_back(s.logprobs);
   out.num_output_tokens = r.num_output_tokens();
   g.dirty[r.index] = true;
+  if (r.matcher && !r.matcher->accept_token(token)) {
+    // Cannot happen when the token was sampled under the matcher's own mask.
+    LOOM_LOG_ERROR("request %s: token %d is outside its grammar", g.id.c_str(), token);
+    finish_seq(r, FinishReason::kAbort);
+    return;
+  }
 
   // vLLM: token stops count from min_tokens outputs on, stop strings only after them.
   const bool past_min = r.num_output_tokens() >= p.min_tokens;
@@ -245,6 +275,11 @@ void EngineCore::accept_token(Request& r, const SampleOutput& s) {
   }
   if (auto stop = g.text[r.index]->add_token(token, r.num_output_tokens() > p.min_tokens)) {
     out.stop_reason = *stop;
+    finish_seq(r, FinishReason::kStop);
+    return;
+  }
+  // A complete document that nothing can extend: stop here, without waiting for EOS.
+  if (r.matcher && r.matcher->is_terminated()) {
     finish_seq(r, FinishReason::kStop);
     return;
   }
@@ -272,6 +307,7 @@ void EngineCore::fork_samples(Request& parent) {
     c->num_cached_tokens = parent.num_cached_tokens;
     c->rng = Rng::for_request(g.params.seed, static_cast<uint64_t>(i));
     if (g.params.has_penalties()) c->penalties.add_prompt(c->tokens);
+    if (g.params.grammar) c->matcher = std::make_unique<structured::GrammarMatcher>(g.params.grammar);
     const bool has_blocks = kv_manager_->has_blocks(parent.seq_id) &&
                             static_cast<int32_t>(kv_manager_->block_table(parent.seq_id).size()) >=
                                 shared;
@@ -333,7 +369,9 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   const int32_t n_vocab = model_->config().n_vocab;
   const size_t need = batch_.logits_rows.size() * static_cast<size_t>(n_vocab);
   if (logits_.size() < need) logits_.resize(need);
+  start_masks();  // overlaps the forward pass
   Status st = model_->forward(batch_, *kv_, logits_.data());
+  mask_worker_.wait();
   if (!st.is_ok()) {
     // Nothing sensible can continue for these sequences: fail them, free their blocks.
     for (const ScheduledSeq& s : so.seqs) {
@@ -355,7 +393,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     min_tokens_suppressed_ids(g.params, eos_ids_, r.num_output_tokens(), &suppressed_);
     SampleOutput sample;
     Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
-                                suppressed_, r.rng, &sample);
+                                suppressed_, r.rng, &sample, row_masks_[i]);
     if (!ss.is_ok()) {
       LOOM_LOG_WARN("request %s: sampling failed: %s", g.id.c_str(), ss.message().c_str());
       abort(g.id);

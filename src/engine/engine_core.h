@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/mask_worker.h"
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -65,6 +66,8 @@ class EngineCore {
  private:
   EngineCore() = default;
   void build_batch(const SchedulerOutput& so);
+  // Starts filling the grammar masks of the constrained rows of this step (see masks_).
+  void start_masks();
   // Appends a sampled token to `r` and decides whether it stops there.
   void accept_token(Request& r, const SampleOutput& s);
   void finish_seq(Request& r, FinishReason reason);
@@ -90,6 +93,12 @@ class EngineCore {
   std::vector<Request*> sample_seqs_;  // sequence of each logits row
   std::vector<float> logits_;
   std::vector<int32_t> suppressed_;
+  // Grammar masks of the rows in sample_seqs_ (bitmask_words(n_vocab) words per row; empty
+  // span for unconstrained rows), filled by mask_worker_ during the forward pass.
+  std::vector<uint32_t> masks_;
+  std::vector<std::span<const uint32_t>> row_masks_;
+  std::vector<MaskWorker::Job> mask_jobs_;
+  MaskWorker mask_worker_;
 
   bool keep_logits_ = false;
   std::vector<std::pair<std::string, std::vector<float>>> last_logits_;

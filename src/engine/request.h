@@ -13,6 +13,7 @@
 #include "sampling/penalty_state.h"
 #include "sampling/rng.h"
 #include "sampling/sampling_params.h"
+#include "structured/matcher.h"
 
 namespace loom {
 
@@ -37,6 +38,9 @@ struct Request {
 
   Rng rng;
   PenaltyState penalties;  // only fed when the params have penalties
+  // Where the output is in params.grammar (null when unconstrained). Survives preemption:
+  // recomputing K/V does not change the accepted tokens.
+  std::unique_ptr<structured::GrammarMatcher> matcher;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "loom/tokenizer.h"
+#include "server/constraints.h"
 #include "server/server_context.h"
 
 namespace loom::server {
@@ -195,8 +196,10 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   if (auto v = r.opt_bool("echo")) spec->echo = *v;
   if (auto v = r.opt_int("logprobs", 0, INT32_MAX)) spec->params.logprobs = static_cast<int32_t>(*v);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(true);
-  r.opt_string("suffix");
+  if (r.opt_string("suffix")) r.fail("suffix is not supported (no fill-in-the-middle)", "suffix");
   if (!r.ok()) return to_error(r);
+  AnswerConstraint answer;
+  if (auto e = read_answer_constraint(r, &answer)) return e;
 
   const Json* prompt = r.raw("prompt");
   if (!prompt) return bad_request("prompt is required", "prompt");
@@ -253,6 +256,7 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
     for (const auto& pr : spec->prompts)
       spec->prompt_texts.push_back(ctx.tokenizer ? ctx.tokenizer->decode(pr) : std::string());
   }
+  if (auto e = apply_output_constraints(ctx, answer, ToolsRequest(), ChatPromptInfo(), spec)) return e;
   return finish_spec(ctx, max_tokens, spec);
 }
 
@@ -270,18 +274,27 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (spec->chat_logprobs) spec->params.logprobs = static_cast<int32_t>(top.value_or(0));
   const bool add_generation_prompt = r.opt_bool("add_generation_prompt").value_or(true);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(false);
-  const Json* tools = r.opt_array("tools");
   const Json* kwargs = r.opt_object("chat_template_kwargs");
-  r.raw("tool_choice");
-  r.opt_bool("echo");
+  if (r.opt_bool("echo").value_or(false)) r.fail("echo is not supported for chat completions", "echo");
   if (!r.ok()) return to_error(r);
+  AnswerConstraint answer;
+  if (auto e = read_answer_constraint(r, &answer)) return e;
+  ToolsRequest tools;
+  if (auto e = read_openai_tools(r, &tools)) return e;
   const Json* messages = r.raw("messages");
   if (!messages) return bad_request("messages is required", "messages");
   Json norm;
   if (auto e = normalize_messages(*messages, &norm, "messages")) return e;
   if (!ctx.tokenizer) return bad_request("this model has no tokenizer, so chat is unavailable; use /v1/completions with token ids", "messages");
-  auto text = ctx.chat->render(norm, tools, add_generation_prompt, kwargs);
+  auto text = ctx.chat->render(norm, tools.declared() ? &tools.tools : nullptr,
+                               add_generation_prompt, kwargs);
   if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), "messages");
+  ChatPromptInfo info{true, *text, false};
+  if (kwargs) {
+    auto it = kwargs->find("enable_thinking");
+    info.thinking_disabled = it != kwargs->end() && it->is_boolean() && !it->get<bool>();
+  }
+  if (auto e = apply_output_constraints(ctx, answer, tools, info, spec)) return e;
   spec->prompts.push_back(encode(ctx, *text, add_special));
   spec->prompt_texts.push_back(std::move(text).value());
   return finish_spec(ctx, max_tokens, spec);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/output_format.h"
 #include "sampling/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -19,6 +20,16 @@ namespace loom::server {
 struct ServerContext;
 
 enum class ApiKind { kCompletion, kChat, kAnthropic };
+
+// How each sequence's text becomes API output in chat APIs: reasoning, content and tool calls
+// (a chat::ChatOutputParser per sequence when enabled; plain content otherwise).
+struct OutputParsing {
+  bool enabled = false;
+  chat::OutputFormat format;
+  bool tools_enabled = false;
+  bool starts_in_reasoning = false;
+  nlohmann::ordered_json tools;  // the declared tools (qwen3_coder types its values by them)
+};
 
 struct GenerationSpec {
   ApiKind kind = ApiKind::kCompletion;
@@ -30,6 +41,7 @@ struct GenerationSpec {
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: prepend the prompt to the text
   bool chat_logprobs = false;  // chat: logprobs=true
+  OutputParsing output;
 };
 
 // Parse a body into JSON; invalid JSON or UTF-8 → 400; anything but an object → 400.

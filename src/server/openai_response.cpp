@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "chat/output_format.h"
 #include "loom/tokenizer.h"
 #include "server/jobs.h"
 #include "server/server_context.h"
@@ -64,6 +65,13 @@ class OpenAiJob : public GenerationJob {
     prompt_tokens_.assign(n_prompts, 0);
     cached_tokens_.assign(n_prompts, 0);
     for (size_t i = 0; i < n_prompts; ++i) prompt_tokens_[i] = static_cast<int64_t>(spec_.prompts[i].size());
+    if (chat() && spec_.output.enabled) {
+      for (Choice& ch : choices_) {
+        ch.parser = std::make_unique<chat::ChatOutputParser>(
+            spec_.output.format, spec_.output.tools_enabled, spec_.output.starts_in_reasoning);
+        ch.parser->set_tools(spec_.output.tools);
+      }
+    }
   }
 
   void start() {
@@ -98,17 +106,26 @@ class OpenAiJob : public GenerationJob {
         if (!c.stop_reason.empty() && !c.stop_token) ch.stop_reason = c.stop_reason;
         else if (c.stop_token && !is_eos(*c.stop_token)) ch.stop_reason = *c.stop_token;
       }
+      chat::ChatDelta d;
+      if (ch.parser) {
+        d = ch.parser->push(text);
+        if (c.finished()) append_delta(&d, ch.parser->finish());
+        ch.num_calls = ch.parser->tool_calls().size();
+      } else {
+        d.content = std::move(text);
+      }
       if (spec_.stream) {
-        if (text.empty() && lp.is_null() && !c.finished()) continue;
-        Json fin = c.finished() ? Json(finish_reason_name(c.finish_reason)) : Json();
+        if (d.empty() && lp.is_null() && !c.finished()) continue;
+        Json fin = c.finished() ? Json(finish_reason(ch, c.finish_reason)) : Json();
         Json payload;
-        if (chat()) payload = Json{{"content", text}};
-        else payload = text;
+        if (chat()) payload = delta_json(d);
+        else payload = d.content;
         Json ck = chunk(idx, std::move(payload), std::move(lp), std::move(fin));
         if (c.finished()) ck["choices"][0]["stop_reason"] = ch.stop_reason;
         responder->write(sse_data(ck));
       } else {
-        ch.text += text;
+        ch.text += d.content;
+        ch.reasoning += d.reasoning;
         if (!lp.is_null()) merge_logprobs(&ch, lp);
       }
     }
@@ -148,13 +165,13 @@ class OpenAiJob : public GenerationJob {
       Choice& ch = choices_[i];
       Json c = {{"index", i}};
       if (chat()) {
-        c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+        c["message"] = message_json(ch);
         c["logprobs"] = spec_.chat_logprobs ? Json{{"content", ch.chat_lp}} : Json();
       } else {
         c["text"] = ch.text;
         c["logprobs"] = spec_.params.logprobs >= 0 ? ch.completion_lp : Json();
       }
-      c["finish_reason"] = ch.finish == FinishReason::kNone ? Json() : Json(finish_reason_name(ch.finish));
+      c["finish_reason"] = ch.finish == FinishReason::kNone ? Json() : Json(finish_reason(ch, ch.finish));
       c["stop_reason"] = ch.stop_reason;
       list.push_back(std::move(c));
     }
@@ -165,7 +182,10 @@ class OpenAiJob : public GenerationJob {
 
  private:
   struct Choice {
-    std::string text;
+    std::string text;       // content
+    std::string reasoning;  // reasoning_content
+    std::unique_ptr<chat::ChatOutputParser> parser;  // when spec_.output.enabled
+    size_t num_calls = 0;
     int64_t tokens = 0;
     FinishReason finish = FinishReason::kNone;
     Json stop_reason;  // null, the stop string, or the stop token id
@@ -176,6 +196,57 @@ class OpenAiJob : public GenerationJob {
   };
 
   bool chat() const { return spec_.kind == ApiKind::kChat; }
+
+  // A choice that made tool calls and then stopped finished with "tool_calls" (OpenAI).
+  static const char* finish_reason(const Choice& ch, FinishReason r) {
+    if (r == FinishReason::kStop && ch.num_calls > 0) return "tool_calls";
+    return finish_reason_name(r);
+  }
+
+  static void append_delta(chat::ChatDelta* d, chat::ChatDelta more) {
+    d->reasoning += more.reasoning;
+    d->content += more.content;
+    for (auto& t : more.tool_calls) d->tool_calls.push_back(std::move(t));
+  }
+
+  // A chat chunk's delta: only what changed; a call's first delta carries id, type and name.
+  static Json delta_json(const chat::ChatDelta& d) {
+    Json j = Json::object();
+    if (!d.reasoning.empty()) j["reasoning_content"] = d.reasoning;
+    if (!d.content.empty() || (d.reasoning.empty() && d.tool_calls.empty())) j["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const auto& t : d.tool_calls) {
+        Json c = {{"index", t.index}};
+        Json fn = Json::object();
+        if (!t.id.empty()) {
+          c["id"] = t.id;
+          c["type"] = "function";
+          fn["name"] = t.name;
+        }
+        fn["arguments"] = t.arguments;
+        c["function"] = std::move(fn);
+        calls.push_back(std::move(c));
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+    return j;
+  }
+
+  Json message_json(const Choice& ch) const {
+    Json m = {{"role", "assistant"}};
+    const bool has_calls = ch.parser && !ch.parser->tool_calls().empty();
+    m["content"] = has_calls && ch.text.empty() ? Json() : Json(ch.text);
+    if (spec_.output.format.reasoning != chat::ReasoningFormat::kNone)
+      m["reasoning_content"] = ch.reasoning.empty() ? Json() : Json(ch.reasoning);
+    if (has_calls) {
+      Json calls = Json::array();
+      for (const chat::ToolCall& t : ch.parser->tool_calls())
+        calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+      m["tool_calls"] = std::move(calls);
+    }
+    return m;
+  }
   bool is_eos(int32_t t) const {
     const auto& ids = spec_.params.stop_token_ids;
     return std::find(ids.begin(), ids.end(), t) == ids.end();

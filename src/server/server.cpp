@@ -66,16 +66,49 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   return std::unique_ptr<Server>(new Server(std::move(st)));
 }
 
+namespace {
+
+// --tool-call-parser / --reasoning-parser, else what the chat template shows.
+Status resolve_output_format(ServerContext& ctx) {
+  const std::string& source = ctx.chat->source();
+  chat::OutputFormat& f = ctx.output_format;
+  const std::string& tp = ctx.options.tool_call_parser;
+  if (tp.empty()) {
+    f.tools = chat::detect_tool_call_format(source);
+  } else if (tp == "none") {
+    f.tools = chat::ToolCallFormat::kNone;
+  } else {
+    auto t = chat::tool_call_format_from_name(tp);
+    if (!t.is_ok()) return invalid_argument("--tool-call-parser: " + t.status().message());
+    f.tools = *t;
+  }
+  const std::string& rp = ctx.options.reasoning_parser;
+  if (rp.empty()) {
+    f.reasoning = chat::detect_reasoning_format(source);
+  } else if (rp == "none") {
+    f.reasoning = chat::ReasoningFormat::kNone;
+  } else {
+    auto r = chat::reasoning_format_from_name(rp);
+    if (!r.is_ok()) return invalid_argument("--reasoning-parser: " + r.status().message());
+    f.reasoning = *r;
+  }
+  LOOM_LOG_INFO("tool calls: %s, reasoning: %s", chat::tool_call_format_name(f.tools),
+                chat::reasoning_format_name(f.reasoning));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& model_chat_template) {
   ServerContext& ctx = state_->ctx;
   if (ctx.ready.load()) return invalid_argument("the server already has an engine");
   const Tokenizer* tok = engine->tokenizer();
   if (!ctx.options.chat_template.empty()) {
-    auto r = ChatRenderer::create(ctx.options.chat_template, tok);
+    auto r = chat::ChatRenderer::create(ctx.options.chat_template, tok);
     if (!r.is_ok()) return invalid_argument("--chat-template: " + r.status().message());
     ctx.chat.emplace(std::move(r).value());
   } else if (!model_chat_template.empty()) {
-    auto r = ChatRenderer::create(model_chat_template, tok);
+    auto r = chat::ChatRenderer::create(model_chat_template, tok);
     if (r.is_ok()) {
       ctx.chat.emplace(std::move(r).value());
     } else {
@@ -86,9 +119,14 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
   if (!ctx.chat) {
     if (model_chat_template.empty())
       LOOM_LOG_INFO("the model has no chat template; chat requests use the ChatML fallback");
-    auto r = ChatRenderer::create("", tok);
+    auto r = chat::ChatRenderer::create("", tok);
     if (!r.is_ok()) return internal_error("fallback chat template: " + r.status().message());
     ctx.chat.emplace(std::move(r).value());
+  }
+  LOOM_RETURN_IF_ERROR(resolve_output_format(ctx));
+  if (tok) {
+    ctx.token_vocab = structured::TokenVocab::from_tokenizer(*tok, engine->model().config().n_vocab);
+    ctx.grammar_cache = std::make_unique<structured::GrammarCache>();
   }
   const EngineConfig& ec = engine->config();
   ctx.max_model_len = ec.max_model_len;

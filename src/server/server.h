@@ -27,6 +27,10 @@ struct ServerOptions {
   int32_t max_queue = 1024;
   // Chat template source text; "" = the model's (set_engine's argument), then the fallback.
   std::string chat_template;
+  // Tool-call and reasoning formats by vLLM's names (hermes, llama3_json, mistral, deepseek_v3,
+  // qwen3_coder; deepseek_r1, qwen3); "" = detected from the chat template; "none" = off.
+  std::string tool_call_parser;
+  std::string reasoning_parser;
   int io_threads = 4;
   size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   // Per-stream bytes queued for a slow reader before its request is aborted.

@@ -9,10 +9,12 @@
 #include <string>
 
 #include "loom/engine.h"
-#include "server/chat.h"
+#include "chat/output_format.h"
+#include "chat/renderer.h"
 #include "server/dispatcher.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "structured/matcher.h"
 
 namespace loom::server {
 
@@ -24,7 +26,14 @@ struct ServerContext {
   std::atomic<bool> ready{false};
   std::unique_ptr<AsyncEngine> engine;  // set before ready
   const Tokenizer* tokenizer = nullptr; // may be null (token-id prompts only)
-  std::optional<ChatRenderer> chat;
+  std::optional<chat::ChatRenderer> chat;
+  // How the model writes tool calls and reasoning (--tool-call-parser / --reasoning-parser, else
+  // detected from the chat template).
+  chat::OutputFormat output_format;
+  // Structured outputs: the vocabulary as the grammar engine sees it, and compiled grammars by
+  // text (a repeated schema costs a lookup). Null without a tokenizer.
+  std::shared_ptr<const structured::TokenVocab> token_vocab;
+  std::unique_ptr<structured::GrammarCache> grammar_cache;
   int32_t max_model_len = 0;
   int32_t n_vocab = 0;
   int32_t block_size = 16;

@@ -27,7 +27,8 @@ std::string run(const std::string& cmd, int* rc) {
   return out;
 }
 
-TEST(ServerNodeClient, OfficialOpenAiPackage) {
+// Runs tests/server/<script> against a fresh server; expects `marker` in its output.
+void run_openai_script(const char* script_name, const char* marker) {
   int rc = 0;
   run("command -v node && command -v npm", &rc);
   if (rc != 0) GTEST_SKIP() << "node or npm is not installed; skipping the openai npm client test";
@@ -41,13 +42,20 @@ TEST(ServerNodeClient, OfficialOpenAiPackage) {
   so.api_key = "node-key";
   auto s = start_test_server(so);
   ASSERT_TRUE(s);
-  const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/server/openai_client.js";
+  const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/server/" + script_name;
   std::string out = run("NODE_PATH='" + (dir / "node_modules").string() + "' node '" + script + "' " +
                             std::to_string(s->port()) + " " + kTestModelName + " node-key",
                         &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("OPENAI_CLIENT_OK"), std::string::npos) << out;
+  EXPECT_NE(out.find(marker), std::string::npos) << out;
   s->stop();
+}
+
+TEST(ServerNodeClient, OfficialOpenAiPackage) { run_openai_script("openai_client.js", "OPENAI_CLIENT_OK"); }
+
+// Structured outputs and tools through the SDK (response_format, tool_choice, streamed calls).
+TEST(ServerNodeClient, OfficialOpenAiPackageToolsAndSchemas) {
+  run_openai_script("openai_tools_client.js", "OPENAI_TOOLS_CLIENT_OK");
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// The literal markup each family's chat template renders and its models emit, shared by the
+// output parser's syntaxes and the grammar builder so that the two can never disagree.
+#pragma once
+
+namespace loom::chat::markup {
+
+inline constexpr const char* kThinkOpen = "<think>";
+inline constexpr const char* kThinkClose = "</think>";
+
+// hermes and qwen3_coder
+inline constexpr const char* kToolCallOpen = "<tool_call>";
+inline constexpr const char* kToolCallClose = "</tool_call>";
+// qwen3_coder
+inline constexpr const char* kFunctionOpen = "<function=";
+inline constexpr const char* kFunctionClose = "</function>";
+inline constexpr const char* kParameterOpen = "<parameter=";
+inline constexpr const char* kParameterClose = "</parameter>";
+
+// llama3_json
+inline constexpr const char* kPythonTag = "<|python_tag|>";
+
+// mistral
+inline constexpr const char* kMistralToolCalls = "[TOOL_CALLS]";
+inline constexpr const char* kMistralArgs = "[ARGS]";
+inline constexpr const char* kMistralCallId = "[CALL_ID]";
+
+// deepseek_v3 (the full-width bars and "▁" are part of the special tokens' text)
+inline constexpr const char* kDeepSeekCallsBegin = "<｜tool▁calls▁begin｜>";
+inline constexpr const char* kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
+inline constexpr const char* kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
+inline constexpr const char* kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
+inline constexpr const char* kDeepSeekSep = "<｜tool▁sep｜>";
+
+}  // namespace loom::chat::markup

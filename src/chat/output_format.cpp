@@ -1,0 +1,114 @@
+// Format names (vLLM's --tool-call-parser / --reasoning-parser spellings) and detection of a
+// model's formats from its chat template, as llama.cpp does: each family's template renders
+// its own markup literally, so the markup's presence identifies the family.
+#include "chat/output_format.h"
+
+#include <string>
+
+#include "chat/markup.h"
+
+namespace loom::chat {
+
+namespace {
+
+struct ToolName {
+  const char* name;
+  ToolCallFormat format;
+};
+constexpr ToolName kToolNames[] = {
+    {"none", ToolCallFormat::kNone},
+    {"hermes", ToolCallFormat::kHermes},
+    {"llama3_json", ToolCallFormat::kLlama3Json},
+    {"mistral", ToolCallFormat::kMistral},
+    {"deepseek_v3", ToolCallFormat::kDeepSeekV3},
+    {"qwen3_coder", ToolCallFormat::kQwen3Coder},
+};
+struct ReasoningName {
+  const char* name;
+  ReasoningFormat format;
+};
+constexpr ReasoningName kReasoningNames[] = {
+    {"none", ReasoningFormat::kNone},
+    {"deepseek_r1", ReasoningFormat::kDeepSeekR1},
+    {"qwen3", ReasoningFormat::kQwen3},
+};
+
+bool contains(std::string_view s, std::string_view what) {
+  return s.find(what) != std::string_view::npos;
+}
+
+}  // namespace
+
+Result<ToolCallFormat> tool_call_format_from_name(std::string_view name) {
+  std::string known;
+  for (const auto& n : kToolNames) {
+    if (name == n.name) return n.format;
+    known += known.empty() ? "" : ", ";
+    known += n.name;
+  }
+  return invalid_argument("unknown tool-call parser '" + std::string(name) + "' (known: " + known +
+                          ")");
+}
+
+Result<ReasoningFormat> reasoning_format_from_name(std::string_view name) {
+  std::string known;
+  for (const auto& n : kReasoningNames) {
+    if (name == n.name) return n.format;
+    known += known.empty() ? "" : ", ";
+    known += n.name;
+  }
+  return invalid_argument("unknown reasoning parser '" + std::string(name) + "' (known: " + known +
+                          ")");
+}
+
+const char* tool_call_format_name(ToolCallFormat f) {
+  for (const auto& n : kToolNames) {
+    if (n.format == f) return n.name;
+  }
+  return "none";
+}
+
+const char* reasoning_format_name(ReasoningFormat f) {
+  for (const auto& n : kReasoningNames) {
+    if (n.format == f) return n.name;
+  }
+  return "none";
+}
+
+ToolCallFormat detect_tool_call_format(std::string_view t) {
+  // Order matters: Qwen3-Coder's template also contains <tool_call>; Hermes-2-Pro's is a
+  // Llama-3 model with ChatML + <tool_call>, so <tool_call> wins over Llama markers.
+  if (contains(t, markup::kToolCallOpen) && contains(t, markup::kFunctionOpen) &&
+      contains(t, markup::kParameterOpen))
+    return ToolCallFormat::kQwen3Coder;
+  if (contains(t, markup::kToolCallOpen)) return ToolCallFormat::kHermes;
+  if (contains(t, markup::kMistralToolCalls)) return ToolCallFormat::kMistral;
+  // The template may spell the markers out or build them; "tool▁calls▁begin" is in both.
+  if (contains(t, "tool▁calls▁begin")) return ToolCallFormat::kDeepSeekV3;
+  // Llama 3.1-3.3: custom tools are answered as bare JSON with "parameters".
+  if (contains(t, markup::kPythonTag) ||
+      (contains(t, "<|start_header_id|>") && contains(t, "\"parameters\"") && contains(t, "tools")))
+    return ToolCallFormat::kLlama3Json;
+  return ToolCallFormat::kNone;
+}
+
+ReasoningFormat detect_reasoning_format(std::string_view t) {
+  // Only templates that write the opening tag are reasoning models: DeepSeek V3's template
+  // strips "</think>" from history but V3 does not think.
+  if (!contains(t, markup::kThinkOpen)) return ReasoningFormat::kNone;
+  // Qwen3's hybrid thinking: the model writes <think> itself unless enable_thinking=false.
+  if (contains(t, "enable_thinking")) return ReasoningFormat::kQwen3;
+  // DeepSeek-R1 (and distills, QwQ, Qwen3 thinking-only): the prompt opens <think>.
+  return ReasoningFormat::kDeepSeekR1;
+}
+
+bool prompt_opens_reasoning(ReasoningFormat f, std::string_view prompt) {
+  if (f == ReasoningFormat::kNone) return false;
+  size_t end = prompt.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return false;
+  std::string_view open = markup::kThinkOpen;
+  std::string_view head = prompt.substr(0, end + 1);
+  return head.size() >= open.size() && head.substr(head.size() - open.size()) == open;
+}
+
+}  // namespace loom::chat

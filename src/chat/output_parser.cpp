@@ -1,0 +1,338 @@
+// ChatOutputParser: the per-sequence streaming state machine
+//   [reasoning] -> answer text -> call region (family syntax) -> answer text -> ...
+// All text is appended to one buffer and consumed by states that only decide on bytes they
+// have seen (a possible marker at the end of the buffer is held back), so the output does not
+// depend on how the text was split into pushes.
+//
+// Whitespace: a region's leading whitespace after </think> or after a call is dropped, and a
+// text run's trailing whitespace is held until non-space text follows, so the "\n\n" between
+// reasoning, text and calls never shows up as content. At the end, held content whitespace is
+// released (a plain answer keeps its bytes); held reasoning whitespace is dropped.
+#include <random>
+
+#include "chat/markup.h"
+#include "chat/output_format.h"
+#include "chat/tool_syntax.h"
+
+namespace loom::chat {
+
+using detail::Input;
+using detail::Match;
+using detail::Step;
+
+namespace {
+
+std::string random_alnum(size_t n) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string s(n, ' ');
+  for (auto& c : s) c = kAlphabet[pick(rng)];
+  return s;
+}
+
+// A finished call's arguments as compact JSON. Models sometimes write the arguments as a JSON
+// string holding the object; unwrap that. Text that is not JSON is kept as written (the
+// client sees what the model produced rather than an invented "{}").
+std::string normalize_arguments(const std::string& raw) {
+  auto j = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return raw.empty() ? "{}" : raw;
+  if (j.is_string()) {
+    auto inner = nlohmann::ordered_json::parse(j.get<std::string>(), nullptr, false);
+    if (inner.is_object()) return inner.dump();
+  }
+  return j.dump();
+}
+
+}  // namespace
+
+struct ChatOutputParser::Impl final : detail::CallSink {
+  enum class State { kStart, kReasoning, kContent, kCall, kFinished };
+
+  OutputFormat format;
+  std::unique_ptr<detail::ToolSyntax> syntax;  // null: tool markup is plain content
+  std::vector<std::string> openers, start_openers;
+
+  std::string buf;  // output text; buf[pos..] unconsumed
+  size_t pos = 0;
+  State state = State::kStart;
+  bool reasoning_first = false;  // at the start of a reasoning block: an extra <think> is skipped
+  bool answer_start = true;      // no answer text yet: start-only openers apply
+  bool drop_ws = false;          // drop the current region's leading whitespace
+  std::string held_ws;           // trailing whitespace of the current text run
+  bool held_in_reasoning = false;
+
+  size_t call_start = 0;  // in kCall: where the current call's text starts in buf
+  int32_t open_call = -1;
+  std::vector<ToolCall> calls;           // every call begun (deltas' indices)
+  std::vector<ToolCall> complete_calls;  // the ones whose markup closed
+  ChatDelta out;
+
+  Impl(OutputFormat f, bool tools_enabled, bool starts_in_reasoning) : format(f) {
+    if (tools_enabled) set_tools(nullptr);
+    if (f.reasoning != ReasoningFormat::kNone && starts_in_reasoning) {
+      state = State::kReasoning;
+      reasoning_first = true;
+      drop_ws = true;
+    } else if (f.reasoning == ReasoningFormat::kNone) {
+      state = State::kContent;
+    }
+  }
+
+  void set_tools(const nlohmann::ordered_json* tools) {
+    syntax = detail::make_tool_syntax(format.tools, tools);
+    openers.clear();
+    start_openers.clear();
+    if (syntax) {
+      openers = syntax->openers();
+      start_openers = syntax->start_openers();
+    }
+  }
+
+  // ---- CallSink ----
+  void item_start(size_t p) override { call_start = p; }
+  void begin_call(std::string name, std::string id) override {
+    if (id.empty()) {
+      id = format.tools == ToolCallFormat::kMistral ? random_alnum(9) : "call_" + random_alnum(24);
+    }
+    open_call = static_cast<int32_t>(calls.size());
+    calls.push_back({id, name, ""});
+    out.tool_calls.push_back({open_call, std::move(id), std::move(name), ""});
+  }
+  void args(std::string_view fragment) override {
+    if (open_call < 0 || fragment.empty()) return;
+    calls[open_call].arguments.append(fragment);
+    if (out.tool_calls.empty() || out.tool_calls.back().index != open_call) {
+      out.tool_calls.push_back({open_call, "", "", ""});
+    }
+    out.tool_calls.back().arguments.append(fragment);
+  }
+  void end_call() override {
+    if (open_call < 0) return;
+    ToolCall c = calls[open_call];
+    c.arguments = normalize_arguments(c.arguments);
+    complete_calls.push_back(std::move(c));
+    open_call = -1;
+  }
+
+  // ---- text runs ----
+  void text(bool reasoning, std::string_view s) {
+    if (drop_ws) {
+      size_t first = s.find_first_not_of(" \t\r\n");
+      if (first == std::string_view::npos) return;
+      s.remove_prefix(first);
+      drop_ws = false;
+    }
+    size_t last = s.find_last_not_of(" \t\r\n");
+    if (last == std::string_view::npos) {
+      held_ws.append(s);
+      held_in_reasoning = reasoning;
+      return;
+    }
+    held_in_reasoning = reasoning;
+    std::string& dst = reasoning ? out.reasoning : out.content;
+    dst += held_ws;
+    held_ws.clear();
+    dst.append(s.substr(0, last + 1));
+    held_ws.assign(s.substr(last + 1));
+  }
+
+  // ---- states ----
+  // Each returns false when it needs more input.
+  bool run_start(bool eof) {
+    // Qwen3 / R1 outputs may open with <think> themselves.
+    size_t p = buf.find_first_not_of(" \t\r\n", pos);
+    if (p == std::string::npos) {
+      if (!eof) return false;
+      state = State::kContent;
+      return true;
+    }
+    Input in{buf, p, eof};
+    Match m = detail::match_literal(in, markup::kThinkOpen);
+    if (m == Match::kMaybe) return false;
+    if (m == Match::kYes) {
+      pos = in.pos;
+      state = State::kReasoning;
+      drop_ws = true;
+    } else {
+      state = State::kContent;
+    }
+    return true;
+  }
+
+  bool run_reasoning(bool eof) {
+    if (reasoning_first) {
+      size_t p = buf.find_first_not_of(" \t\r\n", pos);
+      if (p == std::string::npos && !eof) return false;
+      if (p != std::string::npos) {
+        Input in{buf, p, eof};
+        Match m = detail::match_literal(in, markup::kThinkOpen);
+        if (m == Match::kMaybe) return false;
+        if (m == Match::kYes) pos = in.pos;
+      }
+      reasoning_first = false;
+    }
+    std::string_view r = std::string_view(buf).substr(pos);
+    size_t at = r.find(markup::kThinkClose);
+    if (at == std::string_view::npos) {
+      size_t take = eof ? r.size() : detail::partial_marker_start(r, {markup::kThinkClose});
+      text(true, r.substr(0, take));
+      pos += take;
+      if (eof) state = State::kFinished;
+      return eof;
+    }
+    text(true, r.substr(0, at));
+    held_ws.clear();
+    pos += at + std::string_view(markup::kThinkClose).size();
+    state = State::kContent;
+    drop_ws = true;
+    answer_start = true;
+    return true;
+  }
+
+  bool run_content(bool eof) {
+    if (syntax && answer_start && !start_openers.empty()) {
+      size_t p = buf.find_first_not_of(" \t\r\n", pos);
+      if (p == std::string::npos) {
+        text(false, std::string_view(buf).substr(pos));
+        pos = buf.size();
+        if (eof) state = State::kFinished;
+        return eof;
+      }
+      for (const auto& o : start_openers) {
+        Input in{buf, p, eof};
+        Match m = detail::match_literal(in, o);
+        if (m == Match::kMaybe) return false;
+        if (m == Match::kYes) {
+          text(false, std::string_view(buf).substr(pos, p - pos));
+          open_region(p, in.pos, o);
+          return true;
+        }
+      }
+    }
+    answer_start = false;
+    std::string_view r = std::string_view(buf).substr(pos);
+    auto [at, which] = detail::find_first_marker(r, openers);
+    if (at == std::string_view::npos) {
+      size_t take = eof ? r.size() : detail::partial_marker_start(r, openers);
+      text(false, r.substr(0, take));
+      pos += take;
+      if (eof) state = State::kFinished;
+      return eof;
+    }
+    text(false, r.substr(0, at));
+    open_region(pos + at, pos + at + openers[which].size(), openers[which]);
+    return true;
+  }
+
+  void open_region(size_t start, size_t after, std::string_view opener) {
+    held_ws.clear();  // whitespace before a call is markup spacing, not content
+    call_start = start;
+    pos = after;
+    answer_start = false;
+    syntax->begin(opener);
+    state = State::kCall;
+  }
+
+  bool run_call(bool eof) {
+    Input in{buf, pos, eof};
+    Step s = syntax->step(in, *this);
+    pos = in.pos;
+    switch (s) {
+      case Step::kNeedMore:
+        if (!eof) return false;
+        unterminated(buf.size());
+        return true;
+      case Step::kDone:
+        if (open_call >= 0) end_call();  // a syntax that ends the region ends its call
+        state = State::kContent;
+        drop_ws = true;
+        return true;
+      case Step::kFail:
+        unterminated(pos);
+        return true;
+    }
+    return true;
+  }
+
+  // The current call's text up to `end` was not a (complete) call: it is content, and the
+  // call, if begun, is not reported by tool_calls().
+  void unterminated(size_t end) {
+    open_call = -1;
+    drop_ws = false;
+    text(false, std::string_view(buf).substr(call_start, end - call_start));
+    pos = end;
+    state = State::kContent;
+  }
+
+  void run(bool eof) {
+    for (;;) {
+      bool progressed = false;
+      switch (state) {
+        case State::kStart:
+          progressed = run_start(eof);
+          break;
+        case State::kReasoning:
+          progressed = run_reasoning(eof);
+          break;
+        case State::kContent:
+          progressed = run_content(eof);
+          break;
+        case State::kCall:
+          progressed = run_call(eof);
+          break;
+        case State::kFinished:
+          return;
+      }
+      if (!progressed) break;
+    }
+    // Drop consumed text (keep an open call's text: it may yet turn out to be content).
+    size_t keep = state == State::kCall ? std::min(call_start, pos) : pos;
+    if (keep > 0 && keep * 2 >= buf.size()) {
+      buf.erase(0, keep);
+      pos -= keep;
+      if (state == State::kCall) call_start -= keep;
+    }
+  }
+
+  ChatDelta take() {
+    ChatDelta d = std::move(out);
+    out = ChatDelta();
+    return d;
+  }
+};
+
+ChatOutputParser::ChatOutputParser(OutputFormat format, bool tools_enabled,
+                                   bool starts_in_reasoning)
+    : impl_(std::make_unique<Impl>(format, tools_enabled, starts_in_reasoning)) {}
+ChatOutputParser::~ChatOutputParser() = default;
+ChatOutputParser::ChatOutputParser(ChatOutputParser&&) noexcept = default;
+
+void ChatOutputParser::set_tools(const nlohmann::ordered_json& tools) {
+  if (impl_->syntax) impl_->set_tools(&tools);
+}
+
+ChatDelta ChatOutputParser::push(std::string_view text) {
+  if (impl_->state == Impl::State::kFinished) return {};
+  impl_->buf.append(text);
+  impl_->run(/*eof=*/false);
+  return impl_->take();
+}
+
+ChatDelta ChatOutputParser::finish() {
+  if (impl_->state != Impl::State::kFinished) {
+    impl_->run(/*eof=*/true);
+    // A plain answer keeps its trailing whitespace; after reasoning it is dropped.
+    if (!impl_->held_in_reasoning) impl_->out.content += impl_->held_ws;
+    impl_->held_ws.clear();
+    impl_->state = Impl::State::kFinished;
+  }
+  return impl_->take();
+}
+
+const std::vector<ToolCall>& ChatOutputParser::tool_calls() const {
+  return impl_->complete_calls;
+}
+
+}  // namespace loom::chat

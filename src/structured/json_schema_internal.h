@@ -1,0 +1,43 @@
+// Pieces of the JSON Schema front-end that live in their own files: string formats, exact
+// integer ranges, and allOf merging.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "structured/frontends.h"
+#include "structured/json_values.h"
+
+namespace loom::structured::detail {
+
+// The rule (a whole JSON string, quotes included) for a supported `format`; error naming the
+// format otherwise. Formats follow ajv-formats' "full" mode (real calendar dates, leap years).
+Result<std::string> add_format_string(JsonRules& j, std::string_view format, const std::string& path);
+
+// GBNF for the decimal integers in [lo, hi] (nullopt = unbounded on that side, then capped at
+// max_digits digits). Unambiguous: every integer has one derivation. Empty range: nullopt.
+std::optional<std::string> integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t> hi,
+                                              int max_digits);
+
+// allOf: one schema equivalent to all of `schemas` together (object schemas merged property
+// by property, bounds tightened), or an error naming what cannot be merged exactly.
+Result<OrderedJson> merge_all_of(const OrderedJson& schemas, const std::string& path);
+
+// JSON pointer helpers.
+std::string pointer_escape(std::string_view key);
+inline std::string at(const std::string& path) { return path.empty() ? "/" : path; }
+
+// Regex front-end entry used for `pattern`: the regex's language emitted as JSON string
+// content (characters that JSON must escape appear in their escaped form); `*`, `+` and open
+// `{m,}` are capped at max_repeat so that the string ends.
+struct RegexEmitOptions {
+  bool json_string = false;
+  int max_repeat = -1;  // < 0: unbounded
+};
+Result<std::string> add_regex_expr(GbnfBuilder& b, std::string_view pattern,
+                                   const RegexEmitOptions& options, std::string_view name);
+
+}  // namespace loom::structured::detail

@@ -1,0 +1,283 @@
+// CompiledGrammar (the shared per-position token tables) and GrammarMatcher (one sequence's
+// stacks, masks, accept and rollback). See matcher.h for the guarantees.
+#include "structured/matcher.h"
+
+#include <algorithm>
+#include <mutex>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+#include "structured/stack_walker.h"
+#include "structured/table_store.h"
+#include "structured/token_table.h"
+#include "structured/vocab_index.h"
+
+namespace loom::structured {
+
+// Shapes up to this many states are looked up in the vocabulary's shared store; larger ones
+// belong to one grammar (a big schema's object rule) and would only fill the store.
+constexpr int32_t kMaxSharedStates = 4096;
+
+struct CompiledGrammar::Impl {
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const TokenVocab> vocab;
+  bool cached = true;  // false: every table built from scratch (tests' reference)
+  std::mutex mu;
+  // This grammar's tables by key; they may also sit in the vocabulary's store.
+  std::unordered_map<TableKey, std::shared_ptr<const TokenTable>, TableKeyHash> tables;
+
+  // The returned table lives as long as this CompiledGrammar.
+  const TokenTable* table(const TableKey& key) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = tables.find(key);
+      if (it != tables.end()) return it->second.get();
+    }
+    // Built outside the lock: two threads may build the same table; the first one is kept.
+    std::shared_ptr<const TokenTable> built = resolve(key);
+    std::lock_guard<std::mutex> lock(mu);
+    auto [it, fresh] = tables.try_emplace(key, std::move(built));
+    return it->second.get();
+  }
+
+  std::shared_ptr<const TokenTable> resolve(const TableKey& key) {
+    const TokenVocab::Impl& v = vocab->impl();
+    if (!cached) return build_token_table(*grammar, v, key);
+    std::string shape;
+    const bool shared = table_shape(*grammar, key, kMaxSharedStates, shape);
+    if (shared)
+      if (auto t = v.tables->find(shape)) return t;
+    std::shared_ptr<const TokenTable> t;
+    TableKey base;
+    int32_t remaining = 0;
+    auto T0 = std::chrono::steady_clock::now();
+    bool der = false;
+    if (near_bound(*grammar, key, v.max_len, &base, &remaining)) {
+      const TokenTable* bt = table(base);
+      T0 = std::chrono::steady_clock::now();
+      der = true;
+      t = derive_token_table(*grammar, v, key, *bt, remaining);
+    } else
+      t = build_token_table(*grammar, v, key);
+    if (getenv("LT")) { double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - T0).count();
+      if (ms > 0.3) fprintf(stderr, "TBL %s %.2fms acc=%d ctx=%zu n=%d rule=%s st=%d c=%d rem=%d shape=%zu\n", der?"der":"full", ms, t->n_accepted, t->ctx.size(), key.n, grammar->rules[grammar->states[key.state[0]].rule].name.c_str(), key.state[0], key.count[0], remaining, shape.size()); }
+    return shared ? v.tables->insert(shape, std::move(t)) : t;
+  }
+};
+
+Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create(
+    std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab) {
+  return create_impl(std::move(grammar), std::move(vocab), true);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_uncached(
+    std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab) {
+  return create_impl(std::move(grammar), std::move(vocab), false);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
+    std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab, bool cached) {
+  if (!grammar || !vocab) return invalid_argument("CompiledGrammar: null grammar or vocabulary");
+  std::shared_ptr<CompiledGrammar> cg(new CompiledGrammar());
+  cg->impl_ = std::make_unique<Impl>();
+  cg->impl_->grammar = std::move(grammar);
+  cg->impl_->vocab = std::move(vocab);
+  cg->impl_->cached = cached;
+  // The first mask is needed at once: build the start positions' tables now.
+  StackArena arena;
+  StackWalker walker(*cg->impl_->grammar, arena);
+  Frontier f;
+  walker.start(f);
+  for (int32_t node : f.nodes)
+    cg->impl_->table(table_key(*cg->impl_->grammar, arena, node, cg->impl_->vocab->impl().max_len));
+  return std::shared_ptr<const CompiledGrammar>(std::move(cg));
+}
+
+CompiledGrammar::~CompiledGrammar() = default;
+const Grammar& CompiledGrammar::grammar() const { return *impl_->grammar; }
+const TokenVocab& CompiledGrammar::vocab() const { return *impl_->vocab; }
+
+struct GrammarMatcher::Impl {
+  explicit Impl(std::shared_ptr<const CompiledGrammar> c)
+      : cg(std::move(c)),
+        g(&cg->grammar()),
+        v(&cg->vocab().impl()),
+        walker(*g, arena),
+        scratch_walker(*g, scratch),
+        levels(static_cast<size_t>(v->max_len) + 2) {
+    walker.start(cur);
+  }
+
+  std::shared_ptr<const CompiledGrammar> cg;
+  const Grammar* g;
+  const TokenVocab::Impl* v;
+  StackArena arena;  // every stack ever reached (append-only: history stays valid)
+  StackWalker walker;
+  Frontier cur;
+  std::vector<Frontier> history;  // state before each accepted token
+  bool ended = false;             // EOS accepted
+
+  // Mask scratch, reused so filling a mask does not allocate once warm.
+  StackArena scratch;
+  StackWalker scratch_walker;
+  std::vector<Frontier> levels;  // levels[d]: state after d bytes of the token being walked
+  std::vector<int32_t> frames;
+  Frontier a, b;
+  // node_tables[id]: the table of arena node id, once looked up (the arena is append-only, so
+  // a node's key never changes): a warm mask takes no lock and computes no key.
+  std::vector<const TokenTable*> node_tables;
+
+  bool walk(std::string_view bytes, bool literal_only, Frontier& out) {
+    a = cur;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (a.dead()) return false;
+      walker.advance(a, static_cast<uint8_t>(bytes[i]), literal_only, b);
+      std::swap(a, b);
+    }
+    if (a.dead() && !a.can_end) return false;
+    out = a;
+    return true;
+  }
+
+  // Copies the real stack under `node` into the scratch arena; returns the copy's top.
+  int32_t copy_stack(int32_t node) {
+    frames.clear();
+    for (int32_t n = node; n >= 0; n = arena[n].parent) frames.push_back(n);
+    int32_t parent = kBottom;
+    for (size_t i = frames.size(); i-- > 0;) {
+      const StackNode& n = arena[frames[i]];
+      parent = scratch.intern(n.state, n.count, parent);
+    }
+    return parent;
+  }
+
+  static void set_bit(std::span<uint32_t> words, int32_t id) { words[id >> 5] |= 1u << (id & 31); }
+
+  // The table's context-dependent tokens, walked with the real stack below `node`.
+  void walk_context(int32_t node, const TokenTable& t, std::span<uint32_t> words) {
+    scratch.clear();
+    Frontier& f0 = levels[0];
+    f0.clear();
+    f0.nodes.push_back(copy_stack(node));
+    size_t valid = 0;
+    const size_t n = t.ctx.size();
+    size_t i = 0;
+    while (i < n) {
+      const int32_t id = t.ctx[i];
+      const std::string& bytes = v->bytes[id];
+      const size_t len = bytes.size();
+      size_t d = std::min<size_t>(t.ctx_lcp[i], valid);
+      bool died = false;
+      while (d < len) {
+        if (levels[d].dead()) {
+          died = true;
+          break;
+        }
+        scratch_walker.advance(levels[d], static_cast<uint8_t>(bytes[d]), false, levels[d + 1]);
+        ++d;
+      }
+      valid = d;
+      if (!died) {
+        if (!levels[len].dead() || levels[len].can_end) set_bit(words, id);
+        ++i;
+        continue;
+      }
+      do ++i;
+      while (i < n && t.ctx_lcp[i] >= d);
+    }
+    for (const int32_t id : t.ctx_special) {
+      const std::string& bytes = v->bytes[id];
+      Frontier* x = &levels[0];
+      bool ok = true;
+      for (size_t k = 0; k < bytes.size(); ++k) {
+        if (x->dead()) {
+          ok = false;
+          break;
+        }
+        scratch_walker.advance(*x, static_cast<uint8_t>(bytes[k]), true, levels[k + 1]);
+        x = &levels[k + 1];
+      }
+      if (ok && (!x->dead() || x->can_end)) set_bit(words, id);
+    }
+  }
+
+  bool terminated() const { return ended || (cur.can_end && !walker.any_byte(cur)); }
+};
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
+    : impl_(std::make_unique<Impl>(std::move(grammar))) {}
+GrammarMatcher::~GrammarMatcher() = default;
+GrammarMatcher::GrammarMatcher(GrammarMatcher&&) noexcept = default;
+GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;
+
+void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
+  Impl& m = *impl_;
+  const size_t nw = bitmask_words(static_cast<int32_t>(m.v->bytes.size()));
+  LOOM_CHECK(words.size() >= nw);
+  std::fill(words.begin(), words.begin() + static_cast<ptrdiff_t>(nw), 0u);
+  if (!m.terminated()) {
+    CompiledGrammar::Impl& cg = m.cg->impl();
+    for (const int32_t node : m.cur.nodes) {
+      if (static_cast<size_t>(node) >= m.node_tables.size())
+        m.node_tables.resize(static_cast<size_t>(m.arena.size()) * 2, nullptr);
+      const TokenTable*& cached = m.node_tables[node];
+      if (!cached) cached = cg.table(table_key(*m.g, m.arena, node, m.v->max_len));
+      const TokenTable& t = *cached;
+      const uint32_t* src = t.accepted.data();
+      for (size_t w = 0; w < nw; ++w) words[w] |= src[w];
+      if (!t.ctx.empty() || !t.ctx_special.empty()) m.walk_context(node, t, words);
+    }
+  }
+  if (m.cur.can_end)
+    for (const int32_t id : m.v->eos_ids) Impl::set_bit(words, id);
+}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  Impl& m = *impl_;
+  if (m.ended || id < 0 || id >= static_cast<int32_t>(m.v->bytes.size())) return false;
+  if (m.v->eos[id]) {
+    if (!m.cur.can_end) return false;
+    m.history.push_back(m.cur);
+    m.ended = true;
+    return true;
+  }
+  const std::string& bytes = m.v->bytes[id];
+  if (bytes.empty()) return false;
+  Frontier next;
+  if (!m.walk(bytes, m.v->special[id] != 0, next)) return false;
+  m.history.push_back(std::move(m.cur));
+  m.cur = std::move(next);
+  return true;
+}
+
+bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+  Impl& m = *impl_;
+  if (m.ended) return false;
+  if (bytes.empty()) return true;
+  Frontier next;
+  if (!m.walk(bytes, false, next)) return false;
+  m.cur = std::move(next);
+  return true;
+}
+
+bool GrammarMatcher::can_end() const { return impl_->cur.can_end; }
+bool GrammarMatcher::is_terminated() const { return impl_->terminated(); }
+
+void GrammarMatcher::rollback(int32_t n_tokens) {
+  Impl& m = *impl_;
+  LOOM_CHECK(n_tokens >= 0 && static_cast<size_t>(n_tokens) <= m.history.size());
+  if (n_tokens == 0) return;
+  const size_t keep = m.history.size() - static_cast<size_t>(n_tokens);
+  m.cur = std::move(m.history[keep]);
+  m.history.resize(keep);
+  m.ended = false;
+}
+
+int32_t GrammarMatcher::num_accepted_tokens() const {
+  return static_cast<int32_t>(impl_->history.size());
+}
+
+}  // namespace loom::structured

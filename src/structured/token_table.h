@@ -1,0 +1,91 @@
+// Per-position token tables (the adaptive token mask of XGrammar, in loom's own form).
+//
+// For a grammar position — the top stack frame, plus its caller when the top rule is small,
+// plus the callers of counted rules (see TableKey) — the whole vocabulary is classified once:
+//   accepted: the token's bytes are consumed without leaving the position's frames, so it is
+//             allowed whatever the rest of the stack is;
+//   rejected: every path dies inside those frames;
+//   context-dependent: some path leaves them with bytes left; only these are walked with the
+//             real stack when a mask is filled.
+// Repetition counts enter the key clamped: a count further than the longest token from its
+// bound cannot be told apart by one token. A count nearer its bound gets a table derived from
+// the clamped one: only tokens longer than the remaining iterations can tell them apart.
+//
+// Tables depend on the grammar only through the automaton reachable from the key's frames, so
+// table_shape() writes that automaton down canonically and equal shapes share one table
+// across grammars (table_store.h): every schema's string body is the same few states.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "structured/grammar.h"
+#include "structured/stack_walker.h"
+#include "structured/vocab_index.h"
+
+namespace loom::structured {
+
+// The top frame, and while a frame's rule is small or counted (its body is usually one
+// character), its callers too, so that tokens running past it (`abc",`) are decided here.
+constexpr int kMaxKeyFrames = 4;
+struct TableKey {
+  int32_t n = 1;
+  int32_t state[kMaxKeyFrames] = {};  // [0] = top
+  int32_t count[kMaxKeyFrames] = {};  // clamped
+  bool operator==(const TableKey& o) const {
+    if (n != o.n) return false;
+    for (int i = 0; i < n; ++i)
+      if (state[i] != o.state[i] || count[i] != o.count[i]) return false;
+    return true;
+  }
+};
+
+struct TableKeyHash {
+  size_t operator()(const TableKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.n);
+    for (int i = 0; i < k.n; ++i) {
+      h = (h ^ static_cast<uint32_t>(k.state[i])) * 0x9E3779B97F4A7C15ull;
+      h = (h ^ static_cast<uint32_t>(k.count[i])) * 0xC2B2AE3D27D4EB4Full;
+    }
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+
+struct TokenTable {
+  std::vector<uint32_t> accepted;      // bitmask words over the vocabulary
+  std::vector<int32_t> ctx;            // context-dependent normal tokens, in vocab sort order
+  std::vector<uint16_t> ctx_lcp;       // common prefix with the previous ctx token
+  std::vector<int32_t> ctx_special;    // context-dependent special tokens
+  int32_t n_accepted = 0;
+};
+
+// The key for frontier node `node` of `arena` (max_len: the vocabulary's longest token).
+TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int32_t max_len);
+
+std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
+                                              const TableKey& key);
+
+// If a frame of `key` is a clamp-ok counted rule within max_len of its bound: the key with
+// those counts clamped (`base`) and the fewest iterations left among them (`remaining`).
+bool near_bound(const Grammar& g, const TableKey& key, int32_t max_len, TableKey* base,
+                int32_t* remaining);
+
+// The table of `key` from the table of its near_bound() base: tokens no longer than
+// `remaining` bytes cannot reach the bound (each iteration consumes a byte), so they keep
+// their class; the longer ones the base accepted or left to the context are walked again.
+std::unique_ptr<TokenTable> derive_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
+                                               const TableKey& key, const TokenTable& base,
+                                               int32_t remaining);
+
+// The canonical form of the automaton reachable from `key` (states renumbered in visit
+// order, counts of counted frames as iterations left), appended to `out` as raw bytes.
+// Returns false, leaving `out` unspecified, past max_states states: such a large shape is one
+// grammar's own and not worth keeping process-wide.
+bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std::string& out);
+
+// Heap bytes held by a table (cache budgets).
+size_t table_bytes(const TokenTable& t);
+
+}  // namespace loom::structured

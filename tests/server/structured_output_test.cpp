@@ -1,0 +1,244 @@
+// Structured outputs and tool calls over real HTTP with the random-weight test model: whatever
+// the model "wants", the output follows the request's schema / regex / choice / tool list (so
+// only a working constraint passes), streams reassemble to the non-streamed answer, and every
+// bad constraint is a 400 that names its field while the server stays healthy.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "server_fixture.h"
+
+namespace loom::test {
+namespace {
+
+using nlohmann::json;
+
+json chat_body(json extra, int max_tokens = 200) {
+  json b = {{"messages", {{{"role", "user"}, {"content", "Give me the data."}}}},
+            {"max_tokens", max_tokens}, {"temperature", 1.0}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) b[it.key()] = it.value();
+  return b;
+}
+
+// A small schema whose documents are short whatever the model does: enums, booleans, bounded
+// integers and strings.
+json person_schema() {
+  return json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 6},
+      "age": {"type": "integer", "minimum": 0, "maximum": 120},
+      "role": {"enum": ["admin", "user", null]},
+      "tags": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}
+    },
+    "required": ["name", "age", "role"],
+    "additionalProperties": false
+  })");
+}
+
+// Validates a document against person_schema() by hand (independent of the grammar engine).
+void expect_person(const std::string& text) {
+  json doc;
+  ASSERT_NO_THROW(doc = json::parse(text)) << text;
+  ASSERT_TRUE(doc.is_object()) << text;
+  for (auto it = doc.begin(); it != doc.end(); ++it)
+    EXPECT_TRUE(it.key() == "name" || it.key() == "age" || it.key() == "role" || it.key() == "tags") << text;
+  ASSERT_TRUE(doc.contains("name") && doc["name"].is_string()) << text;
+  // maxLength counts code points.
+  size_t cps = 0;
+  for (unsigned char c : doc["name"].get<std::string>()) cps += (c & 0xC0) != 0x80;
+  EXPECT_LE(cps, 6u) << text;
+  ASSERT_TRUE(doc.contains("age") && doc["age"].is_number_integer()) << text;
+  EXPECT_GE(doc["age"].get<int64_t>(), 0);
+  EXPECT_LE(doc["age"].get<int64_t>(), 120);
+  ASSERT_TRUE(doc.contains("role")) << text;
+  EXPECT_TRUE(doc["role"].is_null() || doc["role"] == "admin" || doc["role"] == "user") << text;
+  if (doc.contains("tags")) {
+    ASSERT_TRUE(doc["tags"].is_array()) << text;
+    EXPECT_LE(doc["tags"].size(), 3u);
+    for (const json& t : doc["tags"]) EXPECT_TRUE(t.is_boolean()) << text;
+  }
+}
+
+TEST(StructuredOutput, JsonSchemaResponseFormatIsFollowed) {
+  const uint16_t port = shared_port();
+  for (int seed = 1; seed <= 6; ++seed) {
+    json rf = {{"type", "json_schema"},
+               {"json_schema", {{"name", "person"}, {"schema", person_schema()}, {"strict", true}}}};
+    auto r = post_json(port, "/v1/chat/completions", chat_body({{"response_format", rf}, {"seed", seed}}));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = r.json();
+    const json& choice = j["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "stop") << r.body;  // the document ended by itself
+    expect_person(choice["message"]["content"].get<std::string>());
+  }
+}
+
+TEST(StructuredOutput, CompletionsGuidedFieldsAreFollowed) {
+  const uint16_t port = shared_port();
+  const std::vector<std::string> choices = {"red", "green", "blue sky"};
+  for (int seed = 1; seed <= 5; ++seed) {
+    json b = {{"prompt", "Pick a colour:"}, {"max_tokens", 40}, {"seed", seed}, {"guided_choice", choices}};
+    auto r = post_json(port, "/v1/completions", b);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string text = r.json()["choices"][0]["text"];
+    EXPECT_NE(std::find(choices.begin(), choices.end(), text), choices.end()) << text;
+
+    const std::string re = "[a-c]{2,4}-[0-9]+(\\.[0-9]{1,2})?";
+    b = {{"prompt", "Code:"}, {"max_tokens", 40}, {"seed", seed},
+         {"structured_outputs", {{"regex", re}}}};
+    r = post_json(port, "/v1/completions", b);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json c = r.json()["choices"][0];
+    const std::string code = c["text"];
+    if (c["finish_reason"] == "stop") EXPECT_TRUE(std::regex_match(code, std::regex(re))) << code;
+    // Whatever the finish, the text is a prefix the regex can still complete.
+    EXPECT_TRUE(std::regex_match(code.substr(0, 1), std::regex("[a-c]"))) << code;
+  }
+}
+
+json weather_tools() {
+  return json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+      "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 8},
+        "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": -9, "maximum": 9},
+        "b": {"type": "integer", "minimum": -9, "maximum": 9}}, "required": ["a", "b"],
+        "additionalProperties": false}}}
+  ])");
+}
+
+void expect_valid_call(const json& call) {
+  ASSERT_EQ(call["type"], "function") << call.dump();
+  ASSERT_TRUE(call["id"].is_string() && !call["id"].get<std::string>().empty()) << call.dump();
+  const std::string name = call["function"]["name"];
+  json args;
+  ASSERT_NO_THROW(args = json::parse(call["function"]["arguments"].get<std::string>())) << call.dump();
+  if (name == "get_weather") {
+    ASSERT_TRUE(args["city"].is_string()) << call.dump();
+    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << call.dump();
+    EXPECT_EQ(args.size(), 2u);
+  } else {
+    ASSERT_EQ(name, "add") << call.dump();
+    ASSERT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << call.dump();
+    EXPECT_LE(std::abs(args["a"].get<int>()), 9);
+    EXPECT_EQ(args.size(), 2u);
+  }
+}
+
+TEST(StructuredOutput, RequiredAndNamedToolChoiceProduceValidCalls) {
+  const uint16_t port = shared_port();
+  for (int seed = 1; seed <= 5; ++seed) {
+    auto r = post_json(port, "/v1/chat/completions",
+                       chat_body({{"tools", weather_tools()}, {"tool_choice", "required"},
+                                  {"parallel_tool_calls", false}, {"seed", seed}}, 200));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json c = r.json()["choices"][0];
+    ASSERT_EQ(c["finish_reason"], "tool_calls") << r.body;
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+    expect_valid_call(c["message"]["tool_calls"][0]);
+
+    json named = {{"type", "function"}, {"function", {{"name", "add"}}}};
+    r = post_json(port, "/v1/chat/completions",
+                  chat_body({{"tools", weather_tools()}, {"tool_choice", named}, {"seed", seed}}, 200));
+    ASSERT_EQ(r.status, 200) << r.body;
+    c = r.json()["choices"][0];
+    ASSERT_EQ(c["finish_reason"], "tool_calls") << r.body;
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+    EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "add");
+    expect_valid_call(c["message"]["tool_calls"][0]);
+    EXPECT_TRUE(c["message"]["content"].is_null()) << r.body;
+  }
+}
+
+TEST(StructuredOutput, StreamedToolCallsReassembleToTheSameCall) {
+  const uint16_t port = shared_port();
+  json body = chat_body({{"tools", weather_tools()}, {"tool_choice", "required"},
+                         {"parallel_tool_calls", false}, {"seed", 7}}, 200);
+  auto whole = post_json(port, "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json expect = whole.json()["choices"][0]["message"]["tool_calls"][0];
+  body["stream"] = true;
+  auto r = post_json(port, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string name, args, id, finish, content;
+  for (const SseEvent& e : parse_sse(r.body)) {
+    if (e.data == "[DONE]") continue;
+    json ck = json::parse(e.data);
+    for (const json& ch : ck["choices"]) {
+      const json& d = ch["delta"];
+      if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+      if (d.contains("tool_calls")) {
+        for (const json& tc : d["tool_calls"]) {
+          EXPECT_EQ(tc["index"], 0);
+          if (tc.contains("id")) {
+            EXPECT_TRUE(id.empty()) << "id sent twice";
+            id = tc["id"];
+            name = tc["function"]["name"];
+          }
+          if (tc["function"].contains("arguments")) args += tc["function"]["arguments"].get<std::string>();
+        }
+      }
+      if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+    }
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(content, "") << "tool-call markup leaked into content";
+  EXPECT_EQ(name, expect["function"]["name"]);
+  EXPECT_EQ(json::parse(args), json::parse(expect["function"]["arguments"].get<std::string>()));
+}
+
+TEST(StructuredOutput, ToolResultsRenderInAFollowUpTurn) {
+  const uint16_t port = shared_port();
+  json messages = json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"c\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "21 C, sunny"}
+  ])");
+  json b = {{"messages", messages}, {"tools", weather_tools()}, {"max_tokens", 8}, {"ignore_eos", true}};
+  auto r = post_json(port, "/v1/chat/completions", b);
+  ASSERT_EQ(r.status, 200) << r.body;
+}
+
+TEST(StructuredOutput, BadConstraintsAre400sNamingTheField) {
+  const uint16_t port = shared_port();
+  struct Case {
+    json extra;
+    std::string param;
+    std::string in_message;
+  };
+  const json schema_rf = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"patternProperties", {{"^a", {{"type", "string"}}}}}}}}}};
+  const std::vector<Case> cases = {
+      {{{"response_format", schema_rf}}, "response_format", "patternProperties"},
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", 5}}}}}}}}, "response_format", "type"},
+      {{{"response_format", {{"type", "yaml"}}}}, "response_format", "yaml"},
+      {{{"guided_regex", "(a)\\1"}}, "guided_regex", "backreference"},
+      {{{"guided_choice", json::array()}}, "guided_choice", "guided_choice"},
+      {{{"guided_json", {{"type", "object"}}}, {"guided_regex", "a"}}, "guided_regex", "only one"},
+      {{{"structured_outputs", {{"yaml", "x"}}}}, "structured_outputs", "yaml"},
+      {{{"grammar", "root ::= undefined-rule"}}, "grammar", "undefined-rule"},
+      {{{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}, "tool_choice", "nope"},
+      {{{"tool_choice", "required"}}, "tool_choice", "tools"},
+      {{{"tool_choice", "sometimes"}}, "tool_choice", "sometimes"},
+      {{{"tools", json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"strung"}}}}}])")}}, "tools", "strung"},
+      {{{"tools", json::parse(R"([{"type":"function","function":{"name":"bad name!"}}])")}}, "tools", "bad name!"},
+      {{{"tools", json::parse(R"([{"type":"retrieval"}])")}}, "tools", "type"},
+  };
+  for (const Case& c : cases) {
+    auto r = post_json(port, "/v1/chat/completions", chat_body(c.extra));
+    EXPECT_EQ(r.status, 400) << c.extra.dump() << " -> " << r.body;
+    if (r.status != 400) continue;
+    json e = r.json()["error"];
+    EXPECT_EQ(e["param"], c.param) << r.body;
+    EXPECT_NE(e["message"].get<std::string>().find(c.in_message), std::string::npos) << r.body;
+  }
+  auto h = http_request(port, "GET", "/health", "");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(wait_engine_idle(shared_server()), "");
+}
+
+}  // namespace
+}  // namespace loom::test
