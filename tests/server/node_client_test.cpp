@@ -1,61 +1,59 @@
-// The official `openai` npm client against a real loom server: the test installs the package
-// into the build directory (once) and runs tests/server/openai_client.js with node. Skips only
-// when node or npm is not installed.
+// The official npm clients against a real loom server: `openai` (tests/server/openai_client.js,
+// openai_tools_client.js) and `@anthropic-ai/sdk` (anthropic_client.js). Each test installs
+// its package into the build directory once and runs the script with node. Skips only when
+// node or npm is not installed.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-
+#include "common/node_packages.h"
 #include "server_fixture.h"
 
 namespace loom::test {
 namespace {
 
-std::string run(const std::string& cmd, int* rc) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) {
-    *rc = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = ::pclose(p);
-  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
-// Runs tests/server/<script> against a fresh server; expects `marker` in its output.
-void run_openai_script(const char* script_name, const char* marker) {
-  int rc = 0;
-  run("command -v node && command -v npm", &rc);
-  if (rc != 0) GTEST_SKIP() << "node or npm is not installed; skipping the openai npm client test";
-  // Installed next to the loom binary, i.e. in the build directory.
-  const std::filesystem::path dir = std::filesystem::path(LOOM_BINARY).parent_path() / "node_openai";
-  if (!std::filesystem::exists(dir / "node_modules" / "openai" / "package.json")) {
-    std::string out = run("npm install --prefix '" + dir.string() + "' openai@6 --no-audit --no-fund", &rc);
-    ASSERT_EQ(rc, 0) << "npm install openai failed:\n" << out;
-  }
+// Runs tests/server/<script> PORT MODEL KEY [extra] against a fresh server; expects `marker`.
+void run_client_script(const std::string& modules, const char* script_name, const char* marker,
+                       const std::string& extra_args = "") {
   server::ServerOptions so;
   so.api_key = "node-key";
   auto s = start_test_server(so);
   ASSERT_TRUE(s);
   const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/server/" + script_name;
-  std::string out = run("NODE_PATH='" + (dir / "node_modules").string() + "' node '" + script + "' " +
-                            std::to_string(s->port()) + " " + kTestModelName + " node-key",
-                        &rc);
+  int rc = 0;
+  std::string out = run_command("NODE_PATH='" + modules + "' node '" + script + "' " +
+                                    std::to_string(s->port()) + " " + kTestModelName + " node-key " +
+                                    extra_args,
+                                &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(marker), std::string::npos) << out;
   s->stop();
 }
 
-TEST(ServerNodeClient, OfficialOpenAiPackage) { run_openai_script("openai_client.js", "OPENAI_CLIENT_OK"); }
+std::string openai_modules(std::string* skip) {
+  return npm_modules("node_openai", "openai@6", "openai/package.json", skip);
+}
+
+TEST(ServerNodeClient, OfficialOpenAiPackage) {
+  std::string skip;
+  const std::string modules = openai_modules(&skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "openai_client.js", "OPENAI_CLIENT_OK");
+}
 
 // Structured outputs and tools through the SDK (response_format, tool_choice, streamed calls).
 TEST(ServerNodeClient, OfficialOpenAiPackageToolsAndSchemas) {
-  run_openai_script("openai_tools_client.js", "OPENAI_TOOLS_CLIENT_OK");
+  std::string skip;
+  const std::string modules = openai_modules(&skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "openai_tools_client.js", "OPENAI_TOOLS_CLIENT_OK");
+}
+
+// Tools with tool_choice any, a streamed final message, a tool_result turn, a typed error.
+TEST(ServerNodeClient, OfficialAnthropicPackage) {
+  std::string skip;
+  const std::string modules =
+      npm_modules("node_anthropic", "@anthropic-ai/sdk@1", "@anthropic-ai/sdk/package.json", &skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "anthropic_client.js", "ANTHROPIC_CLIENT_OK", std::to_string(kTestMaxModelLen));
 }
 
 }  // namespace

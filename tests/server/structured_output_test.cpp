@@ -203,6 +203,63 @@ TEST(StructuredOutput, ToolResultsRenderInAFollowUpTurn) {
   ASSERT_EQ(r.status, 200) << r.body;
 }
 
+// vLLM's structural tag: free text, and whatever follows a trigger is the tagged structure.
+// The trigger's characters get a logit bias so that the random model writes it often.
+TEST(StructuredOutput, StructuralTagConstrainsTextAfterItsTrigger) {
+  const uint16_t port = shared_port();
+  auto ids = post_json(port, "/tokenize", {{"prompt", "<f="}, {"add_special_tokens", false}});
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  json bias = json::object();
+  for (const json& t : ids.json()["tokens"]) bias[std::to_string(t.get<int>())] = 9;
+  json tag = json::parse(R"({"type": "structural_tag", "triggers": ["<f="],
+    "structures": [{"begin": "<f=add>", "schema": {"type": "object", "properties":
+      {"a": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["a"],
+      "additionalProperties": false}, "end": "</f>"}]})");
+  const std::regex whole("<f=add>\\{\"a\":(0|[1-9][0-9]?)\\}</f>");
+  int structures = 0;
+  for (int seed = 1; seed <= 6; ++seed) {
+    auto r = post_json(port, "/v1/completions", {{"prompt", "Call"}, {"max_tokens", 80}, {"seed", seed},
+                                                 {"logit_bias", bias}, {"response_format", tag}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string text = r.json()["choices"][0]["text"];
+    // Every trigger starts a whole structure, unless the text ran out inside it.
+    for (size_t p = text.find("<f="); p != std::string::npos; p = text.find("<f=", p + 1)) {
+      const std::string rest = text.substr(p);
+      std::smatch m;
+      if (std::regex_search(rest, m, whole, std::regex_constants::match_continuous)) {
+        ++structures;
+      } else {
+        EXPECT_LT(rest.size(), 20u) << "an incomplete structure before the end: " << text;
+      }
+    }
+  }
+  EXPECT_GE(structures, 3) << "the biased model should open the structure a few times; bias " << bias.dump();
+}
+
+// A reasoning model with thinking turned off: the answer itself is constrained, and nothing
+// is reported as reasoning.
+TEST(StructuredOutput, SchemaAppliesWhenThinkingIsOff) {
+  server::ServerOptions so;
+  so.chat_template =
+      "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
+      "{%- if add_generation_prompt -%}<|assistant|>"
+      "{%- if enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>\n\n{%- endif -%}"
+      "{%- endif -%}";
+  auto s = start_test_server(so);
+  ASSERT_TRUE(s);
+  json rf = {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", person_schema()}}}};
+  for (int seed = 1; seed <= 3; ++seed) {
+    auto r = post_json(s->port(), "/v1/chat/completions",
+                       chat_body({{"response_format", rf}, {"seed", seed},
+                                  {"chat_template_kwargs", {{"enable_thinking", false}}}}));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json m = r.json()["choices"][0]["message"];
+    EXPECT_TRUE(m["reasoning_content"].is_null()) << r.body;
+    expect_person(m["content"].get<std::string>());
+  }
+  s->stop();
+}
+
 TEST(StructuredOutput, BadConstraintsAre400sNamingTheField) {
   const uint16_t port = shared_port();
   struct Case {

@@ -12,40 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/node_packages.h"
+
 namespace loom::structured::test {
 
-inline std::string run_command(const std::string& cmd, int* rc) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) {
-    *rc = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
+using loom::test::run_command;
 
 // The node_modules directory holding ajv, or "" (with *skip_reason set) when unavailable.
 inline std::string ajv_modules(std::string* skip_reason) {
-  int rc = 0;
-  run_command("command -v node && command -v npm", &rc);
-  if (rc != 0) {
-    *skip_reason = "node or npm is not installed; skipping the ajv oracle";
-    return "";
-  }
-  const std::filesystem::path dir = std::filesystem::path(LOOM_BINARY).parent_path() / "node_ajv";
-  if (!std::filesystem::exists(dir / "node_modules" / "ajv-formats" / "package.json")) {
-    std::string out = run_command("npm install --prefix '" + dir.string() +
-                                      "' ajv@8 ajv-formats@3 --no-audit --no-fund",
-                                  &rc);
-    EXPECT_EQ(rc, 0) << "npm install ajv failed:\n" << out;
-    if (rc != 0) return "";
-  }
-  return (dir / "node_modules").string();
+  return loom::test::npm_modules("node_ajv", "ajv@8 ajv-formats@3", "ajv-formats/package.json", skip_reason);
 }
 
 struct AjvCase {
