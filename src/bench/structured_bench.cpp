@@ -159,9 +159,11 @@ Result<Row> run_grammar(const std::string& name, const GbnfFor& gbnf_for, bool f
         break;
       }
       if (allowed.empty()) break;
-      const bool close = !closers.empty() && (rng() % 100) < static_cast<uint32_t>(10 + 80 * step / max_steps);
+      const bool close =
+          !closers.empty() && (rng() % 100) < static_cast<uint32_t>(10 + 80 * step / max_steps);
       const std::vector<int32_t>& from = close ? closers : allowed;
-      if (!m.accept_token(from[rng() % from.size()])) return internal_error("mask allowed a rejected token");
+      if (!m.accept_token(from[rng() % from.size()]))
+        return internal_error("mask allowed a rejected token");
     }
   }
   auto pct = [](std::vector<double>& v, double p) {
@@ -176,7 +178,8 @@ Result<Row> run_grammar(const std::string& name, const GbnfFor& gbnf_for, bool f
 
 // The nested schema with every property name suffixed by the document number: a schema no
 // earlier document compiled, with the same shapes (strings, numbers, enums, arrays).
-structured::OrderedJson rename_properties(const structured::OrderedJson& s, const std::string& suffix) {
+structured::OrderedJson rename_properties(const structured::OrderedJson& s,
+                                          const std::string& suffix) {
   if (s.is_array()) {
     structured::OrderedJson out = structured::OrderedJson::array();
     for (const auto& x : s) out.push_back(rename_properties(x, suffix));
@@ -206,7 +209,9 @@ int structured_main(int argc, char** argv) {
   int documents = 8, max_steps = 300;
   uint32_t seed = 1;
   int cpu = -1;
-  app.add_option("--tokenizer", tokenizer_path, "tokenizer: GGUF file, tokenizer.json or its directory")->required();
+  app.add_option("--tokenizer", tokenizer_path,
+                 "tokenizer: GGUF file, tokenizer.json or its directory")
+      ->required();
   app.add_option("-o,--output", output, "table or json");
   app.add_option("--documents", documents, "random documents per grammar");
   app.add_option("--max-steps", max_steps, "tokens per document at most");
@@ -236,19 +241,24 @@ int structured_main(int argc, char** argv) {
     if (!g.is_ok()) return invalid_argument("schema: " + g.status().message());
     return *g;
   };
-  auto fixed = [](Result<std::string> g) -> GbnfFor {
-    return [g](int) { return g; };
-  };
+  auto fixed = [](Result<std::string> g) -> GbnfFor { return [g](int) { return g; }; };
   auto regex = structured::regex_to_gbnf(kRegex);
   const std::vector<std::tuple<std::string, GbnfFor, bool>> grammars = {
       {"json_schema_nested", fixed(schema_gbnf(nested)), false},
       {"json_object", fixed(structured::any_json_object_gbnf()), false},
-      {"regex", fixed(regex.is_ok() ? Result<std::string>(*regex)
-                                    : Result<std::string>(invalid_argument("regex: " + regex.status().message()))),
+      {"regex",
+       fixed(regex.is_ok()
+                 ? Result<std::string>(*regex)
+                 : Result<std::string>(invalid_argument("regex: " + regex.status().message()))),
        false},
       {"gbnf_arithmetic", fixed(std::string(kGbnf)), false},
       // Serving: every request its own schema, never seen before, compiled on arrival.
-      {"json_schema_fresh", [&](int doc) { return schema_gbnf(rename_properties(nested, "_d" + std::to_string(doc) + "_" + std::to_string(seed))); }, true},
+      {"json_schema_fresh",
+       [&](int doc) {
+         return schema_gbnf(
+             rename_properties(nested, "_d" + std::to_string(doc) + "_" + std::to_string(seed)));
+       },
+       true},
   };
 
   std::vector<Row> rows;
@@ -263,18 +273,25 @@ int structured_main(int argc, char** argv) {
   if (output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows)
-      j.push_back({{"grammar", r.grammar}, {"compile_ms", r.compile_ms}, {"mask_us_median", r.mask_us_median},
-                   {"mask_us_p99", r.mask_us_p99}, {"steps", r.steps}, {"documents_ended", r.documents_ended}});
+      j.push_back({{"grammar", r.grammar},
+                   {"compile_ms", r.compile_ms},
+                   {"mask_us_median", r.mask_us_median},
+                   {"mask_us_p99", r.mask_us_p99},
+                   {"steps", r.steps},
+                   {"documents_ended", r.documents_ended}});
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("vocabulary: %d tokens (%.0f ms with its JSON tables); %d documents x <= %d tokens per grammar, "
-                "seed %u, one pinned thread\n",
-                vocab->size(), vocab_ms, documents, max_steps, seed);
-    std::printf("%-20s %11s %15s %12s %7s %6s\n", "grammar", "compile_ms", "mask_us_median", "mask_us_p99",
-                "steps", "ended");
+    std::printf(
+        "vocabulary: %d tokens (%.0f ms with its JSON tables); %d documents x <= %d tokens per "
+        "grammar, "
+        "seed %u, one pinned thread\n",
+        vocab->size(), vocab_ms, documents, max_steps, seed);
+    std::printf("%-20s %11s %15s %12s %7s %6s\n", "grammar", "compile_ms", "mask_us_median",
+                "mask_us_p99", "steps", "ended");
     for (const Row& r : rows)
-      std::printf("%-20s %11.2f %15.2f %12.2f %7lld %6lld\n", r.grammar.c_str(), r.compile_ms, r.mask_us_median,
-                  r.mask_us_p99, static_cast<long long>(r.steps), static_cast<long long>(r.documents_ended));
+      std::printf("%-20s %11.2f %15.2f %12.2f %7lld %6lld\n", r.grammar.c_str(), r.compile_ms,
+                  r.mask_us_median, r.mask_us_p99, static_cast<long long>(r.steps),
+                  static_cast<long long>(r.documents_ended));
   }
   return 0;
 }
@@ -282,6 +299,8 @@ int structured_main(int argc, char** argv) {
 }  // namespace
 
 // Registered from src/cli/cmd_bench.cpp.
-int structured_bench_main(int argc, char** argv) { return structured_main(argc, argv); }
+int structured_bench_main(int argc, char** argv) {
+  return structured_main(argc, argv);
+}
 
 }  // namespace loom::bench

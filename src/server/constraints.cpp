@@ -16,7 +16,9 @@ using structured::OrderedJson;
 
 // "response_format.json_schema.schema" -> "response_format": errors name the request's
 // top-level field as `param`, and the full path in the message.
-std::string top_field(const std::string& field) { return field.substr(0, field.find_first_of(".[")); }
+std::string top_field(const std::string& field) {
+  return field.substr(0, field.find_first_of(".["));
+}
 
 ApiError field_error(const std::string& message, const std::string& field) {
   return bad_request(message, top_field(field));
@@ -79,7 +81,9 @@ std::optional<ApiError> structural_tag_gbnf(const Json& v, const std::string& fi
   if (!tag.is_object()) return field_error(field + " must be an object", field);
   for (auto it = tag.begin(); it != tag.end(); ++it)
     if (it.key() != "type" && it.key() != "structures" && it.key() != "triggers")
-      return field_error(field + "." + it.key() + " is not supported (expected type, structures, triggers)", field);
+      return field_error(
+          field + "." + it.key() + " is not supported (expected type, structures, triggers)",
+          field);
   auto structures = tag.find("structures");
   if (structures == tag.end() || !structures->is_array() || structures->empty())
     return field_error(field + ".structures must be a non-empty list", field);
@@ -88,8 +92,10 @@ std::optional<ApiError> structural_tag_gbnf(const Json& v, const std::string& fi
     if (!s.is_object()) return field_error(field + ".structures items must be objects", field);
     structured::StructuralTagItem item;
     auto b = s.find("begin"), e = s.find("end"), sc = s.find("schema");
-    if (b == s.end() || !b->is_string() || b->get<std::string>().empty() || e == s.end() || !e->is_string())
-      return field_error(field + ".structures items need string 'begin' (non-empty) and 'end'", field);
+    if (b == s.end() || !b->is_string() || b->get<std::string>().empty() || e == s.end() ||
+        !e->is_string())
+      return field_error(field + ".structures items need string 'begin' (non-empty) and 'end'",
+                         field);
     item.begin = b->get<std::string>();
     item.end = e->get<std::string>();
     Json schema = Json::object();
@@ -106,7 +112,8 @@ std::optional<ApiError> structural_tag_gbnf(const Json& v, const std::string& fi
     bool covered = false;
     for (const auto& tr : triggers) covered |= it.begin.rfind(tr, 0) == 0;
     if (!covered)
-      return field_error(field + ": structure begin '" + it.begin + "' does not start with any trigger", field);
+      return field_error(
+          field + ": structure begin '" + it.begin + "' does not start with any trigger", field);
   }
   return from_result(structured::structural_tag_to_gbnf(items, triggers), field, gbnf);
 }
@@ -118,9 +125,9 @@ struct Collector {
   bool take(const std::string& field) {
     if (error) return false;
     if (!out->field.empty()) {
-      error = field_error("only one output constraint may be given, got both " + out->field +
-                              " and " + field,
-                          field);
+      error = field_error(
+          "only one output constraint may be given, got both " + out->field + " and " + field,
+          field);
       return false;
     }
     out->field = field;
@@ -132,16 +139,21 @@ struct Collector {
 };
 
 void read_response_format(const Json& rf, Collector& c) {
-  if (!rf.is_object()) return c.set(field_error("response_format must be an object", "response_format"));
+  if (!rf.is_object())
+    return c.set(field_error("response_format must be an object", "response_format"));
   auto type = rf.find("type");
   if (type == rf.end() || !type->is_string())
-    return c.set(field_error("response_format.type is required: text, json_object, json_schema or structural_tag", "response_format"));
+    return c.set(field_error(
+        "response_format.type is required: text, json_object, json_schema or structural_tag",
+        "response_format"));
   const std::string t = type->get<std::string>();
   for (auto it = rf.begin(); it != rf.end(); ++it) {
     const std::string& k = it.key();
     const bool known = k == "type" || (t == "json_schema" && k == "json_schema") ||
                        (t == "structural_tag" && (k == "structures" || k == "triggers"));
-    if (!known) return c.set(field_error("response_format." + k + " is not valid for type '" + t + "'", "response_format"));
+    if (!known)
+      return c.set(field_error("response_format." + k + " is not valid for type '" + t + "'",
+                               "response_format"));
   }
   if (t == "text") return;
   if (t == "json_object") {
@@ -151,21 +163,28 @@ void read_response_format(const Json& rf, Collector& c) {
   if (t == "json_schema") {
     auto js = rf.find("json_schema");
     if (js == rf.end() || !js->is_object())
-      return c.set(field_error("response_format.json_schema is required for type json_schema", "response_format"));
+      return c.set(field_error("response_format.json_schema is required for type json_schema",
+                               "response_format"));
     for (auto it = js->begin(); it != js->end(); ++it) {
       const std::string& k = it.key();
       if (k != "name" && k != "schema" && k != "strict" && k != "description")
-        return c.set(field_error("response_format.json_schema." + k + " is not a known field (name, schema, strict, description)", "response_format"));
+        return c.set(field_error("response_format.json_schema." + k +
+                                     " is not a known field (name, schema, strict, description)",
+                                 "response_format"));
     }
     auto name = js->find("name");
     if (name == js->end() || !name->is_string())
-      return c.set(field_error("response_format.json_schema.name is required (a string)", "response_format"));
+      return c.set(field_error("response_format.json_schema.name is required (a string)",
+                               "response_format"));
     static const std::regex kName("^[a-zA-Z0-9_-]{1,64}$");
     if (!std::regex_match(name->get<std::string>(), kName))
-      return c.set(field_error("response_format.json_schema.name must be 1-64 of a-z, A-Z, 0-9, _ and -", "response_format"));
+      return c.set(
+          field_error("response_format.json_schema.name must be 1-64 of a-z, A-Z, 0-9, _ and -",
+                      "response_format"));
     auto strict = js->find("strict");
     if (strict != js->end() && !strict->is_null() && !strict->is_boolean())
-      return c.set(field_error("response_format.json_schema.strict must be a boolean", "response_format"));
+      return c.set(
+          field_error("response_format.json_schema.strict must be a boolean", "response_format"));
     auto schema = js->find("schema");
     // Without a schema OpenAI accepts any JSON object.
     if (!c.take("response_format")) return;
@@ -179,7 +198,10 @@ void read_response_format(const Json& rf, Collector& c) {
     if (c.take("response_format")) c.set(structural_tag_gbnf(rf, "response_format", &c.out->gbnf));
     return;
   }
-  c.set(field_error("response_format.type must be text, json_object, json_schema or structural_tag, got '" + t + "'", "response_format"));
+  c.set(field_error(
+      "response_format.type must be text, json_object, json_schema or structural_tag, got '" + t +
+          "'",
+      "response_format"));
 }
 
 void read_structured_outputs(const Json& so, Collector& c) {
@@ -197,11 +219,13 @@ void read_structured_outputs(const Json& so, Collector& c) {
       if (v.get<bool>() && c.take(field)) c.out->gbnf = structured::any_json_object_gbnf();
     } else if (k == "regex") {
       if (!v.is_string()) return c.set(field_error(field + " must be a string", f));
-      if (c.take(field)) c.set(from_result(structured::regex_to_gbnf(v.get<std::string>()), field, &c.out->gbnf));
+      if (c.take(field))
+        c.set(from_result(structured::regex_to_gbnf(v.get<std::string>()), field, &c.out->gbnf));
     } else if (k == "choice") {
       std::vector<std::string> choices;
       if (auto e = string_list(v, field, &choices)) return c.set(std::move(e));
-      if (c.take(field)) c.set(from_result(structured::choice_to_gbnf(choices), field, &c.out->gbnf));
+      if (c.take(field))
+        c.set(from_result(structured::choice_to_gbnf(choices), field, &c.out->gbnf));
     } else if (k == "grammar") {
       if (!v.is_string()) return c.set(field_error(field + " must be a string (GBNF)", f));
       if (c.take(field)) c.out->gbnf = v.get<std::string>();
@@ -213,9 +237,12 @@ void read_structured_outputs(const Json& so, Collector& c) {
       // back, emit no free whitespace, and follow additionalProperties as written.
       if (!v.is_boolean()) return c.set(field_error(field + " must be a boolean", f));
       if (k == "disable_additional_properties" && v.get<bool>())
-        return c.set(field_error(field + " is not supported: set additionalProperties: false in the schema", f));
+        return c.set(field_error(
+            field + " is not supported: set additionalProperties: false in the schema", f));
     } else {
-      return c.set(field_error(field + " is not supported (known: json, regex, choice, grammar, json_object, structural_tag)", f));
+      return c.set(field_error(field + " is not supported (known: json, regex, choice, grammar, "
+                                       "json_object, structural_tag)",
+                               f));
     }
   }
 }
@@ -232,27 +259,33 @@ std::optional<ApiError> read_answer_constraint(FieldReader& r, AnswerConstraint*
   if (const Json* v = r.raw("json_schema"))  // llama-server
     if (c.take("json_schema")) c.set(schema_gbnf(*v, "json_schema", &out->gbnf));
   if (const Json* v = r.raw("guided_regex")) {
-    if (!v->is_string()) c.set(bad_request("guided_regex must be a string", "guided_regex"));
+    if (!v->is_string())
+      c.set(bad_request("guided_regex must be a string", "guided_regex"));
     else if (c.take("guided_regex"))
-      c.set(from_result(structured::regex_to_gbnf(v->get<std::string>()), "guided_regex", &out->gbnf));
+      c.set(from_result(structured::regex_to_gbnf(v->get<std::string>()), "guided_regex",
+                        &out->gbnf));
   }
   if (const Json* v = r.raw("guided_choice")) {
     std::vector<std::string> choices;
-    if (auto e = string_list(*v, "guided_choice", &choices)) c.set(std::move(e));
+    if (auto e = string_list(*v, "guided_choice", &choices))
+      c.set(std::move(e));
     else if (c.take("guided_choice"))
       c.set(from_result(structured::choice_to_gbnf(choices), "guided_choice", &out->gbnf));
   }
   for (const char* k : {"guided_grammar", "grammar"}) {
     if (const Json* v = r.raw(k)) {
-      if (!v->is_string()) c.set(bad_request(std::string(k) + " must be a string (GBNF)", k));
-      else if (c.take(k)) out->gbnf = v->get<std::string>();
+      if (!v->is_string())
+        c.set(bad_request(std::string(k) + " must be a string (GBNF)", k));
+      else if (c.take(k))
+        out->gbnf = v->get<std::string>();
     }
   }
   // Which engine enforces the grammar does not change what the output may be: any name is
   // served by loom's own.
   r.opt_string("guided_decoding_backend");
   if (r.raw("guided_whitespace_pattern"))
-    c.set(bad_request("guided_whitespace_pattern is not supported (JSON output is compact)", "guided_whitespace_pattern"));
+    c.set(bad_request("guided_whitespace_pattern is not supported (JSON output is compact)",
+                      "guided_whitespace_pattern"));
   if (!r.ok()) return r.error();
   return c.error;
 }
@@ -265,20 +298,28 @@ std::optional<ApiError> validate_tools(const ToolsRequest& tools, const char* pa
     const std::string where = std::string(param) + "[" + std::to_string(i) + "]";
     const std::string name = fn["name"].get<std::string>();
     if (!std::regex_match(name, kName))
-      return bad_request(where + ": function name '" + name + "' must be 1-64 of a-z, A-Z, 0-9, _, . and -", param);
+      return bad_request(
+          where + ": function name '" + name + "' must be 1-64 of a-z, A-Z, 0-9, _, . and -",
+          param);
     for (const auto& n : names)
-      if (n == name) return bad_request(where + ": function '" + name + "' is declared twice", param);
+      if (n == name)
+        return bad_request(where + ": function '" + name + "' is declared twice", param);
     names.push_back(name);
     if (fn.contains("parameters")) {
       const Json& p = fn["parameters"];
-      if (!p.is_object()) return bad_request(where + ": parameters must be a JSON Schema object", param);
+      if (!p.is_object())
+        return bad_request(where + ": parameters must be a JSON Schema object", param);
       auto g = structured::json_schema_to_gbnf(p);
-      if (!g.is_ok()) return bad_request(where + " (" + name + "): invalid parameters: " + g.status().message(), param);
+      if (!g.is_ok())
+        return bad_request(where + " (" + name + "): invalid parameters: " + g.status().message(),
+                           param);
     }
   }
   if (tools.mode == ToolMode::kNamed &&
       std::find(names.begin(), names.end(), tools.function_name) == names.end())
-    return bad_request("tool_choice names function '" + tools.function_name + "', which is not among the declared tools", "tool_choice");
+    return bad_request("tool_choice names function '" + tools.function_name +
+                           "', which is not among the declared tools",
+                       "tool_choice");
   return std::nullopt;
 }
 
@@ -295,9 +336,11 @@ std::optional<ApiError> read_openai_tools(FieldReader& r, ToolsRequest* out) {
       if (type == t.end() || *type != "function")
         return bad_request(where + ".type must be 'function'", "tools");
       auto fn = t.find("function");
-      if (fn == t.end() || !fn->is_object()) return bad_request(where + ".function must be an object", "tools");
+      if (fn == t.end() || !fn->is_object())
+        return bad_request(where + ".function must be an object", "tools");
       auto name = fn->find("name");
-      if (name == fn->end() || !name->is_string()) return bad_request(where + ".function.name is required (a string)", "tools");
+      if (name == fn->end() || !name->is_string())
+        return bad_request(where + ".function.name is required (a string)", "tools");
       for (auto it = fn->begin(); it != fn->end(); ++it) {
         const std::string& k = it.key();
         if (k != "name" && k != "description" && k != "parameters" && k != "strict")
@@ -317,20 +360,32 @@ std::optional<ApiError> read_openai_tools(FieldReader& r, ToolsRequest* out) {
   if (choice) {
     if (choice->is_string()) {
       const std::string c = choice->get<std::string>();
-      if (c == "none") out->mode = ToolMode::kNone;
-      else if (c == "auto") out->mode = out->declared() ? ToolMode::kAuto : ToolMode::kNone;
-      else if (c == "required") out->mode = ToolMode::kRequired;
-      else return bad_request("tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}, got '" + c + "'", "tool_choice");
+      if (c == "none")
+        out->mode = ToolMode::kNone;
+      else if (c == "auto")
+        out->mode = out->declared() ? ToolMode::kAuto : ToolMode::kNone;
+      else if (c == "required")
+        out->mode = ToolMode::kRequired;
+      else
+        return bad_request(
+            "tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", "
+            "\"function\": {\"name\": ...}}, got '" +
+                c + "'",
+            "tool_choice");
     } else if (choice->is_object()) {
       auto type = choice->find("type");
       auto fn = choice->find("function");
       if (type == choice->end() || *type != "function" || fn == choice->end() || !fn->is_object() ||
           !fn->contains("name") || !(*fn)["name"].is_string())
-        return bad_request("tool_choice must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
+        return bad_request(
+            "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+            "tool_choice");
       out->mode = ToolMode::kNamed;
       out->function_name = (*fn)["name"].get<std::string>();
     } else {
-      return bad_request("tool_choice must be a string or an object, got " + json_type_name(*choice), "tool_choice");
+      return bad_request(
+          "tool_choice must be a string or an object, got " + json_type_name(*choice),
+          "tool_choice");
     }
     if ((out->mode == ToolMode::kRequired || out->mode == ToolMode::kNamed) && !out->declared())
       return bad_request("tool_choice requires tools to be declared", "tool_choice");
@@ -355,14 +410,19 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
     // no tool-call convention get Hermes-style markup.
     if (tools.mode != ToolMode::kNone && g.format.tools == chat::ToolCallFormat::kNone)
       g.format.tools = chat::ToolCallFormat::kHermes;
-    g.starts_in_reasoning = chat::prompt_opens_reasoning(g.format.reasoning, prompt.rendered_prompt);
-    g.allow_reasoning = g.format.reasoning != chat::ReasoningFormat::kNone && !prompt.thinking_disabled;
+    g.starts_in_reasoning =
+        chat::prompt_opens_reasoning(g.format.reasoning, prompt.rendered_prompt);
+    g.allow_reasoning =
+        g.format.reasoning != chat::ReasoningFormat::kNone && !prompt.thinking_disabled;
     g.tool_mode = tools.mode;
     g.tools = tools.tools;
     g.function_name = tools.function_name;
     g.parallel_tool_calls = tools.parallel_tool_calls;
     if (tools.mode != ToolMode::kNone && !answer.gbnf.empty())
-      return bad_request(answer.field + " cannot be combined with tool calls; set tool_choice to 'none' or drop " + answer.field, answer.field);
+      return bad_request(
+          answer.field + " cannot be combined with tool calls; set tool_choice to 'none' or drop " +
+              answer.field,
+          answer.field);
     out.format = g.format;
     out.tools_enabled = tools.mode != ToolMode::kNone;
     out.starts_in_reasoning = g.starts_in_reasoning;
@@ -377,15 +437,18 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
   std::string gbnf = answer.gbnf;
   if (chat) {
     auto built = chat::build_chat_grammar(g);
-    if (!built.is_ok()) return bad_request(built.status().message(), tools.declared() ? "tools" : answer.field);
+    if (!built.is_ok())
+      return bad_request(built.status().message(), tools.declared() ? "tools" : answer.field);
     gbnf = std::move(built).value();
   }
   if (gbnf.empty()) return std::nullopt;
   if (!ctx.token_vocab || !ctx.grammar_cache)
-    return bad_request("this model has no tokenizer, so its output cannot be constrained", answer.field.empty() ? "tools" : answer.field);
+    return bad_request("this model has no tokenizer, so its output cannot be constrained",
+                       answer.field.empty() ? "tools" : answer.field);
   auto compiled = ctx.grammar_cache->get(gbnf, ctx.token_vocab);
   if (!compiled.is_ok())
-    return bad_request((answer.field.empty() ? std::string("tools") : answer.field) + ": " + compiled.status().message(),
+    return bad_request((answer.field.empty() ? std::string("tools") : answer.field) + ": " +
+                           compiled.status().message(),
                        answer.field.empty() ? "tools" : answer.field);
   spec->params.grammar = std::move(compiled).value();
   return std::nullopt;

@@ -44,7 +44,9 @@ void CharSet::normalize() {
   ranges_ = std::move(out);
 }
 
-CharSet CharSet::complement() const { return all().minus(*this); }
+CharSet CharSet::complement() const {
+  return all().minus(*this);
+}
 
 CharSet CharSet::minus(const CharSet& other) const {
   CharSet out;
@@ -66,7 +68,9 @@ CharSet CharSet::minus(const CharSet& other) const {
   return out;
 }
 
-CharSet CharSet::intersect(const CharSet& other) const { return minus(minus(other)); }
+CharSet CharSet::intersect(const CharSet& other) const {
+  return minus(minus(other));
+}
 
 bool CharSet::contains(uint32_t cp) const {
   for (const CodeRange& r : ranges_)
@@ -176,6 +180,8 @@ std::string gbnf_class(const CharSet& set) {
   return "[" + pos + "]";
 }
 
-std::string gbnf_char_literal(uint32_t cp) { return GbnfBuilder::literal(encode_utf8(cp)); }
+std::string gbnf_char_literal(uint32_t cp) {
+  return GbnfBuilder::literal(encode_utf8(cp));
+}
 
 }  // namespace loom::structured::detail

@@ -8,11 +8,10 @@
 // it (the server turns it into a 400), never a silently weaker grammar.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "structured/gbnf_builder.h"

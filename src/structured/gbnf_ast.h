@@ -18,8 +18,8 @@ struct GbnfExpr {
   std::vector<GbnfExpr> kids;  // kAlt, kSeq: the parts; kRepeat: the one repeated expression
   std::string bytes;           // kLiteral: UTF-8 bytes
   std::vector<std::pair<uint32_t, uint32_t>> ranges;  // kClass: sorted disjoint code points
-  int32_t ref = -1;            // kRef: rule index
-  int32_t min = 0, max = -1;   // kRepeat: max -1 = unbounded
+  int32_t ref = -1;                                   // kRef: rule index
+  int32_t min = 0, max = -1;                          // kRepeat: max -1 = unbounded
   int32_t line = 0;
 };
 

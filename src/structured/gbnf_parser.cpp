@@ -299,16 +299,34 @@ class Parser {
       const char e = peek();
       ++pos_;
       switch (e) {
-        case 'n': cp = '\n'; return Status::ok();
-        case 'r': cp = '\r'; return Status::ok();
-        case 't': cp = '\t'; return Status::ok();
-        case '0': cp = 0; return Status::ok();
-        case '\\': case '"': case '[': case ']': case '-': case '^': case '/': case '\'':
+        case 'n':
+          cp = '\n';
+          return Status::ok();
+        case 'r':
+          cp = '\r';
+          return Status::ok();
+        case 't':
+          cp = '\t';
+          return Status::ok();
+        case '0':
+          cp = 0;
+          return Status::ok();
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+        case '\'':
           cp = static_cast<unsigned char>(e);
           return Status::ok();
-        case 'x': return parse_hex(2, cp);
-        case 'u': return parse_hex(4, cp);
-        case 'U': return parse_hex(8, cp);
+        case 'x':
+          return parse_hex(2, cp);
+        case 'u':
+          return parse_hex(4, cp);
+        case 'U':
+          return parse_hex(8, cp);
         default:
           return error(std::string("bad escape '\\") + (e ? std::string(1, e) : "") + "'");
       }
@@ -379,6 +397,8 @@ class Parser {
 
 }  // namespace
 
-Result<GbnfAst> parse_gbnf_ast(std::string_view text) { return Parser(text).run(); }
+Result<GbnfAst> parse_gbnf_ast(std::string_view text) {
+  return Parser(text).run();
+}
 
 }  // namespace loom::structured

@@ -44,7 +44,7 @@ struct CallEdge {
 
 struct GrammarState {
   int32_t rule = 0;
-  bool final = false;  // the rule may end here (pop the frame)
+  bool final = false;                     // the rule may end here (pop the frame)
   uint32_t byte_begin = 0, byte_end = 0;  // edges in Grammar::byte_edges
   uint32_t call_begin = 0, call_end = 0;  // edges in Grammar::call_edges
 };

@@ -36,7 +36,8 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(
   }
   // Compiled outside the lock so that one slow grammar does not stall other requests.
   LOOM_ASSIGN_OR_RETURN(auto grammar, parse_gbnf(gbnf));
-  LOOM_ASSIGN_OR_RETURN(auto compiled, CompiledGrammar::create(std::move(grammar), std::move(vocab)));
+  LOOM_ASSIGN_OR_RETURN(auto compiled,
+                        CompiledGrammar::create(std::move(grammar), std::move(vocab)));
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->index.find(key);
   if (it != impl_->index.end()) return it->second->second;

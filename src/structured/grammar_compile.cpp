@@ -21,16 +21,29 @@ constexpr size_t kMaxStates = 4'000'000;
 
 using Ranges = std::vector<std::pair<uint8_t, uint8_t>>;
 
-int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+int utf8_len(uint32_t cp) {
+  return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
 
 void utf8_encode(uint32_t cp, uint8_t* b) {
   switch (utf8_len(cp)) {
-    case 1: b[0] = static_cast<uint8_t>(cp); break;
-    case 2: b[0] = 0xC0 | (cp >> 6); b[1] = 0x80 | (cp & 0x3F); break;
-    case 3: b[0] = 0xE0 | (cp >> 12); b[1] = 0x80 | ((cp >> 6) & 0x3F); b[2] = 0x80 | (cp & 0x3F); break;
+    case 1:
+      b[0] = static_cast<uint8_t>(cp);
+      break;
+    case 2:
+      b[0] = 0xC0 | (cp >> 6);
+      b[1] = 0x80 | (cp & 0x3F);
+      break;
+    case 3:
+      b[0] = 0xE0 | (cp >> 12);
+      b[1] = 0x80 | ((cp >> 6) & 0x3F);
+      b[2] = 0x80 | (cp & 0x3F);
+      break;
     default:
-      b[0] = 0xF0 | (cp >> 18); b[1] = 0x80 | ((cp >> 12) & 0x3F);
-      b[2] = 0x80 | ((cp >> 6) & 0x3F); b[3] = 0x80 | (cp & 0x3F);
+      b[0] = 0xF0 | (cp >> 18);
+      b[1] = 0x80 | ((cp >> 12) & 0x3F);
+      b[2] = 0x80 | ((cp >> 6) & 0x3F);
+      b[3] = 0x80 | (cp & 0x3F);
   }
 }
 
@@ -120,7 +133,9 @@ class Compiler {
     state_rule_.push_back(rule);
     return static_cast<int32_t>(raw_.size() - 1);
   }
-  void eps(int32_t from, int32_t to) { raw_[from].push_back({RawEdge::Kind::kEps, 0, 0, false, -1, to}); }
+  void eps(int32_t from, int32_t to) {
+    raw_[from].push_back({RawEdge::Kind::kEps, 0, 0, false, -1, to});
+  }
 
   int32_t new_rule(std::string name) {
     const int32_t id = static_cast<int32_t>(g_->rules.size());
@@ -168,8 +183,10 @@ class Compiler {
   int64_t size_of(const GbnfExpr& e, int depth) {
     if (depth > 32) return kInlineMax + 1;
     switch (e.kind) {
-      case GbnfExpr::Kind::kLiteral: return 1 + static_cast<int64_t>(e.bytes.size()) / 4;
-      case GbnfExpr::Kind::kClass: return 1 + static_cast<int64_t>(e.ranges.size()) / 2;
+      case GbnfExpr::Kind::kLiteral:
+        return 1 + static_cast<int64_t>(e.bytes.size()) / 4;
+      case GbnfExpr::Kind::kClass:
+        return 1 + static_cast<int64_t>(e.ranges.size()) / 2;
       case GbnfExpr::Kind::kRef: {
         if (recursive_[e.ref]) return 1;
         const int64_t m = rule_size(e.ref);
@@ -236,7 +253,8 @@ class Compiler {
           int32_t cur = from;
           for (size_t i = 0; i < seq.size(); ++i) {
             const int32_t next = i + 1 == seq.size() ? to : new_state(rule);
-            raw_[cur].push_back({RawEdge::Kind::kByte, seq[i].first, seq[i].second, false, -1, next});
+            raw_[cur].push_back(
+                {RawEdge::Kind::kByte, seq[i].first, seq[i].second, false, -1, next});
             cur = next;
           }
         }
@@ -320,20 +338,32 @@ class Compiler {
         if (s == accept_[rule]) final = true;
         for (const RawEdge& e : raw_[s]) {
           switch (e.kind) {
-            case RawEdge::Kind::kEps: work.emplace_back(e.to, iter); break;
-            case RawEdge::Kind::kIterEps: work.emplace_back(e.to, true); break;
-            case RawEdge::Kind::kByte: bytes.push_back({e.lo, e.hi, e.literal, iter, e.to}); break;
-            case RawEdge::Kind::kCall: calls.push_back({e.callee, e.to, iter}); break;
+            case RawEdge::Kind::kEps:
+              work.emplace_back(e.to, iter);
+              break;
+            case RawEdge::Kind::kIterEps:
+              work.emplace_back(e.to, true);
+              break;
+            case RawEdge::Kind::kByte:
+              bytes.push_back({e.lo, e.hi, e.literal, iter, e.to});
+              break;
+            case RawEdge::Kind::kCall:
+              calls.push_back({e.callee, e.to, iter});
+              break;
           }
         }
       }
-      auto byte_key = [](const ByteEdge& a) { return std::make_tuple(a.lo, a.hi, a.literal, a.iter, a.target); };
-      std::sort(bytes.begin(), bytes.end(), [&](auto& a, auto& b) { return byte_key(a) < byte_key(b); });
+      auto byte_key = [](const ByteEdge& a) {
+        return std::make_tuple(a.lo, a.hi, a.literal, a.iter, a.target);
+      };
+      std::sort(bytes.begin(), bytes.end(),
+                [&](auto& a, auto& b) { return byte_key(a) < byte_key(b); });
       bytes.erase(std::unique(bytes.begin(), bytes.end(),
                               [&](auto& a, auto& b) { return byte_key(a) == byte_key(b); }),
                   bytes.end());
       auto call_key = [](const CallEdge& a) { return std::make_tuple(a.rule, a.ret, a.iter); };
-      std::sort(calls.begin(), calls.end(), [&](auto& a, auto& b) { return call_key(a) < call_key(b); });
+      std::sort(calls.begin(), calls.end(),
+                [&](auto& a, auto& b) { return call_key(a) < call_key(b); });
       calls.erase(std::unique(calls.begin(), calls.end(),
                               [&](auto& a, auto& b) { return call_key(a) == call_key(b); }),
                   calls.end());
@@ -421,8 +451,9 @@ class Compiler {
         std::string name = g_->rules[bad].name;
         for (const GbnfRuleAst& a : ast_.rules)
           if (a.name == name)
-            return invalid_argument("GBNF line " + std::to_string(a.line) + ": left recursion: rule '" +
-                                    name + "' can reach itself without consuming input");
+            return invalid_argument("GBNF line " + std::to_string(a.line) +
+                                    ": left recursion: rule '" + name +
+                                    "' can reach itself without consuming input");
         return invalid_argument("GBNF: left recursion through rule '" + name + "'");
       }
     }

@@ -23,24 +23,41 @@ using detail::pointer_escape;
 namespace {
 
 const std::set<std::string>& annotation_keywords() {
-  static const std::set<std::string> k = {"title",    "description", "default",  "examples",
-                                          "$schema",  "$id",         "$comment", "deprecated",
-                                          "readOnly", "writeOnly",   "$defs",    "definitions",
-                                          "example",  "$anchor"};
+  static const std::set<std::string> k = {
+      "title",      "description", "default",   "examples", "$schema",     "$id",     "$comment",
+      "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", "example", "$anchor"};
   return k;
 }
 
 const std::set<std::string>& supported_keywords() {
-  static const std::set<std::string> k = {
-      "type",      "properties", "required",    "additionalProperties", "items",
-      "prefixItems", "additionalItems", "enum", "const",   "anyOf",   "oneOf",
-      "allOf",     "$ref",       "minLength",   "maxLength",            "pattern",
-      "format",    "minimum",    "maximum",     "exclusiveMinimum",     "exclusiveMaximum",
-      "minItems",  "maxItems",   "nullable"};
+  static const std::set<std::string> k = {"type",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "items",
+                                          "prefixItems",
+                                          "additionalItems",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "$ref",
+                                          "minLength",
+                                          "maxLength",
+                                          "pattern",
+                                          "format",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "minItems",
+                                          "maxItems",
+                                          "nullable"};
   return k;
 }
 
-const std::set<std::string> kTypes = {"null", "boolean", "object", "array",
+const std::set<std::string> kTypes = {"null",   "boolean", "object", "array",
                                       "number", "integer", "string"};
 
 // Which type a keyword constrains (used when "type" is absent).
@@ -77,7 +94,8 @@ Result<int64_t> non_negative_int(const OrderedJson& s, const char* key, const st
     return invalid_argument(std::string("'") + key + "' at " + at(path) +
                             " must be a non-negative integer");
   double d = v.get<double>();
-  if (d > 1e15) return invalid_argument(std::string("'") + key + "' at " + at(path) + " is too large");
+  if (d > 1e15)
+    return invalid_argument(std::string("'") + key + "' at " + at(path) + " is too large");
   return static_cast<int64_t>(d);
 }
 
@@ -157,7 +175,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
         return invalid_argument("'$ref' with sibling keyword '" + it.key() + "' at " + at(path) +
                                 " is not supported");
     }
-    if (!s["$ref"].is_string()) return invalid_argument("'$ref' at " + at(path) + " must be a string");
+    if (!s["$ref"].is_string())
+      return invalid_argument("'$ref' at " + at(path) + " must be a string");
     LOOM_ASSIGN_OR_RETURN(std::string r, compile_ref(s["$ref"].get<std::string>(), path));
     return define(r);
   }
@@ -187,18 +206,22 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
       // Merging needs the referenced schemas themselves.
       for (int hops = 0; part.is_object() && part.contains("$ref"); ++hops) {
         if (hops > 32) return invalid_argument("'$ref' cycle in allOf at " + at(path));
-        if (!part["$ref"].is_string()) return invalid_argument("'$ref' at " + at(path) + " must be a string");
+        if (!part["$ref"].is_string())
+          return invalid_argument("'$ref' at " + at(path) + " must be a string");
         const std::string ref = part["$ref"].get<std::string>();
         if (ref.rfind("#", 0) != 0)
-          return invalid_argument("'$ref' '" + ref + "' at " + at(path) + " is not a local reference");
+          return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
+                                  " is not a local reference");
         OrderedJson::json_pointer ptr;
         try {
           ptr = OrderedJson::json_pointer(ref.substr(1));
         } catch (const std::exception&) {
-          return invalid_argument("'$ref' '" + ref + "' at " + at(path) + " is not a valid JSON pointer");
+          return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
+                                  " is not a valid JSON pointer");
         }
         if (!root_.contains(ptr))
-          return invalid_argument("'$ref' '" + ref + "' at " + at(path) + " points to no definition");
+          return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
+                                  " points to no definition");
         OrderedJson target = root_.at(ptr);
         OrderedJson siblings = part;
         siblings.erase("$ref");
@@ -217,7 +240,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
     if (!s.contains(comb)) continue;
     const OrderedJson& alts = s[comb];
     if (!alts.is_array() || alts.empty())
-      return invalid_argument(std::string("'") + comb + "' at " + at(path) + " must be a non-empty array");
+      return invalid_argument(std::string("'") + comb + "' at " + at(path) +
+                              " must be a non-empty array");
     OrderedJson rest = s;
     rest.erase(comb);
     bool rest_constrains = false;
@@ -235,7 +259,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
       LOOM_ASSIGN_OR_RETURN(std::string e, compile(alt, sub));
       body += (body.empty() ? "" : " | ") + e;
     }
-    if (body.empty()) return invalid_argument(std::string("'") + comb + "' at " + at(path) + " admits no value");
+    if (body.empty())
+      return invalid_argument(std::string("'") + comb + "' at " + at(path) + " admits no value");
     return define(body);
   }
 
@@ -249,7 +274,9 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
       types.push_back(t.get<std::string>());
     } else if (t.is_array() && !t.empty()) {
       for (const auto& x : t) {
-        if (!x.is_string()) return invalid_argument("'type' at " + at(path) + " must be a string or a list of strings");
+        if (!x.is_string())
+          return invalid_argument("'type' at " + at(path) +
+                                  " must be a string or a list of strings");
         types.push_back(x.get<std::string>());
       }
     } else {
@@ -258,7 +285,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
     for (const std::string& x : types)
       if (!kTypes.count(x)) return invalid_argument("unknown type '" + x + "' at " + at(path));
     // "integer" is a subset of "number": listing both means "number".
-    if (std::count(types.begin(), types.end(), "number") && std::count(types.begin(), types.end(), "integer"))
+    if (std::count(types.begin(), types.end(), "number") &&
+        std::count(types.begin(), types.end(), "integer"))
       types.erase(std::find(types.begin(), types.end(), "integer"));
   } else {
     std::set<std::string> seen;
@@ -281,7 +309,8 @@ Result<std::string> SchemaCompiler::compile_ref(const std::string& ref, const st
   auto it = refs_.find(ref);
   if (it != refs_.end()) return it->second;
   if (ref.empty() || ref[0] != '#')
-    return invalid_argument("'$ref' '" + ref + "' at " + at(path) + " is not a local reference (only '#/...' is supported)");
+    return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
+                            " is not a local reference (only '#/...' is supported)");
   OrderedJson::json_pointer ptr;
   try {
     ptr = OrderedJson::json_pointer(ref.substr(1));
@@ -304,11 +333,13 @@ Result<std::string> SchemaCompiler::compile_enum(const OrderedJson& s, const std
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string& k = it.key();
     if (k == "enum" || k == "const" || k == "type" || annotation_keywords().count(k)) continue;
-    return invalid_argument("'" + k + "' combined with 'enum'/'const' at " + at(path) + " is not supported");
+    return invalid_argument("'" + k + "' combined with 'enum'/'const' at " + at(path) +
+                            " is not supported");
   }
   std::vector<OrderedJson> values;
   if (s.contains("enum")) {
-    if (!s["enum"].is_array()) return invalid_argument("'enum' at " + at(path) + " must be an array");
+    if (!s["enum"].is_array())
+      return invalid_argument("'enum' at " + at(path) + " must be an array");
     for (const auto& v : s["enum"]) values.push_back(v);
   }
   if (s.contains("const")) {
@@ -321,17 +352,19 @@ Result<std::string> SchemaCompiler::compile_enum(const OrderedJson& s, const std
   }
   std::vector<std::string> types;
   if (s.contains("type")) {
-    if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+    if (s["type"].is_string())
+      types.push_back(s["type"].get<std::string>());
     else if (s["type"].is_array())
       for (const auto& t : s["type"])
         if (t.is_string()) types.push_back(t.get<std::string>());
-    if (types.empty()) return invalid_argument("'type' at " + at(path) + " must be a string or a list of strings");
+    if (types.empty())
+      return invalid_argument("'type' at " + at(path) + " must be a string or a list of strings");
   }
   std::string body;
   std::set<std::string> seen;
   for (const OrderedJson& v : values) {
-    if (!types.empty() &&
-        std::none_of(types.begin(), types.end(), [&](const std::string& t) { return json_is_type(v, t); }))
+    if (!types.empty() && std::none_of(types.begin(), types.end(),
+                                       [&](const std::string& t) { return json_is_type(v, t); }))
       continue;
     const std::string text = v.dump(-1, ' ', false, OrderedJson::error_handler_t::strict);
     if (!seen.insert(text).second) continue;
@@ -362,15 +395,19 @@ Result<std::string> SchemaCompiler::compile_string(const OrderedJson& s, const s
                                                    const std::string& name) {
   const bool has_len = s.contains("minLength") || s.contains("maxLength");
   if (s.contains("format")) {
-    if (!s["format"].is_string()) return invalid_argument("'format' at " + at(path) + " must be a string");
+    if (!s["format"].is_string())
+      return invalid_argument("'format' at " + at(path) + " must be a string");
     if (has_len || s.contains("pattern"))
-      return invalid_argument("'format' combined with 'pattern'/'minLength'/'maxLength' at " + at(path) + " is not supported");
+      return invalid_argument("'format' combined with 'pattern'/'minLength'/'maxLength' at " +
+                              at(path) + " is not supported");
     return detail::add_format_string(j_, s["format"].get<std::string>(), path);
   }
   if (s.contains("pattern")) {
-    if (!s["pattern"].is_string()) return invalid_argument("'pattern' at " + at(path) + " must be a string");
+    if (!s["pattern"].is_string())
+      return invalid_argument("'pattern' at " + at(path) + " must be a string");
     if (has_len)
-      return invalid_argument("'pattern' combined with 'minLength'/'maxLength' at " + at(path) + " is not supported");
+      return invalid_argument("'pattern' combined with 'minLength'/'maxLength' at " + at(path) +
+                              " is not supported");
     detail::RegexEmitOptions ro;
     ro.json_string = true;
     ro.max_repeat = j_.options().max_string_length;
@@ -399,7 +436,8 @@ Result<std::string> SchemaCompiler::compile_integer(const OrderedJson& s, const 
   std::optional<double> lo, hi;
   bool lo_excl = false, hi_excl = false;
   auto num = [&](const char* k) -> Result<double> {
-    if (!s[k].is_number()) return invalid_argument(std::string("'") + k + "' at " + at(path) + " must be a number");
+    if (!s[k].is_number())
+      return invalid_argument(std::string("'") + k + "' at " + at(path) + " must be a number");
     return s[k].get<double>();
   };
   auto tighten_lo = [&](double v, bool excl) {
@@ -432,12 +470,14 @@ Result<std::string> SchemaCompiler::compile_integer(const OrderedJson& s, const 
   std::optional<int64_t> ilo, ihi;
   if (lo) {
     double v = lo_excl ? std::floor(*lo) + 1 : std::ceil(*lo);
-    if (v > limit) return invalid_argument("'minimum' at " + at(path) + " exceeds the integer digit cap");
+    if (v > limit)
+      return invalid_argument("'minimum' at " + at(path) + " exceeds the integer digit cap");
     if (v >= -limit) ilo = static_cast<int64_t>(v);
   }
   if (hi) {
     double v = hi_excl ? std::ceil(*hi) - 1 : std::floor(*hi);
-    if (v < -limit) return invalid_argument("'maximum' at " + at(path) + " exceeds the integer digit cap");
+    if (v < -limit)
+      return invalid_argument("'maximum' at " + at(path) + " exceeds the integer digit cap");
     if (v <= limit) ihi = static_cast<int64_t>(v);
   }
   auto body = detail::integer_range_gbnf(ilo, ihi, digits);
@@ -470,8 +510,9 @@ std::string SchemaCompiler::key_not_in(const std::vector<std::vector<uint32_t>>&
   }
   CharSet raw = CharSet::all().minus(CharSet::range(0, 0x1F));
   raw = raw.minus(CharSet::of('"')).minus(CharSet::of('\\'));
-  const std::string rest = b_.add_rule(name + "-rest", detail::gbnf_class(raw) + "{0," +
-                                                           std::to_string(j_.options().max_string_length) + "}");
+  const std::string rest =
+      b_.add_rule(name + "-rest", detail::gbnf_class(raw) + "{0," +
+                                      std::to_string(j_.options().max_string_length) + "}");
   std::vector<std::string> rule(nodes.size());
   // Children always have larger indices than their parent: build bottom-up.
   for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i) {
@@ -482,7 +523,8 @@ std::string SchemaCompiler::key_not_in(const std::vector<std::vector<uint32_t>>&
       other = other.minus(CharSet::of(c));
       alts += (alts.empty() ? "" : " | ") + detail::gbnf_char_literal(c) + " " + rule[child];
     }
-    if (!other.empty()) alts += (alts.empty() ? "" : " | ") + detail::gbnf_class(other) + " " + rest;
+    if (!other.empty())
+      alts += (alts.empty() ? "" : " | ") + detail::gbnf_class(other) + " " + rest;
     rule[i] = b_.add_rule(name + "-k", nodes[i].terminal ? alts : "( " + alts + " )?");
   }
   return "\"\\\"\" " + rule[0] + " \"\\\"\"";
@@ -491,18 +533,23 @@ std::string SchemaCompiler::key_not_in(const std::vector<std::vector<uint32_t>>&
 Result<std::string> SchemaCompiler::compile_object(const OrderedJson& s, const std::string& path,
                                                    const std::string& name) {
   const OrderedJson props = s.contains("properties") ? s["properties"] : OrderedJson::object();
-  if (!props.is_object()) return invalid_argument("'properties' at " + at(path) + " must be an object");
+  if (!props.is_object())
+    return invalid_argument("'properties' at " + at(path) + " must be an object");
   std::set<std::string> required;
   if (s.contains("required")) {
-    if (!s["required"].is_array()) return invalid_argument("'required' at " + at(path) + " must be an array of strings");
+    if (!s["required"].is_array())
+      return invalid_argument("'required' at " + at(path) + " must be an array of strings");
     for (const auto& r : s["required"]) {
-      if (!r.is_string()) return invalid_argument("'required' at " + at(path) + " must be an array of strings");
+      if (!r.is_string())
+        return invalid_argument("'required' at " + at(path) + " must be an array of strings");
       required.insert(r.get<std::string>());
     }
   }
-  const OrderedJson additional = s.contains("additionalProperties") ? s["additionalProperties"] : OrderedJson(true);
+  const OrderedJson additional =
+      s.contains("additionalProperties") ? s["additionalProperties"] : OrderedJson(true);
   if (!additional.is_boolean() && !additional.is_object())
-    return invalid_argument("'additionalProperties' at " + at(path) + " must be a boolean or a schema");
+    return invalid_argument("'additionalProperties' at " + at(path) +
+                            " must be a boolean or a schema");
   const bool extras = !(additional.is_boolean() && !additional.get<bool>());
   const std::string w = j_.ws();
 
@@ -518,11 +565,14 @@ Result<std::string> SchemaCompiler::compile_object(const OrderedJson& s, const s
   for (auto it = props.begin(); it != props.end(); ++it) {
     const std::string sub = path + "/properties/" + pointer_escape(it.key());
     std::vector<uint32_t> cps;
-    if (!detail::decode_utf8(it.key(), &cps)) return invalid_argument("property name at " + at(sub) + " is not valid UTF-8");
+    if (!detail::decode_utf8(it.key(), &cps))
+      return invalid_argument("property name at " + at(sub) + " is not valid UTF-8");
     declared.push_back(cps);
     const bool req = required.count(it.key()) != 0;
     if (it.value().is_boolean() && !it.value().get<bool>()) {
-      if (req) return invalid_argument("required property '" + it.key() + "' at " + at(path) + " has schema false");
+      if (req)
+        return invalid_argument("required property '" + it.key() + "' at " + at(path) +
+                                " has schema false");
       continue;  // may not appear at all
     }
     LOOM_ASSIGN_OR_RETURN(std::string v, compile(it.value(), sub));
@@ -539,7 +589,8 @@ Result<std::string> SchemaCompiler::compile_object(const OrderedJson& s, const s
       return invalid_argument("required property '" + r + "' at " + at(path) +
                               " is not in 'properties' and additionalProperties is false");
     std::vector<uint32_t> cps;
-    if (!detail::decode_utf8(r, &cps)) return invalid_argument("required name at " + at(path) + " is not valid UTF-8");
+    if (!detail::decode_utf8(r, &cps))
+      return invalid_argument("required name at " + at(path) + " is not valid UTF-8");
     declared.push_back(cps);
     members.push_back({member(r, extra_value), true});
   }
@@ -549,21 +600,26 @@ Result<std::string> SchemaCompiler::compile_object(const OrderedJson& s, const s
   std::string first, tail;
   if (extras) {
     const std::string key = declared.empty() ? j_.string() : key_not_in(declared, name + "-key");
-    const std::string x = b_.add_rule(name + "-extra", key + w + " \":\"" + w + " " + extra_value + w);
+    const std::string x =
+        b_.add_rule(name + "-extra", key + w + " \":\"" + w + " " + extra_value + w);
     const int cap = j_.options().max_array_items;
     const std::string more = "( \",\"" + w + " " + x + " )";
-    first = b_.add_rule(name + "-extras", "( " + x + " " + more + "{0," + std::to_string(cap - 1) + "} )?");
+    first = b_.add_rule(name + "-extras",
+                        "( " + x + " " + more + "{0," + std::to_string(cap - 1) + "} )?");
     tail = b_.add_rule(name + "-extras-tail", more + "{0," + std::to_string(cap) + "}");
   }
   for (int i = static_cast<int>(members.size()) - 1; i >= 0; --i) {
     const Member& m = members[i];
     const std::string after = tail.empty() ? "" : " " + tail;
-    const std::string t = m.required ? "\",\"" + w + " " + m.kv + after
-                                     : "( \",\"" + w + " " + m.kv + " )?" + after;
+    const std::string t =
+        m.required ? "\",\"" + w + " " + m.kv + after : "( \",\"" + w + " " + m.kv + " )?" + after;
     std::string f;
-    if (m.required) f = m.kv + after;
-    else if (first.empty()) f = "( " + m.kv + after + " )?";
-    else f = m.kv + after + " | " + first;
+    if (m.required)
+      f = m.kv + after;
+    else if (first.empty())
+      f = "( " + m.kv + after + " )?";
+    else
+      f = m.kv + after + " | " + first;
     tail = b_.add_rule(name + "-tail", t);
     first = b_.add_rule(name + "-m", f);
   }
@@ -576,16 +632,19 @@ Result<std::string> SchemaCompiler::compile_array(const OrderedJson& s, const st
   OrderedJson rest = true;
   std::string rest_path;
   if (s.contains("prefixItems")) {
-    if (!s["prefixItems"].is_array()) return invalid_argument("'prefixItems' at " + at(path) + " must be an array");
+    if (!s["prefixItems"].is_array())
+      return invalid_argument("'prefixItems' at " + at(path) + " must be an array");
     if (s.contains("items") && s["items"].is_array())
-      return invalid_argument("'items' at " + at(path) + " must be a schema when 'prefixItems' is present");
+      return invalid_argument("'items' at " + at(path) +
+                              " must be a schema when 'prefixItems' is present");
     for (size_t i = 0; i < s["prefixItems"].size(); ++i)
       prefix.push_back({s["prefixItems"][i], path + "/prefixItems/" + std::to_string(i)});
     if (s.contains("items")) rest = s["items"], rest_path = path + "/items";
   } else if (s.contains("items") && s["items"].is_array()) {  // draft 4-7 tuple form
     for (size_t i = 0; i < s["items"].size(); ++i)
       prefix.push_back({s["items"][i], path + "/items/" + std::to_string(i)});
-    if (s.contains("additionalItems")) rest = s["additionalItems"], rest_path = path + "/additionalItems";
+    if (s.contains("additionalItems"))
+      rest = s["additionalItems"], rest_path = path + "/additionalItems";
   } else if (s.contains("items")) {
     rest = s["items"], rest_path = path + "/items";
   }
@@ -613,7 +672,8 @@ Result<std::string> SchemaCompiler::compile_array(const OrderedJson& s, const st
   // After the prefix: items matching `rest`, count in [max(min-n,0), max-n].
   std::string at_end;
   if (max > n) {
-    LOOM_ASSIGN_OR_RETURN(std::string r, compile(rest, rest_path.empty() ? path + "/items" : rest_path));
+    LOOM_ASSIGN_OR_RETURN(std::string r,
+                          compile(rest, rest_path.empty() ? path + "/items" : rest_path));
     const int64_t rmin = std::max<int64_t>(min - n, 0), rmax = max - n;
     const std::string x = r + w;
     const std::string more = "( \",\"" + w + " " + x + " )";
@@ -621,9 +681,13 @@ Result<std::string> SchemaCompiler::compile_array(const OrderedJson& s, const st
       if (b == 0) return "";
       return " " + more + "{" + std::to_string(a) + "," + std::to_string(b) + "}";
     };
-    if (n > 0) at_end = b_.add_rule(name + "-rest", more + "{" + std::to_string(rmin) + "," + std::to_string(rmax) + "}");
-    else if (rmin == 0) at_end = b_.add_rule(name + "-items", "( " + x + rep(0, rmax - 1) + " )?");
-    else at_end = b_.add_rule(name + "-items", x + rep(rmin - 1, rmax - 1));
+    if (n > 0)
+      at_end = b_.add_rule(name + "-rest",
+                           more + "{" + std::to_string(rmin) + "," + std::to_string(rmax) + "}");
+    else if (rmin == 0)
+      at_end = b_.add_rule(name + "-items", "( " + x + rep(0, rmax - 1) + " )?");
+    else
+      at_end = b_.add_rule(name + "-items", x + rep(rmin - 1, rmax - 1));
   }
   std::string next = at_end;
   for (int64_t i = std::min(n, max) - 1; i >= 0; --i) {
@@ -643,7 +707,8 @@ Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
   return b.add_rule(name, e);
 }
 
-Result<std::string> json_schema_to_gbnf(const OrderedJson& schema, const JsonGrammarOptions& options) {
+Result<std::string> json_schema_to_gbnf(const OrderedJson& schema,
+                                        const JsonGrammarOptions& options) {
   GbnfBuilder b;
   LOOM_ASSIGN_OR_RETURN(std::string root, add_json_schema(b, schema, options, "root"));
   (void)root;

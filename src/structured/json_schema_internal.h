@@ -15,7 +15,8 @@ namespace loom::structured::detail {
 
 // The rule (a whole JSON string, quotes included) for a supported `format`; error naming the
 // format otherwise. Formats follow ajv-formats' "full" mode (real calendar dates, leap years).
-Result<std::string> add_format_string(JsonRules& j, std::string_view format, const std::string& path);
+Result<std::string> add_format_string(JsonRules& j, std::string_view format,
+                                      const std::string& path);
 
 // GBNF for the decimal integers in [lo, hi] (nullopt = unbounded on that side, then capped at
 // max_digits digits). Unambiguous: every integer has one derivation. Empty range: nullopt.
@@ -28,7 +29,9 @@ Result<OrderedJson> merge_all_of(const OrderedJson& schemas, const std::string& 
 
 // JSON pointer helpers.
 std::string pointer_escape(std::string_view key);
-inline std::string at(const std::string& path) { return path.empty() ? "/" : path; }
+inline std::string at(const std::string& path) {
+  return path.empty() ? "/" : path;
+}
 
 // Regex front-end entry used for `pattern`: the regex's language emitted as JSON string
 // content (characters that JSON must escape appear in their escaped form); `*`, `+` and open

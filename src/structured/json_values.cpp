@@ -67,20 +67,24 @@ std::string JsonRules::integer() {
 
 std::string JsonRules::number() {
   const int d = options_.max_number_digits;
-  return cached("number", "\"-\"? ( \"0\" | [1-9] " + repeat("[0-9]", 0, d - 1) +
-                              " ) ( \".\" " + repeat("[0-9]", 1, d) +
-                              " )? ( [eE] [-+]? [0-9]{1,2} )?");
+  return cached("number", "\"-\"? ( \"0\" | [1-9] " + repeat("[0-9]", 0, d - 1) + " ) ( \".\" " +
+                              repeat("[0-9]", 1, d) + " )? ( [eE] [-+]? [0-9]{1,2} )?");
 }
 
-std::string JsonRules::boolean() { return cached("boolean", "\"true\" | \"false\""); }
-std::string JsonRules::null() { return cached("null", "\"null\""); }
+std::string JsonRules::boolean() {
+  return cached("boolean", "\"true\" | \"false\"");
+}
+std::string JsonRules::null() {
+  return cached("null", "\"null\"");
+}
 
 std::string JsonRules::any_value(int depth) {
   const std::string key = "value-" + std::to_string(depth);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::string body = string() + " | " + number() + " | " + boolean() + " | " + null();
-  if (depth < options_.max_depth) body = any_object(depth) + " | " + any_array(depth) + " | " + body;
+  if (depth < options_.max_depth)
+    body = any_object(depth) + " | " + any_array(depth) + " | " + body;
   return cached(key, body);
 }
 

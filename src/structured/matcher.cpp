@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <mutex>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <unordered_map>
 
+#include "structured/mask_cache.h"
 #include "structured/stack_walker.h"
 #include "structured/table_store.h"
 #include "structured/token_table.h"
@@ -19,12 +17,18 @@ namespace loom::structured {
 
 // Shapes up to this many states are looked up in the vocabulary's shared store; larger ones
 // belong to one grammar (a big schema's object rule) and would only fill the store.
-constexpr int32_t kMaxSharedStates = 4096;
+constexpr int32_t kMaxSharedStates = 512;
+// Masks kept per grammar (each n_vocab / 8 bytes: 19 KB for Qwen3; 1.2 MB per grammar, and
+// GrammarCache keeps up to 256 grammars).
+constexpr size_t kMaskCacheEntries = 64;
 
 struct CompiledGrammar::Impl {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenVocab> vocab;
-  bool cached = true;  // false: every table built from scratch (tests' reference)
+  bool cached = true;  // false: every table built from scratch, no mask cache (tests' reference)
+  // Masks of states that walk at least this many context-dependent tokens are cached.
+  size_t mask_cache_min_ctx = 256;
+  MaskCache masks{kMaskCacheEntries};
   std::mutex mu;
   // This grammar's tables by key; they may also sit in the vocabulary's store.
   std::unordered_map<TableKey, std::shared_ptr<const TokenTable>, TableKeyHash> tables;
@@ -43,6 +47,20 @@ struct CompiledGrammar::Impl {
     return it->second.get();
   }
 
+  // For a key that names its call site in this grammar (too large a shape to share): the
+  // table of the key without its bottom frame when that one is shared (a string or email
+  // rule alone) and leaves few tokens to walk again; else null (build the key directly).
+  const TokenTable* shared_base(const TableKey& key) {
+    if (key.n < 2) return nullptr;
+    TableKey base = key;
+    --base.n;
+    std::string shape;
+    if (!table_shape(*grammar, base, kMaxSharedStates, shape)) return nullptr;
+    const TokenTable* t = table(base);
+    const size_t redo = t->ctx.size() + t->popped_end.size();
+    return redo * 4 < vocab->impl().sorted.size() ? t : nullptr;
+  }
+
   std::shared_ptr<const TokenTable> resolve(const TableKey& key) {
     const TokenVocab::Impl& v = vocab->impl();
     if (!cached) return build_token_table(*grammar, v, key);
@@ -53,17 +71,12 @@ struct CompiledGrammar::Impl {
     std::shared_ptr<const TokenTable> t;
     TableKey base;
     int32_t remaining = 0;
-    auto T0 = std::chrono::steady_clock::now();
-    bool der = false;
-    if (near_bound(*grammar, key, v.max_len, &base, &remaining)) {
-      const TokenTable* bt = table(base);
-      T0 = std::chrono::steady_clock::now();
-      der = true;
-      t = derive_token_table(*grammar, v, key, *bt, remaining);
-    } else
+    if (near_bound(*grammar, key, v.max_len, &base, &remaining))
+      t = derive_near_bound(*grammar, v, key, *table(base), remaining);
+    else if (const TokenTable* bt = shared_base(key))
+      t = refine_token_table(*grammar, v, key, *bt);
+    else
       t = build_token_table(*grammar, v, key);
-    if (getenv("LT")) { double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - T0).count();
-      if (ms > 0.3) fprintf(stderr, "TBL %s %.2fms acc=%d ctx=%zu n=%d rule=%s st=%d c=%d rem=%d shape=%zu\n", der?"der":"full", ms, t->n_accepted, t->ctx.size(), key.n, grammar->rules[grammar->states[key.state[0]].rule].name.c_str(), key.state[0], key.count[0], remaining, shape.size()); }
     return shared ? v.tables->insert(shape, std::move(t)) : t;
   }
 };
@@ -86,6 +99,9 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
   cg->impl_->grammar = std::move(grammar);
   cg->impl_->vocab = std::move(vocab);
   cg->impl_->cached = cached;
+  // A small vocabulary (tests) caches smaller walks too, so that the cache gets exercised.
+  const size_t n_vocab = static_cast<size_t>(cg->impl_->vocab->size());
+  cg->impl_->mask_cache_min_ctx = cached ? std::min<size_t>(256, n_vocab / 16 + 1) : SIZE_MAX;
   // The first mask is needed at once: build the start positions' tables now.
   StackArena arena;
   StackWalker walker(*cg->impl_->grammar, arena);
@@ -97,8 +113,12 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
-const Grammar& CompiledGrammar::grammar() const { return *impl_->grammar; }
-const TokenVocab& CompiledGrammar::vocab() const { return *impl_->vocab; }
+const Grammar& CompiledGrammar::grammar() const {
+  return *impl_->grammar;
+}
+const TokenVocab& CompiledGrammar::vocab() const {
+  return *impl_->vocab;
+}
 
 struct GrammarMatcher::Impl {
   explicit Impl(std::shared_ptr<const CompiledGrammar> c)
@@ -129,6 +149,20 @@ struct GrammarMatcher::Impl {
   // node_tables[id]: the table of arena node id, once looked up (the arena is append-only, so
   // a node's key never changes): a warm mask takes no lock and computes no key.
   std::vector<const TokenTable*> node_tables;
+  std::string state_key;  // the mask cache's key for `cur` (reused buffer)
+
+  // The contents of every stack in `cur`: what a mask depends on, whatever the arena ids.
+  void make_state_key() {
+    state_key.clear();
+    for (const int32_t node : cur.nodes) {
+      for (int32_t n = node; n >= 0; n = arena[n].parent) {
+        const int32_t sc[2] = {arena[n].state, arena[n].count};
+        state_key.append(reinterpret_cast<const char*>(sc), sizeof sc);
+      }
+      const int32_t end = -1;
+      state_key.append(reinterpret_cast<const char*>(&end), sizeof end);
+    }
+  }
 
   bool walk(std::string_view bytes, bool literal_only, Frontier& out) {
     a = cur;
@@ -167,7 +201,8 @@ struct GrammarMatcher::Impl {
     size_t i = 0;
     while (i < n) {
       const int32_t id = t.ctx[i];
-      const std::string& bytes = v->bytes[id];
+      const std::string_view bytes(t.ctx_blob.data() + t.ctx_off[i],
+                                   t.ctx_off[i + 1] - t.ctx_off[i]);
       const size_t len = bytes.size();
       size_t d = std::min<size_t>(t.ctx_lcp[i], valid);
       bool died = false;
@@ -220,15 +255,27 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
   std::fill(words.begin(), words.begin() + static_cast<ptrdiff_t>(nw), 0u);
   if (!m.terminated()) {
     CompiledGrammar::Impl& cg = m.cg->impl();
+    size_t n_ctx = 0;
     for (const int32_t node : m.cur.nodes) {
       if (static_cast<size_t>(node) >= m.node_tables.size())
         m.node_tables.resize(static_cast<size_t>(m.arena.size()) * 2, nullptr);
-      const TokenTable*& cached = m.node_tables[node];
-      if (!cached) cached = cg.table(table_key(*m.g, m.arena, node, m.v->max_len));
-      const TokenTable& t = *cached;
-      const uint32_t* src = t.accepted.data();
-      for (size_t w = 0; w < nw; ++w) words[w] |= src[w];
-      if (!t.ctx.empty() || !t.ctx_special.empty()) m.walk_context(node, t, words);
+      const TokenTable*& t = m.node_tables[node];
+      if (!t) t = cg.table(table_key(*m.g, m.arena, node, m.v->max_len));
+      n_ctx += t->ctx.size() + t->ctx_special.size();
+    }
+    const bool expensive = n_ctx >= cg.mask_cache_min_ctx;
+    if (expensive) m.make_state_key();
+    if (!expensive || !cg.masks.get(m.state_key, words.first(nw))) {
+      for (const int32_t node : m.cur.nodes) {
+        const TokenTable& t = *m.node_tables[node];
+        if (t.n_accepted > 0 && t.accepted_ids.empty()) {
+          const uint32_t* src = t.accepted.data();
+          for (size_t w = 0; w < nw; ++w) words[w] |= src[w];
+        }
+        for (const int32_t id : t.accepted_ids) Impl::set_bit(words, id);
+        if (!t.ctx.empty() || !t.ctx_special.empty()) m.walk_context(node, t, words);
+      }
+      if (expensive) cg.masks.put(m.state_key, words.first(nw));
     }
   }
   if (m.cur.can_end)
@@ -263,8 +310,12 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
-bool GrammarMatcher::can_end() const { return impl_->cur.can_end; }
-bool GrammarMatcher::is_terminated() const { return impl_->terminated(); }
+bool GrammarMatcher::can_end() const {
+  return impl_->cur.can_end;
+}
+bool GrammarMatcher::is_terminated() const {
+  return impl_->terminated();
+}
 
 void GrammarMatcher::rollback(int32_t n_tokens) {
   Impl& m = *impl_;

@@ -66,14 +66,16 @@ class TokenVocab {
 };
 
 // Words of a token bitmask for n_vocab tokens: bit (id % 32) of word (id / 32), 1 = allowed.
-inline size_t bitmask_words(int32_t n_vocab) { return (static_cast<size_t>(n_vocab) + 31) / 32; }
+inline size_t bitmask_words(int32_t n_vocab) {
+  return (static_cast<size_t>(n_vocab) + 31) / 32;
+}
 
 // A grammar bound to a vocabulary, with the per-position token caches. Thread-safe: many
 // matchers on many threads share one.
 class CompiledGrammar {
  public:
-  static Result<std::shared_ptr<const CompiledGrammar>> create(std::shared_ptr<const Grammar> grammar,
-                                                               std::shared_ptr<const TokenVocab> vocab);
+  static Result<std::shared_ptr<const CompiledGrammar>> create(
+      std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab);
   // Tests: every table built from scratch for this grammar, sharing nothing (the reference
   // the shared store and near-bound derivation are checked against). Same masks, slower.
   static Result<std::shared_ptr<const CompiledGrammar>> create_uncached(

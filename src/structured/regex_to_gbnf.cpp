@@ -28,7 +28,9 @@ struct Node {
 
 constexpr int kMaxCount = 10000;  // largest {m,n} bound accepted
 
-CharSet digit_set() { return CharSet::range('0', '9'); }
+CharSet digit_set() {
+  return CharSet::range('0', '9');
+}
 CharSet word_set() {
   CharSet s = CharSet::range('a', 'z');
   s.add('A', 'Z');
@@ -38,7 +40,8 @@ CharSet word_set() {
 }
 CharSet space_set() {  // ECMAScript WhiteSpace + LineTerminator
   CharSet s = CharSet::range('\t', '\r');
-  for (uint32_t c : {0x20u, 0xA0u, 0x1680u, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu}) s.add(c, c);
+  for (uint32_t c : {0x20u, 0xA0u, 0x1680u, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu})
+    s.add(c, c);
   s.add(0x2000, 0x200A);
   return s;
 }
@@ -124,19 +127,25 @@ class RegexParser {
     int min = 0, max = 0;
     size_t len = 0;
     const uint32_t c = peek();
-    if (c == '*') min = 0, max = -1, len = 1;
-    else if (c == '+') min = 1, max = -1, len = 1;
-    else if (c == '?') min = 0, max = 1, len = 1;
+    if (c == '*')
+      min = 0, max = -1, len = 1;
+    else if (c == '+')
+      min = 1, max = -1, len = 1;
+    else if (c == '?')
+      min = 0, max = 1, len = 1;
     else if (c == '{') {
       if (!read_braces(&min, &max, &len)) return err("lone '{' (write \\{ for a literal brace)");
     } else {
       return atom;
     }
     pos_ += len;
-    if (min > kMaxCount || max > kMaxCount) return err("repetition count above " + std::to_string(kMaxCount));
+    if (min > kMaxCount || max > kMaxCount)
+      return err("repetition count above " + std::to_string(kMaxCount));
     if (max >= 0 && min > max) return err("repetition {m,n} with m > n");
-    if (peek() == '?') ++pos_;  // lazy: the same language
-    else if (peek() == '+') return err("possessive quantifiers are not supported");
+    if (peek() == '?')
+      ++pos_;  // lazy: the same language
+    else if (peek() == '+')
+      return err("possessive quantifiers are not supported");
     const uint32_t n = peek();
     if (n == '*' || n == '+' || n == '?' || (n == '{' && read_braces(&min, &max, &len)))
       return err("nothing to repeat (stacked quantifiers)");
@@ -216,21 +225,39 @@ class RegexParser {
       return n;
     };
     switch (c) {
-      case 'd': n.set = digit_set(); return n;
-      case 'D': n.set = digit_set().complement(); return n;
-      case 'w': n.set = word_set(); return n;
-      case 'W': n.set = word_set().complement(); return n;
-      case 's': n.set = space_set(); return n;
-      case 'S': n.set = space_set().complement(); return n;
-      case 't': return single('\t');
-      case 'n': return single('\n');
-      case 'r': return single('\r');
-      case 'f': return single('\f');
-      case 'v': return single('\v');
+      case 'd':
+        n.set = digit_set();
+        return n;
+      case 'D':
+        n.set = digit_set().complement();
+        return n;
+      case 'w':
+        n.set = word_set();
+        return n;
+      case 'W':
+        n.set = word_set().complement();
+        return n;
+      case 's':
+        n.set = space_set();
+        return n;
+      case 'S':
+        n.set = space_set().complement();
+        return n;
+      case 't':
+        return single('\t');
+      case 'n':
+        return single('\n');
+      case 'r':
+        return single('\r');
+      case 'f':
+        return single('\f');
+      case 'v':
+        return single('\v');
       case 'b':
         if (in_class) return single('\b');
         return err("word boundary \\b is not supported");
-      case 'B': return err("word boundary \\B is not supported");
+      case 'B':
+        return err("word boundary \\B is not supported");
       case '0':
         if (peek() >= '0' && peek() <= '9') return err("octal escapes are not supported");
         return single(0);
@@ -249,7 +276,8 @@ class RegexParser {
           ++pos_;
           int digits = 0;
           while (hex(peek()) >= 0 && digits < 7) v = v * 16 + hex(peek()), ++pos_, ++digits;
-          if (peek() != '}' || digits == 0 || v > detail::kMaxCodePoint) return err("bad \\u{...} escape");
+          if (peek() != '}' || digits == 0 || v > detail::kMaxCodePoint)
+            return err("bad \\u{...} escape");
           ++pos_;
         } else {
           for (int i = 0; i < 4; ++i) {
@@ -268,9 +296,13 @@ class RegexParser {
         return err("named backreferences \\k<...> are not supported");
       case 'c':
         return err("control escapes \\cX are not supported");
-      case 'A': case 'z': case 'Z': case 'G':
+      case 'A':
+      case 'z':
+      case 'Z':
+      case 'G':
         return err(std::string("anchor \\") + static_cast<char>(c) + " is not supported");
-      case 'Q': case 'E':
+      case 'Q':
+      case 'E':
         return err("quoting \\Q...\\E is not supported");
       default:
         if (c >= '1' && c <= '9') return err("backreferences are not supported");
@@ -291,7 +323,8 @@ class RegexParser {
     ++pos_;  // '['
     bool negate = false;
     if (peek() == '^') negate = true, ++pos_;
-    if (peek() == ']') return err("empty or ']'-first character class (dialects differ; escape it as \\])");
+    if (peek() == ']')
+      return err("empty or ']'-first character class (dialects differ; escape it as \\])");
     Node n;
     n.kind = Node::kSet;
     // One member: a single code point (returned as cp) or a class escape (returned in set).
@@ -302,8 +335,10 @@ class RegexParser {
         ++pos_;
         auto e = parse_escape(true);
         if (!e) return e.status();
-        if (e->set.size() == 1) *cp = e->set.ranges()[0].lo;
-        else *set = e->set, *cp = 0xFFFFFFFF;
+        if (e->set.size() == 1)
+          *cp = e->set.ranges()[0].lo;
+        else
+          *set = e->set, *cp = 0xFFFFFFFF;
         return Status::ok();
       }
       if (c == '[' && peek(1) == ':') return err("POSIX classes [:name:] are not supported");
@@ -330,7 +365,7 @@ class RegexParser {
       }
     }
     if (at_end()) return err("unterminated character class");
-    ++pos_;  // ']'
+    ++pos_;                                   // ']'
     n.set = n.set.intersect(CharSet::all());  // no surrogates
     if (negate) n.set = n.set.complement();
     if (n.set.empty()) return err("character class matches nothing");
@@ -356,13 +391,20 @@ class Printer {
   std::string char_bytes(uint32_t c) const {
     if (!o_.json_string) return detail::encode_utf8(c);
     switch (c) {
-      case '"': return "\\\"";
-      case '\\': return "\\\\";
-      case '\b': return "\\b";
-      case '\f': return "\\f";
-      case '\n': return "\\n";
-      case '\r': return "\\r";
-      case '\t': return "\\t";
+      case '"':
+        return "\\\"";
+      case '\\':
+        return "\\\\";
+      case '\b':
+        return "\\b";
+      case '\f':
+        return "\\f";
+      case '\n':
+        return "\\n";
+      case '\r':
+        return "\\r";
+      case '\t':
+        return "\\t";
     }
     if (c < 0x20) {
       char buf[8];
@@ -391,7 +433,9 @@ class Printer {
     return {t, Expr::kAlt};
   }
 
-  static std::string group(const Expr& e) { return e.prec == Expr::kAtom ? e.text : "( " + e.text + " )"; }
+  static std::string group(const Expr& e) {
+    return e.prec == Expr::kAtom ? e.text : "( " + e.text + " )";
+  }
 
   Expr print(const Node& n) const {
     switch (n.kind) {
@@ -448,10 +492,14 @@ class Printer {
         if (max < 0 && o_.max_repeat >= 0) max = std::max(n.min, o_.max_repeat);
         const std::string g = group(e);
         std::string q;
-        if (max < 0) q = n.min == 0 ? "*" : n.min == 1 ? "+" : "{" + std::to_string(n.min) + ",}";
-        else if (n.min == 0 && max == 1) q = "?";
-        else if (n.min == max) q = "{" + std::to_string(max) + "}";
-        else q = "{" + std::to_string(n.min) + "," + std::to_string(max) + "}";
+        if (max < 0)
+          q = n.min == 0 ? "*" : n.min == 1 ? "+" : "{" + std::to_string(n.min) + ",}";
+        else if (n.min == 0 && max == 1)
+          q = "?";
+        else if (n.min == max)
+          q = "{" + std::to_string(max) + "}";
+        else
+          q = "{" + std::to_string(n.min) + "," + std::to_string(max) + "}";
         if (q == "{1}") return e;
         return {g + q, Expr::kAtom};
       }

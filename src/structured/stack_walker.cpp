@@ -65,16 +65,20 @@ void StackWalker::close(int32_t node, Frontier& out) {
   while (!work_.empty()) {
     const int32_t id = work_.back();
     work_.pop_back();
-    if (static_cast<size_t>(id) >= seen_.size()) seen_.resize(std::max<size_t>(arena_->size() * 2, 1024), 0);
+    if (static_cast<size_t>(id) >= seen_.size())
+      seen_.resize(std::max<size_t>(arena_->size() * 2, 1024), 0);
     if (seen_[id] == epoch_) continue;
     seen_[id] = epoch_;
     const StackNode n = (*arena_)[id];
     const GrammarState& st = g.states[n.state];
     if (st.byte_begin != st.byte_end) out.nodes.push_back(id);
     if (st.final) {
-      if (n.parent == kBottom) out.can_end = true;
-      else if (n.parent == kOutside) out.popped = true;
-      else work_.push_back(n.parent);
+      if (n.parent == kBottom)
+        out.can_end = true;
+      else if (n.parent == kOutside)
+        out.popped = true;
+      else
+        work_.push_back(n.parent);
     }
     for (uint32_t i = st.call_begin; i < st.call_end; ++i) {
       const CallEdge& c = g.call_edges[i];
@@ -91,7 +95,9 @@ void StackWalker::close(int32_t node, Frontier& out) {
   }
 }
 
-void StackWalker::finish(Frontier& out) { std::sort(out.nodes.begin(), out.nodes.end()); }
+void StackWalker::finish(Frontier& out) {
+  std::sort(out.nodes.begin(), out.nodes.end());
+}
 
 void StackWalker::advance(const Frontier& in, uint8_t b, bool literal_only, Frontier& out) {
   const Grammar& g = *g_;

@@ -50,6 +50,27 @@ TableStore::Stats TableStore::stats() const {
   return {hits_, misses_, static_cast<int64_t>(lru_.size()), static_cast<int64_t>(bytes_)};
 }
 
+namespace {
+
+// Fills a mask at every byte of `doc` (so every position's tables get built); spaces the
+// grammar does not allow are skipped. Returns whether the whole document was accepted.
+bool walk_document(const std::shared_ptr<const TokenVocab>& vocab, const std::string& gbnf,
+                   std::string_view doc) {
+  auto g = parse_gbnf(gbnf);
+  if (!g.is_ok()) return false;
+  auto cg = CompiledGrammar::create(*g, vocab);
+  if (!cg.is_ok()) return false;
+  GrammarMatcher m(*cg);
+  std::vector<uint32_t> words(bitmask_words(vocab->size()));
+  for (size_t i = 0; i < doc.size(); ++i) {
+    m.fill_next_token_bitmask(words);
+    if (!m.accept_bytes(doc.substr(i, 1)) && doc[i] != ' ') return false;
+  }
+  return m.can_end();
+}
+
+}  // namespace
+
 void prewarm_json_tables(const std::shared_ptr<const TokenVocab>& vocab) {
   // Every kind of JSON position at least once: strings (plain, with escapes), integers,
   // fractions and exponents, literals, nested containers, in compact form and with the
@@ -59,19 +80,29 @@ void prewarm_json_tables(const std::shared_ptr<const TokenVocab>& vocab) {
   for (const int ws : {0, 1}) {
     JsonGrammarOptions opt;
     opt.max_whitespace = ws;
-    auto g = parse_gbnf(any_json_object_gbnf(opt));
-    if (!g.is_ok()) return;
-    auto cg = CompiledGrammar::create(*g, vocab);
-    if (!cg.is_ok()) return;
-    GrammarMatcher m(*cg);
-    std::vector<uint32_t> words(bitmask_words(vocab->size()));
-    const std::string_view doc(kDoc);
-    for (size_t i = 0; i < doc.size(); ++i) {
-      m.fill_next_token_bitmask(words);
-      // Compact form: skip the spaces the grammar does not allow.
-      if (!m.accept_bytes(doc.substr(i, 1)) && doc[i] != ' ') break;
-    }
+    walk_document(vocab, any_json_object_gbnf(opt), kDoc);
   }
+  // A string with maxLength walked to its bound: the tables of a string body 0..max_len
+  // characters from its bound are the same for every maxLength (table_shape counts
+  // iterations left), and each costs up to a few ms. Then the string formats.
+  const int32_t n = vocab->impl().max_len + 1;
+  OrderedJson schema = {{"type", "object"},
+                        {"properties",
+                         {{"s", {{"type", "string"}, {"maxLength", n}}},
+                          {"e", {{"type", "string"}, {"format", "email"}}},
+                          {"t", {{"type", "string"}, {"format", "date-time"}}},
+                          {"d", {{"type", "string"}, {"format", "date"}}},
+                          {"u", {{"type", "string"}, {"format", "uuid"}}},
+                          {"i", {{"type", "string"}, {"format", "ipv4"}}}}},
+                        {"required", {"s", "e", "t", "d", "u", "i"}},
+                        {"additionalProperties", false}};
+  auto gbnf = json_schema_to_gbnf(schema);
+  if (!gbnf.is_ok()) return;
+  const std::string doc =
+      R"({"s":")" + std::string(n, 'a') +
+      R"(","e":"ab.cd@ef-gh.com","t":"2024-01-02T03:04:05.678Z","d":"2024-01-02",)"
+      R"("u":"0123abcd-4567-89ef-0123-456789abcdef","i":"192.168.0.1"})";
+  walk_document(vocab, *gbnf, doc);
 }
 
 }  // namespace loom::structured

@@ -20,11 +20,12 @@ namespace loom::structured {
 
 class TableStore {
  public:
-  explicit TableStore(size_t budget_bytes = size_t{512} << 20);
+  explicit TableStore(size_t budget_bytes = size_t{256} << 20);
 
   std::shared_ptr<const TokenTable> find(std::string_view shape);
   // Returns the table kept for `shape`: `table`, or the one another thread inserted first.
-  std::shared_ptr<const TokenTable> insert(std::string_view shape, std::shared_ptr<const TokenTable> table);
+  std::shared_ptr<const TokenTable> insert(std::string_view shape,
+                                           std::shared_ptr<const TokenTable> table);
 
   struct Stats {
     int64_t hits = 0, misses = 0, tables = 0, bytes = 0;
@@ -41,7 +42,7 @@ class TableStore {
 
   const size_t budget_;
   mutable std::mutex mu_;
-  std::list<Entry> lru_;  // most recent first
+  std::list<Entry> lru_;                                                    // most recent first
   std::unordered_map<std::string_view, std::list<Entry>::iterator> index_;  // views into lru_
   size_t bytes_ = 0;
   int64_t hits_ = 0, misses_ = 0;

@@ -25,7 +25,8 @@ Result<std::string> add_text_without(GbnfBuilder& b, const std::vector<std::stri
   for (const std::string& t : triggers) {
     if (t.empty()) return invalid_argument("text_without: empty trigger string");
     std::vector<uint32_t> cps;
-    if (!detail::decode_utf8(t, &cps)) return invalid_argument("text_without: trigger is not valid UTF-8");
+    if (!detail::decode_utf8(t, &cps))
+      return invalid_argument("text_without: trigger is not valid UTF-8");
     int s = 0;
     for (uint32_t c : cps) {
       alphabet.add(c, c);
@@ -73,14 +74,17 @@ Result<std::string> add_text_without(GbnfBuilder& b, const std::vector<std::stri
       for (uint32_t c = r.lo; c <= r.hi; ++c) {
         const int t = delta(static_cast<int>(i), c);
         if (st[t].match) continue;  // would complete a trigger
-        if (t == 0) to_start.add(c, c);
-        else by_target[t].add(c, c);
+        if (t == 0)
+          to_start.add(c, c);
+        else
+          by_target[t].add(c, c);
       }
     }
     std::string alts;
     if (!to_start.empty()) alts = detail::gbnf_class(to_start) + " " + rule[0];
     for (const auto& [t, cs] : by_target) {
-      const std::string x = cs.size() == 1 ? detail::gbnf_char_literal(cs.ranges()[0].lo) : detail::gbnf_class(cs);
+      const std::string x =
+          cs.size() == 1 ? detail::gbnf_char_literal(cs.ranges()[0].lo) : detail::gbnf_class(cs);
       alts += (alts.empty() ? "" : " | ") + x + " " + rule[t];
     }
     b.define(rule[i], alts.empty() ? "\"\"" : "( " + alts + " )?");

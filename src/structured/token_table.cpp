@@ -5,6 +5,7 @@
 #include "structured/token_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -13,6 +14,12 @@ namespace loom::structured {
 namespace {
 
 constexpr int32_t kSmallRule = 48;  // automaton states
+
+// How a walk from a key classifies a token. kAcceptedByPop: accepted only because a path left
+// the key's frames exactly as the token ended; a key with one more frame must look again.
+constexpr int32_t kFewAccepted = 64;
+
+enum TokenClass { kRejected = 0, kAccepted = 1, kContext = 2, kAcceptedByPop = 3 };
 
 int32_t clamp_count(const Grammar& g, int32_t state, int32_t count, int32_t max_len) {
   const GrammarRule& r = g.rules[g.states[state].rule];
@@ -33,32 +40,38 @@ class LazyDfa {
     f.nodes.push_back(node);
     return intern(std::move(f));
   }
-  bool dead(int32_t d) const { return states_[d].nodes.empty(); }
-  bool popped(int32_t d) const { return states_[d].popped; }
+  bool dead(int32_t d) const { return flags_[d] & 1; }
+  bool popped(int32_t d) const { return flags_[d] & 2; }
 
   int32_t step(int32_t d, uint8_t b) {
     int32_t& t = trans_[static_cast<size_t>(d) * 256 + b];
     if (t >= 0) return t;
     walker_.advance(states_[d], b, false, scratch_);
+    // Most bytes kill most states: skip interning (a hash of the frontier) for those.
+    if (scratch_.dead() && !scratch_.popped) {
+      if (dead_ < 0) dead_ = intern(scratch_);
+      trans_[static_cast<size_t>(d) * 256 + b] = dead_;
+      return dead_;
+    }
     const int32_t next = intern(scratch_);
     trans_[static_cast<size_t>(d) * 256 + b] = next;  // trans_ may have grown
     return next;
   }
 
   // Walks the bytes of a special token: literal edges only, no caching (few such tokens).
-  // Returns 1 accepted, 2 context-dependent, 0 rejected.
+  // Returns a TokenClass.
   int special_walk(int32_t start, const std::string& bytes) {
     Frontier cur = states_[start], next;
     bool popped_before = false;
     for (size_t i = 0; i < bytes.size(); ++i) {
-      if (cur.dead()) return popped_before ? 2 : 0;
+      if (cur.dead()) return popped_before ? kContext : kRejected;
       walker_.advance(cur, static_cast<uint8_t>(bytes[i]), true, next);
       std::swap(cur, next);
       if (cur.popped && i + 1 < bytes.size()) popped_before = true;
-      if (cur.popped && i + 1 == bytes.size()) return 1;
     }
-    if (!cur.dead()) return 1;
-    return popped_before ? 2 : 0;
+    if (!cur.dead()) return kAccepted;
+    if (cur.popped) return kAcceptedByPop;
+    return popped_before ? kContext : kRejected;
   }
 
  private:
@@ -69,6 +82,7 @@ class LazyDfa {
     if (fresh) {
       states_.push_back(f);
       states_.back().can_end = false;
+      flags_.push_back(static_cast<uint8_t>(f.nodes.empty() | f.popped << 1));
       trans_.resize(states_.size() * 256, -1);
     }
     return it->second;
@@ -77,6 +91,8 @@ class LazyDfa {
   StackArena arena_;
   StackWalker walker_;
   std::vector<Frontier> states_;
+  std::vector<uint8_t> flags_;  // per state: 1 dead, 2 popped (the walk's hot checks)
+  int32_t dead_ = -1;           // the empty frontier's state, once interned
   std::vector<int32_t> trans_;  // (state, byte) -> state, -1 unknown
   std::unordered_map<std::string, int32_t> index_;
   std::string key_;
@@ -106,25 +122,53 @@ TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int3
 
 namespace {
 
-void set_bit(std::vector<uint32_t>& w, int32_t id) { w[id >> 5] |= 1u << (id & 31); }
-bool get_bit(const std::vector<uint32_t>& w, int32_t id) { return (w[id >> 5] >> (id & 31)) & 1; }
+void set_bit(std::vector<uint32_t>& w, int32_t id) {
+  w[id >> 5] |= 1u << (id & 31);
+}
+bool get_bit(const std::vector<uint32_t>& w, int32_t id) {
+  return (w[id >> 5] >> (id & 31)) & 1;
+}
 
-size_t common_prefix(const std::string& a, const std::string& b) {
+size_t common_prefix(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
   size_t m = 0;
   while (m < n && a[m] == b[m]) ++m;
   return m;
 }
 
-// ctx_lcp for a ctx list in vocabulary sort order; n_accepted from the bitmask.
+void add(TokenTable& t, int32_t id, int c, bool special = false) {
+  if (c == kAccepted || c == kAcceptedByPop) {
+    set_bit(t.accepted, id);
+    ++t.n_accepted;
+  }
+  if (c == kAcceptedByPop) t.popped_end.push_back(id);
+  if (c == kContext) (special ? t.ctx_special : t.ctx).push_back(id);
+}
+
+// ctx_lcp and ctx bytes for a ctx list in vocabulary sort order; accepted_ids.
 void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
+  // ctx is in sort order: neighbours in the vocabulary take their lcp from it, and the bytes
+  // come from the sorted blob (sequential reads, not one heap string per token).
   t.ctx_lcp.resize(t.ctx.size());
-  for (size_t k = 0; k < t.ctx.size(); ++k)
-    t.ctx_lcp[k] = k == 0 ? 0
-                          : static_cast<uint16_t>(std::min<size_t>(
-                                common_prefix(v.bytes[t.ctx[k - 1]], v.bytes[t.ctx[k]]), 65535));
-  t.n_accepted = 0;
-  for (const uint32_t w : t.accepted) t.n_accepted += __builtin_popcount(w);
+  t.ctx_blob.clear();
+  t.ctx_off.assign(1, 0);
+  int32_t prev = -1;
+  for (size_t k = 0; k < t.ctx.size(); ++k) {
+    const int32_t p = v.rank[t.ctx[k]];
+    const std::string_view bytes = v.sorted_bytes(p);
+    size_t lcp = 0;
+    if (prev >= 0) lcp = p == prev + 1 ? v.lcp[p] : common_prefix(v.sorted_bytes(prev), bytes);
+    t.ctx_lcp[k] = static_cast<uint16_t>(std::min<size_t>(lcp, 65535));
+    t.ctx_blob.append(bytes);
+    t.ctx_off.push_back(static_cast<uint32_t>(t.ctx_blob.size()));
+    prev = p;
+  }
+  // A few accepted tokens are set one by one per mask instead of OR-ing the whole bitmask.
+  t.accepted_ids.clear();
+  if (t.n_accepted <= kFewAccepted)
+    for (size_t w = 0; w < t.accepted.size(); ++w)
+      for (uint32_t bits = t.accepted[w]; bits; bits &= bits - 1)
+        t.accepted_ids.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
 }
 
 // The per-token walk shared by full builds and derivations: dst[d] is the DFA state after
@@ -138,16 +182,16 @@ class TokenWalk {
     dst_[0] = start_;
     pb_[0] = 0;
   }
-  // Walks `bytes` reusing the first min(lcp, valid) steps of the previous token. Returns 1
-  // accepted, 2 context-dependent, 0 rejected; *dead_at: depth where every path died (or -1).
-  int walk(const std::string& bytes, size_t lcp, size_t* dead_at) {
+  // Walks `bytes` reusing the first min(lcp, valid) steps of the previous token. Returns a
+  // TokenClass; *dead_at: the depth where every path died, or -1.
+  int walk(std::string_view bytes, size_t lcp, size_t* dead_at) {
     const size_t len = bytes.size();
     size_t d = std::min(lcp, valid_);
     while (d < len) {
       if (dfa_.dead(dst_[d])) {
         valid_ = d;
         *dead_at = d;
-        return pb_[d] ? 2 : 0;
+        return pb_[d] ? kContext : kRejected;
       }
       const int32_t nx = dfa_.step(dst_[d], static_cast<uint8_t>(bytes[d]));
       dst_[d + 1] = nx;
@@ -156,8 +200,9 @@ class TokenWalk {
     }
     valid_ = d;
     *dead_at = static_cast<size_t>(-1);
-    if (!dfa_.dead(dst_[len]) || dfa_.popped(dst_[len])) return 1;
-    return pb_[len] ? 2 : 0;
+    if (!dfa_.dead(dst_[len])) return kAccepted;
+    if (dfa_.popped(dst_[len])) return kAcceptedByPop;
+    return pb_[len] ? kContext : kRejected;
   }
   int special(const std::string& bytes) { return dfa_.special_walk(start_, bytes); }
 
@@ -197,117 +242,204 @@ std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab
   size_t i = 0;
   while (i < n) {
     const int32_t id = v.sorted[i];
-    const std::string& bytes = v.bytes[id];
+    const std::string_view bytes = v.sorted_bytes(i);
     size_t d = 0;
     const int r = walk.walk(bytes, v.lcp[i], &d);
     if (d == static_cast<size_t>(-1)) {
-      if (r == 1) set_bit(t.accepted, id);
-      else if (r == 2) t.ctx.push_back(id);
+      add(t, id, r);
       ++i;
       continue;
     }
     // Dead at depth d: so is every following token that shares these d bytes.
-    if (r == 2) {
+    if (r == kContext) {
       do t.ctx.push_back(v.sorted[i++]);
       while (i < n && v.lcp[i] >= d);
       continue;
     }
-    // All rejected: binary search past the block of tokens with this prefix (most grammar
-    // positions allow few first bytes, so this skips most of the vocabulary in a few steps).
+    // All rejected: skip the block of tokens with this prefix (most grammar positions allow
+    // few first bytes, so this skips most of the vocabulary in a few steps).
+    if (d == 1) {
+      i = v.first_end[static_cast<uint8_t>(bytes[0])];
+      continue;
+    }
+    // The block is usually a handful of tokens ("abc." below "abc."): read lcp first.
+    size_t j = i + 1;
+    while (j < n && j < i + 64 && v.lcp[j] >= d) ++j;
+    if (j == n || v.lcp[j] < d) {
+      i = j;
+      continue;
+    }
     const std::string_view prefix(bytes.data(), d);
-    size_t lo = i + 1, hi = n;
+    size_t lo = j, hi = n;
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
-      if (v.bytes[v.sorted[mid]].compare(0, d, prefix) <= 0) lo = mid + 1;
-      else hi = mid;
+      if (v.sorted_bytes(mid).substr(0, d) <= prefix)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     i = lo;
   }
-  for (int32_t id : v.specials) {
-    const int r = walk.special(v.bytes[id]);
-    if (r == 1) set_bit(t.accepted, id);
-    else if (r == 2) t.ctx_special.push_back(id);
-  }
+  for (int32_t id : v.specials) add(t, id, walk.special(v.bytes[id]), true);
   finish_table(t, v);
   return table;
 }
 
-std::unique_ptr<TokenTable> derive_token_table(const Grammar& g, const TokenVocab::Impl& v,
-                                               const TableKey& key, const TokenTable& base,
-                                               int32_t remaining) {
+namespace {
+
+// The table of `key` from `base`, which classifies every token as `key` does except those in
+// `redo` (a bitmask over ids, `n_redo` normal tokens among them): those are walked again.
+std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, const TableKey& key,
+                                   const TokenTable& base, const std::vector<uint32_t>& redo,
+                                   size_t n_redo) {
   auto table = std::make_unique<TokenTable>();
   TokenTable& t = *table;
-  t.accepted = base.accepted;
-  std::vector<uint32_t> in_ctx(base.accepted.size(), 0);
-  for (const int32_t id : base.ctx) set_bit(in_ctx, id);
-  // Tokens longer than `remaining` that the base did not reject, in vocabulary sort order.
-  const int32_t r = std::max(remaining, 0);
-  std::vector<int32_t> pos;
-  const int32_t n_long = r >= v.max_len ? 0 : v.n_longer[r];
-  for (int32_t k = 0; k < n_long; ++k) {
-    const int32_t p = v.by_len_desc[k];
-    const int32_t id = v.sorted[p];
-    if (get_bit(t.accepted, id) || get_bit(in_ctx, id)) {
-      pos.push_back(p);
-      t.accepted[id >> 5] &= ~(1u << (id & 31));
-    }
+  t.accepted.resize(base.accepted.size());
+  t.n_accepted = base.n_accepted;
+  for (size_t w = 0; w < t.accepted.size(); ++w) {
+    t.accepted[w] = base.accepted[w] & ~redo[w];
+    for (uint32_t gone = base.accepted[w] & redo[w]; gone; gone &= gone - 1) --t.n_accepted;
   }
-  std::sort(pos.begin(), pos.end());
-  TokenWalk walk(g, key, v.max_len);
-  std::vector<int32_t> fresh_ctx;  // positions
-  const std::string* prev = nullptr;
-  for (const int32_t p : pos) {
-    const int32_t id = v.sorted[p];
-    const std::string& bytes = v.bytes[id];
-    size_t d = 0;
-    // A token below a dead prefix dies at once: the walk resumes at the dead state.
-    const int c = walk.walk(bytes, prev ? common_prefix(*prev, bytes) : 0, &d);
-    prev = &bytes;
-    if (c == 1) set_bit(t.accepted, id);
-    else if (c == 2) fresh_ctx.push_back(p);
-  }
-  // Merge the kept short ctx tokens with the re-walked ones, both in sort order.
-  std::vector<int32_t> kept;
+  std::vector<int32_t> kept_ctx, new_ctx;  // positions in v.sorted
   for (const int32_t id : base.ctx)
-    if (static_cast<int32_t>(v.bytes[id].size()) <= r) kept.push_back(v.rank[id]);
-  t.ctx.reserve(kept.size() + fresh_ctx.size());
-  std::vector<int32_t> merged(kept.size() + fresh_ctx.size());
-  std::merge(kept.begin(), kept.end(), fresh_ctx.begin(), fresh_ctx.end(), merged.begin());
-  for (const int32_t p : merged) t.ctx.push_back(v.sorted[p]);
-  for (const int32_t id : v.specials) {
-    const bool was_acc = get_bit(base.accepted, id);
-    const bool was_ctx = std::find(base.ctx_special.begin(), base.ctx_special.end(), id) != base.ctx_special.end();
-    if (!was_acc && !was_ctx) continue;
-    if (static_cast<int32_t>(v.bytes[id].size()) <= r) {
-      if (was_ctx) t.ctx_special.push_back(id);
-      continue;
+    if (!get_bit(redo, id)) kept_ctx.push_back(v.rank[id]);
+  std::vector<int32_t> kept_pop;
+  for (const int32_t id : base.popped_end)
+    if (!get_bit(redo, id)) kept_pop.push_back(id);
+  TokenWalk walk(g, key, v.max_len);
+  std::vector<int32_t> new_pop;
+  auto classify = [&](int32_t p, size_t lcp) {
+    const int32_t id = v.sorted[p];
+    size_t d = 0;
+    const int c = walk.walk(v.sorted_bytes(p), lcp, &d);  // below a dead prefix: dies at once
+    if (c == kAccepted || c == kAcceptedByPop) {
+      set_bit(t.accepted, id);
+      ++t.n_accepted;
     }
-    t.accepted[id >> 5] &= ~(1u << (id & 31));
-    const int c = walk.special(v.bytes[id]);
-    if (c == 1) set_bit(t.accepted, id);
-    else if (c == 2) t.ctx_special.push_back(id);
+    if (c == kAcceptedByPop) new_pop.push_back(id);
+    if (c == kContext) new_ctx.push_back(p);
+  };
+  const size_t n = v.sorted.size();
+  if (n_redo * 16 > n) {
+    // Many: scan the sort order; the common prefix with the last walked token is the
+    // minimum of lcp over the tokens in between.
+    size_t lcp = 0;
+    for (size_t p = 0; p < n; ++p) {
+      lcp = std::min<size_t>(lcp, v.lcp[p]);
+      if (!get_bit(redo, v.sorted[p])) continue;
+      classify(static_cast<int32_t>(p), lcp);
+      lcp = SIZE_MAX;
+    }
+  } else {
+    std::vector<int32_t> pos;
+    pos.reserve(n_redo);
+    for (size_t w = 0; w < redo.size(); ++w)
+      for (uint32_t bits = redo[w]; bits; bits &= bits - 1) {
+        const int32_t id = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
+        if (v.rank[id] >= 0) pos.push_back(v.rank[id]);
+      }
+    std::sort(pos.begin(), pos.end());
+    std::string_view prev;
+    for (const int32_t p : pos) {
+      const std::string_view bytes = v.sorted_bytes(p);
+      classify(p, common_prefix(prev, bytes));
+      prev = bytes;
+    }
   }
+  std::vector<int32_t> merged(kept_ctx.size() + new_ctx.size());
+  std::merge(kept_ctx.begin(), kept_ctx.end(), new_ctx.begin(), new_ctx.end(), merged.begin());
+  t.ctx.reserve(merged.size());
+  for (const int32_t p : merged) t.ctx.push_back(v.sorted[p]);
+  for (const int32_t id : base.ctx_special)
+    if (!get_bit(redo, id)) t.ctx_special.push_back(id);
+  for (const int32_t id : v.specials)
+    if (get_bit(redo, id)) add(t, id, walk.special(v.bytes[id]), true);
+  // popped_end: normal tokens first in sort order, then specials (only a set is needed).
+  t.popped_end = std::move(kept_pop);
+  t.popped_end.insert(t.popped_end.end(), new_pop.begin(), new_pop.end());
   finish_table(t, v);
   return table;
+}
+
+}  // namespace
+
+std::unique_ptr<TokenTable> derive_near_bound(const Grammar& g, const TokenVocab::Impl& v,
+                                              const TableKey& key, const TokenTable& base,
+                                              int32_t remaining) {
+  const int32_t r = std::max(remaining, 0);
+  std::vector<uint32_t> redo(base.accepted.size(), 0);
+  size_t n_redo = 0;
+  auto consider = [&](int32_t id) {
+    if (static_cast<int32_t>(v.bytes[id].size()) <= r) return;
+    set_bit(redo, id);
+    if (!v.special[id]) ++n_redo;
+  };
+  // Only tokens longer than r can differ: the longest-first list holds exactly those up front.
+  const int32_t n_long = r >= v.max_len ? 0 : v.n_longer[r];
+  std::vector<uint32_t> in_ctx;
+  if (n_long > 0 && !base.ctx.empty()) {
+    in_ctx.assign(base.accepted.size(), 0);
+    for (const int32_t id : base.ctx) set_bit(in_ctx, id);
+  }
+  for (int32_t k = 0; k < n_long; ++k) {
+    const int32_t id = v.sorted[v.by_len_desc[k]];
+    if (get_bit(base.accepted, id) || (!in_ctx.empty() && get_bit(in_ctx, id))) consider(id);
+  }
+  for (const int32_t id : v.specials)
+    if (get_bit(base.accepted, id)) consider(id);
+  for (const int32_t id : base.ctx_special) consider(id);
+  return rewalk(g, v, key, base, redo, n_redo);
+}
+
+std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVocab::Impl& v,
+                                               const TableKey& key, const TokenTable& base) {
+  std::vector<uint32_t> redo(base.accepted.size(), 0);
+  for (const int32_t id : base.ctx) set_bit(redo, id);
+  for (const int32_t id : base.ctx_special) set_bit(redo, id);
+  for (const int32_t id : base.popped_end) set_bit(redo, id);
+  size_t n_redo = base.ctx.size();
+  for (const int32_t id : base.popped_end) n_redo += !v.special[id];
+  return rewalk(g, v, key, base, redo, n_redo);
 }
 
 bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std::string& out) {
-  std::unordered_map<int32_t, int32_t> state_id, rule_id;
+  // Canonical ids by grammar state / rule, valid where stamped with this call's epoch: the
+  // arrays are reused per thread, so a shape that turns out too large costs only its visits.
+  thread_local std::vector<uint32_t> stamp, rule_stamp;
+  thread_local std::vector<int32_t> id_of, rule_id_of;
+  thread_local uint32_t epoch = 0;
+  if (stamp.size() < g.states.size()) {
+    stamp.resize(g.states.size(), 0);
+    id_of.resize(g.states.size());
+  }
+  if (rule_stamp.size() < g.rules.size()) {
+    rule_stamp.resize(g.rules.size(), 0);
+    rule_id_of.resize(g.rules.size());
+  }
+  if (++epoch == 0) {
+    std::fill(stamp.begin(), stamp.end(), 0);
+    std::fill(rule_stamp.begin(), rule_stamp.end(), 0);
+    epoch = 1;
+  }
   std::vector<int32_t> states, rules;
   std::vector<uint8_t> called;  // per canonical rule: some reachable call pushes it fresh
   std::vector<int32_t> w;
   auto sid = [&](int32_t s) {
-    auto [it, fresh] = state_id.try_emplace(s, static_cast<int32_t>(states.size()));
-    if (fresh) states.push_back(s);
-    return it->second;
+    if (stamp[s] != epoch) {
+      stamp[s] = epoch;
+      id_of[s] = static_cast<int32_t>(states.size());
+      states.push_back(s);
+    }
+    return id_of[s];
   };
   auto rid = [&](int32_t r) {
-    auto [it, fresh] = rule_id.try_emplace(r, static_cast<int32_t>(rules.size()));
-    if (fresh) {
+    if (rule_stamp[r] != epoch) {
+      rule_stamp[r] = epoch;
+      rule_id_of[r] = static_cast<int32_t>(rules.size());
       rules.push_back(r);
       called.push_back(0);
     }
-    return it->second;
+    return rule_id_of[r];
   };
   w.push_back(key.n);
   for (int i = 0; i < key.n; ++i) {
@@ -347,7 +479,8 @@ bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std:
 
 size_t table_bytes(const TokenTable& t) {
   return sizeof t + t.accepted.capacity() * 4 + t.ctx.capacity() * 4 + t.ctx_lcp.capacity() * 2 +
-         t.ctx_special.capacity() * 4;
+         t.ctx_special.capacity() * 4 + t.popped_end.capacity() * 4 + t.ctx_blob.capacity() +
+         t.ctx_off.capacity() * 4 + t.accepted_ids.capacity() * 4;
 }
 
 }  // namespace loom::structured

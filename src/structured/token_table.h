@@ -54,11 +54,17 @@ struct TableKeyHash {
 };
 
 struct TokenTable {
-  std::vector<uint32_t> accepted;      // bitmask words over the vocabulary
-  std::vector<int32_t> ctx;            // context-dependent normal tokens, in vocab sort order
-  std::vector<uint16_t> ctx_lcp;       // common prefix with the previous ctx token
-  std::vector<int32_t> ctx_special;    // context-dependent special tokens
-  int32_t n_accepted = 0;
+  std::vector<uint32_t> accepted;    // bitmask words over the vocabulary
+  std::vector<int32_t> ctx;          // context-dependent normal tokens, in vocab sort order
+  std::vector<uint16_t> ctx_lcp;     // common prefix with the previous ctx token
+  std::string ctx_blob;              // ctx tokens' bytes back to back (read in order per mask)
+  std::vector<uint32_t> ctx_off;     // ctx[k]: ctx_blob[ctx_off[k], ctx_off[k + 1])
+  std::vector<int32_t> ctx_special;  // context-dependent special tokens
+  // Accepted only because a path left the key's frames as the token ended (refine_token_table
+  // walks them again with the caller's frame; masks do not need them).
+  std::vector<int32_t> popped_end;
+  int32_t n_accepted = 0;             // bits set in `accepted`
+  std::vector<int32_t> accepted_ids;  // those ids when there are only a few
 };
 
 // The key for frontier node `node` of `arena` (max_len: the vocabulary's longest token).
@@ -74,10 +80,17 @@ bool near_bound(const Grammar& g, const TableKey& key, int32_t max_len, TableKey
 
 // The table of `key` from the table of its near_bound() base: tokens no longer than
 // `remaining` bytes cannot reach the bound (each iteration consumes a byte), so they keep
-// their class; the longer ones the base accepted or left to the context are walked again.
-std::unique_ptr<TokenTable> derive_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
-                                               const TableKey& key, const TokenTable& base,
-                                               int32_t remaining);
+// their class; the longer ones the base did not reject are walked again.
+std::unique_ptr<TokenTable> derive_near_bound(const Grammar& g, const TokenVocab::Impl& vocab,
+                                              const TableKey& key, const TokenTable& base,
+                                              int32_t remaining);
+
+// The table of `key` from the table of `key` without its last (bottom) frame: the two walks
+// differ only after a path leaves the shorter key, so only the base's context-dependent and
+// popped_end tokens are walked again. The base is usually shared (a string or email rule
+// alone) where the full key names its call site in one schema.
+std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
+                                               const TableKey& key, const TokenTable& base);
 
 // The canonical form of the automaton reachable from `key` (states renumbered in visit
 // order, counts of counted frames as iterations left), appended to `out` as raw bytes.

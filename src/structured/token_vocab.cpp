@@ -58,7 +58,8 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokens(std::vector<std::strin
   m.bytes = std::move(bytes);
   m.special.assign(n, 0);
   m.eos.assign(n, 0);
-  for (int32_t i = 0; i < n && i < static_cast<int32_t>(special.size()); ++i) m.special[i] = special[i];
+  for (int32_t i = 0; i < n && i < static_cast<int32_t>(special.size()); ++i)
+    m.special[i] = special[i];
   for (int32_t id : eos)
     if (id >= 0 && id < n && !m.eos[id]) {
       m.eos[id] = 1;
@@ -77,8 +78,10 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokens(std::vector<std::strin
   for (int32_t i = 0; i < n; ++i) {
     if (m.eos[i] || m.bytes[i].empty()) continue;
     m.max_len = std::max<int32_t>(m.max_len, static_cast<int32_t>(m.bytes[i].size()));
-    if (m.special[i]) m.specials.push_back(i);
-    else m.sorted.push_back(i);
+    if (m.special[i])
+      m.specials.push_back(i);
+    else
+      m.sorted.push_back(i);
   }
   std::sort(m.sorted.begin(), m.sorted.end(),
             [&](int32_t a, int32_t b) { return m.bytes[a] < m.bytes[b]; });
@@ -90,6 +93,14 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokens(std::vector<std::strin
     while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
     m.lcp[i] = static_cast<uint16_t>(std::min<size_t>(k, 65535));
   }
+  m.sorted_off.assign(1, 0);
+  for (const int32_t id : m.sorted) {
+    m.sorted_blob += m.bytes[id];
+    m.sorted_off.push_back(static_cast<uint32_t>(m.sorted_blob.size()));
+  }
+  for (size_t i = 0; i < m.sorted.size(); ++i)
+    m.first_end[static_cast<uint8_t>(m.bytes[m.sorted[i]][0])] = static_cast<uint32_t>(i + 1);
+  for (int b = 1; b < 256; ++b) m.first_end[b] = std::max(m.first_end[b], m.first_end[b - 1]);
   m.rank.assign(n, -1);
   for (size_t i = 0; i < m.sorted.size(); ++i) m.rank[m.sorted[i]] = static_cast<int32_t>(i);
   m.by_len_desc.resize(m.sorted.size());
@@ -99,16 +110,29 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokens(std::vector<std::strin
                    [&](int32_t a, int32_t b) { return len_at(a) > len_at(b); });
   m.n_longer.assign(static_cast<size_t>(m.max_len) + 1, 0);
   for (const int32_t id : m.sorted)
-    for (size_t L = 0; L < m.bytes[id].size() && L <= static_cast<size_t>(m.max_len); ++L) ++m.n_longer[L];
+    for (size_t L = 0; L < m.bytes[id].size() && L <= static_cast<size_t>(m.max_len); ++L)
+      ++m.n_longer[L];
   m.tables = std::make_shared<TableStore>();
   return v;
 }
 
-int32_t TokenVocab::size() const { return static_cast<int32_t>(impl_->bytes.size()); }
-const std::string& TokenVocab::bytes(int32_t id) const { return impl_->bytes[id]; }
-bool TokenVocab::is_special(int32_t id) const { return impl_->special[id] != 0; }
-bool TokenVocab::is_eos(int32_t id) const { return impl_->eos[id] != 0; }
-const std::vector<int32_t>& TokenVocab::eos_ids() const { return impl_->eos_ids; }
-uint64_t TokenVocab::fingerprint() const { return impl_->fingerprint; }
+int32_t TokenVocab::size() const {
+  return static_cast<int32_t>(impl_->bytes.size());
+}
+const std::string& TokenVocab::bytes(int32_t id) const {
+  return impl_->bytes[id];
+}
+bool TokenVocab::is_special(int32_t id) const {
+  return impl_->special[id] != 0;
+}
+bool TokenVocab::is_eos(int32_t id) const {
+  return impl_->eos[id] != 0;
+}
+const std::vector<int32_t>& TokenVocab::eos_ids() const {
+  return impl_->eos_ids;
+}
+uint64_t TokenVocab::fingerprint() const {
+  return impl_->fingerprint;
+}
 
 }  // namespace loom::structured

@@ -3,9 +3,8 @@
 // Tests skip only when node or npm is not installed.
 #pragma once
 
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>

@@ -43,7 +43,8 @@ class StructuredEngineTest : public ::testing::Test {
   }
 
   std::shared_ptr<const structured::CompiledGrammar> compile(Engine& e, const std::string& gbnf) {
-    if (!vocab_) vocab_ = structured::TokenVocab::from_tokenizer(*e.tokenizer(), e.model().config().n_vocab);
+    if (!vocab_)
+      vocab_ = structured::TokenVocab::from_tokenizer(*e.tokenizer(), e.model().config().n_vocab);
     auto g = structured::parse_gbnf(gbnf);
     EXPECT_TRUE(g.is_ok()) << g.status().message() << "\n" << gbnf;
     auto c = structured::CompiledGrammar::create(*g, vocab_);
@@ -52,7 +53,8 @@ class StructuredEngineTest : public ::testing::Test {
   }
 
   GenerateRequest request(const std::string& id, uint64_t seed,
-                          std::shared_ptr<const structured::CompiledGrammar> g, int max_tokens = 300) {
+                          std::shared_ptr<const structured::CompiledGrammar> g,
+                          int max_tokens = 300) {
     GenerateRequest r;
     r.request_id = id;
     r.prompt = random_prompt(3 + static_cast<int>(seed % 40), static_cast<uint32_t>(seed), 151000);
@@ -101,7 +103,8 @@ void expect_valid(const std::string& text) {
   if (d.contains("scores")) {
     ASSERT_TRUE(d["scores"].is_array()) << text;
     EXPECT_LE(d["scores"].size(), 4u) << text;
-    for (const auto& s : d["scores"]) EXPECT_TRUE(s.is_number_integer() && s.get<int>() >= 0 && s.get<int>() <= 9) << text;
+    for (const auto& s : d["scores"])
+      EXPECT_TRUE(s.is_number_integer() && s.get<int>() >= 0 && s.get<int>() <= 9) << text;
   }
 }
 
@@ -131,8 +134,10 @@ TEST_F(StructuredEngineTest, OutputsFollowTheirGrammarsAndStayBatchInvariant) {
     if (i % 3 == 2) continue;
     // Random weights cannot end a document early: a finished output is complete and valid.
     ASSERT_EQ(c.finish.at(0), FinishReason::kStop) << c.text.at(0);
-    if (i % 3 == 0) expect_valid(c.text.at(0));
-    else EXPECT_TRUE(std::regex_match(c.text.at(0), std::regex(re))) << c.text.at(0);
+    if (i % 3 == 0)
+      expect_valid(c.text.at(0));
+    else
+      EXPECT_TRUE(std::regex_match(c.text.at(0), std::regex(re))) << c.text.at(0);
   }
   // Alone, and with a tiny KV cache that forces preemption: the same tokens.
   for (int i : {0, 1, 3}) {
@@ -145,7 +150,9 @@ TEST_F(StructuredEngineTest, OutputsFollowTheirGrammarsAndStayBatchInvariant) {
   for (const auto& r : rs) ASSERT_TRUE(tight->add_request(r).is_ok());
   auto pre = run_all(*tight);
   EXPECT_GT(tight->metrics().num_preemptions, 0);
-  for (const auto& r : rs) EXPECT_EQ(pre.at(r.request_id).tokens.at(0), together.at(r.request_id).tokens.at(0)) << r.request_id;
+  for (const auto& r : rs)
+    EXPECT_EQ(pre.at(r.request_id).tokens.at(0), together.at(r.request_id).tokens.at(0))
+        << r.request_id;
   EXPECT_EQ(tight->check_kv_drained(), "");
 }
 
@@ -156,7 +163,8 @@ TEST_F(StructuredEngineTest, LengthIsTheOnlyWayToEndIncomplete) {
   auto g = compile(*e, *gbnf);
   // Too few tokens for a whole document: "length", and the text is a prefix a grammar walk
   // can still complete (checked by the matcher of an independent fresh state).
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e->add_request(request("s" + std::to_string(i), 7 + i, g, 6)).is_ok());
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(e->add_request(request("s" + std::to_string(i), 7 + i, g, 6)).is_ok());
   auto out = run_all(*e);
   for (const auto& [id, c] : out) {
     EXPECT_EQ(c.finish.at(0), FinishReason::kLength) << c.text.at(0);
@@ -195,7 +203,8 @@ TEST_F(StructuredEngineTest, RandomSchemasGiveAjvValidDocuments) {
     schemas.push_back(structured::test::random_schema(rng));
     auto gbnf = structured::json_schema_to_gbnf(schemas.back(), caps);
     ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message() << "\n" << schemas.back().dump();
-    ASSERT_TRUE(e->add_request(request("s" + std::to_string(i), 500 + i, compile(*e, *gbnf), 400)).is_ok());
+    ASSERT_TRUE(
+        e->add_request(request("s" + std::to_string(i), 500 + i, compile(*e, *gbnf), 400)).is_ok());
   }
   auto out = run_all(*e);
   std::vector<structured::test::AjvCase> cases;
@@ -216,7 +225,8 @@ TEST_F(StructuredEngineTest, RandomSchemasGiveAjvValidDocuments) {
   ASSERT_EQ(verdicts.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i)
     for (size_t k = 0; k < cases[i].instances.size(); ++k)
-      EXPECT_EQ(verdicts[i][k], 1) << "schema " << schemas[i].dump() << "\noutput " << cases[i].instances[k];
+      EXPECT_EQ(verdicts[i][k], 1)
+          << "schema " << schemas[i].dump() << "\noutput " << cases[i].instances[k];
 }
 
 }  // namespace

@@ -7,10 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/node_packages.h"
 
@@ -20,7 +19,8 @@ using loom::test::run_command;
 
 // The node_modules directory holding ajv, or "" (with *skip_reason set) when unavailable.
 inline std::string ajv_modules(std::string* skip_reason) {
-  return loom::test::npm_modules("node_ajv", "ajv@8 ajv-formats@3", "ajv-formats/package.json", skip_reason);
+  return loom::test::npm_modules("node_ajv", "ajv@8 ajv-formats@3", "ajv-formats/package.json",
+                                 skip_reason);
 }
 
 struct AjvCase {
@@ -29,14 +29,17 @@ struct AjvCase {
 };
 
 // Per case, per instance: 1 valid, 0 invalid, -1 ajv refused the schema. Empty on failure.
-inline std::vector<std::vector<int>> ajv_validate(const std::string& modules, const std::vector<AjvCase>& cases) {
+inline std::vector<std::vector<int>> ajv_validate(const std::string& modules,
+                                                  const std::vector<AjvCase>& cases) {
   nlohmann::ordered_json in = nlohmann::ordered_json::array();
   for (const AjvCase& c : cases) in.push_back({{"schema", c.schema}, {"instances", c.instances}});
-  const std::string path = ::testing::TempDir() + "/loom_ajv_cases_" + std::to_string(::getpid()) + ".json";
+  const std::string path =
+      ::testing::TempDir() + "/loom_ajv_cases_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << in.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   int rc = 0;
   const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/structured/validate_json.js";
-  std::string out = run_command("NODE_PATH='" + modules + "' node '" + script + "' '" + path + "'", &rc);
+  std::string out =
+      run_command("NODE_PATH='" + modules + "' node '" + script + "' '" + path + "'", &rc);
   std::filesystem::remove(path);
   EXPECT_EQ(rc, 0) << out;
   std::vector<std::vector<int>> result;

@@ -23,7 +23,9 @@ JsonGrammarOptions small_caps() {
   return o;
 }
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::strict); }
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::strict);
+}
 
 void run_property(uint64_t seed, int n_schemas, const JsonGrammarOptions& caps) {
   std::string skip;
@@ -55,7 +57,8 @@ void run_property(uint64_t seed, int n_schemas, const JsonGrammarOptions& caps) 
   std::vector<AjvCase> cases;
   for (const Item& it : items) {
     AjvCase c{it.schema, {}};
-    for (const auto* v : {&it.walked, &it.canonical, &it.mutated}) c.instances.insert(c.instances.end(), v->begin(), v->end());
+    for (const auto* v : {&it.walked, &it.canonical, &it.mutated})
+      c.instances.insert(c.instances.end(), v->begin(), v->end());
     cases.push_back(std::move(c));
   }
   const auto verdicts = ajv_validate(modules, cases);
@@ -73,13 +76,15 @@ void run_property(uint64_t seed, int n_schemas, const JsonGrammarOptions& caps) 
     for (const std::string& s : it.canonical) {
       const int ok = v[k++];
       ASSERT_NE(ok, -1) << ctx;
-      EXPECT_EQ(accepts(it.grammar, s), ok == 1) << "instance " << s << " (ajv: " << ok << ")\n" << ctx;
+      EXPECT_EQ(accepts(it.grammar, s), ok == 1) << "instance " << s << " (ajv: " << ok << ")\n"
+                                                 << ctx;
       canonical_valid += ok;
     }
     for (const std::string& s : it.mutated) {
       const int ok = v[k++];
       if (ok == 0) {
-        EXPECT_FALSE(accepts(it.grammar, s)) << "accepted an instance ajv rejects: " << s << "\n" << ctx;
+        EXPECT_FALSE(accepts(it.grammar, s)) << "accepted an instance ajv rejects: " << s << "\n"
+                                             << ctx;
         ++mutated_invalid;
       }
     }
@@ -92,7 +97,9 @@ void run_property(uint64_t seed, int n_schemas, const JsonGrammarOptions& caps) 
               canonical_valid, mutated_invalid);
 }
 
-TEST(FrontendJsonSchema, RandomSchemasAgainstAjv) { run_property(1234, 150, small_caps()); }
+TEST(FrontendJsonSchema, RandomSchemasAgainstAjv) {
+  run_property(1234, 150, small_caps());
+}
 
 TEST(FrontendJsonSchema, RandomSchemasWithWhitespace) {
   JsonGrammarOptions caps = small_caps();

@@ -3,9 +3,8 @@
 // full match. Regexes are written in the ECMAScript reading the front-end implements; where
 // PCRE2 reads the same text differently (. and \s), the PCRE2 copy spells the class out.
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <gtest/gtest.h>
+#include <pcre2.h>
 
 #include "frontend_test_util.h"
 #include "structured/frontends.h"
@@ -41,8 +40,12 @@ struct Re {
   std::string ecma, pcre;
 };
 
-const char* kSpace = "[\\t\\n\\x{0b}\\f\\r \\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]";
-const char* kNotSpace = "[^\\t\\n\\x{0b}\\f\\r \\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]";
+const char* kSpace =
+    "[\\t\\n\\x{0b}\\f\\r "
+    "\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]";
+const char* kNotSpace =
+    "[^\\t\\n\\x{0b}\\f\\r "
+    "\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]";
 
 Re random_atom(std::mt19937_64& rng, int depth);
 
@@ -56,14 +59,29 @@ Re random_regex(std::mt19937_64& rng, int depth) {
       Re a = random_atom(rng, depth);
       std::string q;
       switch (rng() % 10) {
-        case 0: q = "*"; break;
-        case 1: q = "+"; break;
-        case 2: q = "?"; break;
-        case 3: q = "{2}"; break;
-        case 4: q = "{1,3}"; break;
-        case 5: q = "{2,}"; break;
-        case 6: q = "*?"; break;
-        default: break;
+        case 0:
+          q = "*";
+          break;
+        case 1:
+          q = "+";
+          break;
+        case 2:
+          q = "?";
+          break;
+        case 3:
+          q = "{2}";
+          break;
+        case 4:
+          q = "{1,3}";
+          break;
+        case 5:
+          q = "{2,}";
+          break;
+        case 6:
+          q = "*?";
+          break;
+        default:
+          break;
       }
       out.ecma += a.ecma + q, out.pcre += a.pcre + q;
     }
@@ -72,11 +90,24 @@ Re random_regex(std::mt19937_64& rng, int depth) {
 }
 
 Re random_atom(std::mt19937_64& rng, int depth) {
-  static const std::vector<Re> leaves = {
-      {"a", "a"}, {"b", "b"}, {"\xc3\xa9", "\xc3\xa9"}, {"\\-", "\\-"}, {"[abc]", "[abc]"}, {"[^a]", "[^a]"},
-      {"[a-c1]", "[a-c1]"}, {"\\d", "\\d"}, {"\\w", "\\w"}, {"\\W", "\\W"}, {"\\s", kSpace}, {"\\S", kNotSpace},
-      {".", "[^\\n\\r\\x{2028}\\x{2029}]"}, {"[\\s\\d]", "(?:\\d|" + std::string(kSpace) + ")"}, {"\\u00e9", "\\x{e9}"},
-      {"[^\\w\\-]", "[^\\w\\-]"}, {"\\.", "\\."}, {"\\n", "\\n"}};
+  static const std::vector<Re> leaves = {{"a", "a"},
+                                         {"b", "b"},
+                                         {"\xc3\xa9", "\xc3\xa9"},
+                                         {"\\-", "\\-"},
+                                         {"[abc]", "[abc]"},
+                                         {"[^a]", "[^a]"},
+                                         {"[a-c1]", "[a-c1]"},
+                                         {"\\d", "\\d"},
+                                         {"\\w", "\\w"},
+                                         {"\\W", "\\W"},
+                                         {"\\s", kSpace},
+                                         {"\\S", kNotSpace},
+                                         {".", "[^\\n\\r\\x{2028}\\x{2029}]"},
+                                         {"[\\s\\d]", "(?:\\d|" + std::string(kSpace) + ")"},
+                                         {"\\u00e9", "\\x{e9}"},
+                                         {"[^\\w\\-]", "[^\\w\\-]"},
+                                         {"\\.", "\\."},
+                                         {"\\n", "\\n"}};
   if (depth < 2 && rng() % 4 == 0) {
     Re inner = random_regex(rng, depth + 1);
     const bool capture = rng() % 2;
@@ -86,7 +117,8 @@ Re random_atom(std::mt19937_64& rng, int depth) {
 }
 
 std::string random_string(std::mt19937_64& rng) {
-  static const std::vector<std::string> alphabet = {"a", "b", "c", "1", " ", "\n", "\xc3\xa9", "-", "_", ".", "\t"};
+  static const std::vector<std::string> alphabet = {"a",        "b", "c", "1", " ", "\n",
+                                                    "\xc3\xa9", "-", "_", ".", "\t"};
   std::string s;
   for (int i = rng() % 7; i > 0; --i) s += alphabet[rng() % alphabet.size()];
   return s;
@@ -112,7 +144,8 @@ TEST(FrontendRegex, RandomRegexesAgreeWithPcre2) {
     for (int k = 0; k < 5; ++k) {
       std::string s;
       if (!random_sentence(g, rng, &s, 0.3, 200)) continue;
-      EXPECT_TRUE(pcre.full_match(s)) << "regex " << re.ecma << " generated '" << s << "'\n" << *text;
+      EXPECT_TRUE(pcre.full_match(s)) << "regex " << re.ecma << " generated '" << s << "'\n"
+                                      << *text;
       ++walked;
     }
   }
@@ -142,8 +175,10 @@ TEST(FrontendRegex, AnchorsLazyNamedGroupsAndEscapes) {
     auto text = regex_to_gbnf(c.re);
     ASSERT_TRUE(text.is_ok()) << c.re << ": " << text.status().message();
     auto g = compile(*text);
-    for (const std::string& s : c.yes) EXPECT_TRUE(accepts(g, s)) << c.re << " '" << s << "'\n" << *text;
-    for (const std::string& s : c.no) EXPECT_FALSE(accepts(g, s)) << c.re << " '" << s << "'\n" << *text;
+    for (const std::string& s : c.yes)
+      EXPECT_TRUE(accepts(g, s)) << c.re << " '" << s << "'\n" << *text;
+    for (const std::string& s : c.no)
+      EXPECT_FALSE(accepts(g, s)) << c.re << " '" << s << "'\n" << *text;
   }
 }
 

@@ -2,13 +2,14 @@
 // rejected exactly.
 #include <gtest/gtest.h>
 
-#include "structured/frontends.h"
 #include "frontend_test_util.h"
+#include "structured/frontends.h"
 
 namespace loom::structured::test {
 namespace {
 
-std::shared_ptr<const CompiledGrammar> schema_grammar(const char* schema, JsonGrammarOptions o = {}) {
+std::shared_ptr<const CompiledGrammar> schema_grammar(const char* schema,
+                                                      JsonGrammarOptions o = {}) {
   auto text = json_schema_to_gbnf(OrderedJson::parse(schema), o);
   EXPECT_TRUE(text.is_ok()) << text.status().message();
   if (!text) return nullptr;
@@ -16,7 +17,8 @@ std::shared_ptr<const CompiledGrammar> schema_grammar(const char* schema, JsonGr
 }
 
 TEST(FrontendSmoke, ObjectPropertiesInOrder) {
-  auto g = schema_grammar(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},
+  auto g = schema_grammar(
+      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},
                               "required":["a"],"additionalProperties":false})");
   EXPECT_TRUE(accepts(g, R"({"a":1})"));
   EXPECT_TRUE(accepts(g, R"({"a":-12,"b":"x\"y\u00e9"})"));
@@ -41,7 +43,6 @@ TEST(FrontendSmoke, TextWithout) {
   EXPECT_FALSE(accepts(g, "<<tool>"));
 }
 
-
 TEST(FrontendSmoke, IntegerRangesExhaustive) {
   // Every bound pair in a window, every value near it: accepted iff inside.
   const int kBounds[] = {-1001, -100, -99, -10, -9, -1, 0, 1, 9, 10, 99, 100, 101, 999, 1000};
@@ -57,7 +58,8 @@ TEST(FrontendSmoke, IntegerRangesExhaustive) {
       EXPECT_FALSE(accepts(g, "01"));
     }
   }
-  auto g = schema_grammar(R"({"type":"integer","exclusiveMinimum":-5})", JsonGrammarOptions{.max_number_digits = 4});
+  auto g = schema_grammar(R"({"type":"integer","exclusiveMinimum":-5})",
+                          JsonGrammarOptions{.max_number_digits = 4});
   EXPECT_TRUE(accepts(g, "-4"));
   EXPECT_TRUE(accepts(g, "9999"));
   EXPECT_FALSE(accepts(g, "10000"));  // the digit cap
@@ -72,9 +74,9 @@ TEST(FrontendSmoke, FormatsAndStrings) {
   EXPECT_FALSE(accepts(date, R"("2023-04-31")"));
   auto len = schema_grammar(R"({"type":"string","minLength":2,"maxLength":3})");
   EXPECT_TRUE(accepts(len, "\"\xf0\x9f\x98\x80\\n\""));  // two characters: emoji, escape
-  EXPECT_TRUE(accepts(len, R"("\ud83d\ude00ab")"));             // a surrogate pair is one
+  EXPECT_TRUE(accepts(len, R"("\ud83d\ude00ab")"));      // a surrogate pair is one
   EXPECT_FALSE(accepts(len, R"("abcd")"));
-  EXPECT_FALSE(accepts(len, "\"a\nb\""));                    // raw control character
+  EXPECT_FALSE(accepts(len, "\"a\nb\""));  // raw control character
   auto pat = schema_grammar(R"({"type":"string","pattern":"^[\"\\\\]x\\n$"})");
   EXPECT_TRUE(accepts(pat, R"("\"x\n")"));
   EXPECT_TRUE(accepts(pat, R"("\\x\n")"));
@@ -86,7 +88,8 @@ TEST(FrontendSmoke, RefsRecursionAndAdditional) {
       "$ref":"#/$defs/n"})");
   EXPECT_TRUE(accepts(g, R"({"v":1,"k":[{"v":2},{"v":3,"k":[]}]})"));
   EXPECT_FALSE(accepts(g, R"({"v":1,"k":[{}]})"));
-  auto extra = schema_grammar(R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"integer"}})");
+  auto extra = schema_grammar(
+      R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"integer"}})");
   EXPECT_TRUE(accepts(extra, R"({"a":"x","b":1,"ab":2})"));
   EXPECT_TRUE(accepts(extra, R"({"b":1})"));
   EXPECT_FALSE(accepts(extra, R"({"a":"x","a":1})"));  // an extra member may not shadow "a"
@@ -104,7 +107,10 @@ TEST(FrontendSmoke, ChoiceAnyJsonAndStructuralTag) {
   EXPECT_TRUE(accepts(any, R"({"a":[1,{"b":null}],"c":-1.5e3})"));
   EXPECT_FALSE(accepts(any, R"([1])"));
   auto tag = structural_tag_to_gbnf(
-      {{"<function=get>", OrderedJson::parse(R"({"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false})"), "</function>"}},
+      {{"<function=get>",
+        OrderedJson::parse(
+            R"({"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false})"),
+        "</function>"}},
       {"<function="});
   ASSERT_TRUE(tag.is_ok()) << tag.status().message();
   auto tg = compile(*tag);

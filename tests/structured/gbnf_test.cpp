@@ -29,7 +29,8 @@ TEST(Gbnf, ParsesBasics) {
 }
 
 TEST(Gbnf, Escapes) {
-  EXPECT_TRUE(matches(R"(root ::= "\x41\u00e9\U0001F600\n\t\\\"")", "A\xC3\xA9\xF0\x9F\x98\x80\n\t\\\""));
+  EXPECT_TRUE(
+      matches(R"(root ::= "\x41\u00e9\U0001F600\n\t\\\"")", "A\xC3\xA9\xF0\x9F\x98\x80\n\t\\\""));
   EXPECT_TRUE(matches(R"(root ::= [\x00-\x1F\]\-]+)", "\x01]-\x1F"));
   EXPECT_FALSE(matches(R"(root ::= [\x00-\x1F\]\-]+)", "a"));
   EXPECT_TRUE(matches("root ::= \"é\" [à-ü]", "\xC3\xA9\xC3\xBC"));  // UTF-8 in the grammar text
@@ -71,8 +72,9 @@ TEST(Gbnf, Errors) {
   EXPECT_NE(error_of("root ::= \"a\"\nroot ::= \"b\"").find("defined twice"), std::string::npos);
   EXPECT_NE(error_of("root ::= root \"a\" | \"b\"").find("left recursion"), std::string::npos);
   // Indirect, through a nullable prefix.
-  EXPECT_NE(error_of("root ::= e\ne ::= n t\nn ::= \"-\"?\nt ::= e \"+\" | \"1\"").find("left recursion"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("root ::= e\ne ::= n t\nn ::= \"-\"?\nt ::= e \"+\" | \"1\"").find("left recursion"),
+      std::string::npos);
   EXPECT_NE(error_of("root ::= = \"a\"").find("line 1"), std::string::npos);
 }
 
@@ -104,7 +106,7 @@ TEST(Gbnf, JsonGrammar) {
   EXPECT_TRUE(matches(kJson, "{\"k\": \"\xE6\x97\xA5\xE6\x9C\xAC\"}"));
   EXPECT_FALSE(matches(kJson, R"({"a": [1, 2,]})"));
   EXPECT_FALSE(matches(kJson, R"({"a": "\q"})"));
-  EXPECT_FALSE(matches(kJson, R"([1])"));  // root is an object
+  EXPECT_FALSE(matches(kJson, R"([1])"));             // root is an object
   EXPECT_FALSE(matches(kJson, "{\"a\": \"x\ty\"}"));  // raw control character
 }
 

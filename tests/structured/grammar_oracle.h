@@ -14,17 +14,17 @@ namespace loom::structured::testing {
 
 // Characters random grammars and strings are built from: ASCII, 2-, 3- and 4-byte UTF-8.
 inline const std::vector<std::string>& alphabet() {
-  static const std::vector<std::string> a = {"a", "b", "c", "<", ">", "\xC3\xA9", "\xE2\x82\xAC",
-                                             "\xF0\x9F\x98\x80"};
+  static const std::vector<std::string> a = {
+      "a", "b", "c", "<", ">", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80"};
   return a;
 }
 
 struct Node {
   enum Kind { kLit, kClass, kNegClass, kDot, kAlt, kSeq, kRepeat, kRef } kind;
-  std::string text;          // kLit: the literal; kClass/kNegClass: the class members
+  std::string text;  // kLit: the literal; kClass/kNegClass: the class members
   std::vector<Node> kids;
-  int min = 0, max = -1;     // kRepeat
-  int ref = -1;              // kRef
+  int min = 0, max = -1;  // kRepeat
+  int ref = -1;           // kRef
 };
 
 class RandomGrammar {
@@ -37,7 +37,8 @@ class RandomGrammar {
   std::string gbnf() const {
     std::string out;
     for (size_t r = 0; r < rules_.size(); ++r)
-      out += (r == 0 ? std::string("root") : "r" + std::to_string(r)) + " ::= " + to_gbnf(rules_[r]) + "\n";
+      out += (r == 0 ? std::string("root") : "r" + std::to_string(r)) +
+             " ::= " + to_gbnf(rules_[r]) + "\n";
     return out;
   }
   std::string regex() const { return to_regex(rules_[0]); }
@@ -59,9 +60,18 @@ class RandomGrammar {
     const int k = pick(depth > 0 ? 9 : 4);
     Node n;
     switch (k) {
-      case 0: n.kind = Node::kLit; n.text = random_chars(1 + pick(3)); return n;
-      case 1: n.kind = Node::kClass; n.text = random_chars(1 + pick(3)); return n;
-      case 2: n.kind = pick(2) ? Node::kNegClass : Node::kDot; n.text = random_chars(1 + pick(2)); return n;
+      case 0:
+        n.kind = Node::kLit;
+        n.text = random_chars(1 + pick(3));
+        return n;
+      case 1:
+        n.kind = Node::kClass;
+        n.text = random_chars(1 + pick(3));
+        return n;
+      case 2:
+        n.kind = pick(2) ? Node::kNegClass : Node::kDot;
+        n.text = random_chars(1 + pick(2));
+        return n;
       case 3:
         if (rule + 1 < static_cast<int>(rules_.size())) {
           n.kind = Node::kRef;
@@ -71,7 +81,8 @@ class RandomGrammar {
         n.kind = Node::kLit;
         n.text = random_chars(1);
         return n;
-      case 4: case 5: {
+      case 4:
+      case 5: {
         n.kind = k == 4 ? Node::kAlt : Node::kSeq;
         const int m = 2 + pick(2);
         for (int i = 0; i < m; ++i) n.kids.push_back(gen(depth - 1, rule));
@@ -81,12 +92,30 @@ class RandomGrammar {
         n.kind = Node::kRepeat;
         n.kids.push_back(gen(depth - 1, rule));
         switch (pick(6)) {
-          case 0: n.min = 0; n.max = -1; break;
-          case 1: n.min = 1; n.max = -1; break;
-          case 2: n.min = 0; n.max = 1; break;
-          case 3: n.min = pick(3); n.max = n.min + pick(3); break;
-          case 4: n.min = pick(2); n.max = n.min + 9 + pick(4); break;  // counted rule
-          default: n.min = 2; n.max = -1; break;
+          case 0:
+            n.min = 0;
+            n.max = -1;
+            break;
+          case 1:
+            n.min = 1;
+            n.max = -1;
+            break;
+          case 2:
+            n.min = 0;
+            n.max = 1;
+            break;
+          case 3:
+            n.min = pick(3);
+            n.max = n.min + pick(3);
+            break;
+          case 4:
+            n.min = pick(2);
+            n.max = n.min + 9 + pick(4);
+            break;  // counted rule
+          default:
+            n.min = 2;
+            n.max = -1;
+            break;
         }
         return n;
       }
@@ -104,12 +133,18 @@ class RandomGrammar {
 
   std::string to_gbnf(const Node& n) const {
     switch (n.kind) {
-      case Node::kLit: return "\"" + n.text + "\"";
-      case Node::kClass: return "[" + n.text + "]";
-      case Node::kNegClass: return "[^" + n.text + "]";
-      case Node::kDot: return ".";
-      case Node::kRef: return "r" + std::to_string(n.ref);
-      case Node::kRepeat: return "(" + to_gbnf(n.kids[0]) + ")" + repeat_suffix(n);
+      case Node::kLit:
+        return "\"" + n.text + "\"";
+      case Node::kClass:
+        return "[" + n.text + "]";
+      case Node::kNegClass:
+        return "[^" + n.text + "]";
+      case Node::kDot:
+        return ".";
+      case Node::kRef:
+        return "r" + std::to_string(n.ref);
+      case Node::kRepeat:
+        return "(" + to_gbnf(n.kids[0]) + ")" + repeat_suffix(n);
       default: {
         std::string s = "(";
         for (size_t i = 0; i < n.kids.size(); ++i) {
@@ -123,12 +158,18 @@ class RandomGrammar {
 
   std::string to_regex(const Node& n) const {
     switch (n.kind) {
-      case Node::kLit: return "(?:" + n.text + ")";
-      case Node::kClass: return "[" + n.text + "]";
-      case Node::kNegClass: return "[^" + n.text + "]";
-      case Node::kDot: return ".";
-      case Node::kRef: return "(?:" + to_regex(rules_[n.ref]) + ")";
-      case Node::kRepeat: return "(?:" + to_regex(n.kids[0]) + ")" + repeat_suffix(n);
+      case Node::kLit:
+        return "(?:" + n.text + ")";
+      case Node::kClass:
+        return "[" + n.text + "]";
+      case Node::kNegClass:
+        return "[^" + n.text + "]";
+      case Node::kDot:
+        return ".";
+      case Node::kRef:
+        return "(?:" + to_regex(rules_[n.ref]) + ")";
+      case Node::kRepeat:
+        return "(?:" + to_regex(n.kids[0]) + ")" + repeat_suffix(n);
       default: {
         std::string s = "(?:";
         for (size_t i = 0; i < n.kids.size(); ++i) {
@@ -154,13 +195,16 @@ class RandomGrammar {
   void sample(const Node& n, std::mt19937& rng, std::string& out) const {
     auto pick = [&](int k) { return std::uniform_int_distribution<int>(0, k - 1)(rng); };
     switch (n.kind) {
-      case Node::kLit: out += n.text; return;
+      case Node::kLit:
+        out += n.text;
+        return;
       case Node::kClass: {
         auto cs = chars_of(n.text);
         out += cs[pick(static_cast<int>(cs.size()))];
         return;
       }
-      case Node::kNegClass: case Node::kDot: {
+      case Node::kNegClass:
+      case Node::kDot: {
         for (;;) {
           std::string c = alphabet()[pick(static_cast<int>(alphabet().size()))];
           if (n.kind == Node::kDot || n.text.find(c) == std::string::npos) {
@@ -173,9 +217,15 @@ class RandomGrammar {
           }
         }
       }
-      case Node::kRef: sample(rules_[n.ref], rng, out); return;
-      case Node::kAlt: sample(n.kids[pick(static_cast<int>(n.kids.size()))], rng, out); return;
-      case Node::kSeq: for (const Node& k : n.kids) sample(k, rng, out); return;
+      case Node::kRef:
+        sample(rules_[n.ref], rng, out);
+        return;
+      case Node::kAlt:
+        sample(n.kids[pick(static_cast<int>(n.kids.size()))], rng, out);
+        return;
+      case Node::kSeq:
+        for (const Node& k : n.kids) sample(k, rng, out);
+        return;
       case Node::kRepeat: {
         const int hi = n.max < 0 ? n.min + 3 : n.max;
         const int times = n.min + pick(hi - n.min + 1);
@@ -217,7 +267,8 @@ class Oracle {
   }
   bool ok() const { return re_ != nullptr && partial_re_ != nullptr; }
   bool full(const std::string& s) const {
-    const int rc = pcre2_match(re_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md_, mc_);
+    const int rc =
+        pcre2_match(re_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md_, mc_);
     if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) gave_up_ = true;
     return rc > 0;
   }

@@ -17,7 +17,9 @@ namespace {
 using testing::Oracle;
 using testing::RandomGrammar;
 
-bool bit(const std::vector<uint32_t>& w, int32_t id) { return (w[id >> 5] >> (id & 31)) & 1; }
+bool bit(const std::vector<uint32_t>& w, int32_t id) {
+  return (w[id >> 5] >> (id & 31)) & 1;
+}
 
 std::shared_ptr<const CompiledGrammar> compile(const std::string& gbnf,
                                                std::shared_ptr<const TokenVocab> vocab) {
@@ -40,8 +42,11 @@ std::shared_ptr<const TokenVocab> small_vocab(std::mt19937& rng, int32_t* eos_id
     for (int k = 0; k < 6; ++k) s += a[rng() % a.size()];
     toks.push_back(s);
   }
-  for (const char* frag : {"\xC3", "\xA9", "\xE2\x82", "\xAC", "\xE2", "\x82\xAC", "\xF0\x9F",
-                           "\x98\x80", "\xA9" "a", "z"})
+  for (const char* frag :
+       {"\xC3", "\xA9", "\xE2\x82", "\xAC", "\xE2", "\x82\xAC", "\xF0\x9F", "\x98\x80",
+        "\xA9"
+        "a",
+        "z"})
     toks.push_back(frag);
   std::sort(toks.begin(), toks.end());
   toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
@@ -103,7 +108,8 @@ TEST(Mask, RandomGrammarsSmallVocabMatchPcre2) {
 }
 
 TEST(Mask, SpecialTokensOnlyThroughLiterals) {
-  auto vocab = TokenVocab::from_tokens({"<a>", "<", "a", ">", "</s>"}, {true, false, false, false, true}, {4});
+  auto vocab = TokenVocab::from_tokens({"<a>", "<", "a", ">", "</s>"},
+                                       {true, false, false, false, true}, {4});
   std::vector<uint32_t> w(1);
   {
     // The class matches the bytes of "<a>" but never the special token.
@@ -211,12 +217,14 @@ TEST(Mask, Qwen3VocabJsonMatchesReplay) {
       if (bit(w, id)) allowed.push_back(id);
     // Candidates: a fixed random sample, every special token, and some allowed tokens.
     std::vector<int32_t> cand = sample;
-    for (int i = 0; i < 100 && !allowed.empty(); ++i) cand.push_back(allowed[rng() % allowed.size()]);
+    for (int i = 0; i < 100 && !allowed.empty(); ++i)
+      cand.push_back(allowed[rng() % allowed.size()]);
     for (int32_t id : cand) {
       GrammarMatcher replay(cg);
       for (int32_t t : history) ASSERT_TRUE(replay.accept_token(t));
       const bool want = replay.accept_token(id);
-      ASSERT_EQ(bit(w, id), want) << "step " << step << " token " << id << " '" << vocab->bytes(id) << "'";
+      ASSERT_EQ(bit(w, id), want) << "step " << step << " token " << id << " '" << vocab->bytes(id)
+                                  << "'";
       if (vocab->is_eos(id)) ASSERT_EQ(want, m.can_end());
       if (vocab->is_special(id) && !vocab->is_eos(id)) special_allowed += want;
     }

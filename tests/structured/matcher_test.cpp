@@ -1,11 +1,12 @@
 // The byte-level matcher against an independent oracle: random non-recursive grammars are
 // also written as PCRE2 regexes; every prefix of random and sampled strings must be accepted
 // exactly when PCRE2 says it can still match, and can_end exactly when it matches in full.
+#include "structured/matcher.h"
+
 #include <gtest/gtest.h>
 
-#include "structured/grammar.h"
-#include "structured/matcher.h"
 #include "grammar_oracle.h"
+#include "structured/grammar.h"
 
 namespace loom::structured {
 namespace {
@@ -73,7 +74,8 @@ TEST(Matcher, RandomGrammarsMatchPcre2) {
   }
   EXPECT_EQ(checked, 300 * 30);
   EXPECT_GT(full_matches, 2000);
-  EXPECT_LT(gave_up, 300);  // strings where PCRE2 hit its backtracking limit (unchecked)  // the test must see real sentences, not only rejections
+  EXPECT_LT(gave_up, 300);  // strings where PCRE2 hit its backtracking limit (unchecked)  // the
+                            // test must see real sentences, not only rejections
 }
 
 TEST(Matcher, AmbiguousGrammars) {
@@ -128,13 +130,14 @@ TEST(Matcher, Utf8SplitAcrossTokens) {
   EXPECT_TRUE(m.accept_bytes("\xAC"));
   EXPECT_TRUE(m.can_end());
   GrammarMatcher bad(cg);
-  EXPECT_FALSE(bad.accept_bytes("\xC0\x80"));  // overlong encoding
+  EXPECT_FALSE(bad.accept_bytes("\xC0\x80"));      // overlong encoding
   EXPECT_FALSE(bad.accept_bytes("\xED\xA0\x80"));  // surrogate
   EXPECT_FALSE(bad.accept_bytes("a"));
 }
 
 TEST(Matcher, TerminationAndEos) {
-  auto vocab = TokenVocab::from_tokens({"yes", "no", "</s>", "y"}, {false, false, true, false}, {2});
+  auto vocab =
+      TokenVocab::from_tokens({"yes", "no", "</s>", "y"}, {false, false, true, false}, {2});
   auto cg = compile("root ::= \"yes\" | \"no\" | \"y\" \"es\"?", vocab);
   GrammarMatcher m(cg);
   EXPECT_FALSE(m.can_end());

@@ -14,9 +14,8 @@
 // usually invalid; the oracle (ajv) decides.
 #pragma once
 
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "structured/frontends.h"
 
@@ -34,6 +33,7 @@ nlohmann::ordered_json random_schema(std::mt19937_64& rng, const RandomSchemaOpt
 nlohmann::ordered_json random_instance(const nlohmann::ordered_json& schema, std::mt19937_64& rng,
                                        const JsonGrammarOptions& caps);
 
-nlohmann::ordered_json mutate_instance(const nlohmann::ordered_json& instance, std::mt19937_64& rng);
+nlohmann::ordered_json mutate_instance(const nlohmann::ordered_json& instance,
+                                       std::mt19937_64& rng);
 
 }  // namespace loom::structured::test
