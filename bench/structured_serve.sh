@@ -29,6 +29,7 @@ run() {  # label, extra flags -> output tokens/s
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['output_throughput'], r['completed'], r['total_output_tokens'])" "$DIR/$1.json"
 }
 
+run warmup >/dev/null  # first requests page the model in; not counted
 plain=() schema=()
 for i in $(seq 1 "$REPS"); do
   p=$(run "plain$i"); s=$(run "schema$i" --json-schema-per-request)

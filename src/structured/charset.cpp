@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "structured/gbnf_builder.h"
+#include "tokenizer/unicode.h"
 
 namespace loom::structured::detail {
 
@@ -117,21 +118,7 @@ bool decode_utf8(std::string_view s, std::vector<uint32_t>* out) {
 
 std::string encode_utf8(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  tok::append_utf8(s, cp);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "structured/gbnf_ast.h"
+#include "tokenizer/unicode.h"
 
 namespace loom::structured {
 namespace {
@@ -13,24 +14,6 @@ namespace {
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_';
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Parser {
@@ -177,7 +160,7 @@ class Parser {
           if (peek() == '\n') return error("unterminated string literal");
           uint32_t cp = 0;
           LOOM_RETURN_IF_ERROR(parse_char(cp));
-          append_utf8(item.bytes, cp);
+          tok::append_utf8(item.bytes, cp);
         }
         if (at_end()) return error("unterminated string literal");
         ++pos_;
