@@ -3,9 +3,12 @@
 #include "structured/matcher.h"
 
 #include <algorithm>
+#include <chrono>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "structured/mask_cache.h"
 #include "structured/stack_walker.h"
@@ -28,6 +31,8 @@ struct CompiledGrammar::Impl {
   bool cached = true;  // false: every table built from scratch, no mask cache (tests' reference)
   // Masks of states that walk at least this many context-dependent tokens are cached.
   size_t mask_cache_min_ctx = 256;
+  // Context-dependent lists at least this long get the exit-byte prefilter (walk_context).
+  size_t prefilter_min_ctx = 32;
   MaskCache masks{kMaskCacheEntries};
   std::mutex mu;
   // This grammar's tables by key; they may also sit in the vocabulary's store.
@@ -59,6 +64,45 @@ struct CompiledGrammar::Impl {
     const TokenTable* t = table(base);
     const size_t redo = t->ctx.size() + t->popped_end.size();
     return redo * 4 < vocab->impl().sorted.size() ? t : nullptr;
+  }
+
+  // The tables of positions reachable from `start` by a few bytes, breadth first, until
+  // kPrebuildBudget has gone: a first visit at mask time builds one (~1 ms for a large
+  // identifier table, grammar-specific), which is what a grammar's p99 mask time is made of.
+  void prebuild(Frontier start, StackArena& arena, StackWalker& walker) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kPrebuildBudget = std::chrono::milliseconds(10);
+    constexpr size_t kMaxFrontiers = 4096;
+    const auto t0 = Clock::now();
+    const int32_t max_len = vocab->impl().max_len;
+    std::unordered_set<std::string> seen;
+    std::deque<Frontier> queue;
+    auto fkey = [](const Frontier& f) {
+      return std::string(reinterpret_cast<const char*>(f.nodes.data()),
+                         f.nodes.size() * sizeof(int32_t));
+    };
+    seen.insert(fkey(start));
+    queue.push_back(std::move(start));
+    // Also stops once this many frontiers in a row named no new table: the reachable
+    // positions are covered (a small grammar) and the rest would only cost compile time.
+    constexpr int kMaxIdle = 256;
+    int idle = 0;
+    Frontier next;
+    while (!queue.empty() && seen.size() < kMaxFrontiers && idle < kMaxIdle) {
+      const Frontier f = std::move(queue.front());
+      queue.pop_front();
+      const size_t n_before = tables.size();  // only this thread writes it during create
+      for (const int32_t node : f.nodes) {
+        if (Clock::now() - t0 > kPrebuildBudget) return;
+        table(table_key(*grammar, arena, node, max_len));
+      }
+      idle = tables.size() > n_before ? 0 : idle + 1;
+      for (int b = 0; b < 256; ++b) {
+        walker.advance(f, static_cast<uint8_t>(b), false, next);
+        if (next.dead() || !seen.insert(fkey(next)).second) continue;
+        queue.push_back(next);
+      }
+    }
   }
 
   std::shared_ptr<const TokenTable> resolve(const TableKey& key) {
@@ -102,6 +146,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
   // A small vocabulary (tests) caches smaller walks too, so that the cache gets exercised.
   const size_t n_vocab = static_cast<size_t>(cg->impl_->vocab->size());
   cg->impl_->mask_cache_min_ctx = cached ? std::min<size_t>(256, n_vocab / 16 + 1) : SIZE_MAX;
+  cg->impl_->prefilter_min_ctx = cached ? std::min<size_t>(32, n_vocab / 256 + 1) : SIZE_MAX;
   // The first mask is needed at once: build the start positions' tables now.
   StackArena arena;
   StackWalker walker(*cg->impl_->grammar, arena);
@@ -109,6 +154,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
   walker.start(f);
   for (int32_t node : f.nodes)
     cg->impl_->table(table_key(*cg->impl_->grammar, arena, node, cg->impl_->vocab->impl().max_len));
+  if (cached) cg->impl_->prebuild(std::move(f), arena, walker);
   return std::shared_ptr<const CompiledGrammar>(std::move(cg));
 }
 
@@ -149,7 +195,8 @@ struct GrammarMatcher::Impl {
   // node_tables[id]: the table of arena node id, once looked up (the arena is append-only, so
   // a node's key never changes): a warm mask takes no lock and computes no key.
   std::vector<const TokenTable*> node_tables;
-  std::string state_key;  // the mask cache's key for `cur` (reused buffer)
+  std::vector<int8_t> node_frames;  // node_frames[id]: frames in that table's key
+  std::string state_key;            // the mask cache's key for `cur` (reused buffer)
 
   // The contents of every stack in `cur`: what a mask depends on, whatever the arena ids.
   void make_state_key() {
@@ -190,12 +237,44 @@ struct GrammarMatcher::Impl {
 
   static void set_bit(std::span<uint32_t> words, int32_t id) { words[id >> 5] |= 1u << (id & 31); }
 
+  // follow[b]: byte b can be consumed right after a path leaves the `key_frames` top frames
+  // of the scratch stack `top` (the byte edges of the closure of the frame below them).
+  uint64_t follow[4] = {};
+  Frontier follow_f;
+  void compute_follow(int32_t top, int32_t key_frames) {
+    follow[0] = follow[1] = follow[2] = follow[3] = 0;
+    int32_t p = top;
+    for (int32_t k = 0; k < key_frames && p >= 0; ++k) p = scratch[p].parent;
+    if (p < 0) return;  // leaving them ends the input: no byte can follow
+    scratch_walker.begin(follow_f);
+    scratch_walker.close(p, follow_f);
+    for (const int32_t id : follow_f.nodes) {
+      const StackNode sn = scratch[id];
+      const GrammarState& st = g->states[sn.state];
+      for (uint32_t e = st.byte_begin; e < st.byte_end; ++e) {
+        const ByteEdge& be = g->byte_edges[e];
+        if (be.iter && sn.count >= g->rules[st.rule].max_iter) continue;
+        for (int w = be.lo >> 6; w <= be.hi >> 6; ++w) {  // bits lo..hi, a word at a time
+          const int lo = std::max<int>(be.lo, w * 64) - w * 64;
+          const int hi = std::min<int>(be.hi, w * 64 + 63) - w * 64;
+          follow[w] |= (~uint64_t{0} >> (63 - hi)) & (~uint64_t{0} << lo);
+        }
+      }
+    }
+  }
+
   // The table's context-dependent tokens, walked with the real stack below `node`.
-  void walk_context(int32_t node, const TokenTable& t, std::span<uint32_t> words) {
+  void walk_context(int32_t node, int32_t key_frames, const TokenTable& t,
+                    std::span<uint32_t> words) {
     scratch.clear();
     Frontier& f0 = levels[0];
     f0.clear();
-    f0.nodes.push_back(copy_stack(node));
+    const int32_t top = copy_stack(node);
+    f0.nodes.push_back(top);
+    // The reference (create_uncached) walks every token: tests compare the prefilter with it.
+    // A short list is walked as fast as the follow set is computed.
+    const bool prefilter = t.ctx.size() >= cg->impl().prefilter_min_ctx;
+    if (prefilter && !t.ctx.empty()) compute_follow(top, key_frames);
     size_t valid = 0;
     const size_t n = t.ctx.size();
     size_t i = 0;
@@ -204,6 +283,22 @@ struct GrammarMatcher::Impl {
       const std::string_view bytes(t.ctx_blob.data() + t.ctx_off[i],
                                    t.ctx_off[i + 1] - t.ctx_off[i]);
       const size_t len = bytes.size();
+      // Every path that can accept the token leaves the key's frames after lo..hi of its bytes
+      // and then takes the next byte with the frames below: rejected without a walk if they
+      // can take none of those. levels[] stays valid for the prefix shared with the last walk.
+      if (prefilter) {
+        const TokenTable::Exit ex = t.ctx_exit[i];
+        bool can = ex.lo >= len;  // unknown (kNoExit): walk it
+        for (size_t k = ex.lo; !can && k <= ex.hi && k < len; ++k) {
+          const uint8_t xb = static_cast<uint8_t>(bytes[k]);
+          can = (follow[xb >> 6] >> (xb & 63)) & 1;
+        }
+        if (!can) {
+          valid = std::min<size_t>(valid, t.ctx_lcp[i]);
+          ++i;
+          continue;
+        }
+      }
       size_t d = std::min<size_t>(t.ctx_lcp[i], valid);
       bool died = false;
       while (d < len) {
@@ -257,10 +352,16 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
     CompiledGrammar::Impl& cg = m.cg->impl();
     size_t n_ctx = 0;
     for (const int32_t node : m.cur.nodes) {
-      if (static_cast<size_t>(node) >= m.node_tables.size())
+      if (static_cast<size_t>(node) >= m.node_tables.size()) {
         m.node_tables.resize(static_cast<size_t>(m.arena.size()) * 2, nullptr);
+        m.node_frames.resize(m.node_tables.size(), 0);
+      }
       const TokenTable*& t = m.node_tables[node];
-      if (!t) t = cg.table(table_key(*m.g, m.arena, node, m.v->max_len));
+      if (!t) {
+        const TableKey key = table_key(*m.g, m.arena, node, m.v->max_len);
+        t = cg.table(key);
+        m.node_frames[node] = static_cast<int8_t>(key.n);
+      }
       n_ctx += t->ctx.size() + t->ctx_special.size();
     }
     const bool expensive = n_ctx >= cg.mask_cache_min_ctx;
@@ -273,7 +374,8 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
           for (size_t w = 0; w < nw; ++w) words[w] |= src[w];
         }
         for (const int32_t id : t.accepted_ids) Impl::set_bit(words, id);
-        if (!t.ctx.empty() || !t.ctx_special.empty()) m.walk_context(node, t, words);
+        if (!t.ctx.empty() || !t.ctx_special.empty())
+          m.walk_context(node, m.node_frames[node], t, words);
       }
       if (expensive) cg.masks.put(m.state_key, words.first(nw));
     }

@@ -177,13 +177,19 @@ void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
 class TokenWalk {
  public:
   TokenWalk(const Grammar& g, const TableKey& key, int32_t max_len)
-      : dfa_(g), dst_(static_cast<size_t>(max_len) + 1), pb_(static_cast<size_t>(max_len) + 1) {
+      : dfa_(g),
+        dst_(static_cast<size_t>(max_len) + 1),
+        pb_(static_cast<size_t>(max_len) + 1),
+        pd_(static_cast<size_t>(max_len) + 1),
+        pf_(static_cast<size_t>(max_len) + 1) {
     start_ = dfa_.add_start(key);
     dst_[0] = start_;
     pb_[0] = 0;
+    pd_[0] = pf_[0] = TokenTable::kNoExit;
   }
   // Walks `bytes` reusing the first min(lcp, valid) steps of the previous token. Returns a
-  // TokenClass; *dead_at: the depth where every path died, or -1.
+  // TokenClass; *dead_at: the depth where every path died, or -1. exit(): for kContext, the
+  // first and last depths where paths left the key's frames.
   int walk(std::string_view bytes, size_t lcp, size_t* dead_at) {
     const size_t len = bytes.size();
     size_t d = std::min(lcp, valid_);
@@ -191,27 +197,41 @@ class TokenWalk {
       if (dfa_.dead(dst_[d])) {
         valid_ = d;
         *dead_at = d;
+        exit_ = {pf_[d], pd_[d]};
         return pb_[d] ? kContext : kRejected;
       }
       const int32_t nx = dfa_.step(dst_[d], static_cast<uint8_t>(bytes[d]));
       dst_[d + 1] = nx;
-      pb_[d + 1] = pb_[d] | static_cast<uint8_t>(dfa_.popped(nx));
+      pb_[d + 1] = pb_[d];
+      pd_[d + 1] = pd_[d];
+      pf_[d + 1] = pf_[d];
+      if (dfa_.popped(nx)) {
+        const uint16_t depth = static_cast<uint16_t>(std::min<size_t>(d + 1, TokenTable::kNoExit));
+        if (!pb_[d]) pf_[d + 1] = depth;
+        pb_[d + 1] = 1;
+        pd_[d + 1] = depth;
+      }
       ++d;
     }
     valid_ = d;
     *dead_at = static_cast<size_t>(-1);
+    exit_ = {pf_[len], pd_[len]};
     if (!dfa_.dead(dst_[len])) return kAccepted;
     if (dfa_.popped(dst_[len])) return kAcceptedByPop;
     return pb_[len] ? kContext : kRejected;
   }
+  TokenTable::Exit exit() const { return exit_; }
   int special(const std::string& bytes) { return dfa_.special_walk(start_, bytes); }
 
  private:
   LazyDfa dfa_;
   int32_t start_ = 0;
   std::vector<int32_t> dst_;
-  std::vector<uint8_t> pb_;
-  size_t valid_ = 0;  // dst_[0..valid_] hold the previous token's path
+  std::vector<uint8_t> pb_;   // a path popped out of the key's frames at a depth in 1..d
+  std::vector<uint16_t> pd_;  // the last such depth
+  std::vector<uint16_t> pf_;  // the first such depth
+  size_t valid_ = 0;          // dst_[0..valid_] hold the previous token's path
+  TokenTable::Exit exit_ = {TokenTable::kNoExit, TokenTable::kNoExit};
 };
 
 }  // namespace
@@ -247,13 +267,17 @@ std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab
     const int r = walk.walk(bytes, v.lcp[i], &d);
     if (d == static_cast<size_t>(-1)) {
       add(t, id, r);
+      if (r == kContext) t.ctx_exit.push_back(walk.exit());
       ++i;
       continue;
     }
-    // Dead at depth d: so is every following token that shares these d bytes.
+    // Dead at depth d: so is every following token that shares these d bytes (and it left
+    // the key's frames at the same depths, all within those bytes).
     if (r == kContext) {
-      do t.ctx.push_back(v.sorted[i++]);
-      while (i < n && v.lcp[i] >= d);
+      do {
+        t.ctx.push_back(v.sorted[i++]);
+        t.ctx_exit.push_back(walk.exit());
+      } while (i < n && v.lcp[i] >= d);
       continue;
     }
     // All rejected: skip the block of tokens with this prefix (most grammar positions allow
@@ -300,9 +324,10 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
     t.accepted[w] = base.accepted[w] & ~redo[w];
     for (uint32_t gone = base.accepted[w] & redo[w]; gone; gone &= gone - 1) --t.n_accepted;
   }
-  std::vector<int32_t> kept_ctx, new_ctx;  // positions in v.sorted
-  for (const int32_t id : base.ctx)
-    if (!get_bit(redo, id)) kept_ctx.push_back(v.rank[id]);
+  // (position in v.sorted, exit offset); a kept token's walk, hence its exit, is unchanged.
+  std::vector<std::pair<int32_t, TokenTable::Exit>> kept_ctx, new_ctx;
+  for (size_t k = 0; k < base.ctx.size(); ++k)
+    if (!get_bit(redo, base.ctx[k])) kept_ctx.emplace_back(v.rank[base.ctx[k]], base.ctx_exit[k]);
   std::vector<int32_t> kept_pop;
   for (const int32_t id : base.popped_end)
     if (!get_bit(redo, id)) kept_pop.push_back(id);
@@ -317,7 +342,7 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
       ++t.n_accepted;
     }
     if (c == kAcceptedByPop) new_pop.push_back(id);
-    if (c == kContext) new_ctx.push_back(p);
+    if (c == kContext) new_ctx.emplace_back(p, walk.exit());
   };
   const size_t n = v.sorted.size();
   if (n_redo * 16 > n) {
@@ -346,10 +371,15 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
       prev = bytes;
     }
   }
-  std::vector<int32_t> merged(kept_ctx.size() + new_ctx.size());
-  std::merge(kept_ctx.begin(), kept_ctx.end(), new_ctx.begin(), new_ctx.end(), merged.begin());
+  std::vector<std::pair<int32_t, TokenTable::Exit>> merged(kept_ctx.size() + new_ctx.size());
+  std::merge(kept_ctx.begin(), kept_ctx.end(), new_ctx.begin(), new_ctx.end(), merged.begin(),
+             [](const auto& a, const auto& b) { return a.first < b.first; });
   t.ctx.reserve(merged.size());
-  for (const int32_t p : merged) t.ctx.push_back(v.sorted[p]);
+  t.ctx_exit.reserve(merged.size());
+  for (const auto& [p, e] : merged) {
+    t.ctx.push_back(v.sorted[p]);
+    t.ctx_exit.push_back(e);
+  }
   for (const int32_t id : base.ctx_special)
     if (!get_bit(redo, id)) t.ctx_special.push_back(id);
   for (const int32_t id : v.specials)
@@ -480,7 +510,8 @@ bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std:
 size_t table_bytes(const TokenTable& t) {
   return sizeof t + t.accepted.capacity() * 4 + t.ctx.capacity() * 4 + t.ctx_lcp.capacity() * 2 +
          t.ctx_special.capacity() * 4 + t.popped_end.capacity() * 4 + t.ctx_blob.capacity() +
-         t.ctx_off.capacity() * 4 + t.accepted_ids.capacity() * 4;
+         t.ctx_off.capacity() * 4 + t.accepted_ids.capacity() * 4 +
+         t.ctx_exit.capacity() * sizeof(TokenTable::Exit);
 }
 
 }  // namespace loom::structured

@@ -60,6 +60,14 @@ struct TokenTable {
   std::string ctx_blob;              // ctx tokens' bytes back to back (read in order per mask)
   std::vector<uint32_t> ctx_off;     // ctx[k]: ctx_blob[ctx_off[k], ctx_off[k + 1])
   std::vector<int32_t> ctx_special;  // context-dependent special tokens
+  // ctx[k]'s exit offsets: every path that left the key's frames did so after between lo and
+  // hi bytes, so some byte of the token in [lo, hi] must be one the real stack below them can
+  // take next (the matcher's prefilter). lo = kNoExit: unknown, walk it.
+  static constexpr uint16_t kNoExit = 0xFFFF;
+  struct Exit {
+    uint16_t lo, hi;
+  };
+  std::vector<Exit> ctx_exit;
   // Accepted only because a path left the key's frames as the token ended (refine_token_table
   // walks them again with the caller's frame; masks do not need them).
   std::vector<int32_t> popped_end;

@@ -107,6 +107,71 @@ TEST(Mask, RandomGrammarsSmallVocabMatchPcre2) {
   EXPECT_GT(allowed_total, 5000);
 }
 
+// The matcher rejects context-dependent tokens whose bytes at their exit offsets the stack
+// below cannot take, without walking them; create_uncached() walks every one. Same masks on
+// random grammars and on grammars whose tokens leave rules at one or many offsets (counted
+// identifiers near their bound, nullable separators, recursion).
+TEST(Mask, ExitPrefilterMatchesUncached) {
+  std::mt19937 rng(91);
+  // Tokens over the grammars' characters: every single one, and random runs of 2..7.
+  const std::vector<std::string> chars = {"a", "b", "c",        "0",           " ",  "=",
+                                          "+", "*", "(",        ")",           "\n", ",",
+                                          "<", ">", "\xC3\xA9", "\xE2\x82\xAC"};
+  std::vector<std::string> toks = chars;
+  for (int i = 0; i < 400; ++i) {
+    std::string t;
+    for (int k = 0, len = 2 + static_cast<int>(rng() % 6); k < len; ++k)
+      t += chars[rng() % chars.size()];
+    toks.push_back(t);
+  }
+  // Leave `r` after 1, 2 or 3 bytes; only the exit after 2 can go on ("ab" "bc").
+  for (const char* t : {"abbc", "abbc ", "aabbc", "abc", "(abbc"}) toks.push_back(t);
+  std::sort(toks.begin(), toks.end());
+  toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+  std::vector<bool> special(toks.size(), false);
+  toks.push_back("</s>");
+  special.push_back(true);
+  const int32_t eos = static_cast<int32_t>(toks.size() - 1);
+  auto vocab = TokenVocab::from_tokens(std::move(toks), std::move(special), {eos});
+  const int32_t n = vocab->size();
+  std::vector<std::string> grammars = {
+      "root ::= (stmt \"\\n\")+\nstmt ::= id ws \"=\" ws expr | expr\n"
+      "expr ::= id (ws [+*] ws id)* | \"(\" ws expr ws \")\"\n"
+      "id ::= [a-c] [a-c0-9]{0,3}\nws ::= [ ]?\n",
+      "root ::= item (\",\" item)*\nitem ::= [a-z]{1,4} | \"(\" root \")\"\n",
+      "root ::= w+\nw ::= [ab]{0,2} x\nx ::= \"c\" | \"é\" [ ]?\n",
+      "root ::= (mid \"bc\" [ ]?)+\nmid ::= r [x]? | \"(\" mid \"bc)\"\nr ::= [ab]{1,40}\n",
+  };
+  for (uint32_t seed = 3000; seed < 3150; ++seed)
+    grammars.push_back(RandomGrammar(seed, 1 + seed % 4).gbnf());
+  std::vector<uint32_t> a(bitmask_words(n)), b(bitmask_words(n));
+  int steps = 0;
+  for (const std::string& gbnf : grammars) {
+    auto g = parse_gbnf(gbnf);
+    ASSERT_TRUE(g.is_ok()) << g.status().message() << "\n" << gbnf;
+    auto cached = CompiledGrammar::create(*g, vocab);
+    auto uncached = CompiledGrammar::create_uncached(*g, vocab);
+    ASSERT_TRUE(cached.is_ok() && uncached.is_ok());
+    for (int doc = 0; doc < 3; ++doc) {
+      GrammarMatcher m(*cached), r(*uncached);
+      for (int step = 0; step < 16; ++step) {
+        m.fill_next_token_bitmask(a);
+        r.fill_next_token_bitmask(b);
+        ASSERT_EQ(a, b) << gbnf << "step " << step;
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < n; ++id)
+          if (bit(a, id) && id != eos) allowed.push_back(id);
+        if (allowed.empty()) break;
+        const int32_t pick = allowed[rng() % allowed.size()];
+        ASSERT_TRUE(m.accept_token(pick));
+        ASSERT_TRUE(r.accept_token(pick));
+        ++steps;
+      }
+    }
+  }
+  EXPECT_GT(steps, 1500);
+}
+
 TEST(Mask, SpecialTokensOnlyThroughLiterals) {
   auto vocab = TokenVocab::from_tokens({"<a>", "<", "a", ">", "</s>"},
                                        {true, false, false, false, true}, {4});
