@@ -41,7 +41,8 @@ Json schema_for_request(size_t i) {
   Json props = Json::object();
   props["title_" + k] = {{"type", "string"}, {"maxLength", 4000}};
   props["count_" + k] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000000}};
-  props["tags_" + k] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 40}}}, {"maxItems", 16}};
+  props["tags_" + k] = {
+      {"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 40}}}, {"maxItems", 16}};
   props["kind_" + k] = {{"enum", Json::array({"alpha", "beta", "gamma"})}};
   return Json{{"type", "object"},
               {"properties", props},
@@ -62,8 +63,10 @@ std::string request_body(const Target& t, const RandomPrompt& p, size_t index) {
     j["messages"] = Json::array({Json{{"role", "user"}, {"content", p.text}}});
     j["max_completion_tokens"] = p.output_len;
   } else {
-    if (p.is_text) j["prompt"] = p.text;
-    else j["prompt"] = p.ids;
+    if (p.is_text)
+      j["prompt"] = p.text;
+    else
+      j["prompt"] = p.ids;
     j["max_tokens"] = p.output_len;
   }
   j["temperature"] = 0.0;
@@ -71,21 +74,24 @@ std::string request_body(const Target& t, const RandomPrompt& p, size_t index) {
   j["stream_options"] = {{"include_usage", true}};
   if (t.ignore_eos) j["ignore_eos"] = true;
   if (t.json_schema_per_request)
-    j["response_format"] = {{"type", "json_schema"},
-                            {"json_schema", {{"name", "r" + std::to_string(index)}, {"schema", schema_for_request(index)}}}};
+    j["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema",
+         {{"name", "r" + std::to_string(index)}, {"schema", schema_for_request(index)}}}};
   return j.dump();
 }
 
 // The text of a chunk's first choice in either shape (completions: text; chat: delta.content).
 std::string choice_text(const Json& choice) {
-  if (auto it = choice.find("text"); it != choice.end() && it->is_string()) return it->get<std::string>();
+  if (auto it = choice.find("text"); it != choice.end() && it->is_string())
+    return it->get<std::string>();
   if (auto d = choice.find("delta"); d != choice.end() && d->is_object())
     if (auto c = d->find("content"); c != d->end() && c->is_string()) return c->get<std::string>();
   return "";
 }
 
-RequestRecord send_one(const Target& t, const RandomPrompt& p, size_t index, BenchClock::time_point bench_start,
-                       Progress* progress) {
+RequestRecord send_one(const Target& t, const RandomPrompt& p, size_t index,
+                       BenchClock::time_point bench_start, Progress* progress) {
   RequestRecord r;
   r.prompt_len = p.prompt_len;
   const std::string body = request_body(t, p, index);
@@ -166,7 +172,9 @@ std::vector<double> send_offsets(int32_t n, double rate, double burstiness, uint
 
 Result<std::string> first_model(const BaseUrl& url, const HttpOptions& http) {
   LOOM_ASSIGN_OR_RETURN(HttpResponse r, http_get(url, "/v1/models", http));
-  if (r.status != 200) return invalid_argument("GET /v1/models answered HTTP " + std::to_string(r.status) + ": pass --model");
+  if (r.status != 200)
+    return invalid_argument("GET /v1/models answered HTTP " + std::to_string(r.status) +
+                            ": pass --model");
   Json j = Json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
       !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
@@ -182,8 +190,8 @@ std::string fetch_metrics(const BaseUrl& url, const HttpOptions& http) {
   return r->body;
 }
 
-void progress_loop(const Progress& p, int32_t total, const std::string& label, BenchClock::time_point start,
-                   const std::atomic<bool>& stop) {
+void progress_loop(const Progress& p, int32_t total, const std::string& label,
+                   BenchClock::time_point start, const std::atomic<bool>& stop) {
   const bool tty = isatty(STDERR_FILENO);
   const auto period = tty ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
   auto next = BenchClock::now() + period;
@@ -197,9 +205,11 @@ void progress_loop(const Progress& p, int32_t total, const std::string& label, B
     const int64_t c = p.chunks.load();
     const double el = std::chrono::duration<double>(now - start).count();
     const double dt = std::chrono::duration<double>(now - prev_t).count();
-    std::fprintf(stderr, "%s%s %d/%d requests done, %d failed, %.1f s, %.1f output tok/s (last interval %.1f)%s", tty ? "\r" : "",
-                 label.c_str(), p.done.load(), total, p.failed.load(), el, el > 0 ? c / el : 0.0,
-                 dt > 0 ? (c - prev_chunks) / dt : 0.0, tty ? "   " : "\n");
+    std::fprintf(
+        stderr,
+        "%s%s %d/%d requests done, %d failed, %.1f s, %.1f output tok/s (last interval %.1f)%s",
+        tty ? "\r" : "", label.c_str(), p.done.load(), total, p.failed.load(), el,
+        el > 0 ? c / el : 0.0, dt > 0 ? (c - prev_chunks) / dt : 0.0, tty ? "   " : "\n");
     std::fflush(stderr);
     prev_chunks = c;
     prev_t = now;
@@ -220,11 +230,13 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   if (o.endpoint != "/v1/completions" && o.endpoint != "/v1/chat/completions")
     return invalid_argument("--endpoint must be /v1/completions or /v1/chat/completions");
   if (o.max_concurrency < 0) return invalid_argument("--max-concurrency must not be negative");
-  if (!(o.request_rate > 0)) return invalid_argument("--request-rate must be positive (inf = all at once)");
+  if (!(o.request_rate > 0))
+    return invalid_argument("--request-rate must be positive (inf = all at once)");
   if (!(o.burstiness > 0)) return invalid_argument("--burstiness must be positive");
   for (const std::string& m : o.percentile_metrics)
     if (m != "ttft" && m != "tpot" && m != "itl" && m != "e2el")
-      return invalid_argument("--percentile-metrics: unknown metric '" + m + "' (use ttft, tpot, itl, e2el)");
+      return invalid_argument("--percentile-metrics: unknown metric '" + m +
+                              "' (use ttft, tpot, itl, e2el)");
   for (double p : o.percentiles)
     if (!(p > 0 && p < 100)) return invalid_argument("--metric-percentiles must lie in (0, 100)");
   Target t;
@@ -253,7 +265,8 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   d.need_text = t.chat;
   d.vocab_size = o.vocab_size;
   if (d.vocab_size == 0) {
-    if (!tok) return invalid_argument("the server has no /tokenize + /detokenize: pass --vocab-size");
+    if (!tok)
+      return invalid_argument("the server has no /tokenize + /detokenize: pass --vocab-size");
     LOOM_ASSIGN_OR_RETURN(d.vocab_size, tok->find_vocab_size());
   }
   LOOM_ASSIGN_OR_RETURN(std::vector<RandomPrompt> prompts, make_random_prompts(d, tok.get()));
@@ -278,11 +291,13 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   Progress progress;
   std::atomic<int32_t> next{0};
   std::atomic<bool> stop{false};
-  const std::string label = o.max_concurrency > 0 ? "[concurrency " + std::to_string(o.max_concurrency) + "]"
-                                                  : "[rate " + std::to_string(o.request_rate) + "]";
+  const std::string label = o.max_concurrency > 0
+                                ? "[concurrency " + std::to_string(o.max_concurrency) + "]"
+                                : "[rate " + std::to_string(o.request_rate) + "]";
   const auto start = BenchClock::now();
   std::thread progress_thread;
-  if (o.progress) progress_thread = std::thread([&] { progress_loop(progress, n, label, start, stop); });
+  if (o.progress)
+    progress_thread = std::thread([&] { progress_loop(progress, n, label, start, stop); });
   {
     // Each worker takes the next request in order and sends it at its scheduled time (or at
     // once if that is past): the same as vLLM's schedule followed by a concurrency semaphore.
@@ -335,7 +350,8 @@ Result<Json> run_serve(const ServeOptions& o, int level) {
   return j;
 }
 
-Result<std::vector<Json>> run_concurrency_sweep(const ServeOptions& o, const std::vector<int32_t>& levels,
+Result<std::vector<Json>> run_concurrency_sweep(const ServeOptions& o,
+                                                const std::vector<int32_t>& levels,
                                                 const std::function<void(const Json&)>& on_level) {
   if (levels.empty()) return invalid_argument("--concurrency-sweep needs at least one level");
   std::vector<Json> out;
@@ -347,10 +363,12 @@ Result<std::vector<Json>> run_concurrency_sweep(const ServeOptions& o, const std
         std::max<int64_t>(o.num_prompts, int64_t{o.prompts_per_concurrency} * levels[i]));
     // The sweep table shows TTFT and TPOT at p50 and p99 whatever else was asked for.
     for (const char* m : {"ttft", "tpot"})
-      if (std::find(lo.percentile_metrics.begin(), lo.percentile_metrics.end(), m) == lo.percentile_metrics.end())
+      if (std::find(lo.percentile_metrics.begin(), lo.percentile_metrics.end(), m) ==
+          lo.percentile_metrics.end())
         lo.percentile_metrics.push_back(m);
     for (double p : {50.0, 99.0})
-      if (std::find(lo.percentiles.begin(), lo.percentiles.end(), p) == lo.percentiles.end()) lo.percentiles.push_back(p);
+      if (std::find(lo.percentiles.begin(), lo.percentiles.end(), p) == lo.percentiles.end())
+        lo.percentiles.push_back(p);
     lo.warmup = o.warmup && i == 0;
     LOOM_ASSIGN_OR_RETURN(Json r, run_serve(lo, static_cast<int>(i)));
     if (on_level) on_level(r);

@@ -1,6 +1,5 @@
 // The command line and printed tables of `loom bench serve`.
 #include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -43,7 +42,8 @@ std::string header(const std::string& title, char fill) {
   const int width = 50;
   int pad = width - static_cast<int>(title.size());
   int left = pad / 2;
-  return std::string(std::max(left, 0), fill) + title + std::string(std::max(pad - left, 0), fill) + "\n";
+  return std::string(std::max(left, 0), fill) + title + std::string(std::max(pad - left, 0), fill) +
+         "\n";
 }
 
 }  // namespace
@@ -54,12 +54,14 @@ std::string format_summary(const Json& r, const ServeOptions& o) {
   line(out, "Failed requests:", std::to_string(r.value("failed", 0)));
   if (r.contains("max_concurrency") && !r["max_concurrency"].is_null())
     line(out, "Maximum request concurrency:", std::to_string(r["max_concurrency"].get<int>()));
-  if (std::isfinite(o.request_rate)) line(out, "Request rate configured (RPS):", fmt2(o.request_rate));
+  if (std::isfinite(o.request_rate))
+    line(out, "Request rate configured (RPS):", fmt2(o.request_rate));
   line(out, "Benchmark duration (s):", fmt2(num(r, "duration")));
   line(out, "Total input tokens:", std::to_string(r.value("total_input_tokens", 0)));
   line(out, "Total generated tokens:", std::to_string(r.value("total_output_tokens", 0)));
   line(out, "Request throughput (req/s):", fmt2(num(r, "request_throughput")));
-  if (r.contains("request_goodput")) line(out, "Request goodput (req/s):", fmt2(num(r, "request_goodput")));
+  if (r.contains("request_goodput"))
+    line(out, "Request goodput (req/s):", fmt2(num(r, "request_goodput")));
   line(out, "Output token throughput (tok/s):", fmt2(num(r, "output_throughput")));
   line(out, "Peak output token throughput (tok/s):", fmt2(num(r, "max_output_tokens_per_s")));
   line(out, "Peak concurrent requests:", std::to_string(r.value("max_concurrent_requests", 0)));
@@ -74,7 +76,8 @@ std::string format_summary(const Json& r, const ServeOptions& o) {
     if (!r.contains("mean_" + k + "_ms")) continue;
     out += header(title, '-');
     line(out, ("Mean " + std::string(name) + " (ms):").c_str(), fmt2(num(r, "mean_" + k + "_ms")));
-    line(out, ("Median " + std::string(name) + " (ms):").c_str(), fmt2(num(r, "median_" + k + "_ms")));
+    line(out, ("Median " + std::string(name) + " (ms):").c_str(),
+         fmt2(num(r, "median_" + k + "_ms")));
     for (double p : o.percentiles) {
       const std::string w = percentile_word(p);
       line(out, ("P" + w + " " + name + " (ms):").c_str(), fmt2(num(r, "p" + w + "_" + k + "_ms")));
@@ -93,62 +96,73 @@ std::string format_summary(const Json& r, const ServeOptions& o) {
 
 std::string format_sweep_table(const std::vector<Json>& results) {
   std::string out =
-      "| concurrency | req/s | output tok/s | peak tok/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p99 ms "
+      "| concurrency | req/s | output tok/s | peak tok/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms "
+      "| TPOT p99 ms "
       "| failed |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const Json& r : results) {
     char buf[512];
     std::snprintf(buf, sizeof buf, "| %d | %.2f | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %d |\n",
-                  r.value("max_concurrency", 0), num(r, "request_throughput"), num(r, "output_throughput"),
-                  num(r, "max_output_tokens_per_s"), num(r, "median_ttft_ms"), num(r, "p99_ttft_ms"),
-                  num(r, "median_tpot_ms"), num(r, "p99_tpot_ms"), r.value("failed", 0));
+                  r.value("max_concurrency", 0), num(r, "request_throughput"),
+                  num(r, "output_throughput"), num(r, "max_output_tokens_per_s"),
+                  num(r, "median_ttft_ms"), num(r, "p99_ttft_ms"), num(r, "median_tpot_ms"),
+                  num(r, "p99_tpot_ms"), r.value("failed", 0));
     out += buf;
   }
   return out;
 }
 
 int serve_main(int argc, char** argv) {
-  CLI::App app{"Load-test an OpenAI-compatible server (loom, vLLM, llama-server) with random prompts; "
-               "vLLM's `bench serve` metrics and result keys.",
-               "loom bench serve"};
+  CLI::App app{
+      "Load-test an OpenAI-compatible server (loom, vLLM, llama-server) with random prompts; "
+      "vLLM's `bench serve` metrics and result keys.",
+      "loom bench serve"};
   ServeOptions o;
   std::string dataset = "random", request_rate = "inf", percentile_metrics = "ttft,tpot,itl",
               metric_percentiles = "99", sweep, result_file;
   std::vector<std::string> goodput;
   bool save_result = false, no_progress = false;
   app.add_option("--base-url", o.base_url, "server URL (http://host:port)")->capture_default_str();
-  app.add_option("--endpoint", o.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
+  app.add_option("--endpoint", o.endpoint, "/v1/completions or /v1/chat/completions")
+      ->capture_default_str();
   app.add_option("--model", o.model, "model name in requests (default: the first of /v1/models)");
   app.add_option("--api-key", o.api_key, "sent as Authorization: Bearer KEY");
   app.add_option("--dataset-name", dataset, "only 'random'")->capture_default_str();
   app.add_option("--random-input-len", o.input_len, "prompt tokens")->capture_default_str();
-  app.add_option("--random-output-len", o.output_len, "output tokens (max_tokens)")->capture_default_str();
+  app.add_option("--random-output-len", o.output_len, "output tokens (max_tokens)")
+      ->capture_default_str();
   app.add_option("--random-range-ratio", o.range_ratio, "lengths uniform in [len*(1-R), len*(1+R)]")
       ->capture_default_str();
-  app.add_option("--random-prefix-len", o.prefix_len, "shared prefix tokens at the start of every prompt")
+  app.add_option("--random-prefix-len", o.prefix_len,
+                 "shared prefix tokens at the start of every prompt")
       ->capture_default_str();
   app.add_option("--num-prompts", o.num_prompts, "requests (per level with --concurrency-sweep)")
       ->capture_default_str();
-  app.add_option("--max-concurrency", o.max_concurrency, "requests in flight at most (0 = no limit)");
+  app.add_option("--max-concurrency", o.max_concurrency,
+                 "requests in flight at most (0 = no limit)");
   app.add_option("--request-rate", request_rate, "requests/s (Poisson/gamma arrivals), or inf")
       ->capture_default_str();
   app.add_option("--burstiness", o.burstiness, "gamma shape of arrivals: 1 = Poisson, <1 burstier")
       ->capture_default_str();
-  app.add_option("--concurrency-sweep", sweep, "run these --max-concurrency levels in turn, e.g. 1,2,4,8");
+  app.add_option("--concurrency-sweep", sweep,
+                 "run these --max-concurrency levels in turn, e.g. 1,2,4,8");
   app.add_option("--prompts-per-concurrency", o.prompts_per_concurrency,
                  "with --concurrency-sweep: at least this many requests per unit of concurrency")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_flag("--ignore-eos", o.ignore_eos, "ask the server to generate exactly the output length");
+  app.add_flag("--ignore-eos", o.ignore_eos,
+               "ask the server to generate exactly the output length");
   app.add_flag("--json-schema-per-request", o.json_schema_per_request,
                "send each request its own JSON schema (response_format json_schema)");
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
-  app.add_option("--vocab-size", o.vocab_size, "token ids to draw from (default: probed via /detokenize)");
+  app.add_option("--vocab-size", o.vocab_size,
+                 "token ids to draw from (default: probed via /detokenize)");
   app.add_option("--goodput", goodput, "SLOs for goodput: ttft:MS tpot:MS e2el:MS")->expected(1, 3);
   app.add_option("--percentile-metrics", percentile_metrics, "metrics to report percentiles of")
       ->capture_default_str();
   app.add_option("--metric-percentiles", metric_percentiles, "percentiles to report, e.g. 50,90,99")
       ->capture_default_str();
   app.add_flag("--save-result", save_result, "write the result JSON");
-  app.add_option("--result-file", result_file, "where --save-result writes (default: loom-bench-serve-DATE.json)");
+  app.add_option("--result-file", result_file,
+                 "where --save-result writes (default: loom-bench-serve-DATE.json)");
   app.add_option("--timeout", o.timeout_s, "seconds one request may take")->capture_default_str();
   app.add_flag("--no-progress", no_progress, "no live progress line");
   app.add_flag("!--no-warmup", o.warmup, "skip the initial test request");
@@ -164,7 +178,8 @@ int serve_main(int argc, char** argv) {
   } else {
     char* end = nullptr;
     o.request_rate = std::strtod(request_rate.c_str(), &end);
-    if (*end != '\0' || !(o.request_rate > 0)) return fail("--request-rate must be a positive number or inf");
+    if (*end != '\0' || !(o.request_rate > 0))
+      return fail("--request-rate must be a positive number or inf");
   }
   auto g = parse_goodput(goodput);
   if (!g.is_ok()) return fail(g.status().message());
@@ -191,14 +206,17 @@ int serve_main(int argc, char** argv) {
     for (const std::string& s : split_commas(sweep)) {
       char* end = nullptr;
       long v = std::strtol(s.c_str(), &end, 10);
-      if (*end != '\0' || v <= 0 || v > (1 << 20)) return fail("--concurrency-sweep: '" + s + "' is not a positive integer");
+      if (*end != '\0' || v <= 0 || v > (1 << 20))
+        return fail("--concurrency-sweep: '" + s + "' is not a positive integer");
       levels.push_back(static_cast<int32_t>(v));
     }
     std::vector<Json> results;
     auto r = run_concurrency_sweep(o, levels, [&](const Json& level) {
-      std::fprintf(stderr, "concurrency %d: %.1f output tok/s, TTFT p50 %.1f ms, TPOT p50 %.1f ms, %d failed\n",
-                   level.value("max_concurrency", 0), num(level, "output_throughput"), num(level, "median_ttft_ms"),
-                   num(level, "median_tpot_ms"), level.value("failed", 0));
+      std::fprintf(
+          stderr,
+          "concurrency %d: %.1f output tok/s, TTFT p50 %.1f ms, TPOT p50 %.1f ms, %d failed\n",
+          level.value("max_concurrency", 0), num(level, "output_throughput"),
+          num(level, "median_ttft_ms"), num(level, "median_tpot_ms"), level.value("failed", 0));
     });
     if (!r.is_ok()) return fail(r.status().message());
     results = std::move(*r);

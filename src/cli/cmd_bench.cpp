@@ -11,7 +11,9 @@ int structured_bench_main(int argc, char** argv);  // src/bench/structured_bench
 namespace loom::cli {
 namespace {
 
-int cmd_bench(int argc, char** argv) { return bench::run_bench(argc, argv); }
+int cmd_bench(int argc, char** argv) {
+  return bench::run_bench(argc, argv);
+}
 
 LOOM_REGISTER_COMMAND("bench", "benchmarks: offline (throughput), ...", cmd_bench);
 LOOM_REGISTER_BENCH("offline", "throughput of N random-token prompts run at once",

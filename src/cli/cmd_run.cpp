@@ -1,7 +1,6 @@
 // `loom run`: generate text for one prompt, streamed to stdout, then report prompt and
 // generation speed. Goes through the same Engine as the server (one request).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -29,16 +28,19 @@ bool read_file(const std::string& path, std::string* out) {
 }
 
 // --json-schema FILE / --grammar FILE → the GBNF the output must follow ("" = free text).
-Result<std::string> output_grammar(const std::string& schema_file, const std::string& grammar_file) {
+Result<std::string> output_grammar(const std::string& schema_file,
+                                   const std::string& grammar_file) {
   if (!schema_file.empty() && !grammar_file.empty())
     return invalid_argument("give --json-schema or --grammar, not both");
   std::string text;
   if (!grammar_file.empty()) {
-    if (!read_file(grammar_file, &text)) return invalid_argument("cannot read --grammar " + grammar_file);
+    if (!read_file(grammar_file, &text))
+      return invalid_argument("cannot read --grammar " + grammar_file);
     return text;
   }
   if (schema_file.empty()) return std::string();
-  if (!read_file(schema_file, &text)) return invalid_argument("cannot read --json-schema " + schema_file);
+  if (!read_file(schema_file, &text))
+    return invalid_argument("cannot read --json-schema " + schema_file);
   structured::OrderedJson schema;
   try {
     schema = structured::OrderedJson::parse(text);
@@ -46,7 +48,8 @@ Result<std::string> output_grammar(const std::string& schema_file, const std::st
     return invalid_argument("--json-schema " + schema_file + " is not valid JSON: " + e.what());
   }
   auto g = structured::json_schema_to_gbnf(schema);
-  if (!g.is_ok()) return invalid_argument("--json-schema " + schema_file + ": " + g.status().message());
+  if (!g.is_ok())
+    return invalid_argument("--json-schema " + schema_file + ": " + g.status().message());
   return g;
 }
 
@@ -72,9 +75,12 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--top-k", top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 30));
   app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", seed, "random seed (-1 = random)");
-  app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--json-schema", json_schema_file, "constrain the output to this JSON Schema (file)");
-  app.add_option("--grammar", grammar_file, "constrain the output to this GBNF grammar (file, llama.cpp syntax)");
+  app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--json-schema", json_schema_file,
+                 "constrain the output to this JSON Schema (file)");
+  app.add_option("--grammar", grammar_file,
+                 "constrain the output to this GBNF grammar (file, llama.cpp syntax)");
   CLI11_PARSE(app, argc, argv);
   auto gbnf = output_grammar(json_schema_file, grammar_file);
   if (!gbnf.is_ok()) {
@@ -85,12 +91,13 @@ int cmd_run(int argc, char** argv) {
   const bool demo = model.empty();
   if (demo) {
     model = kDemoModel;
-    std::fprintf(stderr,
-                 "loom: no model given (-m): using the built-in demo model '%s'.\n"
-                 "      Its weights are RANDOM, so the text below is gibberish by design.\n"
-                 "      Point loom at a real model with:  loom run -m model.gguf -p \"...\"\n"
-                 "      (a GGUF file, a Hugging Face checkpoint directory, or synth:llama-0.5b:q8_0)\n\n",
-                 model.c_str());
+    std::fprintf(
+        stderr,
+        "loom: no model given (-m): using the built-in demo model '%s'.\n"
+        "      Its weights are RANDOM, so the text below is gibberish by design.\n"
+        "      Point loom at a real model with:  loom run -m model.gguf -p \"...\"\n"
+        "      (a GGUF file, a Hugging Face checkpoint directory, or synth:llama-0.5b:q8_0)\n\n",
+        model.c_str());
   }
 
   EngineConfig config;
@@ -106,7 +113,8 @@ int cmd_run(int argc, char** argv) {
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const Tokenizer* tok = e.tokenizer();
   if (tok == nullptr) {
-    std::fprintf(stderr, "loom run: the model has no tokenizer; use `loom eval --tokens` instead\n");
+    std::fprintf(stderr,
+                 "loom run: the model has no tokenizer; use `loom eval --tokens` instead\n");
     return 1;
   }
   std::fprintf(stderr, "loom: loaded %s (%s, %d layers, vocab %d) in %.2f s\n", model.c_str(),
@@ -131,8 +139,10 @@ int cmd_run(int argc, char** argv) {
     if (grammar.is_ok()) {
       auto c = structured::CompiledGrammar::create(
           *grammar, structured::TokenVocab::from_tokenizer(*tok, e.model().config().n_vocab));
-      if (c.is_ok()) compiled = *c;
-      else grammar = c.status();
+      if (c.is_ok())
+        compiled = *c;
+      else
+        grammar = c.status();
     }
     if (!compiled) {
       std::fprintf(stderr, "loom run: grammar: %s\n", grammar.status().message().c_str());
@@ -174,7 +184,8 @@ int cmd_run(int argc, char** argv) {
   const double decode_s = std::chrono::duration<double>(t_end - t_first).count();
   const size_t n_prompt = req.prompt.size();
   // The first token comes out of the prefill step; the rest are decode steps.
-  std::fprintf(stderr, "\nprompt: %zu tokens, %.2f tokens/s | generation: %d tokens, %.2f tokens/s\n",
+  std::fprintf(stderr,
+               "\nprompt: %zu tokens, %.2f tokens/s | generation: %d tokens, %.2f tokens/s\n",
                n_prompt, prefill_s > 0 ? n_prompt / prefill_s : 0.0, n_generated,
                (n_generated > 1 && decode_s > 0) ? (n_generated - 1) / decode_s : 0.0);
   return 0;

@@ -2,7 +2,6 @@
 // vLLM's flag spelling. The socket is bound before the model loads, so /health answers 503
 // during loading and 200 once ready. Stops on SIGINT / SIGTERM.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -25,31 +24,50 @@ int cmd_serve(int argc, char** argv) {
   int port = 8000;
   app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", port, "port (0 = any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("--served-model-name", so.served_model_name, "model name in the API (default: --model)");
-  app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key)");
-  app.add_option("--max-model-len", ec.max_model_len, "longest prompt + output (0 = the model's context)")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--max-num-seqs", ec.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
+  app.add_option("--port", port, "port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", ec.max_num_batched_tokens, "tokens per engine step (0 = default)")
+  app.add_option("--served-model-name", so.served_model_name,
+                 "model name in the API (default: --model)");
+  app.add_option("--api-key", so.api_key,
+                 "require this key (Authorization: Bearer KEY or x-api-key)");
+  app.add_option("--max-model-len", ec.max_model_len,
+                 "longest prompt + output (0 = the model's context)")
       ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib, "KV cache size in GiB (0 = max_num_seqs x max_model_len)")
+  app.add_option("--max-num-seqs", ec.max_num_seqs, "sequences running at once")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", ec.max_num_batched_tokens,
+                 "tokens per engine step (0 = default)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib,
+                 "KV cache size in GiB (0 = max_num_seqs x max_model_len)")
       ->check(CLI::Range(0.0, 1e6));
-  app.add_option("--block-size", ec.block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache, "disable prefix caching");
-  app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--block-size", ec.block_size, "tokens per KV block")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache,
+               "disable prefix caching");
+  app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--max-logprobs", so.max_logprobs, "largest logprobs / top_logprobs accepted")
-      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  app.add_option("--max-queue", so.max_queue, "requests allowed to wait beyond --max-num-seqs (more get 503)")
-      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
-  app.add_option("--chat-template", chat_template_file, "Jinja chat template file (default: the model's)");
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-queue", so.max_queue,
+                 "requests allowed to wait beyond --max-num-seqs (more get 503)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--chat-template", chat_template_file,
+                 "Jinja chat template file (default: the model's)");
   app.add_option("--tool-call-parser", so.tool_call_parser,
                  "tool-call format: hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, none "
                  "(default: detected from the chat template)");
-  app.add_option("--reasoning-parser", so.reasoning_parser,
-                 "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
-  app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option(
+      "--reasoning-parser", so.reasoning_parser,
+      "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
+  app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   ec.enable_prefix_caching = !no_prefix_cache;
   so.port = static_cast<uint16_t>(port);
@@ -57,7 +75,8 @@ int cmd_serve(int argc, char** argv) {
   if (!chat_template_file.empty()) {
     std::ifstream f(chat_template_file, std::ios::binary);
     if (!f) {
-      std::fprintf(stderr, "loom serve: cannot read --chat-template %s\n", chat_template_file.c_str());
+      std::fprintf(stderr, "loom serve: cannot read --chat-template %s\n",
+                   chat_template_file.c_str());
       return 1;
     }
     std::stringstream ss;
@@ -95,6 +114,7 @@ int cmd_serve(int argc, char** argv) {
 
 }  // namespace
 
-LOOM_REGISTER_COMMAND("serve", "serve a model over HTTP (OpenAI / Anthropic / vLLM APIs)", cmd_serve);
+LOOM_REGISTER_COMMAND("serve", "serve a model over HTTP (OpenAI / Anthropic / vLLM APIs)",
+                      cmd_serve);
 
 }  // namespace loom::cli

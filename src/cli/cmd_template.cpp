@@ -3,7 +3,6 @@
 // render context ({"messages": [...], "add_generation_prompt": true, ...}) or a fixture case
 // file from tests/data/chat_templates (whose "context" member is used).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <ctime>
 #include <fstream>

@@ -57,11 +57,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
     const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
     const int64_t cap = static_cast<int64_t>(ram * 0.25 / static_cast<double>(block_bytes));
     if (ram > 0 && num_blocks > cap && cap >= per_seq) {
-      LOOM_LOG_WARN("KV cache for %d sequences of %d tokens would need %.1f GiB; using %.1f GiB "
-                    "(a quarter of RAM). Set --kv-cache-memory to choose.",
-                    c.max_num_seqs, c.max_model_len,
-                    static_cast<double>(num_blocks) * block_bytes / double(1ull << 30),
-                    static_cast<double>(cap) * block_bytes / double(1ull << 30));
+      LOOM_LOG_WARN(
+          "KV cache for %d sequences of %d tokens would need %.1f GiB; using %.1f GiB "
+          "(a quarter of RAM). Set --kv-cache-memory to choose.",
+          c.max_num_seqs, c.max_model_len,
+          static_cast<double>(num_blocks) * block_bytes / double(1ull << 30),
+          static_cast<double>(cap) * block_bytes / double(1ull << 30));
       num_blocks = cap;
     }
   }
@@ -70,10 +71,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                             " bytes; raise --kv-cache-memory");
   if (num_blocks > (int64_t{1} << 30))
     return invalid_argument("KV cache of " + std::to_string(num_blocks) + " blocks is too large");
-  LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, static_cast<int32_t>(num_blocks),
-                                                c.block_size, c.kv_dtype));
-  e->kv_manager_ = std::make_unique<KvCacheManager>(static_cast<int32_t>(num_blocks),
-                                                    c.block_size, c.enable_prefix_caching);
+  LOOM_ASSIGN_OR_RETURN(
+      e->kv_, KvCache::create(mc, static_cast<int32_t>(num_blocks), c.block_size, c.kv_dtype));
+  e->kv_manager_ = std::make_unique<KvCacheManager>(static_cast<int32_t>(num_blocks), c.block_size,
+                                                    c.enable_prefix_caching);
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
 
@@ -88,12 +89,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   }
   e->model_ = std::move(model);
   e->tokenizer_ = std::move(tokenizer);
-  LOOM_LOG_INFO("engine: %lld KV blocks of %d tokens (%.1f MiB, %s), max_model_len %d, "
-                "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
-                static_cast<long long>(num_blocks), c.block_size,
-                static_cast<double>(num_blocks) * block_bytes / (1 << 20),
-                std::string(dtype_name(c.kv_dtype)).c_str(), c.max_model_len, c.max_num_seqs,
-                c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
+  LOOM_LOG_INFO(
+      "engine: %lld KV blocks of %d tokens (%.1f MiB, %s), max_model_len %d, "
+      "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
+      static_cast<long long>(num_blocks), c.block_size,
+      static_cast<double>(num_blocks) * block_bytes / (1 << 20),
+      std::string(dtype_name(c.kv_dtype)).c_str(), c.max_model_len, c.max_num_seqs,
+      c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
   return e;
 }
 
@@ -103,8 +105,10 @@ Status EngineCore::validate(const GenerateRequest& req) const {
   if (req.prompt.empty()) return invalid_argument("the prompt must have at least one token");
   for (int32_t t : req.prompt)
     if (t < 0 || t >= mc.n_vocab)
-      return invalid_argument("prompt token id " + std::to_string(t) + " is outside the "
-                              "vocabulary [0, " + std::to_string(mc.n_vocab) + ")");
+      return invalid_argument("prompt token id " + std::to_string(t) +
+                              " is outside the "
+                              "vocabulary [0, " +
+                              std::to_string(mc.n_vocab) + ")");
   LOOM_RETURN_IF_ERROR(req.params.validate(mc.n_vocab));
   if (req.params.grammar && req.params.grammar->vocab().size() != mc.n_vocab)
     return invalid_argument("the grammar was compiled for a vocabulary of " +
@@ -116,9 +120,8 @@ Status EngineCore::validate(const GenerateRequest& req) const {
   const int64_t total = prompt_len + req.params.max_tokens;
   if (total > config_.max_model_len)
     return invalid_argument("prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
-                            std::to_string(req.params.max_tokens) + ") = " +
-                            std::to_string(total) + " is over max_model_len " +
-                            std::to_string(config_.max_model_len) +
+                            std::to_string(req.params.max_tokens) + ") = " + std::to_string(total) +
+                            " is over max_model_len " + std::to_string(config_.max_model_len) +
                             "; shorten the prompt or lower max_tokens");
   // The last sampled token is never run through the model, so it needs no KV slot.
   const int32_t need = kv_manager_->blocks_for(total - 1);
@@ -160,7 +163,8 @@ Status EngineCore::add_request(GenerateRequest req) {
   r->arrival_order = next_arrival_++;
   r->rng = Rng::for_request(g->params.seed, 0);
   if (g->params.has_penalties()) r->penalties.add_prompt(r->tokens);
-  if (g->params.grammar) r->matcher = std::make_unique<structured::GrammarMatcher>(g->params.grammar);
+  if (g->params.grammar)
+    r->matcher = std::make_unique<structured::GrammarMatcher>(g->params.grammar);
   scheduler_->add_waiting(r.get());
   g->seqs.push_back(std::move(r));
   totals_.prompt_tokens += prompt_len;
@@ -307,10 +311,11 @@ void EngineCore::fork_samples(Request& parent) {
     c->num_cached_tokens = parent.num_cached_tokens;
     c->rng = Rng::for_request(g.params.seed, static_cast<uint64_t>(i));
     if (g.params.has_penalties()) c->penalties.add_prompt(c->tokens);
-    if (g.params.grammar) c->matcher = std::make_unique<structured::GrammarMatcher>(g.params.grammar);
-    const bool has_blocks = kv_manager_->has_blocks(parent.seq_id) &&
-                            static_cast<int32_t>(kv_manager_->block_table(parent.seq_id).size()) >=
-                                shared;
+    if (g.params.grammar)
+      c->matcher = std::make_unique<structured::GrammarMatcher>(g.params.grammar);
+    const bool has_blocks =
+        kv_manager_->has_blocks(parent.seq_id) &&
+        static_cast<int32_t>(kv_manager_->block_table(parent.seq_id).size()) >= shared;
     if (has_blocks && shared > 0) {
       kv_manager_->fork(parent.seq_id, c->seq_id, shared);
       c->num_computed_tokens = shared * config_.block_size;
@@ -401,8 +406,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     }
     if (g.ttft_s == 0.0) g.ttft_s = seconds_since(g.arrival);
     // Fork before accepting: the parent may finish on this token and free its blocks.
-    if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked)
-      fork_samples(r);
+    if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked) fork_samples(r);
     accept_token(r, sample);
     if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
   }

@@ -36,8 +36,8 @@ struct RequestGroup {
   int32_t num_finished = 0;
   std::vector<std::unique_ptr<Request>> seqs;
   std::vector<std::unique_ptr<SeqTextState>> text;  // per sequence index
-  std::vector<CompletionOutput> pending;             // per sequence index: unsent delta
-  std::vector<bool> dirty;                           // pending has something to send
+  std::vector<CompletionOutput> pending;            // per sequence index: unsent delta
+  std::vector<bool> dirty;                          // pending has something to send
   bool aborted = false;
 };
 

@@ -22,9 +22,9 @@ enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
 struct RequestGroup;
 
 struct Request {
-  int64_t seq_id = 0;       // engine-wide unique (KV manager key)
+  int64_t seq_id = 0;  // engine-wide unique (KV manager key)
   RequestGroup* group = nullptr;
-  int32_t index = 0;        // sample index within the group
+  int32_t index = 0;            // sample index within the group
   std::vector<int32_t> tokens;  // prompt then output
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;

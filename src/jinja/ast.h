@@ -61,8 +61,8 @@ enum class StmtKind {
   kFilterBlock,  // {% filter chain %} body; filter = chain with a null innermost operand
   kBreak,
   kContinue,
-  kWith,         // {% with name = expr, ... %} body
-  kBody,         // a plain body (e.g. {% generation %}): runs in the same scope
+  kWith,  // {% with name = expr, ... %} body
+  kBody,  // a plain body (e.g. {% generation %}): runs in the same scope
 };
 
 struct Param {
@@ -73,18 +73,18 @@ struct Param {
 struct Stmt {
   StmtKind kind;
   int line = 0;
-  std::string text;                 // kText; kMacro name
-  ExprPtr expr;                     // kEmit / kFor iterable / kSet value / kCallBlock call
-  ExprPtr cond;                     // kFor filter
-  ExprPtr target;                   // kSet: kName, kTuple of kName, or kGetAttr on a name
-  ExprPtr filter;                   // kSet block filter, kFilterBlock chain
-  std::vector<std::string> names;   // kFor loop variables
-  bool unpack = false;              // kFor target was a tuple
-  bool uses_loop = true;            // kFor body mentions `loop` (else no loop object is built)
-  std::vector<ExprPtr> conds;       // kIf
-  std::vector<Body> bodies;         // kIf branches
+  std::string text;                // kText; kMacro name
+  ExprPtr expr;                    // kEmit / kFor iterable / kSet value / kCallBlock call
+  ExprPtr cond;                    // kFor filter
+  ExprPtr target;                  // kSet: kName, kTuple of kName, or kGetAttr on a name
+  ExprPtr filter;                  // kSet block filter, kFilterBlock chain
+  std::vector<std::string> names;  // kFor loop variables
+  bool unpack = false;             // kFor target was a tuple
+  bool uses_loop = true;           // kFor body mentions `loop` (else no loop object is built)
+  std::vector<ExprPtr> conds;      // kIf
+  std::vector<Body> bodies;        // kIf branches
   Body body, else_body;
-  std::vector<Param> params;        // kMacro / kCallBlock
+  std::vector<Param> params;                             // kMacro / kCallBlock
   std::vector<std::pair<std::string, ExprPtr>> assigns;  // kWith
 };
 

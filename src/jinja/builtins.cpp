@@ -23,14 +23,17 @@ Status arg_error(const std::string& fn, const std::string& what) {
 Result<std::string> str_arg(const CallArgs& a, size_t i, const char* name, const std::string& fn) {
   const Value* v = a.get(i, name);
   if (!v) return arg_error(fn, std::string("missing argument '") + name + "'");
-  if (!v->is_string()) return arg_error(fn, std::string("argument '") + name + "' must be str, not " + v->type_name());
+  if (!v->is_string())
+    return arg_error(fn, std::string("argument '") + name + "' must be str, not " + v->type_name());
   return v->str();
 }
 
-Result<int64_t> int_arg(const CallArgs& a, size_t i, const char* name, const std::string& fn, int64_t dflt) {
+Result<int64_t> int_arg(const CallArgs& a, size_t i, const char* name, const std::string& fn,
+                        int64_t dflt) {
   const Value* v = a.get(i, name);
   if (!v || v->is_none()) return dflt;
-  if (!v->is_int() && !v->is_bool()) return arg_error(fn, std::string("argument '") + name + "' must be int, not " + v->type_name());
+  if (!v->is_int() && !v->is_bool())
+    return arg_error(fn, std::string("argument '") + name + "' must be int, not " + v->type_name());
   return v->as_int();
 }
 
@@ -51,7 +54,9 @@ class Builtin : public Callable {
 Result<Value> fn_range(Interpreter& in, const CallArgs& a) {
   if (a.pos.empty() || a.pos.size() > 3) return arg_error("range", "expected 1 to 3 arguments");
   for (const Value& v : a.pos)
-    if (!v.is_int() && !v.is_bool()) return arg_error("range", std::string("'") + v.type_name() + "' object cannot be interpreted as an integer");
+    if (!v.is_int() && !v.is_bool())
+      return arg_error("range", std::string("'") + v.type_name() +
+                                    "' object cannot be interpreted as an integer");
   int64_t start = 0, stop, step = 1;
   if (a.pos.size() == 1) {
     stop = a.pos[0].as_int();
@@ -83,7 +88,8 @@ Result<Value> make_dict(const CallArgs& a, const std::string& fn) {
     } else {
       LOOM_ASSIGN_OR_RETURN(List pairs, iterate(src));
       for (const Value& p : pairs) {
-        if (!p.is_sequence() || p.items().size() != 2) return arg_error(fn, "sequence elements must be pairs");
+        if (!p.is_sequence() || p.items().size() != 2)
+          return arg_error(fn, "sequence elements must be pairs");
         d->set(p.items()[0], p.items()[1]);
       }
     }
@@ -92,7 +98,9 @@ Result<Value> make_dict(const CallArgs& a, const std::string& fn) {
   return Value::dict(std::move(d));
 }
 
-Result<Value> fn_dict(Interpreter&, const CallArgs& a) { return make_dict(a, "dict"); }
+Result<Value> fn_dict(Interpreter&, const CallArgs& a) {
+  return make_dict(a, "dict");
+}
 
 Result<Value> fn_namespace(Interpreter&, const CallArgs& a) {
   LOOM_ASSIGN_OR_RETURN(Value d, make_dict(a, "namespace"));
@@ -125,11 +133,13 @@ Result<Value> fn_strftime_now(Interpreter& in, const CallArgs& a) {
 
 const std::unordered_set<std::string>& str_methods() {
   static const std::unordered_set<std::string> k = {
-      "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "replace",
-      "upper", "lower", "title", "capitalize", "casefold", "swapcase", "find", "rfind", "index",
-      "rindex", "count", "format", "join", "isdigit", "isnumeric", "isdecimal", "isalpha",
-      "isalnum", "isspace", "isupper", "islower", "splitlines", "zfill", "center", "ljust",
-      "rjust", "partition", "rpartition", "removeprefix", "removesuffix"};
+      "strip",        "lstrip",      "rstrip",  "split",   "rsplit",    "startswith",
+      "endswith",     "replace",     "upper",   "lower",   "title",     "capitalize",
+      "casefold",     "swapcase",    "find",    "rfind",   "index",     "rindex",
+      "count",        "format",      "join",    "isdigit", "isnumeric", "isdecimal",
+      "isalpha",      "isalnum",     "isspace", "isupper", "islower",   "splitlines",
+      "zfill",        "center",      "ljust",   "rjust",   "partition", "rpartition",
+      "removeprefix", "removesuffix"};
   return k;
 }
 
@@ -208,20 +218,24 @@ Result<Value> BoundMethod::call_str(Interpreter& in, const CallArgs& a) {
     if (sep && sep->is_string() && sep->str().empty()) return arg_error(fn, "empty separator");
     LOOM_ASSIGN_OR_RETURN(int64_t maxsplit, int_arg(a, 1, "maxsplit", fn, -1));
     List out;
-    for (auto& p : py_split(s, sep && sep->is_string() ? &sep->str() : nullptr, maxsplit, name_ == "rsplit"))
+    for (auto& p :
+         py_split(s, sep && sep->is_string() ? &sep->str() : nullptr, maxsplit, name_ == "rsplit"))
       out.emplace_back(std::move(p));
     return Value::list(std::move(out));
   }
   if (name_ == "startswith" || name_ == "endswith") {
     if (a.pos.empty()) return arg_error(fn, "missing argument");
     List options;
-    if (a.pos[0].is_tuple()) options = a.pos[0].items();
-    else options.push_back(a.pos[0]);
+    if (a.pos[0].is_tuple())
+      options = a.pos[0].items();
+    else
+      options.push_back(a.pos[0]);
     for (const Value& o : options) {
       if (!o.is_string()) return arg_error(fn, "argument must be str or a tuple of str");
       const std::string& p = o.str();
-      bool hit = name_ == "startswith" ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
-                                       : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+      bool hit = name_ == "startswith"
+                     ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
+                     : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
       if (hit) return Value(true);
     }
     return Value(false);
@@ -241,12 +255,15 @@ Result<Value> BoundMethod::call_str(Interpreter& in, const CallArgs& a) {
   if (name_ == "swapcase") {
     std::string r = s;
     for (char& c : r) {
-      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-      else if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+      if (c >= 'a' && c <= 'z')
+        c = static_cast<char>(c - 32);
+      else if (c >= 'A' && c <= 'Z')
+        c = static_cast<char>(c + 32);
     }
     return Value(std::move(r));
   }
-  if (name_ == "find" || name_ == "rfind" || name_ == "index" || name_ == "rindex" || name_ == "count") {
+  if (name_ == "find" || name_ == "rfind" || name_ == "index" || name_ == "rindex" ||
+      name_ == "count") {
     LOOM_ASSIGN_OR_RETURN(std::string sub, str_arg(a, 0, "sub", fn));
     if (name_ == "count") {
       if (sub.empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
@@ -272,7 +289,8 @@ Result<Value> BoundMethod::call_str(Interpreter& in, const CallArgs& a) {
     std::string r;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string())
-        return arg_error(fn, "sequence item " + std::to_string(i) + ": expected str instance, " + items[i].type_name() + " found");
+        return arg_error(fn, "sequence item " + std::to_string(i) + ": expected str instance, " +
+                                 items[i].type_name() + " found");
       if (i) r += s;
       r += items[i].str();
       LOOM_RETURN_IF_ERROR(in.check_size(r.size()));
@@ -284,7 +302,9 @@ Result<Value> BoundMethod::call_str(Interpreter& in, const CallArgs& a) {
   if (name_ == "isalpha")
     return Value(all_chars(s, [](char32_t c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }));
   if (name_ == "isalnum")
-    return Value(all_chars(s, [](char32_t c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }));
+    return Value(all_chars(s, [](char32_t c) {
+      return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9');
+    }));
   if (name_ == "isspace") return Value(all_chars(s, py_isspace));
   if (name_ == "isupper" || name_ == "islower") {
     bool any = false;
@@ -348,8 +368,10 @@ Result<Value> BoundMethod::call_str(Interpreter& in, const CallArgs& a) {
   }
   if (name_ == "removeprefix" || name_ == "removesuffix") {
     LOOM_ASSIGN_OR_RETURN(std::string x, str_arg(a, 0, "fix", fn));
-    if (name_ == "removeprefix" && s.compare(0, x.size(), x) == 0 && s.size() >= x.size()) return Value(s.substr(x.size()));
-    if (name_ == "removesuffix" && s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+    if (name_ == "removeprefix" && s.compare(0, x.size(), x) == 0 && s.size() >= x.size())
+      return Value(s.substr(x.size()));
+    if (name_ == "removesuffix" && s.size() >= x.size() &&
+        s.compare(s.size() - x.size(), x.size(), x) == 0)
       return Value(s.substr(0, s.size() - x.size()));
     return self_;
   }
@@ -386,14 +408,17 @@ void add_globals(std::unordered_map<std::string, Value>& vars) {
 
 bool has_test(const std::string& name) {
   static const std::unordered_set<std::string> k = {
-      "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number",
-      "string", "mapping", "iterable", "sequence", "callable", "odd", "even", "divisibleby",
-      "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan",
-      ">", "ge", ">=", "in", "sameas", "lower", "upper", "escaped", "filter", "test"};
+      "defined",     "undefined", "none",        "boolean", "false",    "true",     "integer",
+      "float",       "number",    "string",      "mapping", "iterable", "sequence", "callable",
+      "odd",         "even",      "divisibleby", "eq",      "equalto",  "==",       "ne",
+      "!=",          "lt",        "lessthan",    "<",       "le",       "<=",       "gt",
+      "greaterthan", ">",         "ge",          ">=",      "in",       "sameas",   "lower",
+      "upper",       "escaped",   "filter",      "test"};
   return k.count(name) > 0;
 }
 
-Result<bool> apply_test(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+Result<bool> apply_test(Interpreter& in, const std::string& name, const Value& v,
+                        const CallArgs& args) {
   auto arg = [&]() -> Result<Value> {
     if (args.pos.empty()) return invalid_argument("test '" + name + "' needs an argument");
     return args.pos[0];
@@ -420,23 +445,28 @@ Result<bool> apply_test(Interpreter& in, const std::string& name, const Value& v
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) return undefined_error(v);
-    if (!v.is_int() && !v.is_bool()) return invalid_argument(std::string("test '") + name + "' needs an integer, got " + v.type_name());
+    if (!v.is_int() && !v.is_bool())
+      return invalid_argument(std::string("test '") + name + "' needs an integer, got " +
+                              v.type_name());
     int64_t x = v.as_int();
     if (name == "odd") return (x % 2) != 0;
     if (name == "even") return (x % 2) == 0;
     LOOM_ASSIGN_OR_RETURN(Value d, arg());
-    if (!d.is_int() || d.as_int() == 0) return invalid_argument("divisibleby needs a non-zero integer");
+    if (!d.is_int() || d.as_int() == 0)
+      return invalid_argument("divisibleby needs a non-zero integer");
     return x % d.as_int() == 0;
   }
   if (name == "sameas") {
     LOOM_ASSIGN_OR_RETURN(Value o, arg());
-    if (v.is_none() || v.is_bool() || v.is_undefined()) return v.kind() == o.kind() && values_equal(v, o);
+    if (v.is_none() || v.is_bool() || v.is_undefined())
+      return v.kind() == o.kind() && values_equal(v, o);
     return v.kind() == o.kind() && values_equal(v, o) && (v.is_int() || v.is_string());
   }
   static const std::unordered_map<std::string, std::string> kCompare = {
-      {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="},
-      {"lt", "<"}, {"lessthan", "<"}, {"<", "<"}, {"le", "<="}, {"<=", "<="},
-      {"gt", ">"}, {"greaterthan", ">"}, {">", ">"}, {"ge", ">="}, {">=", ">="}, {"in", "in"}};
+      {"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
+      {"!=", "!="}, {"lt", "<"},       {"lessthan", "<"}, {"<", "<"},
+      {"le", "<="}, {"<=", "<="},      {"gt", ">"},       {"greaterthan", ">"},
+      {">", ">"},   {"ge", ">="},      {">=", ">="},      {"in", "in"}};
   auto it = kCompare.find(name);
   if (it != kCompare.end()) {
     LOOM_ASSIGN_OR_RETURN(Value o, arg());
@@ -455,8 +485,10 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
     if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else return invalid_argument("format: single '}' encountered in format string");
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}')
+        ++i;
+      else
+        return invalid_argument("format: single '}' encountered in format string");
       out += '}';
       continue;
     }
@@ -470,7 +502,8 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
       continue;
     }
     size_t close = fmt.find('}', i);
-    if (close == std::string::npos) return invalid_argument("format: expected '}' before end of string");
+    if (close == std::string::npos)
+      return invalid_argument("format: expected '}' before end of string");
     std::string field = fmt.substr(i + 1, close - i - 1);
     i = close;
     bool use_repr = false;
@@ -483,7 +516,8 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
       return unsupported("format: format specs and field access are not supported");
     const Value* v = nullptr;
     if (field.empty()) {
-      if (auto_idx >= args.pos.size()) return invalid_argument("format: not enough positional arguments");
+      if (auto_idx >= args.pos.size())
+        return invalid_argument("format: not enough positional arguments");
       v = &args.pos[auto_idx++];
     } else if (field.find_first_not_of("0123456789") == std::string::npos) {
       size_t k = std::stoul(field);
@@ -501,8 +535,10 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
 
 Result<std::string> percent_format(const std::string& fmt, const Value& args) {
   List pos;
-  if (args.is_tuple()) pos = args.items();
-  else pos.push_back(args);
+  if (args.is_tuple())
+    pos = args.items();
+  else
+    pos.push_back(args);
   size_t next = 0;
   std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -514,7 +550,8 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
     const Value* v = nullptr;
     if (fmt[i] == '(') {
       size_t close = fmt.find(')', i);
-      if (close == std::string::npos || !args.is_dict()) return invalid_argument("format requires a mapping");
+      if (close == std::string::npos || !args.is_dict())
+        return invalid_argument("format requires a mapping");
       v = args.dict().find(fmt.substr(i + 1, close - i - 1));
       if (!v) return invalid_argument("format: missing key " + fmt.substr(i + 1, close - i - 1));
       i = close + 1;
@@ -522,7 +559,8 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
     int precision = -1;
     if (i < fmt.size() && fmt[i] == '.') {
       precision = 0;
-      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') precision = precision * 10 + (fmt[i] - '0');
+      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+        precision = precision * 10 + (fmt[i] - '0');
     }
     if (i >= fmt.size()) return invalid_argument("incomplete format");
     char conv = fmt[i];
@@ -536,15 +574,23 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
     }
     char buf[64];
     switch (conv) {
-      case 's': out += to_str(*v); break;
-      case 'r': out += repr(*v); break;
+      case 's':
+        out += to_str(*v);
+        break;
+      case 'r':
+        out += repr(*v);
+        break;
       case 'd':
       case 'i':
-        if (!v->is_number()) return invalid_argument(std::string("%d format: a real number is required, not ") + v->type_name());
+        if (!v->is_number())
+          return invalid_argument(std::string("%d format: a real number is required, not ") +
+                                  v->type_name());
         out += std::to_string(v->is_float() ? static_cast<int64_t>(v->as_double()) : v->as_int());
         break;
       case 'f':
-        if (!v->is_number()) return invalid_argument(std::string("%f format: a real number is required, not ") + v->type_name());
+        if (!v->is_number())
+          return invalid_argument(std::string("%f format: a real number is required, not ") +
+                                  v->type_name());
         std::snprintf(buf, sizeof(buf), "%.*f", precision < 0 ? 6 : precision, v->as_double());
         out += buf;
         break;
@@ -553,10 +599,12 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
         std::snprintf(buf, sizeof(buf), "%llx", static_cast<long long>(v->as_int()));
         out += buf;
         break;
-      default: return unsupported(std::string("unsupported format character '") + conv + "'");
+      default:
+        return unsupported(std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (next < pos.size() && !args.is_dict()) return invalid_argument("not all arguments converted during string formatting");
+  if (next < pos.size() && !args.is_dict())
+    return invalid_argument("not all arguments converted during string formatting");
   return out;
 }
 

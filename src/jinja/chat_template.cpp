@@ -7,7 +7,8 @@
 namespace loom {
 
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
-  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const jinja::Program> program, jinja::parse_template(source));
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const jinja::Program> program,
+                        jinja::parse_template(source));
   return ChatTemplate(std::move(program));
 }
 

@@ -18,7 +18,9 @@ namespace {
 
 using FilterFn = Result<Value> (*)(Interpreter&, const Value&, const CallArgs&);
 
-const Value* arg(const CallArgs& a, size_t i, std::string_view name) { return a.get(i, name); }
+const Value* arg(const CallArgs& a, size_t i, std::string_view name) {
+  return a.get(i, name);
+}
 
 bool flag(const CallArgs& a, size_t i, std::string_view name, bool dflt) {
   const Value* v = a.get(i, name);
@@ -39,10 +41,12 @@ Result<Value> lookup_path(const Value& item, const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
     if (cur.is_undefined()) return undefined_error(cur);
-    LOOM_ASSIGN_OR_RETURN(cur, get_item(cur, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part)));
+    LOOM_ASSIGN_OR_RETURN(
+        cur, get_item(cur, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part)));
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -75,7 +79,8 @@ Result<Value> f_attr(Interpreter&, const Value& v, const CallArgs& a) {
   if (auto m = bind_method(v, name)) return Value::callable(std::move(m));
   if (v.is_namespace())
     if (const Value* x = v.dict().find(name)) return *x;
-  return Value::undefined(std::string("'") + v.type_name() + " object' has no attribute '" + name + "'");
+  return Value::undefined(std::string("'") + v.type_name() + " object' has no attribute '" + name +
+                          "'");
 }
 
 Result<Value> f_batch(Interpreter& in, const Value& v, const CallArgs& a) {
@@ -86,7 +91,8 @@ Result<Value> f_batch(Interpreter& in, const Value& v, const CallArgs& a) {
   List out, cur;
   for (Value& x : items) {
     cur.push_back(std::move(x));
-    if (static_cast<int64_t>(cur.size()) == n) out.push_back(Value::list(std::move(cur))), cur.clear();
+    if (static_cast<int64_t>(cur.size()) == n)
+      out.push_back(Value::list(std::move(cur))), cur.clear();
   }
   if (!cur.empty()) {
     if (fill && !fill->is_none())
@@ -96,15 +102,24 @@ Result<Value> f_batch(Interpreter& in, const Value& v, const CallArgs& a) {
   return Value::list(std::move(out));
 }
 
-Result<Value> f_capitalize(Interpreter&, const Value& v, const CallArgs&) { return Value(py_capitalize(to_str(v))); }
-Result<Value> f_lower(Interpreter&, const Value& v, const CallArgs&) { return Value(ascii_lower(to_str(v))); }
-Result<Value> f_upper(Interpreter&, const Value& v, const CallArgs&) { return Value(ascii_upper(to_str(v))); }
+Result<Value> f_capitalize(Interpreter&, const Value& v, const CallArgs&) {
+  return Value(py_capitalize(to_str(v)));
+}
+Result<Value> f_lower(Interpreter&, const Value& v, const CallArgs&) {
+  return Value(ascii_lower(to_str(v)));
+}
+Result<Value> f_upper(Interpreter&, const Value& v, const CallArgs&) {
+  return Value(ascii_upper(to_str(v)));
+}
 
 Result<Value> f_title(Interpreter&, const Value& v, const CallArgs&) {
   // Jinja2 splits before runs of [-\s({\[<] and capitalizes each piece.
   std::string s = to_str(v), out;
   size_t i = 0;
-  auto is_sep = [](char c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || c == ' ' || (c >= '\t' && c <= '\r'); };
+  auto is_sep = [](char c) {
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || c == ' ' ||
+           (c >= '\t' && c <= '\r');
+  };
   while (i < s.size()) {
     size_t j = i;
     if (is_sep(s[i])) {
@@ -142,14 +157,17 @@ Result<Value> f_default(Interpreter&, const Value& v, const CallArgs& a) {
 }
 
 Result<Value> f_dictsort(Interpreter&, const Value& v, const CallArgs& a) {
-  if (!v.is_dict()) return invalid_argument(std::string("dictsort expects a dict, got ") + v.type_name());
+  if (!v.is_dict())
+    return invalid_argument(std::string("dictsort expects a dict, got ") + v.type_name());
   bool cs = flag(a, 0, "case_sensitive", false);
   const Value* by = arg(a, 1, "by");
   bool reverse = flag(a, 2, "reverse", false);
   int pos = 0;
   if (by && by->is_string()) {
-    if (by->str() == "value") pos = 1;
-    else if (by->str() != "key") return invalid_argument("You can only sort by either 'key' or 'value'");
+    if (by->str() == "value")
+      pos = 1;
+    else if (by->str() != "key")
+      return invalid_argument("You can only sort by either 'key' or 'value'");
   }
   List items;
   for (const auto& [k, val] : v.dict().entries) items.push_back(Value::tuple({k, val}));
@@ -168,12 +186,23 @@ Result<Value> f_escape(Interpreter&, const Value& v, const CallArgs&) {
   std::string out;
   for (char c : to_str(v)) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return Value(std::move(out));
@@ -222,7 +251,8 @@ Result<Value> f_int(Interpreter&, const Value& v, const CallArgs& a) {
     char* end = nullptr;
     errno = 0;
     long long x = std::strtoll(digits.c_str(), &end, static_cast<int>(base));
-    if (!digits.empty() && end == digits.c_str() + digits.size() && errno == 0) return Value(static_cast<int64_t>(x));
+    if (!digits.empty() && end == digits.c_str() + digits.size() && errno == 0)
+      return Value(static_cast<int64_t>(x));
     double f = std::strtod(s.c_str(), &end);  // Jinja2 falls back to int(float(s))
     if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(f) && std::fabs(f) < 9.2e18)
       return Value(static_cast<int64_t>(f));
@@ -245,7 +275,8 @@ Result<Value> f_format(Interpreter&, const Value& v, const CallArgs& a) {
 
 Result<Value> f_indent(Interpreter& in, const Value& v, const CallArgs& a) {
   const Value* w = arg(a, 0, "width");
-  std::string indention = w && w->is_string() ? w->str() : std::string(w ? std::max<int64_t>(w->as_int(), 0) : 4, ' ');
+  std::string indention =
+      w && w->is_string() ? w->str() : std::string(w ? std::max<int64_t>(w->as_int(), 0) : 4, ' ');
   bool first = flag(a, 1, "first", false), blank = flag(a, 2, "blank", false);
   std::string s = to_str(v) + "\n";
   CallArgs none;
@@ -256,7 +287,8 @@ Result<Value> f_indent(Interpreter& in, const Value& v, const CallArgs& a) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i].str();
   } else {
     rv = lines.empty() ? "" : lines[0].str();
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].str().empty() ? "" : indention + lines[i].str());
+    for (size_t i = 1; i < lines.size(); ++i)
+      rv += "\n" + (lines[i].str().empty() ? "" : indention + lines[i].str());
   }
   if (first) rv = indention + rv;
   LOOM_RETURN_IF_ERROR(in.check_size(rv.size()));
@@ -265,7 +297,9 @@ Result<Value> f_indent(Interpreter& in, const Value& v, const CallArgs& a) {
 
 Result<Value> f_items(Interpreter& in, const Value& v, const CallArgs&) {
   if (v.is_undefined()) return Value::list({});
-  if (!v.is_dict()) return invalid_argument(std::string("Can only get item pairs from a mapping, not ") + v.type_name());
+  if (!v.is_dict())
+    return invalid_argument(std::string("Can only get item pairs from a mapping, not ") +
+                            v.type_name());
   return bind_method(v, "items")->call(in, CallArgs{});
 }
 
@@ -305,7 +339,8 @@ Result<Value> f_map(Interpreter& in, const Value& v, const CallArgs& a) {
     }
     return Value::list(std::move(out));
   }
-  if (a.pos.empty() || !a.pos[0].is_string()) return invalid_argument("map needs a filter name or attribute=");
+  if (a.pos.empty() || !a.pos[0].is_string())
+    return invalid_argument("map needs a filter name or attribute=");
   CallArgs rest;
   rest.pos.assign(a.pos.begin() + 1, a.pos.end());
   rest.kw = a.kw;
@@ -321,14 +356,16 @@ Result<Value> min_max(const Value& v, const CallArgs& a, bool want_max) {
   bool cs = flag(a, 0, "case_sensitive", false);
   const Value* attribute = arg(a, 1, "attribute");
   LOOM_ASSIGN_OR_RETURN(List items, iterate(v));
-  if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+  if (items.empty())
+    return Value::undefined(std::string("No aggregated item, sequence was empty."));
   Value best = items[0];
   LOOM_ASSIGN_OR_RETURN(Value best_key, attr_of(items[0], attribute));
   best_key = fold_case(best_key, cs);
   for (size_t i = 1; i < items.size(); ++i) {
     LOOM_ASSIGN_OR_RETURN(Value k, attr_of(items[i], attribute));
     k = fold_case(k, cs);
-    LOOM_ASSIGN_OR_RETURN(bool better, want_max ? values_less(best_key, k) : values_less(k, best_key));
+    LOOM_ASSIGN_OR_RETURN(bool better,
+                          want_max ? values_less(best_key, k) : values_less(k, best_key));
     if (better) {
       best = items[i];
       best_key = k;
@@ -336,8 +373,12 @@ Result<Value> min_max(const Value& v, const CallArgs& a, bool want_max) {
   }
   return best;
 }
-Result<Value> f_max(Interpreter&, const Value& v, const CallArgs& a) { return min_max(v, a, true); }
-Result<Value> f_min(Interpreter&, const Value& v, const CallArgs& a) { return min_max(v, a, false); }
+Result<Value> f_max(Interpreter&, const Value& v, const CallArgs& a) {
+  return min_max(v, a, true);
+}
+Result<Value> f_min(Interpreter&, const Value& v, const CallArgs& a) {
+  return min_max(v, a, false);
+}
 
 Result<Value> f_replace(Interpreter& in, const Value& v, const CallArgs& a) {
   const Value* old_v = arg(a, 0, "old");
@@ -364,22 +405,26 @@ Result<Value> f_round(Interpreter&, const Value& v, const CallArgs& a) {
   LOOM_ASSIGN_OR_RETURN(int64_t precision, int_param(a, 0, "precision", 0));
   const Value* m = arg(a, 1, "method");
   std::string method = m ? to_str(*m) : "common";
-  if (!v.is_number()) return invalid_argument(std::string("round expects a number, got ") + v.type_name());
+  if (!v.is_number())
+    return invalid_argument(std::string("round expects a number, got ") + v.type_name());
   double x = v.as_double();
   if (method == "common") {
     if (!v.is_float()) return Value(v.as_int());
     // printf rounds the exact binary value half-to-even, like CPython's round().
     char buf[512];
-    std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), x);
+    std::snprintf(buf, sizeof(buf), "%.*f",
+                  static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), x);
     return Value(std::strtod(buf, nullptr));
   }
-  if (method != "ceil" && method != "floor") return invalid_argument("method must be common, ceil or floor");
+  if (method != "ceil" && method != "floor")
+    return invalid_argument("method must be common, ceil or floor");
   double scale = std::pow(10.0, static_cast<double>(precision));
   double r = method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale);
   return Value(r / scale);
 }
 
-Result<Value> select_impl(Interpreter& in, const Value& v, const CallArgs& a, bool by_attr, bool keep) {
+Result<Value> select_impl(Interpreter& in, const Value& v, const CallArgs& a, bool by_attr,
+                          bool keep) {
   LOOM_ASSIGN_OR_RETURN(List items, iterate(v));
   size_t i = 0;
   const Value* attribute = nullptr;
@@ -406,12 +451,22 @@ Result<Value> select_impl(Interpreter& in, const Value& v, const CallArgs& a, bo
   }
   return Value::list(std::move(out));
 }
-Result<Value> f_select(Interpreter& in, const Value& v, const CallArgs& a) { return select_impl(in, v, a, false, true); }
-Result<Value> f_reject(Interpreter& in, const Value& v, const CallArgs& a) { return select_impl(in, v, a, false, false); }
-Result<Value> f_selectattr(Interpreter& in, const Value& v, const CallArgs& a) { return select_impl(in, v, a, true, true); }
-Result<Value> f_rejectattr(Interpreter& in, const Value& v, const CallArgs& a) { return select_impl(in, v, a, true, false); }
+Result<Value> f_select(Interpreter& in, const Value& v, const CallArgs& a) {
+  return select_impl(in, v, a, false, true);
+}
+Result<Value> f_reject(Interpreter& in, const Value& v, const CallArgs& a) {
+  return select_impl(in, v, a, false, false);
+}
+Result<Value> f_selectattr(Interpreter& in, const Value& v, const CallArgs& a) {
+  return select_impl(in, v, a, true, true);
+}
+Result<Value> f_rejectattr(Interpreter& in, const Value& v, const CallArgs& a) {
+  return select_impl(in, v, a, true, false);
+}
 
-Result<Value> f_safe(Interpreter&, const Value& v, const CallArgs&) { return v; }
+Result<Value> f_safe(Interpreter&, const Value& v, const CallArgs&) {
+  return v;
+}
 
 Result<Value> f_sort(Interpreter&, const Value& v, const CallArgs& a) {
   bool reverse = flag(a, 0, "reverse", false);
@@ -435,18 +490,24 @@ Result<Value> f_sort(Interpreter&, const Value& v, const CallArgs& a) {
   return Value::list(std::move(out));
 }
 
-Result<Value> f_string(Interpreter&, const Value& v, const CallArgs&) { return Value(to_str(v)); }
+Result<Value> f_string(Interpreter&, const Value& v, const CallArgs&) {
+  return Value(to_str(v));
+}
 
 Result<Value> f_striptags(Interpreter&, const Value& v, const CallArgs&) {
   std::string s = to_str(v), text;
   bool in_tag = false;
   for (char c : s) {
-    if (c == '<') in_tag = true;
-    else if (c == '>' && in_tag) in_tag = false;
-    else if (!in_tag) text += c;
+    if (c == '<')
+      in_tag = true;
+    else if (c == '>' && in_tag)
+      in_tag = false;
+    else if (!in_tag)
+      text += c;
   }
   std::string out;
-  for (const std::string& w : py_split(text, nullptr, -1, false)) out += (out.empty() ? "" : " ") + w;
+  for (const std::string& w : py_split(text, nullptr, -1, false))
+    out += (out.empty() ? "" : " ") + w;
   return Value(std::move(out));
 }
 
@@ -470,7 +531,8 @@ Result<Value> f_tojson(Interpreter& in, const Value& v, const CallArgs& a) {
     if (indent->is_string()) return unsupported("tojson: a string indent is not supported");
     f.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
   }
-  if (const Value* sep = a.get(99, "separators"); sep && sep->is_sequence() && sep->items().size() == 2) {
+  if (const Value* sep = a.get(99, "separators");
+      sep && sep->is_sequence() && sep->items().size() == 2) {
     f.item_sep = to_str(sep->items()[0]);
     f.key_sep = to_str(sep->items()[1]);
   }
@@ -542,38 +604,78 @@ Result<Value> f_wordcount(Interpreter&, const Value& v, const CallArgs&) {
   int64_t n = 0;
   bool in_word = false;
   for (char32_t c : utf8_decode(to_str(v))) {
-    bool w = c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= 0x80 && !py_isspace(c));
+    bool w = c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z') ||
+             (c >= 0x80 && !py_isspace(c));
     if (w && !in_word) ++n;
     in_word = w;
   }
   return Value(n);
 }
 
-Result<Value> f_pprint(Interpreter&, const Value& v, const CallArgs&) { return Value(repr(v)); }
+Result<Value> f_pprint(Interpreter&, const Value& v, const CallArgs&) {
+  return Value(repr(v));
+}
 
 const std::unordered_map<std::string, FilterFn>& registry() {
   static const std::unordered_map<std::string, FilterFn> k = {
-      {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize},
-      {"center", f_center}, {"count", f_length}, {"d", f_default}, {"default", f_default},
-      {"dictsort", f_dictsort}, {"e", f_escape}, {"escape", f_escape}, {"first", f_first},
-      {"float", f_float}, {"format", f_format}, {"indent", f_indent}, {"int", f_int},
-      {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
-      {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max}, {"min", f_min},
-      {"pprint", f_pprint}, {"reject", f_reject}, {"rejectattr", f_rejectattr},
-      {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe},
-      {"select", f_select}, {"selectattr", f_selectattr}, {"sort", f_sort},
-      {"string", f_string}, {"striptags", f_striptags}, {"sum", f_sum}, {"title", f_title},
-      {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate}, {"unique", f_unique},
-      {"upper", f_upper}, {"wordcount", f_wordcount}, {"forceescape", f_escape},
+      {"abs", f_abs},
+      {"attr", f_attr},
+      {"batch", f_batch},
+      {"capitalize", f_capitalize},
+      {"center", f_center},
+      {"count", f_length},
+      {"d", f_default},
+      {"default", f_default},
+      {"dictsort", f_dictsort},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"first", f_first},
+      {"float", f_float},
+      {"format", f_format},
+      {"indent", f_indent},
+      {"int", f_int},
+      {"items", f_items},
+      {"join", f_join},
+      {"last", f_last},
+      {"length", f_length},
+      {"list", f_list},
+      {"lower", f_lower},
+      {"map", f_map},
+      {"max", f_max},
+      {"min", f_min},
+      {"pprint", f_pprint},
+      {"reject", f_reject},
+      {"rejectattr", f_rejectattr},
+      {"replace", f_replace},
+      {"reverse", f_reverse},
+      {"round", f_round},
+      {"safe", f_safe},
+      {"select", f_select},
+      {"selectattr", f_selectattr},
+      {"sort", f_sort},
+      {"string", f_string},
+      {"striptags", f_striptags},
+      {"sum", f_sum},
+      {"title", f_title},
+      {"tojson", f_tojson},
+      {"trim", f_trim},
+      {"truncate", f_truncate},
+      {"unique", f_unique},
+      {"upper", f_upper},
+      {"wordcount", f_wordcount},
+      {"forceescape", f_escape},
   };
   return k;
 }
 
 }  // namespace
 
-bool has_filter(const std::string& name) { return registry().count(name) > 0; }
+bool has_filter(const std::string& name) {
+  return registry().count(name) > 0;
+}
 
-Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v,
+                           const CallArgs& args) {
   auto it = registry().find(name);
   if (it == registry().end()) return invalid_argument("no filter named '" + name + "'");
   return it->second(in, v, args);

@@ -26,18 +26,25 @@ class Macro : public Callable {
  public:
   Macro(const Stmt* def, const Body* body, const std::vector<Param>* params, ScopePtr closure,
         std::shared_ptr<const Program> program, std::string name)
-      : def_(def), body_(body), params_(params), closure_(std::move(closure)),
-        program_(std::move(program)), name_(std::move(name)) {}
+      : def_(def),
+        body_(body),
+        params_(params),
+        closure_(std::move(closure)),
+        program_(std::move(program)),
+        name_(std::move(name)) {}
 
   Result<Value> call(Interpreter& in, const CallArgs& args) override {
     const Value* caller = nullptr;
     CallArgs rest;
     rest.pos = args.pos;
     for (const auto& kv : args.kw) {
-      if (kv.first == "caller") caller = &kv.second;
-      else rest.kw.push_back(kv);
+      if (kv.first == "caller")
+        caller = &kv.second;
+      else
+        rest.kw.push_back(kv);
     }
-    LOOM_ASSIGN_OR_RETURN(std::string out, in.run_macro(*def_, *body_, *params_, closure_, rest, caller));
+    LOOM_ASSIGN_OR_RETURN(std::string out,
+                          in.run_macro(*def_, *body_, *params_, closure_, rest, caller));
     return Value(std::move(out));
   }
   std::string name() const override { return name_; }
@@ -125,7 +132,8 @@ Result<std::string> Interpreter::render(const Value& context) {
   Result<Flow> r = exec_body(program_->body, top);
   if (raised_) return invalid_argument(*raised_);
   if (!r.is_ok()) return r.status();
-  if (*r != Flow::kNormal) return invalid_argument("chat template error: 'break' or 'continue' outside a loop");
+  if (*r != Flow::kNormal)
+    return invalid_argument("chat template error: 'break' or 'continue' outside a loop");
   return out;
 }
 
@@ -150,7 +158,9 @@ Result<std::string> Interpreter::capture(const Body& body, const ScopePtr& scope
 Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope) {
   LOOM_RETURN_IF_ERROR(count_step());
   switch (s.kind) {
-    case StmtKind::kText: LOOM_RETURN_IF_ERROR(emit(s.text)); return Flow::kNormal;
+    case StmtKind::kText:
+      LOOM_RETURN_IF_ERROR(emit(s.text));
+      return Flow::kNormal;
     case StmtKind::kEmit: {
       LOOM_ASSIGN_OR_RETURN(Value v, eval(*s.expr, scope));
       LOOM_RETURN_IF_ERROR(emit(to_str(v)));
@@ -163,8 +173,11 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
       }
       return exec_body(s.else_body, scope);
     }
-    case StmtKind::kFor: return exec_for(s, scope);
-    case StmtKind::kSet: LOOM_RETURN_IF_ERROR(exec_set(s, scope)); return Flow::kNormal;
+    case StmtKind::kFor:
+      return exec_for(s, scope);
+    case StmtKind::kSet:
+      LOOM_RETURN_IF_ERROR(exec_set(s, scope));
+      return Flow::kNormal;
     case StmtKind::kMacro: {
       auto m = std::make_shared<Macro>(&s, &s.body, &s.params, scope, program_, s.text);
       scope->set(s.text, Value::callable(std::move(m)));
@@ -188,8 +201,10 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
       LOOM_RETURN_IF_ERROR(emit(to_str(v)));
       return Flow::kNormal;
     }
-    case StmtKind::kBreak: return Flow::kBreak;
-    case StmtKind::kContinue: return Flow::kContinue;
+    case StmtKind::kBreak:
+      return Flow::kBreak;
+    case StmtKind::kContinue:
+      return Flow::kContinue;
     case StmtKind::kWith: {
       auto inner = std::make_shared<Scope>(scope);
       for (const auto& [name, e] : s.assigns) {
@@ -198,7 +213,8 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
       }
       return exec_body(s.body, inner);
     }
-    case StmtKind::kBody: return exec_body(s.body, scope);
+    case StmtKind::kBody:
+      return exec_body(s.body, scope);
   }
   return Flow::kNormal;
 }
@@ -306,9 +322,9 @@ Status Interpreter::exec_set(const Stmt& s, const ScopePtr& scope) {
   } else {  // {% set ns.attr = v %}
     const Value* target = scope->find(t.a->name);
     if (!target || !target->is_namespace())
-      return annotate(invalid_argument("cannot assign attribute on non-namespace object '" +
-                                       t.a->name + "'"),
-                      s.line);
+      return annotate(
+          invalid_argument("cannot assign attribute on non-namespace object '" + t.a->name + "'"),
+          s.line);
     target->dict().set(Value(t.name), std::move(v));
   }
   return Status::ok();
@@ -339,7 +355,8 @@ Result<std::string> Interpreter::run_macro(const Stmt& macro, const Body& body,
     for (size_t i = 0; i < params.size(); ++i) {
       if (params[i].name == k) {
         if (bound[i])
-          return invalid_argument("macro '" + macro.text + "' got multiple values for argument '" + k + "'");
+          return invalid_argument("macro '" + macro.text + "' got multiple values for argument '" +
+                                  k + "'");
         scope->set(k, v);
         bound[i] = found = true;
       }
@@ -352,7 +369,8 @@ Result<std::string> Interpreter::run_macro(const Stmt& macro, const Body& body,
       LOOM_ASSIGN_OR_RETURN(Value d, eval(*params[i].default_value, scope));
       scope->set(params[i].name, std::move(d));
     } else {
-      scope->set(params[i].name, Value::undefined("parameter '" + params[i].name + "' was not provided"));
+      scope->set(params[i].name,
+                 Value::undefined("parameter '" + params[i].name + "' was not provided"));
     }
   }
   scope->set("varargs", Value::tuple(std::move(varargs)));
@@ -366,7 +384,8 @@ Result<std::string> Interpreter::run_macro(const Stmt& macro, const Body& body,
 
 Result<Value> Interpreter::call(const Value& fn, const CallArgs& args) {
   if (fn.is_undefined()) return undefined_error(fn);
-  if (!fn.is_callable()) return invalid_argument(std::string("'") + fn.type_name() + "' object is not callable");
+  if (!fn.is_callable())
+    return invalid_argument(std::string("'") + fn.type_name() + "' object is not callable");
   return fn.fn().call(*this, args);
 }
 
@@ -403,7 +422,8 @@ Result<Value> Interpreter::eval(const Expr& e, const ScopePtr& scope) {
 Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
   const size_t max_bytes = options_.limits.max_output_bytes;
   switch (e.kind) {
-    case ExprKind::kLiteral: return e.literal;
+    case ExprKind::kLiteral:
+      return e.literal;
     case ExprKind::kName: {
       const Value* v = scope->find(e.name);
       return v ? *v : Value::undefined("'" + e.name + "' is undefined");
@@ -415,7 +435,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
         LOOM_ASSIGN_OR_RETURN(Value v, eval(*a, scope));
         items.push_back(std::move(v));
       }
-      return e.kind == ExprKind::kList ? Value::list(std::move(items)) : Value::tuple(std::move(items));
+      return e.kind == ExprKind::kList ? Value::list(std::move(items))
+                                       : Value::tuple(std::move(items));
     }
     case ExprKind::kDict: {
       auto d = std::make_shared<Dict>();
@@ -481,7 +502,9 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
     case ExprKind::kPos: {
       LOOM_ASSIGN_OR_RETURN(Value v, eval(*e.a, scope));
       if (v.is_undefined()) return undefined_error(v);
-      if (!v.is_number()) return invalid_argument(std::string("bad operand type for unary +: '") + v.type_name() + "'");
+      if (!v.is_number())
+        return invalid_argument(std::string("bad operand type for unary +: '") + v.type_name() +
+                                "'");
       return v.is_bool() ? Value(v.as_int()) : v;
     }
     case ExprKind::kBinary: {
@@ -514,7 +537,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       LOOM_ASSIGN_OR_RETURN(Value c, eval(*e.a, scope));
       if (c.truthy()) return eval(*e.b, scope);
       if (e.c) return eval(*e.c, scope);
-      return Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+      return Value::undefined(
+          "the inline if-expression evaluated to false and no else section was defined");
     }
   }
   return internal_error("unknown expression kind");

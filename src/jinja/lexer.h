@@ -21,10 +21,10 @@ enum class TokenType {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,      // value = the unescaped string
-  kInt,         // value = the digits (underscores removed)
+  kString,  // value = the unescaped string
+  kInt,     // value = the digits (underscores removed)
   kFloat,
-  kOp,          // value = the operator: + - * / // % ** ~ ( ) [ ] { } == != < <= > >= = . : | ,
+  kOp,  // value = the operator: + - * / // % ** ~ ( ) [ ] { } == != < <= > >= = . : | ,
   kEof,
 };
 

@@ -20,10 +20,15 @@ Status type_error(const std::string& op, const Value& a, const Value& b) {
                           "' and '" + b.type_name() + "'");
 }
 
-Status overflow() { return out_of_range("integer overflow (integers are 64-bit)"); }
+Status overflow() {
+  return out_of_range("integer overflow (integers are 64-bit)");
+}
 
 Result<Value> repeat(const Value& seq, int64_t n, size_t max_bytes) {
-  if (n <= 0) return seq.is_string() ? Value(std::string()) : seq.is_tuple() ? Value::tuple({}) : Value::list({});
+  if (n <= 0)
+    return seq.is_string()  ? Value(std::string())
+           : seq.is_tuple() ? Value::tuple({})
+                            : Value::list({});
   if (seq.is_string()) {
     if (seq.str().size() * static_cast<unsigned __int128>(n) > max_bytes)
       return Status(StatusCode::kResourceExhausted, "string repetition exceeds the output limit");
@@ -115,8 +120,10 @@ Result<Value> arith(const std::string& op, const Value& a, const Value& b, size_
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_sequence()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int(), max_bytes);
-    if ((b.is_string() || b.is_sequence()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int(), max_bytes);
+    if ((a.is_string() || a.is_sequence()) && (b.is_int() || b.is_bool()))
+      return repeat(a, b.as_int(), max_bytes);
+    if ((b.is_string() || b.is_sequence()) && (a.is_int() || a.is_bool()))
+      return repeat(b, a.as_int(), max_bytes);
   }
   if (op == "%" && a.is_string()) {
     LOOM_ASSIGN_OR_RETURN(std::string s, percent_format(a.str(), b));
@@ -150,7 +157,8 @@ Result<Value> binary_op(const std::string& op, const Value& a, const Value& b, s
   }
   if (op == "~") {
     std::string s = to_str(a) + to_str(b);
-    if (s.size() > max_bytes) return Status(StatusCode::kResourceExhausted, "string exceeds the output limit");
+    if (s.size() > max_bytes)
+      return Status(StatusCode::kResourceExhausted, "string exceeds the output limit");
     return Value(std::move(s));
   }
   return arith(op, a, b, max_bytes);
@@ -168,19 +176,23 @@ Result<Value> unary_minus(const Value& a) {
 
 Result<bool> contains(const Value& container, const Value& item) {
   switch (container.kind()) {
-    case Value::Kind::kUndefined: return false;
+    case Value::Kind::kUndefined:
+      return false;
     case Value::Kind::kString:
       if (!item.is_string())
-        return invalid_argument(std::string("'in <string>' requires string as left operand, not ") + item.type_name());
+        return invalid_argument(std::string("'in <string>' requires string as left operand, not ") +
+                                item.type_name());
       return container.str().find(item.str()) != std::string::npos;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
       for (const Value& v : container.items())
         if (values_equal(v, item)) return true;
       return false;
-    case Value::Kind::kDict: return container.dict().find(item) != nullptr;
+    case Value::Kind::kDict:
+      return container.dict().find(item) != nullptr;
     default:
-      return invalid_argument(std::string("argument of type '") + container.type_name() + "' is not iterable");
+      return invalid_argument(std::string("argument of type '") + container.type_name() +
+                              "' is not iterable");
   }
 }
 
@@ -230,10 +242,12 @@ Result<Value> get_item(const Value& obj, const Value& key) {
     return obj.items()[i];
   }
   if (key.is_string()) return get_attr(obj, key.str());
-  return Value::undefined(std::string("'") + obj.type_name() + " object' has no element " + repr(key));
+  return Value::undefined(std::string("'") + obj.type_name() + " object' has no element " +
+                          repr(key));
 }
 
-Result<Value> slice(const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
+Result<Value> slice(const Value& obj, const Value& start_v, const Value& stop_v,
+                    const Value& step_v) {
   if (obj.is_undefined()) return undefined_error(obj);
   auto as_opt = [](const Value& v, int64_t& out) -> Result<bool> {
     if (v.is_undefined() || v.is_none()) return false;
@@ -292,9 +306,11 @@ Result<Value> slice(const Value& obj, const Value& start_v, const Value& stop_v,
 
 Result<List> iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return List{};
+    case Value::Kind::kUndefined:
+      return List{};
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return v.items();
+    case Value::Kind::kTuple:
+      return v.items();
     case Value::Kind::kDict: {
       List keys;
       for (const auto& [k, val] : v.dict().entries) keys.push_back(k);
@@ -316,11 +332,15 @@ Result<List> iterate(const Value& v) {
 
 Result<int64_t> length(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return int64_t{0};
-    case Value::Kind::kString: return static_cast<int64_t>(utf8_length(v.str()));
+    case Value::Kind::kUndefined:
+      return int64_t{0};
+    case Value::Kind::kString:
+      return static_cast<int64_t>(utf8_length(v.str()));
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return static_cast<int64_t>(v.items().size());
-    case Value::Kind::kDict: return static_cast<int64_t>(v.dict().size());
+    case Value::Kind::kTuple:
+      return static_cast<int64_t>(v.items().size());
+    case Value::Kind::kDict:
+      return static_cast<int64_t>(v.dict().size());
     default:
       return invalid_argument(std::string("object of type '") + v.type_name() + "' has no len()");
   }

@@ -20,7 +20,8 @@ bool mentions_loop(const Body& body);
 bool mentions_loop(const Expr* e) {
   if (!e) return false;
   if (e->kind == ExprKind::kName && e->name == "loop") return true;
-  if (mentions_loop(e->a.get()) || mentions_loop(e->b.get()) || mentions_loop(e->c.get())) return true;
+  if (mentions_loop(e->a.get()) || mentions_loop(e->b.get()) || mentions_loop(e->c.get()))
+    return true;
   for (const ExprPtr& x : e->args)
     if (mentions_loop(x.get())) return true;
   for (const auto& kv : e->kwargs)
@@ -79,14 +80,22 @@ class Parser {
 
   std::string describe(const Token& t) const {
     switch (t.type) {
-      case TokenType::kData: return "text";
-      case TokenType::kVarBegin: return "'{{'";
-      case TokenType::kVarEnd: return "'}}'";
-      case TokenType::kBlockBegin: return "'{%'";
-      case TokenType::kBlockEnd: return "'%}'";
-      case TokenType::kEof: return "end of template";
-      case TokenType::kString: return "string";
-      default: return "'" + t.value + "'";
+      case TokenType::kData:
+        return "text";
+      case TokenType::kVarBegin:
+        return "'{{'";
+      case TokenType::kVarEnd:
+        return "'}}'";
+      case TokenType::kBlockBegin:
+        return "'{%'";
+      case TokenType::kBlockEnd:
+        return "'%}'";
+      case TokenType::kEof:
+        return "end of template";
+      case TokenType::kString:
+        return "string";
+      default:
+        return "'" + t.value + "'";
     }
   }
 
@@ -488,7 +497,8 @@ class Parser {
       ops.emplace_back(std::move(op), std::move(b));
     }
     if (ops.empty()) return a;
-    if (ops.size() == 1) return binary(ExprKind::kBinary, ops[0].first, std::move(a), std::move(ops[0].second));
+    if (ops.size() == 1)
+      return binary(ExprKind::kBinary, ops[0].first, std::move(a), std::move(ops[0].second));
     // Python chains comparisons: a < b < c means a < b and b < c.
     auto e = make(ExprKind::kCompare);
     e->a = std::move(a);
@@ -651,7 +661,8 @@ class Parser {
         if (cur().type == TokenType::kInt) {
           auto e = make(ExprKind::kGetItem);
           auto idx = make(ExprKind::kLiteral);
-          idx->literal = Value(static_cast<int64_t>(std::strtoll(cur().value.c_str(), nullptr, 10)));
+          idx->literal =
+              Value(static_cast<int64_t>(std::strtoll(cur().value.c_str(), nullptr, 10)));
           next();
           e->a = std::move(node);
           e->b = std::move(idx);

@@ -196,7 +196,8 @@ char32_t to_upper_cp(char32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
   if (c >= 0xe0 && c <= 0xfe && c != 0xf7) return c - 32;
   if (c == 0xff) return 0x178;
-  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17f) {
     bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
     if (odd_upper) return (c % 2 == 0) ? c - 1 : c;
     return (c % 2 == 1) ? c - 1 : c;
@@ -211,7 +212,8 @@ char32_t to_lower_cp(char32_t c) {
   if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
   if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
   if (c == 0x178) return 0xff;
-  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17f) {
     bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
     if (odd_upper) return (c % 2 == 1) ? c + 1 : c;
     return (c % 2 == 0) ? c + 1 : c;
@@ -241,8 +243,12 @@ std::string map_case(std::string_view s, bool upper) {
 
 }  // namespace
 
-std::string ascii_upper(std::string_view s) { return map_case(s, true); }
-std::string ascii_lower(std::string_view s) { return map_case(s, false); }
+std::string ascii_upper(std::string_view s) {
+  return map_case(s, true);
+}
+std::string ascii_lower(std::string_view s) {
+  return map_case(s, false);
+}
 
 std::string py_capitalize(std::string_view s) {
   std::string r = ascii_lower(s);

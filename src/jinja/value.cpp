@@ -28,7 +28,9 @@ Value Value::dict(std::shared_ptr<Dict> d) {
   return v;
 }
 
-Value Value::new_dict() { return dict(std::make_shared<Dict>()); }
+Value Value::new_dict() {
+  return dict(std::make_shared<Dict>());
+}
 
 Value Value::namespace_(std::shared_ptr<Dict> d) {
   Value v(Kind::kNamespace);
@@ -45,33 +47,52 @@ Value Value::callable(std::shared_ptr<Callable> c) {
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return as_bool();
-    case Kind::kInt: return as_int() != 0;
-    case Kind::kFloat: return as_double() != 0;
-    case Kind::kString: return !str().empty();
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return as_bool();
+    case Kind::kInt:
+      return as_int() != 0;
+    case Kind::kFloat:
+      return as_double() != 0;
+    case Kind::kString:
+      return !str().empty();
     case Kind::kList:
-    case Kind::kTuple: return !items().empty();
-    case Kind::kDict: return dict().size() != 0;
+    case Kind::kTuple:
+      return !items().empty();
+    case Kind::kDict:
+      return dict().size() != 0;
     case Kind::kNamespace:
-    case Kind::kCallable: return true;
+    case Kind::kCallable:
+      return true;
   }
   return false;
 }
 
 const char* Value::type_name() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kDict: return "dict";
-    case Kind::kNamespace: return "Namespace";
-    case Kind::kCallable: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kCallable:
+      return "function";
   }
   return "?";
 }
@@ -81,17 +102,21 @@ namespace {
 // Python hashes equal numbers equally, so 1, 1.0 and True are one key.
 std::string key_of(const Value& k) {
   switch (k.kind()) {
-    case Value::Kind::kString: return "s" + k.str();
+    case Value::Kind::kString:
+      return "s" + k.str();
     case Value::Kind::kBool:
-    case Value::Kind::kInt: return "n" + std::to_string(k.as_int());
+    case Value::Kind::kInt:
+      return "n" + std::to_string(k.as_int());
     case Value::Kind::kFloat: {
       double d = k.as_double();
       if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
         return "n" + std::to_string(static_cast<int64_t>(d));
       return "f" + py_float_repr(d);
     }
-    case Value::Kind::kNone: return "N";
-    default: return "r" + repr(k);
+    case Value::Kind::kNone:
+      return "N";
+    default:
+      return "r" + repr(k);
   }
 }
 
@@ -127,8 +152,10 @@ bool values_equal(const Value& a, const Value& b) {
   }
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kString: return a.str() == b.str();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.str() == b.str();
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       const List &x = a.items(), &y = b.items();
@@ -146,9 +173,12 @@ bool values_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::kNamespace: return &a.dict() == &b.dict();
-    case Value::Kind::kCallable: return &a.fn() == &b.fn();
-    default: return false;
+    case Value::Kind::kNamespace:
+      return &a.dict() == &b.dict();
+    case Value::Kind::kCallable:
+      return &a.fn() == &b.fn();
+    default:
+      return false;
   }
 }
 
@@ -166,26 +196,35 @@ Result<bool> values_less(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  return invalid_argument(std::string("'<' not supported between instances of '") +
-                          a.type_name() + "' and '" + b.type_name() + "'");
+  return invalid_argument(std::string("'<' not supported between instances of '") + a.type_name() +
+                          "' and '" + b.type_name() + "'");
 }
 
 std::string to_str(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "";
-    case Value::Kind::kString: return v.str();
-    default: return repr(v);
+    case Value::Kind::kUndefined:
+      return "";
+    case Value::Kind::kString:
+      return v.str();
+    default:
+      return repr(v);
   }
 }
 
 std::string repr(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "";
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return v.as_bool() ? "True" : "False";
-    case Value::Kind::kInt: return std::to_string(v.as_int());
-    case Value::Kind::kFloat: return py_float_repr(v.as_double());
-    case Value::Kind::kString: return py_str_repr(v.str());
+    case Value::Kind::kUndefined:
+      return "";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Value::Kind::kInt:
+      return std::to_string(v.as_int());
+    case Value::Kind::kFloat:
+      return py_float_repr(v.as_double());
+    case Value::Kind::kString:
+      return py_str_repr(v.str());
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       bool tuple = v.is_tuple();
@@ -211,7 +250,8 @@ std::string repr(const Value& v) {
       out += v.is_namespace() ? "}>" : "}";
       return out;
     }
-    case Value::Kind::kCallable: return "<function " + v.fn().name() + ">";
+    case Value::Kind::kCallable:
+      return "<function " + v.fn().name() + ">";
   }
   return "";
 }
@@ -222,13 +262,27 @@ void json_string(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -252,15 +306,25 @@ Status json_rec(std::string& out, const Value& v, const JsonFormat& f, int depth
     out.append(static_cast<size_t>(f.indent) * d, ' ');
   };
   switch (v.kind()) {
-    case Value::Kind::kNone: out += "null"; return Status::ok();
-    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::ok();
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return Status::ok();
+    case Value::Kind::kNone:
+      out += "null";
+      return Status::ok();
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return Status::ok();
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return Status::ok();
     case Value::Kind::kFloat: {
       double d = v.as_double();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : py_float_repr(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : py_float_repr(d);
       return Status::ok();
     }
-    case Value::Kind::kString: json_string(out, v.str()); return Status::ok();
+    case Value::Kind::kString:
+      json_string(out, v.str());
+      return Status::ok();
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       const List& items = v.items();
@@ -288,11 +352,18 @@ Status json_rec(std::string& out, const Value& v, const JsonFormat& f, int depth
       std::vector<std::pair<std::string, const Value*>> entries;
       for (const auto& [k, val] : d.entries) {
         std::string key;
-        if (k.is_string()) key = k.str();
-        else if (k.is_bool()) key = k.as_bool() ? "true" : "false";
-        else if (k.is_none()) key = "null";
-        else if (k.is_int() || k.is_float()) key = repr(k);
-        else return invalid_argument(std::string("tojson: keys must be str, int, float, bool or None, not ") + k.type_name());
+        if (k.is_string())
+          key = k.str();
+        else if (k.is_bool())
+          key = k.as_bool() ? "true" : "false";
+        else if (k.is_none())
+          key = "null";
+        else if (k.is_int() || k.is_float())
+          key = repr(k);
+        else
+          return invalid_argument(
+              std::string("tojson: keys must be str, int, float, bool or None, not ") +
+              k.type_name());
         entries.emplace_back(std::move(key), &val);
       }
       if (f.sort_keys)
@@ -327,16 +398,21 @@ Result<std::string> to_json(const Value& v, const JsonFormat& format) {
 template <typename Json>
 Value from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
+    case nlohmann::json::value_t::null:
+      return Value::none();
+    case nlohmann::json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       uint64_t u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
       return Value(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
+    case nlohmann::json::value_t::number_float:
+      return Value(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List items;
       items.reserve(j.size());
@@ -348,7 +424,8 @@ Value from_json(const Json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) d->set(Value(it.key()), from_json(it.value()));
       return Value::dict(std::move(d));
     }
-    default: return Value::none();  // binary / discarded: not produced by JSON text
+    default:
+      return Value::none();  // binary / discarded: not produced by JSON text
   }
 }
 

@@ -25,7 +25,17 @@ using List = std::vector<Value>;
 class Value {
  public:
   enum class Kind : uint8_t {
-    kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kNamespace, kCallable,
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kTuple,
+    kDict,
+    kNamespace,
+    kCallable,
   };
 
   Value() = default;  // undefined
@@ -35,11 +45,11 @@ class Value {
     return v;
   }
   static Value none() { return Value(Kind::kNone); }
-  Value(bool b) : kind_(Kind::kBool), data_(b) {}  // NOLINT
-  Value(int v) : kind_(Kind::kInt), data_(int64_t{v}) {}  // NOLINT
-  Value(int64_t v) : kind_(Kind::kInt), data_(v) {}  // NOLINT
-  Value(double v) : kind_(Kind::kFloat), data_(v) {}  // NOLINT
-  Value(std::string s) : kind_(Kind::kString), data_(std::move(s)) {}  // NOLINT
+  Value(bool b) : kind_(Kind::kBool), data_(b) {}                        // NOLINT
+  Value(int v) : kind_(Kind::kInt), data_(int64_t{v}) {}                 // NOLINT
+  Value(int64_t v) : kind_(Kind::kInt), data_(v) {}                      // NOLINT
+  Value(double v) : kind_(Kind::kFloat), data_(v) {}                     // NOLINT
+  Value(std::string s) : kind_(Kind::kString), data_(std::move(s)) {}    // NOLINT
   Value(const char* s) : kind_(Kind::kString), data_(std::string(s)) {}  // NOLINT
   static Value list(List items);
   static Value tuple(List items);
@@ -55,7 +65,9 @@ class Value {
   bool is_int() const { return kind_ == Kind::kInt; }
   bool is_float() const { return kind_ == Kind::kFloat; }
   // Python's numbers.Number: bool counts, like int.
-  bool is_number() const { return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat; }
+  bool is_number() const {
+    return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat;
+  }
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kTuple; }
@@ -65,7 +77,9 @@ class Value {
   bool is_callable() const { return kind_ == Kind::kCallable; }
 
   bool as_bool() const { return std::get<bool>(data_); }
-  int64_t as_int() const { return kind_ == Kind::kBool ? int64_t{as_bool()} : std::get<int64_t>(data_); }
+  int64_t as_int() const {
+    return kind_ == Kind::kBool ? int64_t{as_bool()} : std::get<int64_t>(data_);
+  }
   double as_double() const {
     return kind_ == Kind::kFloat ? std::get<double>(data_) : static_cast<double>(as_int());
   }

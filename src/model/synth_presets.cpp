@@ -26,8 +26,8 @@ constexpr std::array<SynthPreset, 7> kPresets = {{
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0},
     {"qwen3-1.7b", "qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true, 40960, 1e6f, 1e-6f, true,
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0},
-    {"llama-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, true, 131072, 500000.0f, 1e-5f, false,
-     "", 8.0f, 1.0f, 4.0f, 8192},
+    {"llama-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, true, 131072, 500000.0f, 1e-5f,
+     false, "", 8.0f, 1.0f, 4.0f, 8192},
 }};
 
 // Qwen2 / Qwen3 small checkpoints tie their embeddings; Llama ones do not.

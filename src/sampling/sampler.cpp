@@ -58,8 +58,7 @@ void Sampler::ensure_scratch(size_t n) {
 }
 
 Status Sampler::apply_processors(std::span<const float> logits, const SamplingParams& params,
-                                 const PenaltyState* penalties,
-                                 std::span<const int32_t> suppressed,
+                                 const PenaltyState* penalties, std::span<const int32_t> suppressed,
                                  std::span<const uint32_t> bitmask) {
   const int32_t n = static_cast<int32_t>(logits.size());
   work_.resize(n);  // no reallocation once grown to the vocabulary size
@@ -202,8 +201,8 @@ int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& 
 }
 
 Status Sampler::sample(std::span<const float> logits, const SamplingParams& params,
-                       const PenaltyState* penalties, std::span<const int32_t> suppressed,
-                       Rng& rng, SampleOutput* out, std::span<const uint32_t> bitmask) {
+                       const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
+                       SampleOutput* out, std::span<const uint32_t> bitmask) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
 

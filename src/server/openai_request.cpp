@@ -16,7 +16,9 @@ namespace {
 // unbounded n would let one request fill the KV cache with forks).
 constexpr int64_t kMaxN = 128;
 
-std::optional<ApiError> to_error(const FieldReader& r) { return r.error(); }
+std::optional<ApiError> to_error(const FieldReader& r) {
+  return r.error();
+}
 
 std::vector<int32_t> encode(const ServerContext& ctx, const std::string& text, bool add_special) {
   return ctx.tokenizer->encode(text, add_special, /*parse_special=*/true);
@@ -33,7 +35,8 @@ std::optional<ApiError> parse_json_object(const std::string& body, Json* out) {
     // ends here too.
     return bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
-  if (!out->is_object()) return bad_request("the request body must be a JSON object, got " + json_type_name(*out));
+  if (!out->is_object())
+    return bad_request("the request body must be a JSON object, got " + json_type_name(*out));
   return std::nullopt;
 }
 
@@ -84,7 +87,8 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
         break;
       }
       if (!it.value().is_number()) {
-        r.fail("logit_bias values must be numbers, got " + json_type_name(it.value()), "logit_bias");
+        r.fail("logit_bias values must be numbers, got " + json_type_name(it.value()),
+               "logit_bias");
         break;
       }
       p.logit_bias.emplace_back(static_cast<int32_t>(id), it.value().get<float>());
@@ -92,7 +96,8 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
   }
   if (auto v = r.opt_bool("stream")) spec->stream = *v;
   if (const Json* so = r.opt_object("stream_options")) {
-    if (!spec->stream) r.fail("stream_options can only be set when stream is true", "stream_options");
+    if (!spec->stream)
+      r.fail("stream_options can only be set when stream is true", "stream_options");
     FieldReader sr(*so);
     if (auto v = sr.opt_bool("include_usage")) spec->include_usage = *v;
     sr.opt_bool("continuous_usage_stats");
@@ -115,7 +120,9 @@ std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int6
                            std::to_string(ctx.max_model_len),
                        "prompt");
   if (max_tokens) {
-    if (*max_tokens < 1) return bad_request("max_tokens must be at least 1, got " + std::to_string(*max_tokens), "max_tokens");
+    if (*max_tokens < 1)
+      return bad_request("max_tokens must be at least 1, got " + std::to_string(*max_tokens),
+                         "max_tokens");
     p.max_tokens = static_cast<int32_t>(*max_tokens);
   } else {
     p.max_tokens = ctx.max_model_len - static_cast<int32_t>(longest);
@@ -131,27 +138,37 @@ std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int6
     probe.prompt = pr;
     probe.params = p;
     if (Status st = ctx.engine->engine().validate(probe); !st.is_ok()) {
-      return bad_request(st.message(), st.message().find("max_model_len") != std::string::npos ? "max_tokens" : "prompt");
+      return bad_request(st.message(), st.message().find("max_model_len") != std::string::npos
+                                           ? "max_tokens"
+                                           : "prompt");
     }
   }
   return std::nullopt;
 }
 
 std::optional<ApiError> normalize_messages(const Json& messages, Json* out, const char* param) {
-  if (!messages.is_array()) return bad_request(std::string(param) + " must be a list, got " + json_type_name(messages), param);
-  if (messages.empty()) return bad_request(std::string(param) + " must contain at least one message", param);
+  if (!messages.is_array())
+    return bad_request(std::string(param) + " must be a list, got " + json_type_name(messages),
+                       param);
+  if (messages.empty())
+    return bad_request(std::string(param) + " must contain at least one message", param);
   *out = Json::array();
-  static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+  static const char* const kRoles[] = {"system",    "developer", "user",
+                                       "assistant", "tool",      "function"};
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     const std::string where = std::string(param) + "[" + std::to_string(i) + "]";
-    if (!m.is_object()) return bad_request(where + " must be an object, got " + json_type_name(m), param);
+    if (!m.is_object())
+      return bad_request(where + " must be an object, got " + json_type_name(m), param);
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       return bad_request(where + ".role is required and must be a string", param);
     const std::string r = role->get<std::string>();
-    if (std::find_if(std::begin(kRoles), std::end(kRoles), [&](const char* k) { return r == k; }) == std::end(kRoles))
-      return bad_request(where + ".role '" + r + "' is not one of system, developer, user, assistant, tool", param);
+    if (std::find_if(std::begin(kRoles), std::end(kRoles), [&](const char* k) { return r == k; }) ==
+        std::end(kRoles))
+      return bad_request(
+          where + ".role '" + r + "' is not one of system, developer, user, assistant, tool",
+          param);
     Json nm = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
@@ -194,7 +211,8 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   read_sampling_fields(ctx, r, spec);
   auto max_tokens = r.opt_int("max_tokens", INT32_MIN, INT32_MAX);
   if (auto v = r.opt_bool("echo")) spec->echo = *v;
-  if (auto v = r.opt_int("logprobs", 0, INT32_MAX)) spec->params.logprobs = static_cast<int32_t>(*v);
+  if (auto v = r.opt_int("logprobs", 0, INT32_MAX))
+    spec->params.logprobs = static_cast<int32_t>(*v);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(true);
   if (r.opt_string("suffix")) r.fail("suffix is not supported (no fill-in-the-middle)", "suffix");
   if (!r.ok()) return to_error(r);
@@ -204,7 +222,8 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   const Json* prompt = r.raw("prompt");
   if (!prompt) return bad_request("prompt is required", "prompt");
   auto need_tokenizer = [&]() -> std::optional<ApiError> {
-    if (!ctx.tokenizer) return bad_request("this model has no tokenizer: send the prompt as token ids", "prompt");
+    if (!ctx.tokenizer)
+      return bad_request("this model has no tokenizer: send the prompt as token ids", "prompt");
     return std::nullopt;
   };
   if (prompt->is_string()) {
@@ -217,17 +236,20 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
     if (first.is_string()) {
       if (auto e = need_tokenizer()) return e;
       for (const Json& s : *prompt) {
-        if (!s.is_string()) return bad_request("prompt: a list of prompts must hold only strings", "prompt");
+        if (!s.is_string())
+          return bad_request("prompt: a list of prompts must hold only strings", "prompt");
         spec->prompts.push_back(encode(ctx, s.get<std::string>(), add_special));
         spec->prompt_texts.push_back(s.get<std::string>());
       }
     } else if (first.is_array()) {
       for (const Json& ids : *prompt) {
-        if (!ids.is_array() || ids.empty()) return bad_request("prompt: each token id list must be a non-empty list", "prompt");
+        if (!ids.is_array() || ids.empty())
+          return bad_request("prompt: each token id list must be a non-empty list", "prompt");
         std::vector<int32_t> v;
         for (const Json& t : ids) {
           int64_t x;
-          if (!json_to_int(t, INT32_MIN, INT32_MAX, &x)) return bad_request("prompt: token ids must be integers", "prompt");
+          if (!json_to_int(t, INT32_MIN, INT32_MAX, &x))
+            return bad_request("prompt: token ids must be integers", "prompt");
           v.push_back(static_cast<int32_t>(x));
         }
         spec->prompts.push_back(std::move(v));
@@ -237,26 +259,32 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
       for (const Json& t : *prompt) {
         int64_t x;
         if (!json_to_int(t, INT32_MIN, INT32_MAX, &x))
-          return bad_request("prompt must be a string, a list of strings, or token ids; found " + t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "prompt");
+          return bad_request("prompt must be a string, a list of strings, or token ids; found " +
+                                 t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                             "prompt");
         v.push_back(static_cast<int32_t>(x));
       }
       spec->prompts.push_back(std::move(v));
     }
   } else {
-    return bad_request("prompt must be a string, a list of strings, or token ids; got " + json_type_name(*prompt), "prompt");
+    return bad_request(
+        "prompt must be a string, a list of strings, or token ids; got " + json_type_name(*prompt),
+        "prompt");
   }
   if (spec->prompts.size() > 256) return bad_request("at most 256 prompts per request", "prompt");
   for (const auto& pr : spec->prompts)
     for (int32_t t : pr)
       if (t < 0 || t >= ctx.n_vocab)
-        return bad_request("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                               std::to_string(ctx.n_vocab) + ")",
+        return bad_request("prompt token id " + std::to_string(t) +
+                               " is outside the vocabulary [0, " + std::to_string(ctx.n_vocab) +
+                               ")",
                            "prompt");
   if (spec->echo && spec->prompt_texts.empty()) {
     for (const auto& pr : spec->prompts)
       spec->prompt_texts.push_back(ctx.tokenizer ? ctx.tokenizer->decode(pr) : std::string());
   }
-  if (auto e = apply_output_constraints(ctx, answer, ToolsRequest(), ChatPromptInfo(), spec)) return e;
+  if (auto e = apply_output_constraints(ctx, answer, ToolsRequest(), ChatPromptInfo(), spec))
+    return e;
   return finish_spec(ctx, max_tokens, spec);
 }
 
@@ -270,12 +298,14 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (auto v = r.opt_int("max_completion_tokens", INT32_MIN, INT32_MAX)) max_tokens = v;
   spec->chat_logprobs = r.opt_bool("logprobs").value_or(false);
   auto top = r.opt_int("top_logprobs", 0, INT32_MAX);
-  if (top && !spec->chat_logprobs) r.fail("top_logprobs requires logprobs to be true", "top_logprobs");
+  if (top && !spec->chat_logprobs)
+    r.fail("top_logprobs requires logprobs to be true", "top_logprobs");
   if (spec->chat_logprobs) spec->params.logprobs = static_cast<int32_t>(top.value_or(0));
   const bool add_generation_prompt = r.opt_bool("add_generation_prompt").value_or(true);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(false);
   const Json* kwargs = r.opt_object("chat_template_kwargs");
-  if (r.opt_bool("echo").value_or(false)) r.fail("echo is not supported for chat completions", "echo");
+  if (r.opt_bool("echo").value_or(false))
+    r.fail("echo is not supported for chat completions", "echo");
   if (!r.ok()) return to_error(r);
   AnswerConstraint answer;
   if (auto e = read_answer_constraint(r, &answer)) return e;
@@ -285,10 +315,14 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (!messages) return bad_request("messages is required", "messages");
   Json norm;
   if (auto e = normalize_messages(*messages, &norm, "messages")) return e;
-  if (!ctx.tokenizer) return bad_request("this model has no tokenizer, so chat is unavailable; use /v1/completions with token ids", "messages");
+  if (!ctx.tokenizer)
+    return bad_request(
+        "this model has no tokenizer, so chat is unavailable; use /v1/completions with token ids",
+        "messages");
   auto text = ctx.chat->render(norm, tools.declared() ? &tools.tools : nullptr,
                                add_generation_prompt, kwargs);
-  if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), "messages");
+  if (!text.is_ok())
+    return bad_request("chat template error: " + text.status().message(), "messages");
   ChatPromptInfo info{true, *text, false};
   if (kwargs) {
     auto it = kwargs->find("enable_thinking");

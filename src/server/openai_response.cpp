@@ -17,7 +17,9 @@ std::string dump_json(const Json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string sse_data(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
+std::string sse_data(const Json& j) {
+  return "data: " + dump_json(j) + "\n\n";
+}
 
 namespace {
 
@@ -30,7 +32,8 @@ std::string sanitize_utf8(const std::string& s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    for (size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
     if (ok && len == 2) ok = c >= 0xC2;
     if (ok && len == 3) {
       const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
@@ -52,11 +55,14 @@ std::string sanitize_utf8(const std::string& s) {
 }
 
 // JSON has no -inf; vLLM reports this value for impossible tokens.
-double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+double finite_logprob(float lp) {
+  return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
+}
 
 class OpenAiJob : public GenerationJob {
  public:
-  OpenAiJob(const ServerContext& ctx, GenerationSpec spec, std::string id, std::shared_ptr<Responder> out)
+  OpenAiJob(const ServerContext& ctx, GenerationSpec spec, std::string id,
+            std::shared_ptr<Responder> out)
       : ctx_(ctx), spec_(std::move(spec)), id_(std::move(id)), created_(std::time(nullptr)) {
     responder = std::move(out);
     const size_t n_prompts = spec_.prompts.size();
@@ -64,7 +70,8 @@ class OpenAiJob : public GenerationJob {
     choices_.resize(n_prompts * n);
     prompt_tokens_.assign(n_prompts, 0);
     cached_tokens_.assign(n_prompts, 0);
-    for (size_t i = 0; i < n_prompts; ++i) prompt_tokens_[i] = static_cast<int64_t>(spec_.prompts[i].size());
+    for (size_t i = 0; i < n_prompts; ++i)
+      prompt_tokens_[i] = static_cast<int64_t>(spec_.prompts[i].size());
     if (chat() && spec_.output.enabled) {
       for (Choice& ch : choices_) {
         ch.parser = std::make_unique<chat::ChatOutputParser>(
@@ -103,8 +110,10 @@ class OpenAiJob : public GenerationJob {
       Json lp = render_logprobs(c, &ch);
       if (c.finished()) {
         ch.finish = c.finish_reason;
-        if (!c.stop_reason.empty() && !c.stop_token) ch.stop_reason = c.stop_reason;
-        else if (c.stop_token && !is_eos(*c.stop_token)) ch.stop_reason = *c.stop_token;
+        if (!c.stop_reason.empty() && !c.stop_token)
+          ch.stop_reason = c.stop_reason;
+        else if (c.stop_token && !is_eos(*c.stop_token))
+          ch.stop_reason = *c.stop_token;
       }
       chat::ChatDelta d;
       if (ch.parser) {
@@ -118,8 +127,10 @@ class OpenAiJob : public GenerationJob {
         if (d.empty() && lp.is_null() && !c.finished()) continue;
         Json fin = c.finished() ? Json(finish_reason(ch, c.finish_reason)) : Json();
         Json payload;
-        if (chat()) payload = delta_json(d);
-        else payload = d.content;
+        if (chat())
+          payload = delta_json(d);
+        else
+          payload = d.content;
         Json ck = chunk(idx, std::move(payload), std::move(lp), std::move(fin));
         if (c.finished()) ck["choices"][0]["stop_reason"] = ch.stop_reason;
         responder->write(sse_data(ck));
@@ -171,7 +182,8 @@ class OpenAiJob : public GenerationJob {
         c["text"] = ch.text;
         c["logprobs"] = spec_.params.logprobs >= 0 ? ch.completion_lp : Json();
       }
-      c["finish_reason"] = ch.finish == FinishReason::kNone ? Json() : Json(finish_reason(ch, ch.finish));
+      c["finish_reason"] =
+          ch.finish == FinishReason::kNone ? Json() : Json(finish_reason(ch, ch.finish));
       c["stop_reason"] = ch.stop_reason;
       list.push_back(std::move(c));
     }
@@ -182,8 +194,8 @@ class OpenAiJob : public GenerationJob {
 
  private:
   struct Choice {
-    std::string text;       // content
-    std::string reasoning;  // reasoning_content
+    std::string text;                                // content
+    std::string reasoning;                           // reasoning_content
     std::unique_ptr<chat::ChatOutputParser> parser;  // when spec_.output.enabled
     size_t num_calls = 0;
     int64_t tokens = 0;
@@ -213,7 +225,8 @@ class OpenAiJob : public GenerationJob {
   static Json delta_json(const chat::ChatDelta& d) {
     Json j = Json::object();
     if (!d.reasoning.empty()) j["reasoning_content"] = d.reasoning;
-    if (!d.content.empty() || (d.reasoning.empty() && d.tool_calls.empty())) j["content"] = d.content;
+    if (!d.content.empty() || (d.reasoning.empty() && d.tool_calls.empty()))
+      j["content"] = d.content;
     if (!d.tool_calls.empty()) {
       Json calls = Json::array();
       for (const auto& t : d.tool_calls) {
@@ -242,7 +255,9 @@ class OpenAiJob : public GenerationJob {
     if (has_calls) {
       Json calls = Json::array();
       for (const chat::ToolCall& t : ch.parser->tool_calls())
-        calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        calls.push_back({{"id", t.id},
+                         {"type", "function"},
+                         {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
       m["tool_calls"] = std::move(calls);
     }
     return m;
@@ -269,8 +284,10 @@ class OpenAiJob : public GenerationJob {
   Json chunk(size_t index, Json delta, Json logprobs, Json finish) const {
     Json j = base_object();
     Json c = {{"index", index}};
-    if (chat()) c["delta"] = std::move(delta);
-    else c["text"] = std::move(delta);
+    if (chat())
+      c["delta"] = std::move(delta);
+    else
+      c["text"] = std::move(delta);
     c["logprobs"] = std::move(logprobs);
     c["finish_reason"] = std::move(finish);
     j["choices"] = Json::array({std::move(c)});
@@ -301,7 +318,8 @@ class OpenAiJob : public GenerationJob {
           const std::string raw = token_bytes(tok);
           Json bytes = Json::array();
           for (unsigned char b : raw) bytes.push_back(static_cast<int>(b));
-          return Json{{"token", sanitize_utf8(raw)}, {"logprob", finite_logprob(lp)}, {"bytes", bytes}};
+          return Json{
+              {"token", sanitize_utf8(raw)}, {"logprob", finite_logprob(lp)}, {"bytes", bytes}};
         };
         Json e = entry(p.token, p.logprob);
         Json top = Json::array();
@@ -329,7 +347,8 @@ class OpenAiJob : public GenerationJob {
       offs.push_back(ch->text_offset);
       ch->text_offset += s.size();
     }
-    return Json{{"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
+    return Json{
+        {"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
   }
 
   void merge_logprobs(Choice* ch, const Json& lp) const {

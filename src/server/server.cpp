@@ -1,14 +1,13 @@
 // Server: threads, life cycle and engine hand-over (see server.h).
 #include "server/server.h"
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "base/log.h"
 #include "format/gguf.h"
@@ -41,7 +40,9 @@ struct ServerState {
 
 Server::Server(std::unique_ptr<ServerState> state) : state_(std::move(state)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   auto st = std::make_unique<ServerState>();
@@ -54,11 +55,11 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   HttpLimits limits;
   limits.max_body_bytes = options.max_body_bytes;
   ServerState* raw = st.get();
-  LOOM_ASSIGN_OR_RETURN(st->listener,
-                        Listener::create(st->io, options.host, options.port, limits,
-                                         [raw](const HttpRequest& req, std::shared_ptr<Responder> out) {
-                                           route_request(raw->ctx, req, std::move(out));
-                                         }));
+  LOOM_ASSIGN_OR_RETURN(
+      st->listener, Listener::create(st->io, options.host, options.port, limits,
+                                     [raw](const HttpRequest& req, std::shared_ptr<Responder> out) {
+                                       route_request(raw->ctx, req, std::move(out));
+                                     }));
   st->work.emplace(st->io.get_executor());
   st->listener->run();
   const int n = std::max(1, options.io_threads);
@@ -125,7 +126,8 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
   }
   LOOM_RETURN_IF_ERROR(resolve_output_format(ctx));
   if (tok) {
-    ctx.token_vocab = structured::TokenVocab::from_tokenizer(*tok, engine->model().config().n_vocab);
+    ctx.token_vocab =
+        structured::TokenVocab::from_tokenizer(*tok, engine->model().config().n_vocab);
     ctx.grammar_cache = std::make_unique<structured::GrammarCache>();
   }
   const EngineConfig& ec = engine->config();
@@ -168,7 +170,8 @@ std::string model_chat_template(const std::string& spec) {
     if (t->is_string()) return t->get<std::string>();
     if (t->is_array())
       for (const auto& e : *t)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string())
           return e["template"].get<std::string>();
     return "";
   }
@@ -183,21 +186,28 @@ Status Server::load(const std::string& model_spec, const EngineConfig& config) {
   auto t0 = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(auto engine, Engine::load(model_spec, config));
   const ModelConfig& mc = engine->model().config();
-  LOOM_LOG_INFO("loaded %s (%s, %d layers, vocab %d%s) in %.2f s", model_spec.c_str(), mc.arch.c_str(),
-                mc.n_layer, mc.n_vocab, engine->tokenizer() ? "" : ", no tokenizer",
+  LOOM_LOG_INFO("loaded %s (%s, %d layers, vocab %d%s) in %.2f s", model_spec.c_str(),
+                mc.arch.c_str(), mc.n_layer, mc.n_vocab,
+                engine->tokenizer() ? "" : ", no tokenizer",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return set_engine(std::move(engine), model_chat_template(model_spec));
 }
 
-uint16_t Server::port() const { return state_->listener->port(); }
+uint16_t Server::port() const {
+  return state_->listener->port();
+}
 
 std::string Server::url() const {
   return "http://" + state_->ctx.options.host + ":" + std::to_string(port());
 }
 
-bool Server::ready() const { return state_->ctx.ready.load(); }
+bool Server::ready() const {
+  return state_->ctx.ready.load();
+}
 
-AsyncEngine* Server::engine() { return state_->ctx.ready.load() ? state_->ctx.engine.get() : nullptr; }
+AsyncEngine* Server::engine() {
+  return state_->ctx.ready.load() ? state_->ctx.engine.get() : nullptr;
+}
 
 void Server::stop() {
   std::lock_guard<std::mutex> lock(state_->stop_mu);

@@ -18,10 +18,10 @@ namespace loom::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 8000;                 // 0 = an ephemeral port (see Server::port())
-  std::string served_model_name;        // "" = model_path
-  std::string model_path;               // reported as the model's "root"
-  std::string api_key;                  // "" = no authentication
+  uint16_t port = 8000;           // 0 = an ephemeral port (see Server::port())
+  std::string served_model_name;  // "" = model_path
+  std::string model_path;         // reported as the model's "root"
+  std::string api_key;            // "" = no authentication
   int32_t max_logprobs = kDefaultMaxLogprobs;
   // Requests allowed to wait beyond the running ones (max_num_seqs); more get 503.
   int32_t max_queue = 1024;
@@ -32,7 +32,7 @@ struct ServerOptions {
   std::string tool_call_parser;
   std::string reasoning_parser;
   int io_threads = 4;
-  size_t max_body_bytes = 8u << 20;     // larger bodies get 413
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   // Per-stream bytes queued for a slow reader before its request is aborted.
   size_t max_pending_stream_bytes = 8u << 20;
 };
@@ -55,7 +55,7 @@ class Server {
   Status load(const std::string& model_spec, const EngineConfig& config);
 
   uint16_t port() const;
-  std::string url() const;            // http://host:port
+  std::string url() const;  // http://host:port
   bool ready() const;
   // Null until ready. Tests read metrics and check_kv_drained() through it.
   AsyncEngine* engine();

@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-#include "loom/engine.h"
 #include "chat/output_format.h"
 #include "chat/renderer.h"
+#include "loom/engine.h"
 #include "server/dispatcher.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -24,8 +24,8 @@ struct ServerContext {
   int64_t created = 0;     // unix time the server started (models' "created")
 
   std::atomic<bool> ready{false};
-  std::unique_ptr<AsyncEngine> engine;  // set before ready
-  const Tokenizer* tokenizer = nullptr; // may be null (token-id prompts only)
+  std::unique_ptr<AsyncEngine> engine;   // set before ready
+  const Tokenizer* tokenizer = nullptr;  // may be null (token-id prompts only)
   std::optional<chat::ChatRenderer> chat;
   // How the model writes tool calls and reasoning (--tool-call-parser / --reasoning-parser, else
   // detected from the chat template).

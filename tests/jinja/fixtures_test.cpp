@@ -3,12 +3,12 @@
 // expected raise_exception message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-#include <atomic>
-#include <algorithm>
 
 #include "jinja/chat_template.h"
 

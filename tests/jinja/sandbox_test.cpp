@@ -2,7 +2,6 @@
 // ranges, deeply nested syntax) must fail fast with an error, never hang, crash or exhaust
 // memory; and templates cannot reach anything outside their context.
 #include <gtest/gtest.h>
-
 #include <time.h>
 
 #include "jinja/chat_template.h"
@@ -88,15 +87,18 @@ TEST(ChatTemplateSandbox, LimitsAreConfigurable) {
 
   ChatTemplateOptions few_steps;
   few_steps.limits.max_steps = 50;
-  EXPECT_FALSE(render_timed("{% for i in range(100) %}{{ i }}{% endfor %}", few_steps).result.is_ok());
+  EXPECT_FALSE(
+      render_timed("{% for i in range(100) %}{{ i }}{% endfor %}", few_steps).result.is_ok());
   EXPECT_TRUE(render_timed("{% for i in range(3) %}{{ i }}{% endfor %}", few_steps).result.is_ok());
 
   ChatTemplateOptions shallow;
   shallow.limits.max_call_depth = 3;
   const std::string rec =
       "{% macro r(n) %}{% if n > 0 %}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(N) }}";
-  EXPECT_TRUE(render_timed(std::string(rec).replace(rec.find('N'), 1, "2"), shallow).result.is_ok());
-  EXPECT_FALSE(render_timed(std::string(rec).replace(rec.find('N'), 1, "3"), shallow).result.is_ok());
+  EXPECT_TRUE(
+      render_timed(std::string(rec).replace(rec.find('N'), 1, "2"), shallow).result.is_ok());
+  EXPECT_FALSE(
+      render_timed(std::string(rec).replace(rec.find('N'), 1, "3"), shallow).result.is_ok());
 }
 
 TEST(ChatTemplateSandbox, DeeplyNestedSyntaxIsASyntaxError) {
@@ -107,7 +109,7 @@ TEST(ChatTemplateSandbox, DeeplyNestedSyntaxIsASyntaxError) {
   std::string ifs;
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   expect_fails_fast(ifs, StatusCode::kInvalidArgument, "nested too deeply");
-  std::string chain = "{{ 'x'" ;
+  std::string chain = "{{ 'x'";
   for (int i = 0; i < 100000; ++i) chain += "|upper";
   chain += " }}";
   expect_fails_fast(chain, StatusCode::kInvalidArgument, "too long");
@@ -118,18 +120,21 @@ TEST(ChatTemplateSandbox, DeeplyNestedSyntaxIsASyntaxError) {
 }
 
 TEST(ChatTemplateSandbox, NoMutationOfContextData) {
-  Result<std::string> r = render_chat_template("{{ messages.append(1) }}",
-                                               nlohmann::ordered_json{{"messages", nlohmann::ordered_json::array()}});
+  Result<std::string> r =
+      render_chat_template("{{ messages.append(1) }}",
+                           nlohmann::ordered_json{{"messages", nlohmann::ordered_json::array()}});
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("unsafe"), std::string::npos) << r.status().message();
-  r = render_chat_template("{% set x = {} %}{{ x.update({'a': 1}) }}", nlohmann::ordered_json::object());
+  r = render_chat_template("{% set x = {} %}{{ x.update({'a': 1}) }}",
+                           nlohmann::ordered_json::object());
   EXPECT_FALSE(r.is_ok());
 }
 
 TEST(ChatTemplateSandbox, NoPythonInternalsOrFileAccess) {
   // Jinja2 sandbox escapes go through dunder attributes, include/import and globals; none exist.
   EXPECT_FALSE(render_chat_template("{{ messages.__class__.__mro__ }}",
-                                    nlohmann::ordered_json{{"messages", 1}}).is_ok());
+                                    nlohmann::ordered_json{{"messages", 1}})
+                   .is_ok());
   for (const char* src : {"{{ ''.__class__ }}", "{{ cycler }}", "{{ lipsum }}", "{{ self }}",
                           "{{ range.__globals__ }}"}) {
     Result<std::string> r = render_chat_template(src, nlohmann::ordered_json{{"messages", 1}});

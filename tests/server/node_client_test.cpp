@@ -19,10 +19,10 @@ void run_client_script(const std::string& modules, const char* script_name, cons
   ASSERT_TRUE(s);
   const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/server/" + script_name;
   int rc = 0;
-  std::string out = run_command("NODE_PATH='" + modules + "' node '" + script + "' " +
-                                    std::to_string(s->port()) + " " + kTestModelName + " node-key " +
-                                    extra_args,
-                                &rc);
+  std::string out =
+      run_command("NODE_PATH='" + modules + "' node '" + script + "' " + std::to_string(s->port()) +
+                      " " + kTestModelName + " node-key " + extra_args,
+                  &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(marker), std::string::npos) << out;
   s->stop();
@@ -53,7 +53,8 @@ TEST(ServerNodeClient, OfficialAnthropicPackage) {
   const std::string modules =
       npm_modules("node_anthropic", "@anthropic-ai/sdk@1", "@anthropic-ai/sdk/package.json", &skip);
   if (modules.empty()) GTEST_SKIP() << skip;
-  run_client_script(modules, "anthropic_client.js", "ANTHROPIC_CLIENT_OK", std::to_string(kTestMaxModelLen));
+  run_client_script(modules, "anthropic_client.js", "ANTHROPIC_CLIENT_OK",
+                    std::to_string(kTestMaxModelLen));
 }
 
 }  // namespace
