@@ -41,12 +41,16 @@ inline std::string npm_modules(const std::string& dir_name, const std::string& p
     return "";
   }
   const std::filesystem::path dir = std::filesystem::path(LOOM_BINARY).parent_path() / dir_name;
-  if (!std::filesystem::exists(dir / "node_modules" / probe)) {
-    const std::string out = run_command(
-        "npm install --prefix '" + dir.string() + "' " + packages + " --no-audit --no-fund", &rc);
-    EXPECT_EQ(rc, 0) << "npm install " << packages << " failed:\n" << out;
-    if (rc != 0) return "";
-  }
+  // ctest runs tests in parallel: two installs into one directory race (npm ENOTEMPTY), so the
+  // check-and-install runs under a lock file beside the directory.
+  const std::string probe_path = (dir / "node_modules" / probe).string();
+  const std::string out =
+      run_command("flock '" + dir.string() + ".lock' sh -c \"[ -e '" + probe_path +
+                      "' ] || npm install --prefix '" + dir.string() + "' " + packages +
+                      " --no-audit --no-fund\"",
+                  &rc);
+  EXPECT_EQ(rc, 0) << "npm install " << packages << " failed:\n" << out;
+  if (rc != 0) return "";
   return (dir / "node_modules").string();
 }
 
