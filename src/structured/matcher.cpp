@@ -34,6 +34,7 @@ struct CompiledGrammar::Impl {
   // Context-dependent lists at least this long get the exit-byte prefilter (walk_context).
   size_t prefilter_min_ctx = 32;
   MaskCache masks{kMaskCacheEntries};
+  std::shared_ptr<TokenDfa> dfa;  // shared by this grammar's table builds
   std::mutex mu;
   // This grammar's tables by key; they may also sit in the vocabulary's store.
   std::unordered_map<TableKey, std::shared_ptr<const TokenTable>, TableKeyHash> tables;
@@ -105,6 +106,26 @@ struct CompiledGrammar::Impl {
     }
   }
 
+  // The table already built for this key's position with the fewest more iterations left (a near
+  // bound key one count earlier): a derivation from it walks again only the tokens it still
+  // allows that are longer than the iterations left, so an identifier growing a character or
+  // a few per token costs a few dozen walks per new count instead of every identifier token.
+  const TokenTable* nearest_built(const TableKey& key, const TableKey& base) {
+    constexpr int kMaxLookback = 16;
+    std::lock_guard<std::mutex> lock(mu);
+    TableKey k = key;
+    for (int j = 1; j <= kMaxLookback; ++j) {
+      for (int i = 0; i < k.n; ++i) {
+        if (base.count[i] == key.count[i]) continue;  // not near its bound
+        k.count[i] = key.count[i] - j;
+        if (k.count[i] <= base.count[i]) return nullptr;  // as far as the base: use it
+      }
+      auto it = tables.find(k);
+      if (it != tables.end()) return it->second.get();
+    }
+    return nullptr;
+  }
+
   std::shared_ptr<const TokenTable> resolve(const TableKey& key) {
     const TokenVocab::Impl& v = vocab->impl();
     if (!cached) return build_token_table(*grammar, v, key);
@@ -115,12 +136,13 @@ struct CompiledGrammar::Impl {
     std::shared_ptr<const TokenTable> t;
     TableKey base;
     int32_t remaining = 0;
-    if (near_bound(*grammar, key, v.max_len, &base, &remaining))
-      t = derive_near_bound(*grammar, v, key, *table(base), remaining);
-    else if (const TokenTable* bt = shared_base(key))
-      t = refine_token_table(*grammar, v, key, *bt);
+    if (near_bound(*grammar, key, v.max_len, &base, &remaining)) {
+      const TokenTable* from = nearest_built(key, base);
+      t = derive_near_bound(*grammar, v, key, from ? *from : *table(base), remaining, dfa.get());
+    } else if (const TokenTable* bt = shared_base(key))
+      t = refine_token_table(*grammar, v, key, *bt, dfa.get());
     else
-      t = build_token_table(*grammar, v, key);
+      t = build_token_table(*grammar, v, key, dfa.get());
     return shared ? v.tables->insert(shape, std::move(t)) : t;
   }
 };
@@ -143,6 +165,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
   cg->impl_->grammar = std::move(grammar);
   cg->impl_->vocab = std::move(vocab);
   cg->impl_->cached = cached;
+  if (cached) cg->impl_->dfa = make_token_dfa(*cg->impl_->grammar);
   // A small vocabulary (tests) caches smaller walks too, so that the cache gets exercised.
   const size_t n_vocab = static_cast<size_t>(cg->impl_->vocab->size());
   cg->impl_->mask_cache_min_ctx = cached ? std::min<size_t>(256, n_vocab / 16 + 1) : SIZE_MAX;

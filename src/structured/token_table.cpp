@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,9 +30,12 @@ int32_t clamp_count(const Grammar& g, int32_t state, int32_t count, int32_t max_
   return count;
 }
 
+}  // namespace
+
 class LazyDfa {
  public:
   LazyDfa(const Grammar& g) : walker_(g, arena_) {}
+  size_t size() const { return states_.size(); }
 
   int32_t add_start(const TableKey& key) {
     int32_t node = kOutside;
@@ -99,6 +103,46 @@ class LazyDfa {
   Frontier scratch_;
 };
 
+// Past this many DFA states (256 transitions each: 1 KB) a grammar's DFA starts over.
+constexpr size_t kMaxDfaStates = 16384;
+
+struct TokenDfa {
+  explicit TokenDfa(const Grammar& g) : grammar(g) {}
+  const Grammar& grammar;
+  std::mutex mu;  // held for a whole table build
+  std::unique_ptr<LazyDfa> dfa;
+  LazyDfa& fresh_enough() {
+    if (!dfa || dfa->size() > kMaxDfaStates) dfa = std::make_unique<LazyDfa>(grammar);
+    return *dfa;
+  }
+};
+
+std::shared_ptr<TokenDfa> make_token_dfa(const Grammar& g) {
+  return std::make_shared<TokenDfa>(g);
+}
+
+namespace {
+
+// The DFA a build walks: the grammar's shared one (locked for the build) or a private one.
+class DfaLease {
+ public:
+  DfaLease(const Grammar& g, TokenDfa* shared) {
+    if (shared) {
+      lock_ = std::unique_lock<std::mutex>(shared->mu);
+      dfa_ = &shared->fresh_enough();
+    } else {
+      own_ = std::make_unique<LazyDfa>(g);
+      dfa_ = own_.get();
+    }
+  }
+  LazyDfa& operator*() const { return *dfa_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  std::unique_ptr<LazyDfa> own_;
+  LazyDfa* dfa_ = nullptr;
+};
+
 }  // namespace
 
 TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int32_t max_len) {
@@ -145,25 +189,26 @@ void add(TokenTable& t, int32_t id, int c, bool special = false) {
   if (c == kContext) (special ? t.ctx_special : t.ctx).push_back(id);
 }
 
-// ctx_lcp and ctx bytes for a ctx list in vocabulary sort order; accepted_ids.
-void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
-  // ctx is in sort order: neighbours in the vocabulary take their lcp from it, and the bytes
-  // come from the sorted blob (sequential reads, not one heap string per token).
-  t.ctx_lcp.resize(t.ctx.size());
-  t.ctx_blob.clear();
-  t.ctx_off.assign(1, 0);
-  int32_t prev = -1;
-  for (size_t k = 0; k < t.ctx.size(); ++k) {
-    const int32_t p = v.rank[t.ctx[k]];
-    const std::string_view bytes = v.sorted_bytes(p);
-    size_t lcp = 0;
-    if (prev >= 0) lcp = p == prev + 1 ? v.lcp[p] : common_prefix(v.sorted_bytes(prev), bytes);
-    t.ctx_lcp[k] = static_cast<uint16_t>(std::min<size_t>(lcp, 65535));
-    t.ctx_blob.append(bytes);
-    t.ctx_off.push_back(static_cast<uint32_t>(t.ctx_blob.size()));
-    prev = p;
-  }
-  // A few accepted tokens are set one by one per mask instead of OR-ing the whole bitmask.
+// Appends ctx token `p` (a position in v.sorted) with its bytes; `lcp`: its common prefix
+// with the previous ctx token.
+void push_ctx(TokenTable& t, const TokenVocab::Impl& v, int32_t p, std::string_view bytes,
+              size_t lcp, TokenTable::Exit exit) {
+  t.ctx.push_back(v.sorted[p]);
+  t.ctx_exit.push_back(exit);
+  t.ctx_lcp.push_back(static_cast<uint16_t>(std::min<size_t>(lcp, 65535)));
+  t.ctx_blob.append(bytes);
+  t.ctx_off.push_back(static_cast<uint32_t>(t.ctx_blob.size()));
+}
+
+// The common prefix of sorted positions prev < p (neighbours: the vocabulary's lcp).
+size_t sorted_lcp(const TokenVocab::Impl& v, int32_t prev, int32_t p) {
+  if (prev < 0) return 0;
+  return p == prev + 1 ? v.lcp[p] : common_prefix(v.sorted_bytes(prev), v.sorted_bytes(p));
+}
+
+// accepted_ids: a few accepted tokens are set one by one per mask instead of OR-ing the
+// whole bitmask.
+void finish_accepted(TokenTable& t) {
   t.accepted_ids.clear();
   if (t.n_accepted <= kFewAccepted)
     for (size_t w = 0; w < t.accepted.size(); ++w)
@@ -171,13 +216,34 @@ void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
         t.accepted_ids.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
 }
 
+// ctx_lcp and ctx bytes for a ctx list in vocabulary sort order (ctx and ctx_exit filled);
+// accepted_ids.
+void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
+  // ctx is in sort order: neighbours in the vocabulary take their lcp from it, and the bytes
+  // come from the sorted blob (sequential reads, not one heap string per token).
+  std::vector<int32_t> ids = std::move(t.ctx);
+  std::vector<TokenTable::Exit> exits = std::move(t.ctx_exit);
+  t.ctx.clear();
+  t.ctx_exit.clear();
+  t.ctx_lcp.clear();
+  t.ctx_blob.clear();
+  t.ctx_off.assign(1, 0);
+  int32_t prev = -1;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int32_t p = v.rank[ids[k]];
+    push_ctx(t, v, p, v.sorted_bytes(p), sorted_lcp(v, prev, p), exits[k]);
+    prev = p;
+  }
+  finish_accepted(t);
+}
+
 // The per-token walk shared by full builds and derivations: dst[d] is the DFA state after
 // the first d bytes of the current token, pb[d] whether a path popped out of the key's frames
 // at or before byte d.
 class TokenWalk {
  public:
-  TokenWalk(const Grammar& g, const TableKey& key, int32_t max_len)
-      : dfa_(g),
+  TokenWalk(LazyDfa& dfa, const TableKey& key, int32_t max_len)
+      : dfa_(dfa),
         dst_(static_cast<size_t>(max_len) + 1),
         pb_(static_cast<size_t>(max_len) + 1),
         pd_(static_cast<size_t>(max_len) + 1),
@@ -224,7 +290,7 @@ class TokenWalk {
   int special(const std::string& bytes) { return dfa_.special_walk(start_, bytes); }
 
  private:
-  LazyDfa dfa_;
+  LazyDfa& dfa_;
   int32_t start_ = 0;
   std::vector<int32_t> dst_;
   std::vector<uint8_t> pb_;   // a path popped out of the key's frames at a depth in 1..d
@@ -252,12 +318,13 @@ bool near_bound(const Grammar& g, const TableKey& key, int32_t max_len, TableKey
 }
 
 std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab::Impl& v,
-                                              const TableKey& key) {
+                                              const TableKey& key, TokenDfa* dfa) {
   auto table = std::make_unique<TokenTable>();
   TokenTable& t = *table;
   const int32_t n_vocab = static_cast<int32_t>(v.bytes.size());
   t.accepted.assign(bitmask_words(n_vocab), 0);
-  TokenWalk walk(g, key, v.max_len);
+  const DfaLease lease(g, dfa);
+  TokenWalk walk(*lease, key, v.max_len);
   const size_t n = v.sorted.size();
   size_t i = 0;
   while (i < n) {
@@ -315,7 +382,7 @@ namespace {
 // `redo` (a bitmask over ids, `n_redo` normal tokens among them): those are walked again.
 std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, const TableKey& key,
                                    const TokenTable& base, const std::vector<uint32_t>& redo,
-                                   size_t n_redo) {
+                                   size_t n_redo, TokenDfa* dfa) {
   auto table = std::make_unique<TokenTable>();
   TokenTable& t = *table;
   t.accepted.resize(base.accepted.size());
@@ -326,12 +393,19 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
   }
   // (position in v.sorted, exit offset); a kept token's walk, hence its exit, is unchanged.
   std::vector<std::pair<int32_t, TokenTable::Exit>> kept_ctx, new_ctx;
+  std::vector<size_t> kept_index;  // kept_ctx[j] is base.ctx[kept_index[j]]
+  kept_ctx.reserve(base.ctx.size());
+  kept_index.reserve(base.ctx.size());
   for (size_t k = 0; k < base.ctx.size(); ++k)
-    if (!get_bit(redo, base.ctx[k])) kept_ctx.emplace_back(v.rank[base.ctx[k]], base.ctx_exit[k]);
+    if (!get_bit(redo, base.ctx[k])) {
+      kept_ctx.emplace_back(v.rank[base.ctx[k]], base.ctx_exit[k]);
+      kept_index.push_back(k);
+    }
   std::vector<int32_t> kept_pop;
   for (const int32_t id : base.popped_end)
     if (!get_bit(redo, id)) kept_pop.push_back(id);
-  TokenWalk walk(g, key, v.max_len);
+  const DfaLease lease(g, dfa);
+  TokenWalk walk(*lease, key, v.max_len);
   std::vector<int32_t> new_pop;
   auto classify = [&](int32_t p, size_t lcp) {
     const int32_t id = v.sorted[p];
@@ -371,14 +445,34 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
       prev = bytes;
     }
   }
-  std::vector<std::pair<int32_t, TokenTable::Exit>> merged(kept_ctx.size() + new_ctx.size());
-  std::merge(kept_ctx.begin(), kept_ctx.end(), new_ctx.begin(), new_ctx.end(), merged.begin(),
-             [](const auto& a, const auto& b) { return a.first < b.first; });
-  t.ctx.reserve(merged.size());
-  t.ctx_exit.reserve(merged.size());
-  for (const auto& [p, e] : merged) {
-    t.ctx.push_back(v.sorted[p]);
-    t.ctx_exit.push_back(e);
+  // Merge the kept and new ctx tokens in sort order. A kept token brings its bytes and, after
+  // the token it followed in the base, its lcp: no lookups for the (often many) kept ones.
+  t.ctx_off.assign(1, 0);
+  t.ctx_blob.reserve(base.ctx_blob.size());
+  size_t a = 0, b = 0;
+  int32_t prev = -1;            // sorted position of the last token written
+  size_t prev_base = SIZE_MAX;  // its index in base.ctx, if kept
+  while (a < kept_ctx.size() || b < new_ctx.size()) {
+    const bool take_kept =
+        b == new_ctx.size() || (a < kept_ctx.size() && kept_ctx[a].first < new_ctx[b].first);
+    if (take_kept) {
+      const size_t k = kept_index[a];
+      const int32_t p = kept_ctx[a].first;
+      const std::string_view bytes(base.ctx_blob.data() + base.ctx_off[k],
+                                   base.ctx_off[k + 1] - base.ctx_off[k]);
+      const size_t lcp =
+          prev_base != SIZE_MAX && k == prev_base + 1 ? base.ctx_lcp[k] : sorted_lcp(v, prev, p);
+      push_ctx(t, v, p, bytes, lcp, kept_ctx[a].second);
+      prev = p;
+      prev_base = k;
+      ++a;
+    } else {
+      const int32_t p = new_ctx[b].first;
+      push_ctx(t, v, p, v.sorted_bytes(p), sorted_lcp(v, prev, p), new_ctx[b].second);
+      prev = p;
+      prev_base = SIZE_MAX;
+      ++b;
+    }
   }
   for (const int32_t id : base.ctx_special)
     if (!get_bit(redo, id)) t.ctx_special.push_back(id);
@@ -387,7 +481,7 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
   // popped_end: normal tokens first in sort order, then specials (only a set is needed).
   t.popped_end = std::move(kept_pop);
   t.popped_end.insert(t.popped_end.end(), new_pop.begin(), new_pop.end());
-  finish_table(t, v);
+  finish_accepted(t);
   return table;
 }
 
@@ -395,7 +489,7 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
 
 std::unique_ptr<TokenTable> derive_near_bound(const Grammar& g, const TokenVocab::Impl& v,
                                               const TableKey& key, const TokenTable& base,
-                                              int32_t remaining) {
+                                              int32_t remaining, TokenDfa* dfa) {
   const int32_t r = std::max(remaining, 0);
   std::vector<uint32_t> redo(base.accepted.size(), 0);
   size_t n_redo = 0;
@@ -404,32 +498,37 @@ std::unique_ptr<TokenTable> derive_near_bound(const Grammar& g, const TokenVocab
     set_bit(redo, id);
     if (!v.special[id]) ++n_redo;
   };
-  // Only tokens longer than r can differ: the longest-first list holds exactly those up front.
+  // Only the base's accepted tokens longer than r are walked again. Its context-dependent
+  // ones stay so: not accepted with more iterations left, not accepted with fewer, and the
+  // mask walks them with the real stack (exact), their exit offsets still covering every
+  // path that is left. The longest-first list holds the long tokens up front; with few
+  // iterations left that is most of the vocabulary, and the base's bits are the shorter scan.
   const int32_t n_long = r >= v.max_len ? 0 : v.n_longer[r];
-  std::vector<uint32_t> in_ctx;
-  if (n_long > 0 && !base.ctx.empty()) {
-    in_ctx.assign(base.accepted.size(), 0);
-    for (const int32_t id : base.ctx) set_bit(in_ctx, id);
+  if (static_cast<size_t>(n_long) > base.accepted.size() + static_cast<size_t>(base.n_accepted)) {
+    for (size_t w = 0; w < base.accepted.size(); ++w)
+      for (uint32_t bits = base.accepted[w]; bits; bits &= bits - 1)
+        consider(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
+  } else {
+    for (int32_t k = 0; k < n_long; ++k) {
+      const int32_t id = v.sorted[v.by_len_desc[k]];
+      if (get_bit(base.accepted, id)) consider(id);
+    }
+    for (const int32_t id : v.specials)
+      if (get_bit(base.accepted, id)) consider(id);
   }
-  for (int32_t k = 0; k < n_long; ++k) {
-    const int32_t id = v.sorted[v.by_len_desc[k]];
-    if (get_bit(base.accepted, id) || (!in_ctx.empty() && get_bit(in_ctx, id))) consider(id);
-  }
-  for (const int32_t id : v.specials)
-    if (get_bit(base.accepted, id)) consider(id);
-  for (const int32_t id : base.ctx_special) consider(id);
-  return rewalk(g, v, key, base, redo, n_redo);
+  return rewalk(g, v, key, base, redo, n_redo, dfa);
 }
 
 std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVocab::Impl& v,
-                                               const TableKey& key, const TokenTable& base) {
+                                               const TableKey& key, const TokenTable& base,
+                                               TokenDfa* dfa) {
   std::vector<uint32_t> redo(base.accepted.size(), 0);
   for (const int32_t id : base.ctx) set_bit(redo, id);
   for (const int32_t id : base.ctx_special) set_bit(redo, id);
   for (const int32_t id : base.popped_end) set_bit(redo, id);
   size_t n_redo = base.ctx.size();
   for (const int32_t id : base.popped_end) n_redo += !v.special[id];
-  return rewalk(g, v, key, base, redo, n_redo);
+  return rewalk(g, v, key, base, redo, n_redo, dfa);
 }
 
 bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std::string& out) {

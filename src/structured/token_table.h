@@ -78,27 +78,38 @@ struct TokenTable {
 // The key for frontier node `node` of `arena` (max_len: the vocabulary's longest token).
 TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int32_t max_len);
 
+// The lazily built DFA that table builds walk tokens through (frontiers of stacks, one
+// transition per byte computed once). One per grammar, shared by its builds, so that tables
+// of related positions (an identifier's count one apart, a key and its refinement) reuse its
+// transitions instead of computing them again; a build holds it exclusively. The builders
+// below take one, or null for a private DFA.
+struct TokenDfa;
+std::shared_ptr<TokenDfa> make_token_dfa(const Grammar& g);
+
 std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
-                                              const TableKey& key);
+                                              const TableKey& key, TokenDfa* dfa = nullptr);
 
 // If a frame of `key` is a clamp-ok counted rule within max_len of its bound: the key with
 // those counts clamped (`base`) and the fewest iterations left among them (`remaining`).
 bool near_bound(const Grammar& g, const TableKey& key, int32_t max_len, TableKey* base,
                 int32_t* remaining);
 
-// The table of `key` from the table of its near_bound() base: tokens no longer than
-// `remaining` bytes cannot reach the bound (each iteration consumes a byte), so they keep
-// their class; the longer ones the base did not reject are walked again.
+// The table of `key` from `base`: the table of its near_bound() base, or of the same position
+// with at least as many iterations left on every frame. Tokens no longer than `remaining`
+// bytes cannot reach the bound (each iteration consumes a byte), so they keep their class;
+// the longer ones the base did not reject are walked again (fewer iterations left only
+// removes paths, so what the base rejects stays rejected).
 std::unique_ptr<TokenTable> derive_near_bound(const Grammar& g, const TokenVocab::Impl& vocab,
                                               const TableKey& key, const TokenTable& base,
-                                              int32_t remaining);
+                                              int32_t remaining, TokenDfa* dfa = nullptr);
 
 // The table of `key` from the table of `key` without its last (bottom) frame: the two walks
 // differ only after a path leaves the shorter key, so only the base's context-dependent and
 // popped_end tokens are walked again. The base is usually shared (a string or email rule
 // alone) where the full key names its call site in one schema.
 std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVocab::Impl& vocab,
-                                               const TableKey& key, const TokenTable& base);
+                                               const TableKey& key, const TokenTable& base,
+                                               TokenDfa* dfa = nullptr);
 
 // The canonical form of the automaton reachable from `key` (states renumbered in visit
 // order, counts of counted frames as iterations left), appended to `out` as raw bytes.
