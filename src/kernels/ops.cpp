@@ -157,8 +157,10 @@ void load_kv(Dtype dtype, const void* src, float* dst, int64_t n) {
 }
 
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* scratch, float* out) {
-  float* scores = scratch;
+               int32_t n_kv, float scale, float* scratch, float* out, int32_t kv_begin,
+               float softcap) {
+  LOOM_CHECK(kv_begin >= 0);
+  float* scores = scratch;      // scores[j - kv_begin] for j in [kv_begin, n_kv)
   float* row = scratch + n_kv;  // one K or V token converted to float
   const bool k_f32 = k.dtype == Dtype::kF32 && k.row_layout();
   const bool v_f32 = v.dtype == Dtype::kF32 && v.row_layout();
@@ -170,23 +172,25 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
       for (int64_t d = 0; d < head_dim; ++d) load_kv(h.dtype, h.at(j, d), row + d, 1);
     }
   };
-  for (int32_t j = 0; j < n_kv; ++j) {
+  for (int32_t j = kv_begin; j < n_kv; ++j) {
     const float* kj = reinterpret_cast<const float*>(k.token(j));
     if (!k_f32) {
       load_token(k, j);
       kj = row;
     }
-    scores[j] = dot(q, kj, head_dim) * scale;
+    float& s = scores[j - kv_begin];
+    s = dot(q, kj, head_dim) * scale;
+    if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
   }
-  softmax(scores, n_kv);
+  if (n_kv > kv_begin) softmax(scores, n_kv - kv_begin);
   std::fill(out, out + head_dim, 0.0f);
-  for (int32_t j = 0; j < n_kv; ++j) {
+  for (int32_t j = kv_begin; j < n_kv; ++j) {
     const float* vj = reinterpret_cast<const float*>(v.token(j));
     if (!v_f32) {
       load_token(v, j);
       vj = row;
     }
-    const float p = scores[j];
+    const float p = scores[j - kv_begin];
     for (int64_t d = 0; d < head_dim; ++d) out[d] += p * vj[d];
   }
 }

@@ -63,10 +63,12 @@ struct PagedHead {
   const uint8_t* at(int32_t j, int64_t d) const { return token(j) + d * dim_bytes(); }
 };
 
-// Causal attention of one query head over tokens [0, n_kv):
-//   out = sum_j softmax_j(scale * q·k_j) v_j.
+// Causal attention of one query head over tokens [kv_begin, n_kv) (kv_begin > 0: a sliding
+// window): out = sum_j softmax_j(s_j) v_j with s_j = scale * q·k_j, or
+// softcap * tanh(scale * q·k_j / softcap) when softcap > 0 (see kernels/attention.h).
 // scratch must hold n_kv + head_dim floats.
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* scratch, float* out);
+               int32_t n_kv, float scale, float* scratch, float* out, int32_t kv_begin = 0,
+               float softcap = 0.0f);
 
 }  // namespace loom::kernels

@@ -1,29 +1,52 @@
-// Architecture registry: one row per architecture. A row says how the architecture is named
-// in GGUF and in Hugging Face configs, which RoPE layout its GGUF files store, and which
-// optional tensor groups it has. Everything else (hyperparameter keys, tensor names) is shared
-// (model/tensor_names.h); the forward pass only sees the resulting ModelConfig flags.
+// Architecture registry: one row per architecture, each defined in its own file under
+// model/archs/. A row names the architecture in GGUF and in Hugging Face configs, says which
+// RoPE layout its GGUF files store and which optional tensor groups it has, maps its
+// Hugging Face tensor names to GGUF's, and reads the hyperparameters only it has into
+// ModelConfig (its per-layer pattern of LayerSpecs included). The forward pass only ever sees
+// the resulting ModelConfig.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string_view>
 
+#include "base/status.h"
 #include "model/config.h"
 
 namespace loom {
 
+class GgufFile;
+class GgufWriter;
+
 enum class TensorNeed { kAbsent, kOptional, kRequired };
 
-struct ArchSpec {
-  std::string_view name;                  // GGUF general.architecture and ModelConfig::arch
-  std::string_view hf_model_types[4];     // config.json model_type values (empty = unused slot)
-  RopeStyle gguf_rope_style;              // layout of Q/K rows in GGUF files of this arch
-  TensorNeed qkv_bias;                    // blk.N.attn_{q,k,v}.bias
-  TensorNeed qk_norm;                     // blk.N.attn_{q,k}_norm.weight (per-head RMSNorm)
+// One per-layer tensor: HF "model.layers.N.{hf}" ↔ GGUF "blk.N.{gguf}".
+struct LayerTensorName {
+  std::string_view hf;
+  std::string_view gguf;
 };
 
-std::span<const ArchSpec> all_archs();
+struct ArchSpec {
+  std::string_view name;               // GGUF general.architecture and ModelConfig::arch
+  std::string_view hf_model_types[4];  // config.json model_type values (empty = unused slot)
+  RopeStyle gguf_rope_style;           // layout of Q/K rows in GGUF files of this arch
+  TensorNeed qkv_bias;                 // blk.N.attn_{q,k,v}.bias
+  TensorNeed qk_norm;                  // blk.N.attn_{q,k}_norm.weight
+  std::span<const LayerTensorName> layer_tensors;  // this architecture's per-layer names
+  // HF checkpoints store RMSNorm weights w of x·(1 + w); GGUF files store 1 + w (Gemma).
+  bool hf_norm_plus_one = false;
+  // The hyperparameters only this architecture has, after the shared ones are read (null:
+  // none). They fill ModelConfig's flags and config.layers (already n_layer default specs).
+  Status (*read_hf)(const nlohmann::json& j, ModelConfig& c) = nullptr;
+  Status (*read_gguf)(const GgufFile& f, ModelConfig& c) = nullptr;
+  // Writes those hyperparameters as llama.cpp's converter does (loom convert); an error when
+  // the config holds what llama.cpp's GGUF for this architecture cannot say (null: none).
+  Status (*write_gguf)(GgufWriter& w, const ModelConfig& c) = nullptr;
+};
+
+std::span<const ArchSpec* const> all_archs();
 const ArchSpec* find_arch(std::string_view gguf_name);      // nullptr if unknown
 const ArchSpec* find_arch_hf(std::string_view model_type);  // nullptr if unknown
-std::string supported_arch_list();  // "llama, qwen2, qwen3" for error messages
+std::string supported_arch_list();  // "llama, qwen2, qwen3, ..." for error messages
 
 }  // namespace loom

@@ -18,11 +18,11 @@ struct BatchSequence {
 };
 
 struct Batch {
-  std::vector<int32_t> tokens;              // [n_rows] token ids
-  std::vector<int32_t> pos;                 // [n_rows] position of each token in its sequence
-  std::vector<int32_t> seq;                 // [n_rows] index into `sequences`
+  std::vector<int32_t> tokens;  // [n_rows] token ids
+  std::vector<int32_t> pos;     // [n_rows] position of each token in its sequence
+  std::vector<int32_t> seq;     // [n_rows] index into `sequences`
   std::vector<BatchSequence> sequences;
-  std::vector<int32_t> logits_rows;         // rows whose logits are wanted, in output order
+  std::vector<int32_t> logits_rows;  // rows whose logits are wanted, in output order
 
   int32_t n_rows() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -17,6 +18,24 @@ struct RopeScaling {  // factor == 0 means none
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int32_t original_context = 8192;
+};
+
+enum class Activation { kSilu, kGeluTanh };  // of the gated FFN: act(gate) * up
+
+// Where a block's RMSNorms sit around attention and the FFN:
+//   kPre      x += f(norm(x))                       (Llama, Qwen)
+//   kSandwich x += post_norm(f(pre_norm(x)))        (Gemma 2/3)
+//   kPost     x += post_norm(f(x))                  (OLMo 2)
+enum class NormPlacement { kPre, kSandwich, kPost };
+
+enum class QkNorm { kNone, kPerHead, kWhole };  // RMSNorm of q/k per head, or over all heads
+
+// What varies from layer to layer (the per-layer pattern of an architecture).
+struct LayerSpec {
+  int32_t window = 0;       // sliding-window attention over the last `window` tokens; 0: full
+  bool rope = true;         // false: no positional rotation in this layer (SmolLM3)
+  float rope_theta = 0;     // 0: the model's rope_theta (Gemma 3's local layers differ)
+  bool rope_scaled = true;  // the model's rope_scaling applies (not to Gemma 3's local layers)
 };
 
 struct ModelConfig {
@@ -33,9 +52,22 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kNeox;  // of the weights as loaded
   RopeScaling rope_scaling;
+  int32_t n_rot = 0;  // dimensions of each head that RoPE rotates (partial rotary); 0: head_dim
   bool qkv_bias = false;
-  bool qk_norm = false;
+  bool qk_norm = false;  // set from the weights; qk_norm_kind says how (kPerHead when unset)
+  QkNorm qk_norm_kind = QkNorm::kPerHead;
   bool tied_embeddings = false;
+  bool fused_qkv = false;      // one attn_qkv matrix: q, k, v rows (bound as three views)
+  bool fused_gate_up = false;  // ffn_up holds gate then up rows (bound as two views)
+  Activation activation = Activation::kSilu;
+  NormPlacement norm_placement = NormPlacement::kPre;
+  float embd_scale = 1.0f;        // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
+  float residual_scale = 1.0f;    // x += residual_scale * block output (Granite)
+  float attn_scale = 0.0f;        // softmax scale of q·k; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;      // scores become c·tanh(s/c) (Gemma 2); 0: off
+  float final_softcap = 0.0f;     // the same on the logits
+  float logit_scale = 1.0f;       // logits are divided by it (Granite's logits_scaling)
+  std::vector<LayerSpec> layers;  // n_layer entries (filled by the config readers)
   int32_t bos_token = -1;
   int32_t eos_token = -1;
 };

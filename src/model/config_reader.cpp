@@ -3,9 +3,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/arch.h"
 #include "model/tensor_names.h"
@@ -28,6 +27,8 @@ Status check_dims(const ModelConfig& c, const std::string& source) {
     return bad("head dim (must be even, 2..1024)");
   if (c.n_ff <= 0) return bad("feed-forward length (must be > 0)");
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return bad("rms epsilon / rope theta (must be > 0)");
+  if (c.n_rot <= 0 || c.n_rot % 2 != 0 || c.n_rot > c.head_dim)
+    return bad("rotary dimensions (must be even, 2..head dim)");
   if (c.rope_scaling.type != RopeScalingType::kNone && !(c.rope_scaling.factor > 0))
     return bad("rope scaling factor (must be > 0)");
   return Status::ok();
@@ -40,16 +41,18 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   if (!arch_name) return invalid_file("GGUF file has no general.architecture");
   const ArchSpec* arch = find_arch(*arch_name);
   if (!arch)
-    return unsupported("unsupported architecture '" + *arch_name + "' (supported: " +
-                       supported_arch_list() + ")");
+    return unsupported("unsupported architecture '" + *arch_name +
+                       "' (supported: " + supported_arch_list() + ")");
   ModelConfig c;
   c.arch = std::string(arch->name);
   c.rope_style = arch->gguf_rope_style;
   auto key = [&](std::string_view suffix) { return arch_key(arch->name, suffix); };
   auto req_int = [&](std::string_view suffix, int32_t* out) -> Status {
     auto v = f.get_int(key(suffix));
-    if (!v) return invalid_file("GGUF metadata key " + key(suffix) + " is missing or not an integer");
-    if (*v < 0 || *v > (1ll << 31) - 1) return invalid_file("GGUF metadata key " + key(suffix) + " out of range");
+    if (!v)
+      return invalid_file("GGUF metadata key " + key(suffix) + " is missing or not an integer");
+    if (*v < 0 || *v > (1ll << 31) - 1)
+      return invalid_file("GGUF metadata key " + key(suffix) + " out of range");
     *out = static_cast<int32_t>(*v);
     return Status::ok();
   };
@@ -64,9 +67,9 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   c.n_head_kv = opt_int(key(names::kHeadCountKv), c.n_head);
   c.head_dim = opt_int(key(names::kKeyLength), c.n_head > 0 ? c.n_embd / c.n_head : 0);
   int32_t v_len = opt_int(key(names::kValueLength), c.head_dim);
-  if (v_len != c.head_dim) return unsupported("value length differs from key length in " + key(names::kValueLength));
-  int32_t rope_dim = opt_int(key(names::kRopeDimensionCount), c.head_dim);
-  if (rope_dim != c.head_dim) return unsupported("partial rotary embedding (rope.dimension_count != head dim) is not supported");
+  if (v_len != c.head_dim)
+    return unsupported("value length differs from key length in " + key(names::kValueLength));
+  c.n_rot = opt_int(key(names::kRopeDimensionCount), c.head_dim);
   c.context_length = opt_int(key(names::kContextLength), 0);
   c.n_vocab = opt_int(key(names::kVocabSize), 0);  // replaced by the embedding's row count
   if (auto e = f.get_float(key(names::kRmsEps))) c.rms_eps = static_cast<float>(*e);
@@ -77,9 +80,12 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   if (type && *type == "llama3") {
     c.rope_scaling.type = RopeScalingType::kLlama3;
     c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
-    if (auto v = f.get_float(key(names::kRopeScalingLowFreqFactor))) c.rope_scaling.low_freq_factor = static_cast<float>(*v);
-    if (auto v = f.get_float(key(names::kRopeScalingHighFreqFactor))) c.rope_scaling.high_freq_factor = static_cast<float>(*v);
-    c.rope_scaling.original_context = opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
+    if (auto v = f.get_float(key(names::kRopeScalingLowFreqFactor)))
+      c.rope_scaling.low_freq_factor = static_cast<float>(*v);
+    if (auto v = f.get_float(key(names::kRopeScalingHighFreqFactor)))
+      c.rope_scaling.high_freq_factor = static_cast<float>(*v);
+    c.rope_scaling.original_context =
+        opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
   } else if ((type && *type == "linear") || (!type && factor && *factor != 1.0 && *factor != 0.0)) {
     c.rope_scaling.type = RopeScalingType::kLinear;
     c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
@@ -89,6 +95,8 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   c.bos_token = opt_int(names::kTokenizerBos, -1);
   c.eos_token = opt_int(names::kTokenizerEos, -1);
   LOOM_RETURN_IF_ERROR(check_dims(c, "GGUF file"));
+  c.layers.assign(c.n_layer, LayerSpec{});
+  if (arch->read_gguf) LOOM_RETURN_IF_ERROR(arch->read_gguf(f, c));
   return c;
 }
 
@@ -98,8 +106,8 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   auto type = j.value("model_type", std::string());
   const ArchSpec* arch = find_arch_hf(type);
   if (!arch)
-    return unsupported(source + ": unsupported model_type '" + type + "' (supported: " +
-                       supported_arch_list() + ", mistral)");
+    return unsupported(source + ": unsupported model_type '" + type +
+                       "' (supported: " + supported_arch_list() + ", mistral)");
   ModelConfig c;
   c.arch = std::string(arch->name);
   c.rope_style = RopeStyle::kNeox;
@@ -112,7 +120,8 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
       return static_cast<int32_t>(def);
     }
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
-      if (err.is_ok()) err = invalid_file(source + ": \"" + k + "\" must be a non-negative integer");
+      if (err.is_ok())
+        err = invalid_file(source + ": \"" + k + "\" must be a non-negative integer");
       return 0;
     }
     return static_cast<int32_t>(it->get<int64_t>());
@@ -131,7 +140,8 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
     auto it = j.find(k);
     if (it == j.end()) return -1;
     if (it->is_number_integer()) return it->get<int32_t>();
-    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) return (*it)[0].get<int32_t>();
+    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer())
+      return (*it)[0].get<int32_t>();
     return -1;
   };
 
@@ -148,19 +158,37 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   c.bos_token = token_id("bos_token_id");
   c.eos_token = token_id("eos_token_id");
   LOOM_RETURN_IF_ERROR(err);
-  auto act = j.value("hidden_act", std::string("silu"));
-  if (act != "silu")
-    return unsupported(source + ": hidden_act '" + act + "' is not supported (silu)");
-  if (get_float(j, "partial_rotary_factor", 1.0) != 1.0)
-    return unsupported(source + ": partial_rotary_factor is not supported");
+  // Gemma names it hidden_activation; everyone else hidden_act.
+  auto act_it = j.find("hidden_activation");
+  if (act_it == j.end() || act_it->is_null()) act_it = j.find("hidden_act");
+  const std::string act =
+      act_it != j.end() && act_it->is_string() ? act_it->get<std::string>() : std::string("silu");
+  if (act == "silu" || act == "swish")
+    c.activation = Activation::kSilu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh")
+    c.activation = Activation::kGeluTanh;
+  else
+    return unsupported(source + ": activation '" + act +
+                       "' is not supported (silu, gelu_pytorch_tanh)");
+  for (const char* k : {"mlp_bias", "attention_bias"})
+    if (j.value(k, false) && arch->qkv_bias != TensorNeed::kRequired)
+      return unsupported(source + ": \"" + k + "\": true is not supported");
+  double rotary = get_float(j, "partial_rotary_factor", 1.0);
 
   // RoPE: transformers >= 5 writes rope_parameters {rope_theta, rope_type, ...}; older
   // configs have a top-level rope_theta and an optional rope_scaling {type|rope_type, ...}.
   c.rope_theta = static_cast<float>(get_float(j, "rope_theta", 10000.0));
   const nlohmann::json* rp = nullptr;
-  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) rp = &*it;
-  else if (auto it2 = j.find("rope_scaling"); it2 != j.end() && it2->is_object()) rp = &*it2;
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object())
+    rp = &*it;
+  else if (auto it2 = j.find("rope_scaling"); it2 != j.end() && it2->is_object())
+    rp = &*it2;
+  // Per layer type (Gemma 3): the global layers' parameters are the model's; the
+  // architecture's reader sets the local layers'.
+  if (rp)
+    if (auto full = rp->find("full_attention"); full != rp->end() && full->is_object()) rp = &*full;
   if (rp) {
+    rotary = get_float(*rp, "partial_rotary_factor", rotary);
     c.rope_theta = static_cast<float>(get_float(*rp, "rope_theta", c.rope_theta));
     std::string rt = rp->value("rope_type", rp->value("type", std::string("default")));
     if (rt == "llama3") {
@@ -174,12 +202,21 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
       c.rope_scaling.type = RopeScalingType::kLinear;
       c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));
     } else if (rt != "default") {
-      return unsupported(source + ": rope_type '" + rt + "' is not supported (default, linear, llama3)");
+      return unsupported(source + ": rope_type '" + rt +
+                         "' is not supported (default, linear, llama3)");
     }
   }
   LOOM_RETURN_IF_ERROR(err);
+  if (!(rotary > 0 && rotary <= 1))
+    return invalid_file(source + ": partial_rotary_factor must be in (0, 1]");
+  c.n_rot = static_cast<int32_t>(c.head_dim * rotary);
   LOOM_RETURN_IF_ERROR(check_dims(c, source));
   if (c.n_vocab <= 0) return invalid_file(source + ": vocab_size must be > 0");
+  c.layers.assign(c.n_layer, LayerSpec{});
+  if (arch->read_hf) LOOM_RETURN_IF_ERROR(arch->read_hf(j, c));
+  for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (j.contains(k) && !j[k].is_null() && c.attn_softcap == 0 && c.final_softcap == 0)
+      return unsupported(source + ": \"" + std::string(k) + "\" is not supported for " + c.arch);
   return c;
 }
 
@@ -192,12 +229,17 @@ Result<ModelConfig> config_from_hf_dir(const std::string& dir) {
   return config_from_hf_json(ss.str(), path);
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> freq_factors) {
-  const int half = c.head_dim / 2;
+std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> freq_factors,
+                                 const LayerSpec& layer) {
+  const int n_rot = c.n_rot > 0 ? c.n_rot : c.head_dim;
+  const int half = n_rot / 2;
   std::vector<float> out(half);
-  const auto& s = c.rope_scaling;
+  const RopeScaling none;
+  const auto& s = layer.rope_scaled ? c.rope_scaling : none;
+  if (!layer.rope_scaled) freq_factors = {};
+  const double theta = layer.rope_theta > 0 ? layer.rope_theta : c.rope_theta;
   for (int i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
+    double f = 1.0 / std::pow(theta, 2.0 * i / n_rot);
     if (!freq_factors.empty()) {
       f /= freq_factors[i];
     } else if (s.type == RopeScalingType::kLinear) {

@@ -23,9 +23,11 @@ Result<ModelConfig> config_from_gguf(const GgufFile& file);
 Result<ModelConfig> config_from_hf_json(std::string_view json_text, const std::string& source);
 Result<ModelConfig> config_from_hf_dir(const std::string& dir);
 
-// Angular frequency of each rotated pair i < head_dim/2, scaling folded in. freq_factors (a
-// GGUF rope_freqs.weight, may be empty) divides each frequency and then replaces the config's
-// scaling, as llama.cpp does for Llama 3.1 files.
-std::vector<float> rope_inv_freq(const ModelConfig& config, std::span<const float> freq_factors);
+// Angular frequency of each rotated pair i < n_rot/2 of `layer`, scaling folded in.
+// freq_factors (a GGUF rope_freqs.weight, may be empty) divides each frequency and then
+// replaces the config's scaling, as llama.cpp does for Llama 3.1 files; neither applies to a
+// layer that is not rope_scaled.
+std::vector<float> rope_inv_freq(const ModelConfig& config, std::span<const float> freq_factors,
+                                 const LayerSpec& layer = {});
 
 }  // namespace loom

@@ -26,7 +26,8 @@ namespace {
 
 struct Source {
   const TensorView* view;
-  bool permute;  // llama Q/K rows (or bias elements) reordered for interleaved RoPE
+  bool permute;   // llama Q/K rows (or bias elements) reordered for interleaved RoPE
+  bool plus_one;  // an RMSNorm weight w of x·(1 + w): GGUF stores 1 + w (Gemma)
 };
 
 void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name, Dtype type) {
@@ -45,7 +46,7 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
   m.set_u32(key(n::kHeadCountKv), c.n_head_kv);
   m.set_u32(key(n::kKeyLength), c.head_dim);
   m.set_u32(key(n::kValueLength), c.head_dim);
-  m.set_u32(key(n::kRopeDimensionCount), c.head_dim);
+  m.set_u32(key(n::kRopeDimensionCount), c.n_rot > 0 ? c.n_rot : c.head_dim);
   m.set_f32(key(n::kRmsEps), c.rms_eps);
   m.set_f32(key(n::kRopeFreqBase), c.rope_theta);
   const auto& s = c.rope_scaling;
@@ -76,7 +77,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(hf_dir));
   const ArchSpec* arch = find_arch(config.arch);
   TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    auto hf = names::gguf_to_hf(name);
+    auto hf = names::gguf_to_hf(*arch, name);
     return hf ? st.find(*hf) : nullptr;
   };
   // Binding validates every shape and settles tied / bias / qk-norm flags.
@@ -84,27 +85,23 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   rep.arch = config.arch;
   const bool permute = arch->gguf_rope_style == RopeStyle::kInterleaved;
 
-  // The tensors to write, in GGUF order: globals, then each layer.
-  std::vector<std::string> order = {std::string(names::kTokenEmbd), std::string(names::kOutputNorm)};
+  // The tensors to write, in GGUF order: globals, then each layer's in the order of the
+  // architecture's table (those the checkpoint has: optional groups were settled by binding).
+  std::vector<std::string> order = {std::string(names::kTokenEmbd),
+                                    std::string(names::kOutputNorm)};
   if (!config.tied_embeddings) order.push_back(std::string(names::kOutput));
-  for (int l = 0; l < config.n_layer; ++l) {
-    for (auto suf : {names::kAttnNorm, names::kAttnQ, names::kAttnK, names::kAttnV})
-      order.push_back(names::layer_tensor(l, suf));
-    if (config.qkv_bias)
-      for (auto suf : {names::kAttnQBias, names::kAttnKBias, names::kAttnVBias})
-        order.push_back(names::layer_tensor(l, suf));
-    if (config.qk_norm)
-      for (auto suf : {names::kAttnQNorm, names::kAttnKNorm}) order.push_back(names::layer_tensor(l, suf));
-    for (auto suf : {names::kAttnOutput, names::kFfnNorm, names::kFfnGate, names::kFfnUp, names::kFfnDown})
-      order.push_back(names::layer_tensor(l, suf));
-  }
+  for (int l = 0; l < config.n_layer; ++l)
+    for (const LayerTensorName& t : arch->layer_tensors) {
+      std::string name = names::layer_tensor(l, t.gguf);
+      if (find(name)) order.push_back(std::move(name));
+    }
   std::vector<PlannedTensor> plan;
   std::vector<Source> sources;
   for (const auto& name : order) {
     const TensorView* v = find(name);
     if (!v) return internal_error("convert: bound tensor " + name + " disappeared");
     if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16)
-      return unsupported("convert: tensor " + *names::gguf_to_hf(name) + " has dtype " +
+      return unsupported("convert: tensor " + *names::gguf_to_hf(*arch, name) + " has dtype " +
                          std::string(dtype_name(v->dtype)) + " (expected F32, F16 or BF16)");
     Dtype dt = Dtype::kF32;
     std::vector<int64_t> ne = {v->ne[0]};
@@ -112,29 +109,34 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
       ne.push_back(v->ne[1]);
       dt = o.type;
       if (!row_bytes(dt, v->ne[0])) {
-        rep.notes.push_back(name + ": row length " + std::to_string(v->ne[0]) +
-                            " does not fit " + std::string(dtype_name(dt)) + " blocks; written as f16");
+        rep.notes.push_back(name + ": row length " + std::to_string(v->ne[0]) + " does not fit " +
+                            std::string(dtype_name(dt)) + " blocks; written as f16");
         dt = Dtype::kF16;
       }
     }
     LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(name, dt, ne));
     rep.n_bytes += p.nbytes;
     plan.push_back(std::move(p));
-    sources.push_back({v, permute && names::is_rope_permuted_tensor(name)});
+    const bool norm = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+    sources.push_back(
+        {v, permute && names::is_rope_permuted_tensor(name), arch->hf_norm_plus_one && norm});
   }
   rep.n_tensors = static_cast<int>(plan.size());
 
   GgufWriter meta;
   std::string model_name = std::filesystem::path(hf_dir).lexically_normal().filename().string();
-  if (model_name.empty()) model_name = std::filesystem::path(hf_dir).parent_path().filename().string();
+  if (model_name.empty())
+    model_name = std::filesystem::path(hf_dir).parent_path().filename().string();
   write_metadata(meta, config, model_name, o.type);
+  if (arch->write_gguf) LOOM_RETURN_IF_ERROR(arch->write_gguf(meta, config));
   // The tokenizer goes in when loom can express it in GGUF; otherwise the weights are still
   // worth converting, so the reason becomes a note rather than a failure. Its vocabulary may
   // be larger than the model's n_vocab (padded tables, test fixtures): written as is.
   if (std::filesystem::exists(hf_dir + "/tokenizer.json")) {
     auto tok = tok::export_hf_tokenizer(hf_dir, &meta);
     if (!tok.is_ok()) {
-      rep.notes.push_back("tokenizer not embedded, the GGUF has no tokenizer: " + tok.status().message());
+      rep.notes.push_back("tokenizer not embedded, the GGUF has no tokenizer: " +
+                          tok.status().message());
     } else {
       for (auto& note : tok->notes) rep.notes.push_back("tokenizer: " + note);
     }
@@ -152,6 +154,8 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t src_row = s.permute && rows > 1 ? rope_permuted_source_row(r, D) : r;
       kernels::dequantize_row(s.view->dtype, s.view->row(src_row), row.data(), cols);
+      if (s.plus_one)
+        for (float& x : row) x += 1.0f;
       if (rows == 1 && s.permute) {  // a bias: permute its elements like rows
         for (int64_t i = 0; i < cols; ++i) tmp[i] = row[rope_permuted_source_row(i, D)];
         row.swap(tmp);

@@ -19,8 +19,8 @@ struct ConvertOptions {
 struct ConvertReport {
   std::string arch;
   int n_tensors = 0;
-  uint64_t n_bytes = 0;             // tensor data written
-  std::vector<std::string> notes;   // fallbacks and skipped parts
+  uint64_t n_bytes = 0;            // tensor data written
+  std::vector<std::string> notes;  // fallbacks and skipped parts
 };
 
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path,

@@ -84,9 +84,8 @@ Result<PlannedTensor> plan_tensor(std::string name, Dtype dtype, std::vector<int
   return t;
 }
 
-Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(GgufWriter meta,
-                                                              const std::vector<PlannedTensor>& plan,
-                                                              const TensorFillFn& fill) {
+Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(
+    GgufWriter meta, const std::vector<PlannedTensor>& plan, const TensorFillFn& fill) {
   std::shared_ptr<std::vector<uint8_t>> bytes;
   {
     ZeroPages zeros(max_nbytes(plan));
@@ -95,7 +94,8 @@ Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(GgufWriter meta,
   }
   LOOM_ASSIGN_OR_RETURN(GgufFile f, GgufFile::parse_bytes(bytes));
   LOOM_ASSIGN_OR_RETURN(auto offsets, tensor_file_offsets(f, plan));
-  for (size_t i = 0; i < plan.size(); ++i) LOOM_RETURN_IF_ERROR(fill(i, bytes->data() + offsets[i]));
+  for (size_t i = 0; i < plan.size(); ++i)
+    LOOM_RETURN_IF_ERROR(fill(i, bytes->data() + offsets[i]));
   return bytes;
 }
 
@@ -119,7 +119,8 @@ Status build_gguf_file(GgufWriter meta, const std::vector<PlannedTensor>& plan,
   };
   int fd = ::open(path.c_str(), O_RDWR);
   if (fd < 0) return fail(io_error("cannot reopen " + path + ": " + std::strerror(errno)));
-  void* map = file_size ? mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : nullptr;
+  void* map =
+      file_size ? mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : nullptr;
   ::close(fd);
   if (map == MAP_FAILED) return fail(io_error("cannot map " + path + ": " + std::strerror(errno)));
   Status st;
@@ -154,7 +155,9 @@ Status encode_rows(Dtype dtype, const float* src, uint8_t* dst, int64_t n_rows, 
       break;
   }
   auto rb = row_bytes(dtype, cols);
-  if (!rb) return invalid_argument("row length does not fit the block size of " + std::string(dtype_name(dtype)));
+  if (!rb)
+    return invalid_argument("row length does not fit the block size of " +
+                            std::string(dtype_name(dtype)));
   for (int64_t r = 0; r < n_rows; ++r)
     LOOM_RETURN_IF_ERROR(kernels::quantize_row(dtype, src + r * cols, dst + r * *rb, cols));
   return Status::ok();
@@ -180,7 +183,8 @@ void decode_rows(Dtype dtype, const uint8_t* src, float* dst, int64_t n_rows, in
       break;
   }
   const uint64_t rb = row_bytes(dtype, cols).value();
-  for (int64_t r = 0; r < n_rows; ++r) kernels::dequantize_row(dtype, src + r * rb, dst + r * cols, cols);
+  for (int64_t r = 0; r < n_rows; ++r)
+    kernels::dequantize_row(dtype, src + r * rb, dst + r * cols, cols);
 }
 
 void FallbackNotes::add(int64_t cols, Dtype wanted, Dtype used) {
@@ -206,7 +210,9 @@ std::vector<std::string> FallbackNotes::lines() const {
   return out;
 }
 
-int64_t rows_per_chunk(int64_t cols) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(cols, 1)); }
+int64_t rows_per_chunk(int64_t cols) {
+  return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(cols, 1));
+}
 
 Status parallel_row_chunks(ThreadPool& pool, int64_t rows, int64_t cols,
                            const std::function<Status(int64_t, int64_t, int64_t, int)>& fn) {

@@ -30,9 +30,8 @@ Result<PlannedTensor> plan_tensor(std::string name, Dtype dtype, std::vector<int
 using TensorFillFn = std::function<Status(size_t index, uint8_t* dst)>;
 
 // `meta` carries the metadata (and alignment) only; the tensors are added here.
-Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(GgufWriter meta,
-                                                              const std::vector<PlannedTensor>& plan,
-                                                              const TensorFillFn& fill);
+Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(
+    GgufWriter meta, const std::vector<PlannedTensor>& plan, const TensorFillFn& fill);
 Status build_gguf_file(GgufWriter meta, const std::vector<PlannedTensor>& plan,
                        const TensorFillFn& fill, const std::string& path);
 
@@ -62,8 +61,8 @@ void decode_rows(Dtype dtype, const uint8_t* src, float* dst, int64_t n_rows, in
 // so anything seeded per chunk is deterministic. Returns the first error any chunk returned.
 inline constexpr int64_t kChunkElems = 1 << 16;
 int64_t rows_per_chunk(int64_t cols);
-Status parallel_row_chunks(ThreadPool& pool, int64_t rows, int64_t cols,
-                           const std::function<Status(int64_t chunk, int64_t first_row,
-                                                      int64_t n_rows, int thread)>& fn);
+Status parallel_row_chunks(
+    ThreadPool& pool, int64_t rows, int64_t cols,
+    const std::function<Status(int64_t chunk, int64_t first_row, int64_t n_rows, int thread)>& fn);
 
 }  // namespace loom

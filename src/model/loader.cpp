@@ -33,15 +33,17 @@ Result<std::unique_ptr<Model>> Model::from_hf_dir(const std::string& dir,
   auto holder = std::make_shared<SafetensorsModel>(std::move(st));
   const ArchSpec* arch = find_arch(config.arch);
   TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    auto hf = names::gguf_to_hf(name);
+    auto hf = names::gguf_to_hf(*arch, name);
     return hf ? holder->find(*hf) : nullptr;
   };
-  LOOM_ASSIGN_OR_RETURN(Weights weights, Weights::bind(config, *arch, find));
+  LOOM_ASSIGN_OR_RETURN(Weights weights,
+                        Weights::bind(config, *arch, find, arch->hf_norm_plus_one));
   weights.keepalive = holder;
   return std::unique_ptr<Model>(new CpuModel(std::move(config), std::move(weights), options));
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& spec, const ModelLoadOptions& options) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& spec,
+                                           const ModelLoadOptions& options) {
   if (spec.rfind("synth:", 0) == 0) {
     LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
     LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));

@@ -26,13 +26,17 @@ constexpr TargetRow kTargets[] = {
     {"Q4_K_M", Dtype::kQ4_K, true, 15}, {"Q5_K_M", Dtype::kQ5_K, true, 17},
 };
 
-bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+bool use_more_bits(int i, int n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-std::vector<int64_t> dims(const TensorView& v) { return {v.ne.begin(), v.ne.begin() + v.n_dims}; }
+std::vector<int64_t> dims(const TensorView& v) {
+  return {v.ne.begin(), v.ne.begin() + v.n_dims};
+}
 
 // Same rule as synth: K-quants need 256-element rows, Q8_0/Q4_0 32; else Q8_0, else F16.
 Dtype fit(Dtype want, int64_t cols) {
@@ -48,7 +52,8 @@ struct Prepared {
   std::vector<std::string> notes;
 };
 
-Result<Prepared> prepare(const GgufFile& in, const QuantizeTarget& target, const QuantizeOptions& o) {
+Result<Prepared> prepare(const GgufFile& in, const QuantizeTarget& target,
+                         const QuantizeOptions& o) {
   Prepared p;
   LOOM_ASSIGN_OR_RETURN(p.decisions, plan_quantization(in, target, o, &p.notes));
   for (const auto& d : p.decisions) {
@@ -84,7 +89,8 @@ TensorFillFn make_fill(const GgufFile& in, const Prepared& p, ThreadPool& pool) 
   };
 }
 
-void fill_report(const Prepared& p, const GgufFile& in, uint64_t bytes_out, QuantizeReport* report) {
+void fill_report(const Prepared& p, const GgufFile& in, uint64_t bytes_out,
+                 QuantizeReport* report) {
   if (!report) return;
   report->tensors = p.decisions;
   report->notes = p.notes;
@@ -100,8 +106,8 @@ Result<QuantizeTarget> parse_quantize_target(std::string_view name) {
   for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const auto& r : kTargets)
     if (r.name == upper) return QuantizeTarget{std::string(r.name), r.base, r.mix_m, r.file_type};
-  return invalid_argument("unknown quantization type '" + std::string(name) + "' (choose one of: " +
-                          quantize_target_names() + ")");
+  return invalid_argument("unknown quantization type '" + std::string(name) +
+                          "' (choose one of: " + quantize_target_names() + ")");
 }
 
 std::string quantize_target_names() {
@@ -110,7 +116,8 @@ std::string quantize_target_names() {
   return s;
 }
 
-Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const QuantizeTarget& target,
+Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
+                                                       const QuantizeTarget& target,
                                                        const QuantizeOptions& o,
                                                        std::vector<std::string>* notes) {
   int n_attn_v = 0, n_ffn_down = 0;
@@ -135,7 +142,8 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const
       continue;
     }
     if (dtype_info(v.dtype).quantized && !o.allow_requantize)
-      return invalid_argument("tensor " + t.name + " is already quantized (" + std::string(dtype_name(v.dtype)) +
+      return invalid_argument("tensor " + t.name + " is already quantized (" +
+                              std::string(dtype_name(v.dtype)) +
                               "); quantize from an F32/F16/BF16 GGUF, or allow requantizing "
                               "(--allow-requantize) and accept the extra error");
     if (!dtype_info(v.dtype).quantized && v.dtype != Dtype::kF32 && v.dtype != Dtype::kF16 &&
@@ -145,7 +153,8 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const
     Dtype want = target.base;
     if (target.mix_m) {
       auto l = names::parse_layer_tensor(t.name);
-      const bool is_output = t.name == names::kOutput || (!has_output && t.name == names::kTokenEmbd);
+      const bool is_output =
+          t.name == names::kOutput || (!has_output && t.name == names::kTokenEmbd);
       if (is_output) {
         want = Dtype::kQ6_K;
       } else if (l && l->suffix == names::kAttnV) {
@@ -173,7 +182,8 @@ Status quantize_model_file(const std::string& in_path, const std::string& out_pa
   LOOM_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(in_path));
   LOOM_ASSIGN_OR_RETURN(Prepared p, prepare(in, target, options));
   ThreadPool pool(options.n_threads);
-  LOOM_RETURN_IF_ERROR(build_gguf_file(std::move(p.meta), p.plan, make_fill(in, p, pool), out_path));
+  LOOM_RETURN_IF_ERROR(
+      build_gguf_file(std::move(p.meta), p.plan, make_fill(in, p, pool), out_path));
   uint64_t out_bytes = 0;
   for (const auto& t : p.plan) out_bytes += t.nbytes;
   fill_report(p, in, out_bytes, report);
@@ -186,7 +196,8 @@ Result<std::shared_ptr<std::vector<uint8_t>>> quantize_model_bytes(const GgufFil
                                                                    QuantizeReport* report) {
   LOOM_ASSIGN_OR_RETURN(Prepared p, prepare(in, target, options));
   ThreadPool pool(options.n_threads);
-  LOOM_ASSIGN_OR_RETURN(auto bytes, build_gguf_bytes(std::move(p.meta), p.plan, make_fill(in, p, pool)));
+  LOOM_ASSIGN_OR_RETURN(auto bytes,
+                        build_gguf_bytes(std::move(p.meta), p.plan, make_fill(in, p, pool)));
   uint64_t out_bytes = 0;
   for (const auto& t : p.plan) out_bytes += t.nbytes;
   fill_report(p, in, out_bytes, report);

@@ -28,7 +28,7 @@
 namespace loom {
 
 struct QuantizeTarget {
-  std::string name;        // "Q4_K_M", "Q8_0", ...
+  std::string name;  // "Q4_K_M", "Q8_0", ...
   Dtype base = Dtype::kQ8_0;
   bool mix_m = false;      // the _M upgrades above
   uint32_t file_type = 7;  // general.file_type (llama_ftype)
@@ -58,16 +58,16 @@ struct QuantizeReport {
 };
 
 // The per-tensor decisions alone (no data touched); errors for refused inputs.
-Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in, const QuantizeTarget& target,
+Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
+                                                       const QuantizeTarget& target,
                                                        const QuantizeOptions& options,
                                                        std::vector<std::string>* notes);
 
 Status quantize_model_file(const std::string& in_path, const std::string& out_path,
                            const QuantizeTarget& target, const QuantizeOptions& options = {},
                            QuantizeReport* report = nullptr);
-Result<std::shared_ptr<std::vector<uint8_t>>> quantize_model_bytes(const GgufFile& in,
-                                                                   const QuantizeTarget& target,
-                                                                   const QuantizeOptions& options = {},
-                                                                   QuantizeReport* report = nullptr);
+Result<std::shared_ptr<std::vector<uint8_t>>> quantize_model_bytes(
+    const GgufFile& in, const QuantizeTarget& target, const QuantizeOptions& options = {},
+    QuantizeReport* report = nullptr);
 
 }  // namespace loom

@@ -53,8 +53,8 @@ class Xoshiro {
   // unit variance. Bounded by ±3.46, which keeps random models free of outliers.
   float normal() {
     const uint64_t r = next();
-    const uint32_t sum = static_cast<uint32_t>(r & 0xffff) + ((r >> 16) & 0xffff) +
-                         ((r >> 32) & 0xffff) + (r >> 48);
+    const uint32_t sum =
+        static_cast<uint32_t>(r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
     constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3) / 2^16
     return (static_cast<float>(sum) + 2.0f - 131072.0f) * kScale;
   }
@@ -108,7 +108,8 @@ Status add_tensor(Plan& p, std::string name, Dtype want, std::vector<int64_t> ne
   return Status::ok();
 }
 
-Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset, SynthReport& report) {
+Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset,
+                                SynthReport& report) {
   const int32_t pad_to = preset.vocab_size_fixed ? preset.n_vocab : 0;
   if (!o.vocab_path.empty()) return load_synth_vocab(o.vocab_path, pad_to);
   if (!preset.vocab_fixture.empty()) {
@@ -126,7 +127,8 @@ Result<Plan> make_plan(const SynthOptions& o) {
   if (!p.preset) {
     std::string list;
     for (auto n : synth_preset_names()) list += (list.empty() ? "" : ", ") + std::string(n);
-    return invalid_argument("unknown synth preset '" + o.preset + "' (choose one of: " + list + ")");
+    return invalid_argument("unknown synth preset '" + o.preset + "' (choose one of: " + list +
+                            ")");
   }
   p.arch = find_synth_arch(o.arch);
   if (!p.arch) {
@@ -135,7 +137,8 @@ Result<Plan> make_plan(const SynthOptions& o) {
     return invalid_argument("unknown synth arch '" + o.arch + "' (choose one of: " + list + ")");
   }
   if (!is_synth_weight_type(o.type))
-    return invalid_argument("synth cannot write weights of type " + std::string(dtype_name(o.type)) +
+    return invalid_argument("synth cannot write weights of type " +
+                            std::string(dtype_name(o.type)) +
                             " (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
   const SynthPreset& ps = *p.preset;
   const SynthArch& ar = *p.arch;
@@ -158,14 +161,21 @@ Result<Plan> make_plan(const SynthOptions& o) {
   struct Meta {
     std::vector<std::pair<std::string, GgufValue>>& kv;
     void set(std::string k, GgufValue v) { kv.emplace_back(std::move(k), std::move(v)); }
-    void set_string(std::string k, std::string v) { set(std::move(k), GgufValue::of_string(std::move(v))); }
-    void set_u32(std::string k, uint32_t v) { set(std::move(k), GgufValue::of_uint(GgufType::kU32, v)); }
-    void set_f32(std::string k, float v) { set(std::move(k), GgufValue::of_float(GgufType::kF32, v)); }
+    void set_string(std::string k, std::string v) {
+      set(std::move(k), GgufValue::of_string(std::move(v)));
+    }
+    void set_u32(std::string k, uint32_t v) {
+      set(std::move(k), GgufValue::of_uint(GgufType::kU32, v));
+    }
+    void set_f32(std::string k, float v) {
+      set(std::move(k), GgufValue::of_float(GgufType::kF32, v));
+    }
   } m{p.kv};
   m.set_string(std::string(names::kGeneralArchitecture), a);
-  m.set_string(std::string(names::kGeneralName), "loom-synth " + std::string(ps.name) + " (" + a + ")");
-  m.set_string("general.description",
-               "random weights from `loom synth` (seed " + std::to_string(o.seed) + "): not a trained model");
+  m.set_string(std::string(names::kGeneralName),
+               "loom-synth " + std::string(ps.name) + " (" + a + ")");
+  m.set_string("general.description", "random weights from `loom synth` (seed " +
+                                          std::to_string(o.seed) + "): not a trained model");
   m.set_u32(std::string(names::kGeneralFileType), gguf_file_type_for(o.type));
   if (dtype_info(o.type).quantized) m.set_u32("general.quantization_version", 2);
   auto key = [&](std::string_view suffix) { return names::arch_key(a, suffix); };
@@ -197,7 +207,8 @@ Result<Plan> make_plan(const SynthOptions& o) {
   const Dtype w = o.type;
   LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kTokenEmbd), w, {E, V}, Init::kMatrix));
   if (llama3_rope)
-    LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kRopeFreqs), Dtype::kF32, {D / 2}, Init::kRopeFreqs));
+    LOOM_RETURN_IF_ERROR(
+        add_tensor(p, std::string(names::kRopeFreqs), Dtype::kF32, {D / 2}, Init::kRopeFreqs));
   for (int l = 0; l < ps.n_layer; ++l) {
     auto n = [&](std::string_view s) { return names::layer_tensor(l, s); };
     LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnNorm), Dtype::kF32, {E}, Init::kNorm));
@@ -219,8 +230,10 @@ Result<Plan> make_plan(const SynthOptions& o) {
     LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnUp), w, {E, F}, Init::kMatrix));
     LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnDown), w, {F, E}, Init::kMatrix));
   }
-  LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutputNorm), Dtype::kF32, {E}, Init::kNorm));
-  if (!tied) LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutput), w, {E, V}, Init::kMatrix));
+  LOOM_RETURN_IF_ERROR(
+      add_tensor(p, std::string(names::kOutputNorm), Dtype::kF32, {E}, Init::kNorm));
+  if (!tied)
+    LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutput), w, {E, V}, Init::kMatrix));
   for (auto& line : p.fallbacks.lines()) p.report.notes.push_back(std::move(line));
   return p;
 }
@@ -235,35 +248,37 @@ TensorFillFn make_fill(const Plan& p, ThreadPool& pool) {
     for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
     const Init init = p.init[i];
     if (init == Init::kRopeFreqs) {
-      const float theta = p.preset->rope_theta > 0 ? p.preset->rope_theta : p.arch->default_rope_theta;
+      const float theta =
+          p.preset->rope_theta > 0 ? p.preset->rope_theta : p.arch->default_rope_theta;
       const SynthPreset& ps = *p.preset;
-      std::vector<float> v = llama3_rope_freq_divisors(ps.head_dim, theta, ps.rope_scaling_factor,
-                                                       ps.rope_low_freq_factor, ps.rope_high_freq_factor,
-                                                       ps.rope_original_context);
+      std::vector<float> v = llama3_rope_freq_divisors(
+          ps.head_dim, theta, ps.rope_scaling_factor, ps.rope_low_freq_factor,
+          ps.rope_high_freq_factor, ps.rope_original_context);
       return encode_rows(t.dtype, v.data(), dst, 1, cols);
     }
     uint64_t s = p.seed ^ fnv1a(t.name);
     const uint64_t tensor_seed = splitmix64(s);
     const uint64_t rb = t.nbytes / static_cast<uint64_t>(rows);
     std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
-    return parallel_row_chunks(pool, rows, cols, [&](int64_t chunk, int64_t r0, int64_t nr, int thread) {
-      std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
-      buf.resize(static_cast<size_t>(nr * cols));
-      Xoshiro rng(tensor_seed + static_cast<uint64_t>(chunk) * 0x9e3779b97f4a7c15ull);
-      const size_t n = buf.size();
-      switch (init) {
-        case Init::kMatrix:
-          for (size_t k = 0; k < n; ++k) buf[k] = kMatrixStd * rng.normal();
-          break;
-        case Init::kNorm:
-          for (size_t k = 0; k < n; ++k) buf[k] = 1.0f + kNormStd * rng.normal();
-          break;
-        default:
-          for (size_t k = 0; k < n; ++k) buf[k] = kBiasStd * rng.normal();
-          break;
-      }
-      return encode_rows(t.dtype, buf.data(), dst + static_cast<uint64_t>(r0) * rb, nr, cols);
-    });
+    return parallel_row_chunks(
+        pool, rows, cols, [&](int64_t chunk, int64_t r0, int64_t nr, int thread) {
+          std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
+          buf.resize(static_cast<size_t>(nr * cols));
+          Xoshiro rng(tensor_seed + static_cast<uint64_t>(chunk) * 0x9e3779b97f4a7c15ull);
+          const size_t n = buf.size();
+          switch (init) {
+            case Init::kMatrix:
+              for (size_t k = 0; k < n; ++k) buf[k] = kMatrixStd * rng.normal();
+              break;
+            case Init::kNorm:
+              for (size_t k = 0; k < n; ++k) buf[k] = 1.0f + kNormStd * rng.normal();
+              break;
+            default:
+              for (size_t k = 0; k < n; ++k) buf[k] = kBiasStd * rng.normal();
+              break;
+          }
+          return encode_rows(t.dtype, buf.data(), dst + static_cast<uint64_t>(r0) * rb, nr, cols);
+        });
   };
 }
 
@@ -282,13 +297,15 @@ void finish_report(const Plan& p, uint64_t n_bytes, SynthReport* report) {
 
 }  // namespace
 
-std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float factor, float low_freq_factor,
-                                             float high_freq_factor, int original_context) {
+std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float factor,
+                                             float low_freq_factor, float high_freq_factor,
+                                             int original_context) {
   const double low_wavelen = original_context / low_freq_factor;
   const double high_wavelen = original_context / high_freq_factor;
   std::vector<float> out(static_cast<size_t>(head_dim / 2));
   for (size_t i = 0; i < out.size(); ++i) {
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / head_dim);
+    const double freq =
+        std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / head_dim);
     const double wavelen = 2.0 * M_PI / freq;
     double d;
     if (wavelen < high_wavelen) {
@@ -296,7 +313,8 @@ std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float fa
     } else if (wavelen > low_wavelen) {
       d = factor;
     } else {
-      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      const double smooth =
+          (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
       d = 1.0 / ((1.0 - smooth) / factor + smooth);
     }
     out[i] = static_cast<float>(d);
@@ -322,20 +340,34 @@ bool is_synth_weight_type(Dtype t) {
 
 uint32_t gguf_file_type_for(Dtype t) {
   switch (t) {
-    case Dtype::kF32: return 0;    // ALL_F32
-    case Dtype::kF16: return 1;    // MOSTLY_F16
-    case Dtype::kQ4_0: return 2;   // MOSTLY_Q4_0
-    case Dtype::kQ4_1: return 3;
-    case Dtype::kQ8_0: return 7;   // MOSTLY_Q8_0
-    case Dtype::kQ5_0: return 8;
-    case Dtype::kQ5_1: return 9;
-    case Dtype::kQ2_K: return 10;
-    case Dtype::kQ3_K: return 11;  // Q3_K_S
-    case Dtype::kQ4_K: return 14;  // Q4_K_S: "mostly Q4_K" without the _M upgrades
-    case Dtype::kQ5_K: return 16;  // Q5_K_S
-    case Dtype::kQ6_K: return 18;
-    case Dtype::kBF16: return 32;
-    default: return 0;
+    case Dtype::kF32:
+      return 0;  // ALL_F32
+    case Dtype::kF16:
+      return 1;  // MOSTLY_F16
+    case Dtype::kQ4_0:
+      return 2;  // MOSTLY_Q4_0
+    case Dtype::kQ4_1:
+      return 3;
+    case Dtype::kQ8_0:
+      return 7;  // MOSTLY_Q8_0
+    case Dtype::kQ5_0:
+      return 8;
+    case Dtype::kQ5_1:
+      return 9;
+    case Dtype::kQ2_K:
+      return 10;
+    case Dtype::kQ3_K:
+      return 11;  // Q3_K_S
+    case Dtype::kQ4_K:
+      return 14;  // Q4_K_S: "mostly Q4_K" without the _M upgrades
+    case Dtype::kQ5_K:
+      return 16;  // Q5_K_S
+    case Dtype::kQ6_K:
+      return 18;
+    case Dtype::kBF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
@@ -343,7 +375,8 @@ Result<std::shared_ptr<std::vector<uint8_t>>> synth_model_bytes(const SynthOptio
                                                                 SynthReport* report) {
   LOOM_ASSIGN_OR_RETURN(Plan p, make_plan(options));
   ThreadPool pool(0);
-  LOOM_ASSIGN_OR_RETURN(auto bytes, build_gguf_bytes(make_writer(p), p.tensors, make_fill(p, pool)));
+  LOOM_ASSIGN_OR_RETURN(auto bytes,
+                        build_gguf_bytes(make_writer(p), p.tensors, make_fill(p, pool)));
   finish_report(p, bytes->size(), report);
   return bytes;
 }
@@ -370,7 +403,8 @@ Result<SynthLayout> synth_layout(const SynthOptions& options) {
 Result<SynthOptions> parse_synth_spec(std::string_view spec) {
   constexpr std::string_view kPrefix = "synth:";
   if (spec.substr(0, kPrefix.size()) != kPrefix)
-    return invalid_argument("not a synth spec (expected synth:PRESET[:TYPE]): " + std::string(spec));
+    return invalid_argument("not a synth spec (expected synth:PRESET[:TYPE]): " +
+                            std::string(spec));
   std::string_view rest = spec.substr(kPrefix.size());
   std::string_view preset = rest, type;
   if (auto colon = rest.find(':'); colon != std::string_view::npos) {
@@ -381,8 +415,8 @@ Result<SynthOptions> parse_synth_spec(std::string_view spec) {
   if (!ps) {
     std::string list;
     for (auto n : synth_preset_names()) list += (list.empty() ? "" : ", ") + std::string(n);
-    return invalid_argument("unknown synth preset '" + std::string(preset) + "' in " + std::string(spec) +
-                            " (choose one of: " + list + ")");
+    return invalid_argument("unknown synth preset '" + std::string(preset) + "' in " +
+                            std::string(spec) + " (choose one of: " + list + ")");
   }
   SynthOptions o;
   o.preset = std::string(preset);
@@ -390,7 +424,8 @@ Result<SynthOptions> parse_synth_spec(std::string_view spec) {
   if (!type.empty()) {
     auto t = parse_dtype(type);
     if (!t || !is_synth_weight_type(*t))
-      return invalid_argument("bad weight type '" + std::string(type) + "' in " + std::string(spec) +
+      return invalid_argument("bad weight type '" + std::string(type) + "' in " +
+                              std::string(spec) +
                               " (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
     o.type = *t;
   }

@@ -22,13 +22,13 @@ struct SynthOptions {
   std::string preset = "tiny";  // see synth_presets.h
   Dtype type = Dtype::kF32;     // of 2-D weight matrices; 1-D tensors stay f32
   uint64_t seed = 42;
-  std::string vocab_path;       // tokenizer.* metadata source; "" = the preset's default
+  std::string vocab_path;  // tokenizer.* metadata source; "" = the preset's default
 };
 
 // What was built, for the command line and logs.
 struct SynthReport {
   uint64_t n_params = 0;
-  uint64_t n_bytes = 0;   // whole GGUF
+  uint64_t n_bytes = 0;  // whole GGUF
   int32_t n_vocab = 0;
   std::string vocab_source;
   std::vector<std::string> notes;  // type fallbacks, placeholder vocabulary, ...
@@ -58,8 +58,9 @@ Result<SynthOptions> parse_synth_spec(std::string_view spec);
 // llama3-style rope scaling as divisors of each of the head_dim/2 rotary frequencies (the
 // values converted Llama 3.1 files keep in rope_freqs.weight): 1 for short wavelengths,
 // `factor` for long ones, a smooth blend in between.
-std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float factor, float low_freq_factor,
-                                             float high_freq_factor, int original_context);
+std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float factor,
+                                             float low_freq_factor, float high_freq_factor,
+                                             int original_context);
 
 // GGUF general.file_type (llama_ftype) for a model whose matrices are all of type t.
 uint32_t gguf_file_type_for(Dtype t);

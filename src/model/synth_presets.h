@@ -18,12 +18,12 @@ struct SynthPreset {
   int32_t n_head_kv;
   int32_t head_dim;
   int32_t n_ff;
-  int32_t n_vocab;         // placeholder vocabulary size when no vocabulary file is used
-  bool vocab_size_fixed;   // true: a vocabulary file is padded to n_vocab (published
-                           // checkpoints pad their embedding); false: the file sets the size
+  int32_t n_vocab;        // placeholder vocabulary size when no vocabulary file is used
+  bool vocab_size_fixed;  // true: a vocabulary file is padded to n_vocab (published
+                          // checkpoints pad their embedding); false: the file sets the size
   int32_t context_length;
-  float rope_theta;        // 0: the family default
-  float rms_eps;           // 0: the family default
+  float rope_theta;                     // 0: the family default
+  float rms_eps;                        // 0: the family default
   std::optional<bool> tied_embeddings;  // nullopt: the family default
   std::string_view vocab_fixture;       // file name under tests/data/vocab, "" for none
   float rope_scaling_factor;            // llama3-style; 0 = none

@@ -23,7 +23,8 @@ bool file_exists(const std::filesystem::path& p) {
 
 Result<SynthVocab> load_synth_vocab(const std::string& path, int32_t pad_to) {
   auto f = GgufFile::open(path);
-  if (!f.is_ok()) return Status(f.status().code(), "vocabulary " + path + ": " + f.status().message());
+  if (!f.is_ok())
+    return Status(f.status().code(), "vocabulary " + path + ": " + f.status().message());
   SynthVocab v;
   v.source = path;
   const GgufValue* tokens = f->find(names::kTokenizerTokens);
@@ -39,7 +40,8 @@ Result<SynthVocab> load_synth_vocab(const std::string& path, int32_t pad_to) {
   for (const auto& [key, value] : f->metadata()) {
     if (key.rfind("tokenizer.", 0) != 0) continue;
     // Per-token arrays grow with the padding; everything else is copied as is.
-    if (target > n && value.type() == GgufType::kArray && static_cast<int64_t>(value.array_size()) == n) {
+    if (target > n && value.type() == GgufType::kArray &&
+        static_cast<int64_t>(value.array_size()) == n) {
       if (key == names::kTokenizerTokens) {
         auto t = *tok;
         for (int64_t i = n; i < target; ++i) t.push_back("[PAD" + std::to_string(i) + "]");
@@ -107,7 +109,8 @@ Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
              " tokens (no real tokenizer for this preset)";
   v.kv.emplace_back(std::string(names::kTokenizerModel), GgufValue::of_string("llama"));
   v.kv.emplace_back(std::string(names::kTokenizerPre), GgufValue::of_string("default"));
-  v.kv.emplace_back(std::string(names::kTokenizerTokens), GgufValue::of_string_array(std::move(tokens)));
+  v.kv.emplace_back(std::string(names::kTokenizerTokens),
+                    GgufValue::of_string_array(std::move(tokens)));
   v.kv.emplace_back(std::string(names::kTokenizerScores),
                     GgufValue::of_float_array(GgufType::kF32, std::move(scores)));
   v.kv.emplace_back(std::string(names::kTokenizerTokenType),

@@ -3,6 +3,9 @@
 
 #include <charconv>
 
+#include "model/arch.h"
+#include "model/archs/archs.h"
+
 namespace loom::names {
 namespace {
 
@@ -16,24 +19,6 @@ constexpr NamePair kGlobalNames[] = {
     {"model.embed_tokens.weight", kTokenEmbd},
     {"model.norm.weight", kOutputNorm},
     {"lm_head.weight", kOutput},
-};
-
-// Per-layer tensors: HF "model.layers.N.{hf}" ↔ GGUF "blk.N.{gguf}".
-constexpr NamePair kLayerNames[] = {
-    {"input_layernorm.weight", kAttnNorm},
-    {"self_attn.q_proj.weight", kAttnQ},
-    {"self_attn.k_proj.weight", kAttnK},
-    {"self_attn.v_proj.weight", kAttnV},
-    {"self_attn.q_proj.bias", kAttnQBias},
-    {"self_attn.k_proj.bias", kAttnKBias},
-    {"self_attn.v_proj.bias", kAttnVBias},
-    {"self_attn.q_norm.weight", kAttnQNorm},
-    {"self_attn.k_norm.weight", kAttnKNorm},
-    {"self_attn.o_proj.weight", kAttnOutput},
-    {"post_attention_layernorm.weight", kFfnNorm},
-    {"mlp.gate_proj.weight", kFfnGate},
-    {"mlp.up_proj.weight", kFfnUp},
-    {"mlp.down_proj.weight", kFfnDown},
 };
 
 constexpr std::string_view kHfLayerPrefix = "model.layers.";
@@ -72,22 +57,22 @@ std::optional<LayerTensorName> parse_layer_tensor(std::string_view name) {
   return split_layer(name, kGgufLayerPrefix);
 }
 
-std::optional<std::string> hf_to_gguf(std::string_view hf_name) {
+std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name) {
   for (const auto& p : kGlobalNames)
     if (p.hf == hf_name) return std::string(p.gguf);
   auto l = split_layer(hf_name, kHfLayerPrefix);
   if (!l) return std::nullopt;
-  for (const auto& p : kLayerNames)
+  for (const auto& p : arch.layer_tensors)
     if (p.hf == l->suffix) return layer_tensor(l->layer, p.gguf);
   return std::nullopt;
 }
 
-std::optional<std::string> gguf_to_hf(std::string_view gguf_name) {
+std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name) {
   for (const auto& p : kGlobalNames)
     if (p.gguf == gguf_name) return std::string(p.hf);
   auto l = split_layer(gguf_name, kGgufLayerPrefix);
   if (!l) return std::nullopt;
-  for (const auto& p : kLayerNames)
+  for (const auto& p : arch.layer_tensors)
     if (p.gguf == l->suffix) {
       std::string s(kHfLayerPrefix);
       s += std::to_string(l->layer);
@@ -96,6 +81,13 @@ std::optional<std::string> gguf_to_hf(std::string_view gguf_name) {
       return s;
     }
   return std::nullopt;
+}
+
+std::optional<std::string> hf_to_gguf(std::string_view hf_name) {
+  return hf_to_gguf(archs::kLlama, hf_name);
+}
+std::optional<std::string> gguf_to_hf(std::string_view gguf_name) {
+  return gguf_to_hf(archs::kLlama, gguf_name);
 }
 
 bool is_rope_permuted_tensor(std::string_view gguf_name) {

@@ -7,6 +7,10 @@
 #include <string>
 #include <string_view>
 
+namespace loom {
+struct ArchSpec;
+}
+
 namespace loom::names {
 
 // ---- GGUF metadata keys -------------------------------------------------------------------
@@ -28,13 +32,23 @@ inline constexpr std::string_view kValueLength = "attention.value_length";
 inline constexpr std::string_view kRmsEps = "attention.layer_norm_rms_epsilon";
 inline constexpr std::string_view kRopeFreqBase = "rope.freq_base";
 inline constexpr std::string_view kRopeDimensionCount = "rope.dimension_count";
-inline constexpr std::string_view kRopeScalingType = "rope.scaling.type";  // "none", "linear", "llama3", ...
+inline constexpr std::string_view kRopeScalingType =
+    "rope.scaling.type";  // "none", "linear", "llama3", ...
 inline constexpr std::string_view kRopeScalingFactor = "rope.scaling.factor";
 inline constexpr std::string_view kRopeScalingOrigCtx = "rope.scaling.original_context_length";
 // Not written by llama.cpp's converter (it stores rope_freqs.weight instead); loom writes and
 // reads them so a converted Llama 3.1 keeps its exact scaling parameters.
 inline constexpr std::string_view kRopeScalingLowFreqFactor = "rope.scaling.low_freq_factor";
 inline constexpr std::string_view kRopeScalingHighFreqFactor = "rope.scaling.high_freq_factor";
+
+// Family-specific hyperparameters, as llama.cpp names them.
+inline constexpr std::string_view kSlidingWindow = "attention.sliding_window";
+inline constexpr std::string_view kAttnLogitSoftcap = "attn_logit_softcapping";    // gemma2
+inline constexpr std::string_view kFinalLogitSoftcap = "final_logit_softcapping";  // gemma2
+inline constexpr std::string_view kEmbeddingScale = "embedding_scale";             // granite
+inline constexpr std::string_view kResidualScale = "residual_scale";               // granite
+inline constexpr std::string_view kAttentionScale = "attention.scale";             // granite
+inline constexpr std::string_view kLogitScale = "logit_scale";                     // granite
 
 std::string arch_key(std::string_view arch, std::string_view suffix);  // "llama.block_count"
 
@@ -55,7 +69,8 @@ inline constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
 inline constexpr std::string_view kTokenEmbd = "token_embd.weight";    // {E, V}
 inline constexpr std::string_view kOutputNorm = "output_norm.weight";  // {E}
 inline constexpr std::string_view kOutput = "output.weight";           // {E, V}; absent when tied
-inline constexpr std::string_view kRopeFreqs = "rope_freqs.weight";    // {D/2} divisors of each frequency
+inline constexpr std::string_view kRopeFreqs =
+    "rope_freqs.weight";  // {D/2} divisors of each frequency
 
 // Per-layer suffixes; the full name is "blk.{layer}.{suffix}" (layer_tensor()).
 inline constexpr std::string_view kAttnNorm = "attn_norm.weight";      // {E}
@@ -68,10 +83,16 @@ inline constexpr std::string_view kAttnVBias = "attn_v.bias";          // {n_hea
 inline constexpr std::string_view kAttnQNorm = "attn_q_norm.weight";   // {D}
 inline constexpr std::string_view kAttnKNorm = "attn_k_norm.weight";   // {D}
 inline constexpr std::string_view kAttnOutput = "attn_output.weight";  // {n_head * D, E}
-inline constexpr std::string_view kFfnNorm = "ffn_norm.weight";        // {E}
-inline constexpr std::string_view kFfnGate = "ffn_gate.weight";        // {E, F}
-inline constexpr std::string_view kFfnUp = "ffn_up.weight";            // {E, F}
-inline constexpr std::string_view kFfnDown = "ffn_down.weight";        // {F, E}
+inline constexpr std::string_view kAttnQkv =
+    "attn_qkv.weight";  // {E, (n_head + 2 n_head_kv) * D}: q, k, v rows
+inline constexpr std::string_view kAttnPostNorm =
+    "post_attention_norm.weight";                                         // {E} (Gemma, OLMo 2)
+inline constexpr std::string_view kFfnNorm = "ffn_norm.weight";           // {E}
+inline constexpr std::string_view kFfnPostNorm = "post_ffw_norm.weight";  // {E} (Gemma, OLMo 2)
+inline constexpr std::string_view kFfnGate = "ffn_gate.weight";           // {E, F}
+inline constexpr std::string_view kFfnUp =
+    "ffn_up.weight";  // {E, F}; {E, 2F} gate then up when fused (Phi-3)
+inline constexpr std::string_view kFfnDown = "ffn_down.weight";  // {F, E}
 
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 
@@ -84,9 +105,13 @@ std::optional<LayerTensorName> parse_layer_tensor(std::string_view name);
 
 // ---- Hugging Face names -----------------------------------------------------------------------
 // "model.layers.3.self_attn.q_proj.weight" → "blk.3.attn_q.weight", "lm_head.weight" →
-// "output.weight". nullopt for tensors loom does not use (e.g. rotary_emb.inv_freq).
-std::optional<std::string> hf_to_gguf(std::string_view hf_name);
+// "output.weight", by the architecture's per-layer table (ArchSpec::layer_tensors). nullopt
+// for tensors loom does not use (e.g. rotary_emb.inv_freq).
+std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
 // The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
+std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);
+// The same with Llama's table (the names most architectures share).
+std::optional<std::string> hf_to_gguf(std::string_view hf_name);
 std::optional<std::string> gguf_to_hf(std::string_view gguf_name);
 
 // True for the tensors whose rows GGUF `llama` files store permuted for interleaved-pair RoPE

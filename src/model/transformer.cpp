@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -25,7 +26,19 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
   repack_weights();
   weight_bytes_ = weights_.bytes_per_token();  // as repacked: Q6_K grows (kernels/packed.h)
-  inv_freq_ = rope_inv_freq(config_, weights_.rope_freqs);
+  // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
+  // their own base); layers without RoPE get none.
+  layer_rope_.assign(config_.n_layer, -1);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const LayerSpec spec =
+        l < static_cast<int>(config_.layers.size()) ? config_.layers[l] : LayerSpec{};
+    if (!spec.rope) continue;
+    std::vector<float> f = rope_inv_freq(config_, weights_.rope_freqs, spec);
+    auto it = std::find(rope_tables_.begin(), rope_tables_.end(), f);
+    layer_rope_[l] = static_cast<int>(it - rope_tables_.begin());
+    if (it == rope_tables_.end()) rope_tables_.push_back(std::move(f));
+  }
+  n_rot_ = config_.n_rot > 0 ? config_.n_rot : config_.head_dim;
   const int32_t group = config_.n_head / config_.n_head_kv;
   attn_rows_per_task_ = std::max(1, 32 / group);
   attn_queries_per_task_ = std::max(attn_rows_per_task_ * group, config_.n_head);
@@ -96,7 +109,7 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
     proj_.resize(n_rows * c.n_embd);
     gate_.resize(n_rows * c.n_ff);
     up_.resize(n_rows * c.n_ff);
-    rope_cs_.resize(n_rows * D);
+    rope_cs_.resize(n_rows * n_rot_ * std::max<size_t>(1, rope_tables_.size()));
   }
   if (n_logits > cap_logits_) {
     cap_logits_ = n_logits;
@@ -200,8 +213,26 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   reserve(n, n_logits, max_kv);
   plan_attention(b);
   ThreadPool* pool = &pool_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
+  const int64_t R = n_rot_, n_tables = static_cast<int64_t>(rope_tables_.size());
+  const bool pre_norms = c.norm_placement != NormPlacement::kPost;
+  // The residual add of a block's output p (proj_'s row): x += residual_scale · p, p first
+  // normed where the architecture puts a norm after the block (in place: p is not read again).
+  const auto add_block_output = [&](float* x, float* p, const std::vector<float>& post_norm) {
+    if (!post_norm.empty()) kernels::rms_norm(p, post_norm.data(), p, E, c.rms_eps);
+    if (c.residual_scale != 1.0f)
+      for (int64_t j = 0; j < E; ++j) x[j] += c.residual_scale * p[j];
+    else
+      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+  };
+  // A block's input: x normed, or x itself where the architecture norms only after blocks.
+  const auto block_input = [&](const float* x, const std::vector<float>& norm, float* xn) {
+    if (pre_norms)
+      kernels::rms_norm(x, norm.data(), xn, E, c.rms_eps);
+    else
+      std::copy(x, x + E, xn);
+  };
 
   // Row work costs no hand-off of its own: each layer's residual add and attention norm (the
   // first layer's with the embedding lookup and the RoPE angles), its FFN norm and its SwiGLU
@@ -210,18 +241,22 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const TensorView& embd = weights_.token_embd;
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
+    const LayerSpec spec = l < static_cast<int>(c.layers.size()) ? c.layers[l] : LayerSpec{};
     const auto attn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       if (l == 0) {
         kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
-        // RoPE angles of the row's position, shared by every layer.
-        kernels::rope_angles(b.pos[i], inv_freq_.data(), D / 2, &rope_cs_[i * D],
-                             &rope_cs_[i * D + D / 2]);
+        if (c.embd_scale != 1.0f)
+          for (int64_t j = 0; j < E; ++j) x[j] *= c.embd_scale;
+        // RoPE angles of the row's position per frequency table, shared by every layer.
+        for (int64_t t = 0; t < n_tables; ++t) {
+          float* cs = &rope_cs_[(i * n_tables + t) * R];
+          kernels::rope_angles(b.pos[i], rope_tables_[t].data(), R / 2, cs, cs + R / 2);
+        }
       } else {
-        const float* p = &proj_[i * E];
-        for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+        add_block_output(x, &proj_[i * E], weights_.layers[l - 1].ffn_post_norm);
       }
-      kernels::rms_norm(x, L.attn_norm.data(), xn, E, c.rms_eps);
+      block_input(x, L.attn_norm, xn);
     };
     const kernels::MatmulTarget qkv[] = {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
@@ -241,16 +276,26 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         for (int64_t j = 0; j < kv_dim; ++j) k[j] += L.bk[j];
         for (int64_t j = 0; j < kv_dim; ++j) v[j] += L.bv[j];
       }
-      if (c.qk_norm) {
+      if (c.qk_norm && c.qk_norm_kind == QkNorm::kWhole) {
+        kernels::rms_norm(q, L.q_norm.data(), q, q_dim, c.rms_eps);
+        kernels::rms_norm(k, L.k_norm.data(), k, kv_dim, c.rms_eps);
+      } else if (c.qk_norm) {
         for (int64_t h = 0; h < c.n_head; ++h)
           kernels::rms_norm(q + h * D, L.q_norm.data(), q + h * D, D, c.rms_eps);
         for (int64_t h = 0; h < c.n_head_kv; ++h)
           kernels::rms_norm(k + h * D, L.k_norm.data(), k + h * D, D, c.rms_eps);
       }
-      const bool neox = c.rope_style == RopeStyle::kNeox;
-      const float* cs = &rope_cs_[i * D];
-      kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
-      kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
+      if (layer_rope_[l] >= 0) {
+        const bool neox = c.rope_style == RopeStyle::kNeox;
+        const float* cs = &rope_cs_[(i * n_tables + layer_rope_[l]) * R];
+        if (R == D) {
+          kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
+          kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
+        } else {
+          kernels::rope_rotate_partial(q, c.n_head, D, R, cs, cs + R / 2, neox);
+          kernels::rope_rotate_partial(k, c.n_head_kv, D, R, cs, cs + R / 2, neox);
+        }
+      }
       const BatchSequence& s = b.sequences[b.seq[i]];
       kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
     };
@@ -280,13 +325,15 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         v_heads[hk - t.kv_head_begin] = kv->v_head(l, hk, table);
         for (int32_t r = t.row_begin; r < t.row_end; ++r) {
           const int32_t i = rows_by_seq_[r];
+          const int32_t begin = spec.window > 0 ? std::max(0, b.pos[i] + 1 - spec.window) : 0;
           for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
-            queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1};
+            queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1,
+                              begin};
         }
       }
       kernels::attention_multi_heads(
           queries, n_q, k_heads, v_heads, t.kv_head_end - t.kv_head_begin, D, scale,
-          &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_]);
+          &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_], c.attn_softcap);
     };
     if (attn_parts_.empty()) {
       pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
@@ -294,22 +341,23 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       // Decode: each thread runs its share in order and prefetches its next task's K/V (from
       // DRAM, the cache is latency-bound otherwise): all of it for one head, the first tile of
       // each head for several (the kernel prefetches a tile ahead from there).
-      pool_.parallel_for(
-          static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part, int thread) {
-            for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
-              if (task + 1 < attn_parts_[part + 1]) {
-                const AttentionTask& next = attn_tasks_[task + 1];
-                const int32_t* table = b.sequences[next.seq].block_table;
-                const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
-                const bool one_head = next.kv_head_end - next.kv_head_begin == 1;
-                for (int32_t hk = next.kv_head_begin; hk < next.kv_head_end; ++hk)
-                  kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
-                                              one_head ? n_kv : std::min(n_kv, 16), D);
-              }
-              if (attn_prepares_rows_) prepare_row(rows_by_seq_[attn_tasks_[task].row_begin]);
-              run_task(task, thread);
-            }
-          });
+      pool_.parallel_for(static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part,
+                                                                           int thread) {
+        for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
+          if (task + 1 < attn_parts_[part + 1]) {
+            const AttentionTask& next = attn_tasks_[task + 1];
+            const int32_t* table = b.sequences[next.seq].block_table;
+            const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
+            const int32_t begin = spec.window > 0 ? std::max(0, n_kv - spec.window) : 0;
+            const bool one_head = next.kv_head_end - next.kv_head_begin == 1;
+            for (int32_t hk = next.kv_head_begin; hk < next.kv_head_end; ++hk)
+              kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
+                                          one_head ? n_kv : std::min(n_kv, begin + 16), D, begin);
+          }
+          if (attn_prepares_rows_) prepare_row(rows_by_seq_[attn_tasks_[task].row_begin]);
+          run_task(task, thread);
+        }
+      });
     }
     clock.end(ForwardProfile::kAttention);
     kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
@@ -317,15 +365,17 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
     const auto ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
-      const float* p = &proj_[i * E];
-      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
-      kernels::rms_norm(x, L.ffn_norm.data(), xn, E, c.rms_eps);
+      add_block_output(x, &proj_[i * E], L.attn_post_norm);
+      block_input(x, L.ffn_norm, xn);
     };
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool, ffn_norm_row);
     clock.end(ForwardProfile::kGateUp);
-    const auto swiglu_row = [&](int64_t i, float* g) {
-      kernels::silu_mul(g, &up_[i * F], g, F);  // g is gate_'s row i: in place
+    const auto swiglu_row = [&](int64_t i, float* g) {  // g is gate_'s row i: in place
+      if (c.activation == Activation::kGeluTanh)
+        kernels::gelu_tanh_mul(g, &up_[i * F], g, F);
+      else
+        kernels::silu_mul(g, &up_[i * F], g, F);
     };
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool, swiglu_row);
     clock.end(ForwardProfile::kDown);
@@ -338,12 +388,20 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     if (c.n_layer == 0) {
       kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
     } else {
-      const float* p = &proj_[i * E];
-      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
+      add_block_output(x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
     }
     kernels::rms_norm(x, weights_.output_norm.data(), xn, E, c.rms_eps);
   };
   kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool, output_norm_row);
+  if (c.logit_scale != 1.0f || c.final_softcap > 0) {
+    const int64_t V = c.n_vocab;
+    for_rows(n_logits, V, [&](int64_t r, int) {
+      float* row = logits + r * V;
+      if (c.logit_scale != 1.0f)
+        for (int64_t j = 0; j < V; ++j) row[j] /= c.logit_scale;
+      if (c.final_softcap > 0) kernels::softcap(row, V, c.final_softcap);
+    });
+  }
   clock.end(ForwardProfile::kOutput);
   return Status::ok();
 }

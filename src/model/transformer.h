@@ -1,6 +1,8 @@
 // The CPU transformer: one Model::forward over a flat Batch with a paged KV cache.
-// Decoder-only, pre-norm: RMSNorm → attention (GQA, optional qkv bias / qk norm, RoPE) →
-// residual → RMSNorm → SwiGLU FFN → residual; final RMSNorm; logits for the wanted rows.
+// Decoder-only: per layer, attention (GQA, optional qkv bias / qk norm, RoPE per the layer's
+// spec, sliding window, soft-capping) and a gated FFN (SiLU or GELU-tanh), each with RMSNorms
+// where ModelConfig::norm_placement puts them and a (scaled) residual add; final RMSNorm;
+// logits for the wanted rows (scaled, soft-capped where the architecture says).
 #pragma once
 
 #include <memory>
@@ -31,21 +33,26 @@ class CpuModel final : public Model {
   Weights weights_;
   ThreadPool pool_;
   uint64_t weight_bytes_ = 0;
-  std::vector<float> inv_freq_;  // (D/2) RoPE angular frequency per pair, scaling folded in
+  // RoPE: the distinct frequency tables (n_rot/2 pairs each, scaling folded in) and each
+  // layer's (-1: no RoPE in that layer).
+  std::vector<std::vector<float>> rope_tables_;
+  std::vector<int> layer_rope_;
+  int64_t n_rot_ = 0;  // dimensions rotated per head
 
   // Scratch, grown on demand and reused (no allocation per step in steady state).
   int64_t cap_rows_ = 0, cap_logits_ = 0, cap_kv_ = 0;
-  std::vector<float> x_;        // (rows, E) residual stream
-  std::vector<float> xn_;       // (rows, E) normed input of the current sub-block
-  std::vector<float> q_;        // (rows, n_head * D)
-  std::vector<float> k_;        // (rows, n_head_kv * D)
-  std::vector<float> v_;        // (rows, n_head_kv * D)
-  std::vector<float> attn_;     // (rows, n_head * D) attention output before wo
-  std::vector<float> proj_;     // (rows, E) output of wo / w_down
-  std::vector<float> gate_;     // (rows, F)
-  std::vector<float> up_;       // (rows, F)
-  std::vector<float> final_;    // (logits rows, E)
-  std::vector<float> rope_cs_;  // (rows, D) cos then sin of each RoPE pair at the row's position
+  std::vector<float> x_;      // (rows, E) residual stream
+  std::vector<float> xn_;     // (rows, E) normed input of the current sub-block
+  std::vector<float> q_;      // (rows, n_head * D)
+  std::vector<float> k_;      // (rows, n_head_kv * D)
+  std::vector<float> v_;      // (rows, n_head_kv * D)
+  std::vector<float> attn_;   // (rows, n_head * D) attention output before wo
+  std::vector<float> proj_;   // (rows, E) output of wo / w_down
+  std::vector<float> gate_;   // (rows, F)
+  std::vector<float> up_;     // (rows, F)
+  std::vector<float> final_;  // (logits rows, E)
+  std::vector<float>
+      rope_cs_;  // (rows, tables, n_rot) cos then sin of each RoPE pair at the row's position
   std::vector<float> attn_scratch_;  // per thread: kernels::attention_scratch_floats
   size_t attn_scratch_per_thread_ = 0;
   // Attention work of one step: rows grouped by sequence, then (sequence, KV heads, row chunk)

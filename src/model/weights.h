@@ -19,18 +19,20 @@ namespace loom {
 using TensorLookup = std::function<const TensorView*(std::string_view gguf_name)>;
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // (E)
-  TensorView wq;                 // (n_head * D, E)   shapes as (rows, cols)
-  TensorView wk;                 // (n_head_kv * D, E)
-  TensorView wv;                 // (n_head_kv * D, E)
-  std::vector<float> bq, bk, bv; // (n_head * D), (n_head_kv * D) x2; empty without qkv bias
-  std::vector<float> q_norm;     // (D); empty without qk norm
-  std::vector<float> k_norm;     // (D)
-  TensorView wo;                 // (E, n_head * D)
-  std::vector<float> ffn_norm;   // (E)
-  TensorView w_gate;             // (F, E)
-  TensorView w_up;               // (F, E)
-  TensorView w_down;             // (E, F)
+  std::vector<float> attn_norm;       // (E); empty with post-norms only (OLMo 2)
+  TensorView wq;                      // (n_head * D, E)   shapes as (rows, cols)
+  TensorView wk;                      // (n_head_kv * D, E)
+  TensorView wv;                      // (n_head_kv * D, E)
+  std::vector<float> bq, bk, bv;      // (n_head * D), (n_head_kv * D) x2; empty without qkv bias
+  std::vector<float> q_norm;          // (D), or (n_head * D) for QkNorm::kWhole; empty without
+  std::vector<float> k_norm;          // (D), or (n_head_kv * D)
+  TensorView wo;                      // (E, n_head * D)
+  std::vector<float> attn_post_norm;  // (E) with NormPlacement kSandwich / kPost
+  std::vector<float> ffn_norm;        // (E); empty with post-norms only
+  std::vector<float> ffn_post_norm;   // (E) with NormPlacement kSandwich / kPost
+  TensorView w_gate;                  // (F, E)
+  TensorView w_up;                    // (F, E)
+  TensorView w_down;                  // (E, F)
 };
 
 struct Weights {
@@ -45,7 +47,11 @@ struct Weights {
   // (embedding rows), tied_embeddings (no output.weight, or the HF config said so),
   // qkv_bias and qk_norm (per the arch's TensorNeed and what the file holds). A missing
   // required tensor or a wrong shape is an error naming the tensor.
-  static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find);
+  // norm_plus_one: the source stores RMSNorm weights w of x·(1 + w) (a Gemma HF checkpoint,
+  // ArchSpec::hf_norm_plus_one); they are bound as 1 + w, as GGUF files store them. Fused
+  // projections (ModelConfig::fused_qkv / fused_gate_up) are bound as row ranges.
+  static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find,
+                              bool norm_plus_one = false);
 
   uint64_t bytes_per_token() const;  // matrix bytes one forward token reads
 };

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -40,7 +43,11 @@ struct Cache {
       : dtype(dt), head_dim(hd), layout(lay) {
     const int32_t bs = lay.block_size;
     const int32_t n_blocks = (n_tokens + bs - 1) / bs;
-    for (int32_t i = 0; i < n_blocks; ++i) table.push_back((i * 7 + 3) % n_blocks);  // scrambled
+    // Scrambled, and a permutation (a multiplier prime to n_blocks): no two logical blocks
+    // share one physical block, so a window differs from the whole even with repeating data.
+    int32_t mult = 7;
+    while (std::gcd(mult, n_blocks) != 1) mult += 2;
+    for (int32_t i = 0; i < n_blocks; ++i) table.push_back((i * mult + 3) % n_blocks);
     esize = dt == Dtype::kF32 ? 4 : 2;
     block_stride = 2 * bs * hd * esize;  // two KV heads
     k.resize(n_blocks * block_stride);
@@ -62,6 +69,11 @@ struct Cache {
   PagedHead v_head() const {
     return PagedHead{v.data() + head_dim * esize, dtype,        table.data(),
                      layout.block_size,           block_stride, 2 * head_dim * esize};
+  }
+  // Points the table's blocks that lie wholly before token `begin` far past the cache, where
+  // any read faults: attention over windows from `begin` on must not touch them.
+  void poison_before(int32_t begin) {
+    for (int32_t b = 0; (b + 1) * layout.block_size <= begin; ++b) table[b] = 1 << 28;
   }
   PagedHead k_head() const {
     if (!layout.k_dim_major)
@@ -179,6 +191,170 @@ TEST_P(AttentionMulti, SeveralHeadsInOneCallMatchOneCallPerHead) {
       EXPECT_LT(rel_error(&together[i * hd], want.data(), hd), 2e-6) << "query " << i;
     }
   }
+}
+
+// Sliding-window queries ([kv_begin, n_kv)) mixed in one call with unwindowed ones: windows
+// starting inside the first block, at block and tile boundaries (8, 16, 24, 32, 48) and at
+// n_kv - 1. Each matches the reference over its window and differs from attending over all
+// of [0, n_kv), so a kernel ignoring kv_begin fails.
+TEST_P(AttentionMulti, WindowedQueriesMatchReference) {
+  struct Range {
+    int32_t begin, n_kv;
+  };
+  const std::vector<Range> ranges = {{0, 100},  {5, 100}, {16, 77},  {0, 33},  {24, 60},
+                                     {99, 100}, {8, 9},   {32, 100}, {17, 50}, {48, 64},
+                                     {76, 77},  {3, 4},   {0, 1}};
+  const int32_t max_kv = 100;
+  for (const Layout& lay : kLayouts)
+    for (Dtype dt : {Dtype::kF32, Dtype::kF16, Dtype::kBF16})
+      for (int64_t hd : {16, 64, 80, 128, 256}) {
+        Cache cache(dt, hd, max_kv, 12, lay);
+        // Scores of about one unit: every token dropped from a window moves the result.
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const auto q = random_normal(ranges.size() * hd, 6);
+        std::vector<float> out(ranges.size() * hd), want(hd), all(hd);
+        std::vector<AttentionQuery> qs;
+        for (size_t i = 0; i < ranges.size(); ++i)
+          qs.push_back({&q[i * hd], &out[i * hd], ranges[i].n_kv, ranges[i].begin});
+        std::vector<float> scratch(attention_scratch_floats(qs.size(), max_kv, hd));
+        attention_multi(qs.data(), qs.size(), cache.k_head(), cache.v_head(), hd, scale,
+                        scratch.data());
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          const auto [begin, n_kv] = ranges[i];
+          ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, n_kv, scale, want.data(),
+                         begin);
+          EXPECT_LT(rel_error(&out[i * hd], want.data(), hd), 2e-6)
+              << dtype_name(dt) << " head_dim=" << hd << " window [" << begin << ", " << n_kv
+              << ") K " << (lay.k_dim_major ? "dim-major" : "rows") << " block " << lay.block_size;
+          if (begin == 0) continue;
+          ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, n_kv, scale, all.data());
+          EXPECT_GT(rel_error(&out[i * hd], all.data(), hd), 1e-2)
+              << "window [" << begin << ", " << n_kv << ") gave the unwindowed result";
+        }
+      }
+}
+
+// A window's tokens alone are read: with the blocks wholly before the call's lowest kv_begin
+// pointing far past the cache (as if freed), the calls neither fault (in a child process)
+// nor change a bit. Decode-sized (1-2 queries) and prefill-sized calls.
+TEST_P(AttentionMulti, WindowReadsNothingBeforeIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int32_t max_kv = 130;
+  const auto run_all = [&](bool poisoned) {
+    std::vector<float> all;
+    for (const Layout& lay : kLayouts)
+      for (Dtype dt : {Dtype::kF32, Dtype::kF16, Dtype::kBF16})
+        for (int64_t hd : {64, 128})
+          for (int32_t lo : {40, 48, 64, 129}) {
+            Cache cache(dt, hd, max_kv, 13, lay);
+            if (poisoned) cache.poison_before(lo);
+            for (int n : {1, 2, 7}) {
+              const auto q = random_normal(n * hd, 7, 0.6f);
+              std::vector<float> out(n * hd);
+              std::vector<AttentionQuery> qs;
+              for (int i = 0; i < n; ++i)
+                qs.push_back(
+                    {&q[i * hd], &out[i * hd], max_kv - i % 2, std::min(lo + 3 * i, max_kv - 1)});
+              std::vector<float> scratch(attention_scratch_floats(n, max_kv, hd));
+              prefetch_attention(cache.k_head(), cache.v_head(), max_kv, hd, lo);
+              attention_multi(qs.data(), n, cache.k_head(), cache.v_head(), hd, 0.3f,
+                              scratch.data());
+              all.insert(all.end(), out.begin(), out.end());
+            }
+          }
+    return all;
+  };
+  const std::vector<float> clean = run_all(false);
+  EXPECT_EXIT(
+      {
+        const std::vector<float> poisoned = run_all(true);
+        std::exit(std::memcmp(poisoned.data(), clean.data(), clean.size() * sizeof(float)) ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Logit soft-capping: scores become softcap * tanh(score / softcap). A cap of 2 (well inside
+// the scores' range, so tanh bends them) and Gemma 2's 50, with and without windows.
+TEST_P(AttentionMulti, SoftcapMatchesReference) {
+  const int32_t max_kv = 90;
+  const std::vector<int32_t> lens = {90, 1, 17, 64, 33, 90};
+  const std::vector<int32_t> begins = {0, 0, 0, 16, 20, 89};
+  for (const Layout& lay : kLayouts)
+    for (Dtype dt : {Dtype::kF32, Dtype::kF16, Dtype::kBF16})
+      for (int64_t hd : {16, 64, 80, 128, 256})
+        for (float cap : {50.0f, 2.0f}) {
+          Cache cache(dt, hd, max_kv, 14, lay);
+          // Scores of several units at every head size: soft-capping at 2 matters.
+          const float scale = 3.0f / std::sqrt(static_cast<float>(hd));
+          const auto q = random_normal(lens.size() * hd, 8);
+          std::vector<float> out(lens.size() * hd), want(hd), uncapped(hd);
+          std::vector<AttentionQuery> qs;
+          for (size_t i = 0; i < lens.size(); ++i)
+            qs.push_back({&q[i * hd], &out[i * hd], lens[i], begins[i]});
+          std::vector<float> scratch(attention_scratch_floats(qs.size(), max_kv, hd));
+          attention_multi(qs.data(), qs.size(), cache.k_head(), cache.v_head(), hd, scale,
+                          scratch.data(), cap);
+          for (size_t i = 0; i < lens.size(); ++i) {
+            ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], scale,
+                           want.data(), begins[i], cap);
+            EXPECT_LT(rel_error(&out[i * hd], want.data(), hd), 4e-6)
+                << dtype_name(dt) << " head_dim=" << hd << " softcap=" << cap << " window ["
+                << begins[i] << ", " << lens[i] << ") K "
+                << (lay.k_dim_major ? "dim-major" : "rows") << " block " << lay.block_size;
+            if (cap == 2.0f && lens[i] - begins[i] > 1) {
+              ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], scale,
+                             uncapped.data(), begins[i]);
+              EXPECT_GT(rel_error(&out[i * hd], uncapped.data(), hd), 1e-2)
+                  << "softcap 2 gave the uncapped result";
+            }
+          }
+        }
+}
+
+// Batch invariance with windows and soft-capping: a windowed query alone (whose call reads from
+// its own window's tile) gets the bits it gets among queries reading from token 0, in one head
+// or several.
+TEST_P(AttentionMulti, WindowedQueryDoesNotDependOnTheOtherQueries) {
+  const int64_t hd = 128;
+  const int32_t max_kv = 200;
+  for (const Layout& lay : kLayouts)
+    for (Dtype dt : {Dtype::kF16, Dtype::kBF16, Dtype::kF32})
+      for (float cap : {0.0f, 30.0f}) {
+        std::vector<Cache> caches;
+        for (int h = 0; h < 2; ++h) caches.emplace_back(dt, hd, max_kv, 50 + h, lay);
+        PagedHead k[2] = {caches[0].k_head(), caches[1].k_head()};
+        PagedHead v[2] = {caches[0].v_head(), caches[1].v_head()};
+        const int n = 2 * 9;
+        const auto q = random_normal(n * hd, 9, 0.6f);
+        std::mt19937 rng(lay.block_size + static_cast<int>(cap));
+        std::vector<int32_t> lens(n), begins(n);
+        for (int i = 0; i < n; ++i) {
+          lens[i] = 1 + rng() % max_kv;
+          // Every third query unwindowed, so the call reads from token 0.
+          begins[i] = i % 3 == 0 ? 0 : rng() % lens[i];
+        }
+        std::vector<float> together(n * hd), alone(hd);
+        std::vector<AttentionQuery> qs;
+        for (int i = 0; i < n; ++i)
+          qs.push_back({&q[i * hd], &together[i * hd], lens[i], begins[i]});
+        std::vector<float> scratch(attention_scratch_floats(n, max_kv, hd));
+        attention_multi_heads(qs.data(), n, k, v, 2, hd, 0.1f, scratch.data(), cap);
+        for (int i = 0; i < n; ++i) {
+          const int h = i / (n / 2);
+          AttentionQuery one{&q[i * hd], alone.data(), lens[i], begins[i]};
+          attention_multi(&one, 1, k[h], v[h], hd, 0.1f, scratch.data(), cap);
+          EXPECT_EQ(0, std::memcmp(alone.data(), &together[i * hd], hd * sizeof(float)))
+              << dtype_name(dt) << " query " << i << " window [" << begins[i] << ", " << lens[i]
+              << ") softcap " << cap << " block " << lay.block_size;
+        }
+        // Within one head too: the first head's queries in a call of their own.
+        std::vector<float> head0(n / 2 * hd);
+        std::vector<AttentionQuery> first;
+        for (int i = 0; i < n / 2; ++i)
+          first.push_back({&q[i * hd], &head0[i * hd], lens[i], begins[i]});
+        attention_multi(first.data(), n / 2, k[0], v[0], hd, 0.1f, scratch.data(), cap);
+        EXPECT_EQ(0, std::memcmp(head0.data(), together.data(), head0.size() * sizeof(float)));
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryIsa, AttentionMulti, ::testing::ValuesIn(available_isas()),

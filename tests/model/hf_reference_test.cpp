@@ -4,12 +4,12 @@
 // reproduce transformers' logits and greedy continuations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/convert.h"
 #include "model/model.h"
@@ -67,6 +67,13 @@ void check_model(Model& m, const std::string& dir) {
     EXPECT_LT(err, 1e-4) << dir << " case " << ci;
     std::printf("  %s case %zu: row rel err %.3g\n", dir.c_str(), ci, err);
 
+    // transformers' generate took token 0 in a prompt for padding and masked it (granite's
+    // case 0, the only prompt holding a 0: its logits above match, its greedy continuation
+    // is that of the masked prompt), so such a case is checked on its logits only.
+    if (std::find(c.tokens.begin(), c.tokens.end(), 0) != c.tokens.end()) {
+      std::printf("  %s case %zu: prompt holds token 0, greedy not compared\n", dir.c_str(), ci);
+      continue;
+    }
     // Greedy: prompt in one step, then one token per step from the KV cache.
     std::vector<int32_t> table = {0, 1, 2, 3};
     std::vector<float> logits(V);
@@ -115,6 +122,41 @@ TEST_P(HfReference, ConvertedGgufMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, HfReference, ::testing::Values("llama", "qwen2", "qwen3"));
+
+// The families that came with layer specs: sandwich and post norms, GELU-tanh, soft-caps,
+// sliding windows of 8 (the 24-token cases cross them), per-layer RoPE bases, layers without
+// RoPE, fused projections, multipliers.
+class HfReferenceFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfReferenceFamilies, SafetensorsDirMatchesTransformers) {
+  auto m = Model::load(fixture(GetParam()), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()));
+}
+
+// The GGUF written holds what llama.cpp's converter writes (keys, names, 1 + w norms); loom
+// reads it back to the same logits. SmolLM3's fixture leaves RoPE out of layer 1, a pattern
+// its GGUF files cannot say (llama.cpp fixes it at every fourth layer): converting is refused.
+TEST_P(HfReferenceFamilies, ConvertedGgufMatchesTransformers) {
+  auto tmp = std::filesystem::temp_directory_path() /
+             ("loom_convert_" + GetParam() + "_" + std::to_string(::getpid()) + ".gguf");
+  ConvertOptions opts;
+  auto st = convert_hf_to_gguf(fixture(GetParam()), tmp.string(), opts);
+  if (GetParam() == "smollm3") {
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("no_rope_layers"), std::string::npos) << st.message();
+    return;
+  }
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto m = Model::load(tmp.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()));
+  std::filesystem::remove(tmp);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
+                         ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
+                                           "smollm3"));
 
 }  // namespace
 }  // namespace loom

@@ -5,14 +5,16 @@
 // converted to float 16 at a time; blocks of 4 queries share each V load.
 //
 // Per query the arithmetic is fixed: score_j = (four partial sums over d = c mod 4, in order,
-// added pairwise) * scale; softmax with a vector max, e_j = exp(score_j - max), sum of e_j in
-// 16 lanes over j in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum).
-// Nothing depends on which other queries share the call, how they are blocked, or the
-// cache's layout.
+// added pairwise) * scale, then softcap * tanh(score_j / softcap) if capped; softmax over
+// [kv_begin, n_kv) with a vector max, e_j = exp(score_j - max), sum of e_j in lane j mod 16
+// over j in order then reduced; out = (sum_j e_j v_j in j order) * (1 / sum). Nothing depends
+// on which other queries share the call (so neither on the first tile the call reads: the one
+// holding the lowest kv_begin), how they are blocked, or the cache's layout.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -66,6 +68,11 @@ inline __mmask16 tail_mask(int32_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
+// Lanes t with lo <= t < hi (hi > 0; lo may be negative).
+inline __mmask16 range_mask(int32_t lo, int32_t hi) {
+  return lo > 0 ? static_cast<__mmask16>(tail_mask(hi) & ~tail_mask(lo)) : tail_mask(hi);
+}
+
 // Where the 16 keys of a tile are: dimension d of key j0 + t is the t-th value at
 // data + d * d_stride, of type dtype.
 struct KeyTile {
@@ -83,12 +90,14 @@ bool keys_direct(const PagedHead& k) {
   return k.token_stride == elem_bytes(k.dtype) && k.block_size % kTile == 0;
 }
 
-// The tile of keys [j0, j0 + nt): in the cache, or gathered into scratch as floats [d][16].
-KeyTile key_tile(const PagedHead& k, int32_t j0, int nt, int64_t D, float* gather) {
+// The tile of keys [j0, j0 + nt): in the cache, or gathered into scratch as floats [d][16],
+// keys before j0 + first (ahead of every window in the call) left out as zeros: their blocks
+// may hold other tokens by now.
+KeyTile key_tile(const PagedHead& k, int32_t j0, int first, int nt, int64_t D, float* gather) {
   if (keys_direct(k)) return {k.at(j0, 0), k.dim_bytes(), k.dtype};
   for (int t = 0; t < kTile; ++t)
     for (int64_t d = 0; d < D; ++d)
-      gather[d * kTile + t] = t < nt ? load_scalar(k.dtype, k.at(j0 + t, d)) : 0.0f;
+      gather[d * kTile + t] = t >= first && t < nt ? load_scalar(k.dtype, k.at(j0 + t, d)) : 0.0f;
   return {reinterpret_cast<const uint8_t*>(gather), kTile * sizeof(float), Dtype::kF32};
 }
 
@@ -205,16 +214,28 @@ void load_tokens(const PagedHead& h, int32_t j0, int n, int64_t head_dim, float*
   }
 }
 
-// Replaces s[0, n) by exp(s - max) and returns 1 / their sum.
-inline float softmax_unnormalized(float* s, int32_t n) {
+// Replaces s[begin, n) by softcap * tanh(s / softcap).
+inline void softcap_scores(float* s, int32_t begin, int32_t n, float softcap) {
+  const __m512 cap = _mm512_set1_ps(softcap);
+  for (int32_t j = begin / 16 * 16; j < n; j += 16) {
+    const __mmask16 k = range_mask(begin - j, n - j);
+    const __m512 x = _mm512_maskz_loadu_ps(k, s + j);
+    _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(cap, tanh_ps(_mm512_div_ps(x, cap))));
+  }
+}
+
+// Replaces s[begin, n) by exp(s - max) and returns 1 / their sum. s is 16-float aligned to
+// the token index (lane j mod 16 sums e_j), so the sum does not depend on where s starts.
+inline float softmax_unnormalized(float* s, int32_t begin, int32_t n) {
+  const int32_t first = begin / 16 * 16;
   __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int32_t j = 0; j < n; j += 16)
-    mx =
-        _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - j), s + j));
+  for (int32_t j = first; j < n; j += 16)
+    mx = _mm512_max_ps(
+        mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), range_mask(begin - j, n - j), s + j));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
-  for (int32_t j = 0; j < n; j += 16) {
-    const __mmask16 k = tail_mask(n - j);
+  for (int32_t j = first; j < n; j += 16) {
+    const __mmask16 k = range_mask(begin - j, n - j);
     const __m512 e =
         _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
     _mm512_mask_storeu_ps(s + j, k, e);
@@ -270,29 +291,41 @@ __attribute__((noinline)) void accumulate_v(ValueRows rows, int t0, int t1, cons
   }
 }
 
-// accumulate_v over each query's own tokens [0, n_i) of the tile: the tokens all Q attend
-// to together, then each query's remaining ones alone.
+// accumulate_v over each query's own tokens [b_i, n_i) of the tile (non-empty): the tokens
+// all Q attend to together, each query's earlier ones alone before and its later ones alone
+// after, so every query's chain still runs over its tokens in order.
 template <Dtype DT, int C, int Q, bool kPrefetchAhead>
-void accumulate_v_block(ValueRows rows, const float* const* e, const int* n, float* const* out) {
-  int all = n[0];
-  for (int i = 1; i < Q; ++i) all = std::min(all, n[i]);
-  if (all > 0) accumulate_v<DT, C, Q, kPrefetchAhead>(rows, 0, all, e, out);
+void accumulate_v_block(ValueRows rows, const float* const* e, const int* b, const int* n,
+                        float* const* out) {
+  int lo = b[0], hi = n[0];
+  for (int i = 1; i < Q; ++i) {
+    lo = std::max(lo, b[i]);
+    hi = std::min(hi, n[i]);
+  }
+  if (lo >= hi) {
+    for (int i = 0; i < Q; ++i)
+      accumulate_v<DT, C, 1, kPrefetchAhead>(rows, b[i], n[i], e + i, out + i);
+    return;
+  }
   for (int i = 0; i < Q; ++i)
-    if (n[i] > all) accumulate_v<DT, C, 1, kPrefetchAhead>(rows, all, n[i], e + i, out + i);
+    if (b[i] < lo) accumulate_v<DT, C, 1, kPrefetchAhead>(rows, b[i], lo, e + i, out + i);
+  accumulate_v<DT, C, Q, kPrefetchAhead>(rows, lo, hi, e, out);
+  for (int i = 0; i < Q; ++i)
+    if (n[i] > hi) accumulate_v<DT, C, 1, kPrefetchAhead>(rows, hi, n[i], e + i, out + i);
 }
 
 template <Dtype DT, int C, bool kPrefetchAhead = false>
-void accumulate_v_any(int q, ValueRows rows, const float* const* e, const int* n,
+void accumulate_v_any(int q, ValueRows rows, const float* const* e, const int* b, const int* n,
                       float* const* out) {
   switch (q) {
     case 4:
-      return accumulate_v_block<DT, C, 4, kPrefetchAhead>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 4, kPrefetchAhead>(rows, e, b, n, out);
     case 3:
-      return accumulate_v_block<DT, C, 3, kPrefetchAhead>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 3, kPrefetchAhead>(rows, e, b, n, out);
     case 2:
-      return accumulate_v_block<DT, C, 2, kPrefetchAhead>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 2, kPrefetchAhead>(rows, e, b, n, out);
     default:
-      return accumulate_v_block<DT, C, 1, kPrefetchAhead>(rows, e, n, out);
+      return accumulate_v_block<DT, C, 1, kPrefetchAhead>(rows, e, b, n, out);
   }
 }
 
@@ -301,13 +334,22 @@ void accumulate_v_any(int q, ValueRows rows, const float* const* e, const int* n
 // next, so a decode step reading all heads of a block streams it as one contiguous span.
 template <int C>
 void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const PagedHead* vh,
-                 int n_heads, float scale, float* scratch) {
+                 int n_heads, float scale, float softcap, float* scratch) {
   constexpr int D = 16 * C;
   const int per_head = n_q / n_heads;
-  int32_t max_kv = 0;
-  for (int i = 0; i < n_q; ++i) max_kv = std::max(max_kv, qs[i].n_kv);
-  const int32_t padded = (max_kv + kTile - 1) / kTile * kTile;
-  float* scores = scratch;                                   // [n_q][padded]
+  // The call reads tokens [kv_lo, max_kv): kv_lo the lowest kv_begin of a query with tokens
+  // to attend; tiles start at j_lo, the one holding kv_lo, so a sliding window reads ~its
+  // width whatever the depth. Scores are stored from j_lo on (still 16-aligned to j).
+  int32_t max_kv = 0, kv_lo = INT32_MAX;
+  for (int i = 0; i < n_q; ++i) {
+    LOOM_CHECK(qs[i].kv_begin >= 0);
+    max_kv = std::max(max_kv, qs[i].n_kv);
+    if (qs[i].n_kv > qs[i].kv_begin) kv_lo = std::min(kv_lo, qs[i].kv_begin);
+  }
+  if (kv_lo == INT32_MAX) kv_lo = max_kv;
+  const int32_t j_lo = kv_lo / kTile * kTile;
+  const int32_t padded = (max_kv + kTile - 1) / kTile * kTile - j_lo;
+  float* scores = scratch;                                   // [n_q][padded], from token j_lo
   float* tile = scores + static_cast<size_t>(n_q) * padded;  // [kTile][D]: V, or gathered K
   float* q_rows = tile + kTile * D;                          // [n_q][D]
   float* inv_sum = q_rows + static_cast<size_t>(n_q) * D;    // [n_q]
@@ -316,10 +358,11 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
 
   // K and V tiles are prefetched kAhead tiles before use (the first ones of both now).
   constexpr int kAhead = 2;
-  for (int a = 0; a < kAhead && a * kTile < max_kv; ++a)
+  for (int a = 0; a < kAhead && j_lo + a * kTile < max_kv; ++a)
     for (int h = 0; h < n_heads; ++h) {
-      prefetch_keys(kh[h], a * kTile, D);
-      prefetch_values(vh[h], a * kTile, std::min<int32_t>(kTile, max_kv - a * kTile), D);
+      const int32_t j = std::max(kv_lo, j_lo + a * kTile);
+      prefetch_keys(kh[h], j_lo + a * kTile, D);
+      prefetch_values(vh[h], j, std::min<int32_t>(j_lo + (a + 1) * kTile, max_kv) - j, D);
     }
 
   // Scores, one K tile at a time (two when a head has at most 2 queries and its keys are read
@@ -328,7 +371,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
   bool pairs = per_head <= 2;
   for (int h = 0; h < n_heads; ++h) pairs = pairs && keys_direct(kh[h]);
   const int32_t step = pairs ? 2 * kTile : kTile;
-  for (int32_t j0 = 0; j0 < max_kv; j0 += step) {
+  for (int32_t j0 = j_lo; j0 < max_kv; j0 += step) {
     const int nt = j0 + kTile < max_kv && pairs ? 2 : 1;
     for (int h = 0; h < n_heads; ++h) {
       // Decode (one block of queries per head, waiting on DRAM): keys read in place prefetch
@@ -340,7 +383,8 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       const bool spread = decode && keys_direct(kh[h]);
       KeyTile kt[2];
       for (int u = 0; u < nt; ++u) {
-        kt[u] = key_tile(kh[h], j0 + kTile * u, std::min<int32_t>(kTile, max_kv - j0 - kTile * u),
+        const int32_t t0 = j0 + kTile * u;
+        kt[u] = key_tile(kh[h], t0, std::max(0, kv_lo - t0), std::min<int32_t>(kTile, max_kv - t0),
                          D, tile);
         if (spread && j0 + (kAhead + u) * kTile < max_kv)
           kt[u].ahead = kh[h].at(j0 + (kAhead + u) * kTile, 0);
@@ -349,9 +393,17 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
         if (j0 + (kAhead + u) * kTile < max_kv) prefetch_keys(kh[h], j0 + (kAhead + u) * kTile, D);
       for (int i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kQueryBlock) {
         const int qb = std::min(kQueryBlock, (h + 1) * per_head - i0);
+        // Blocks none of whose queries attend to a key of these tiles (a later window, or
+        // ended) skip them: the scores left unset lie outside every query's range.
         int n[kQueryBlock];
-        for (int i = 0; i < qb; ++i) n[i] = qs[i0 + i].n_kv - j0;
-        float* out = scores + static_cast<size_t>(i0) * padded + j0;
+        bool any = false;
+        for (int i = 0; i < qb; ++i) {
+          n[i] = qs[i0 + i].n_kv - j0;
+          any = any || (n[i] > 0 && qs[i0 + i].kv_begin < j0 + kTile * nt &&
+                        qs[i0 + i].kv_begin < qs[i0 + i].n_kv);
+        }
+        if (!any) continue;
+        float* out = scores + static_cast<size_t>(i0) * padded + (j0 - j_lo);
         const float* q = q_rows + static_cast<size_t>(i0) * D;
         switch (kt[0].dtype) {
           case Dtype::kF16:
@@ -366,16 +418,23 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       }
     }
   }
-  for (int i = 0; i < n_q; ++i)
-    inv_sum[i] = qs[i].n_kv > 0
-                     ? softmax_unnormalized(scores + static_cast<size_t>(i) * padded, qs[i].n_kv)
-                     : 0.0f;
+  for (int i = 0; i < n_q; ++i) {
+    if (qs[i].n_kv <= qs[i].kv_begin) {
+      inv_sum[i] = 0.0f;
+      continue;
+    }
+    float* row = scores + static_cast<size_t>(i) * padded;
+    const int32_t begin = qs[i].kv_begin - j_lo, end = qs[i].n_kv - j_lo;
+    if (softcap > 0.0f) softcap_scores(row, begin, end, softcap);
+    inv_sum[i] = softmax_unnormalized(row, begin, end);
+  }
 
-  // Weighted sum of V, one V tile at a time; out holds the running sum. Blocks of 4 queries
-  // share the V loads.
+  // Weighted sum of V, one V tile at a time; out holds the running sum. Blocks of up to 4
+  // queries with tokens in the tile share the V loads.
   for (int i = 0; i < n_q; ++i) std::fill(qs[i].out, qs[i].out + D, 0.0f);
-  for (int32_t j0 = 0; j0 < max_kv; j0 += kTile) {
+  for (int32_t j0 = j_lo; j0 < max_kv; j0 += kTile) {
     const int nt = std::min<int32_t>(kTile, max_kv - j0);
+    const int first = std::max(0, kv_lo - j0);  // tokens before it are in no query's window
     for (int h = 0; h < n_heads; ++h) {
       const bool in_place =
           vh[h].dtype == Dtype::kF16 && vh[h].row_layout() && vh[h].block_size % kTile == 0;
@@ -389,28 +448,33 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
       // of a head's query blocks converts the rows again: its attention measured 148-160 ms
       // per Q4_0 pp512 call against 166-175 through the tile (and 148-179 with the tile kept
       // for more than one query block), alternating runs.
-      if (!in_place) load_tokens(vh[h], j0, nt, D, tile);
+      if (!in_place) load_tokens(vh[h], j0 + first, nt - first, D, tile + first * D);
       ValueRows rows = in_place ? ValueRows{vh[h].token(j0), vh[h].token_stride}
                                 : ValueRows{reinterpret_cast<const uint8_t*>(tile),
                                             static_cast<uint64_t>(D) * sizeof(float)};
+      rows.ahead = spread && ahead ? vh[h].token(j0 + kAhead * kTile) : nullptr;
       const float* e[4];
-      int n[4];
+      int b[4], n[4];
       float* out[4];
-      for (int i = h * per_head; i < (h + 1) * per_head; i += 4) {
-        const int q = std::min(4, (h + 1) * per_head - i);
-        for (int k = 0; k < q; ++k) {
-          e[k] = scores + static_cast<size_t>(i + k) * padded + j0;
-          n[k] = std::max(0, std::min<int32_t>(nt, qs[i + k].n_kv - j0));
-          out[k] = qs[i + k].out;
-        }
-        rows.ahead = spread && ahead ? vh[h].token(j0 + kAhead * kTile) : nullptr;
+      int q = 0;
+      const auto flush = [&] {
         if (rows.ahead)
-          accumulate_v_any<Dtype::kF16, C, true>(q, rows, e, n, out);
+          accumulate_v_any<Dtype::kF16, C, true>(q, rows, e, b, n, out);
         else if (in_place)
-          accumulate_v_any<Dtype::kF16, C>(q, rows, e, n, out);
+          accumulate_v_any<Dtype::kF16, C>(q, rows, e, b, n, out);
         else
-          accumulate_v_any<Dtype::kF32, C>(q, rows, e, n, out);
+          accumulate_v_any<Dtype::kF32, C>(q, rows, e, b, n, out);
+        q = 0;
+      };
+      for (int i = h * per_head; i < (h + 1) * per_head; ++i) {
+        b[q] = std::max(0, qs[i].kv_begin - j0);
+        n[q] = std::max(0, std::min<int32_t>(nt, qs[i].n_kv - j0));
+        if (b[q] >= n[q]) continue;
+        e[q] = scores + static_cast<size_t>(i) * padded + (j0 - j_lo);
+        out[q] = qs[i].out;
+        if (++q == 4) flush();
       }
+      if (q > 0) flush();
     }
   }
   for (int i = 0; i < n_q; ++i) {
@@ -424,16 +488,16 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
 
 void attention_multi_avx512(const AttentionQuery* queries, int n_q, const PagedHead* k,
                             const PagedHead* v, int n_heads, int64_t head_dim, float scale,
-                            float* scratch) {
-  using Fn =
-      void (*)(const AttentionQuery*, int, const PagedHead*, const PagedHead*, int, float, float*);
+                            float* scratch, float softcap) {
+  using Fn = void (*)(const AttentionQuery*, int, const PagedHead*, const PagedHead*, int, float,
+                      float, float*);
   static constexpr auto kByChunks = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, sizeof...(I)>{&attention_c<I + 1>...};
   }
   (std::make_index_sequence<16>{});
   LOOM_CHECK(head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 256 &&
              "attention_multi_avx512: head_dim must be a multiple of 16, <= 256");
-  kByChunks[head_dim / 16 - 1](queries, n_q, k, v, n_heads, scale, scratch);
+  kByChunks[head_dim / 16 - 1](queries, n_q, k, v, n_heads, scale, softcap, scratch);
 }
 
 }  // namespace loom::kernels::cpu

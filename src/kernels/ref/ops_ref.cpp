@@ -1,6 +1,7 @@
 // Scalar reference ops (double accumulation).
 #include "kernels/ref/ops_ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -62,21 +63,23 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* out) {
-  std::vector<double> s(n_kv);
+               int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap) {
+  const int32_t n = std::max(0, n_kv - kv_begin);
+  std::vector<double> s(n);
   double mx = -INFINITY;
-  for (int32_t j = 0; j < n_kv; ++j) {
+  for (int32_t j = 0; j < n; ++j) {
     double d = 0;
-    for (int64_t i = 0; i < head_dim; ++i) d += q[i] * load_one(k.dtype, k.at(j, i), 0);
+    for (int64_t i = 0; i < head_dim; ++i) d += q[i] * load_one(k.dtype, k.at(kv_begin + j, i), 0);
     s[j] = d * scale;
+    if (softcap > 0) s[j] = softcap * std::tanh(s[j] / softcap);
     mx = std::fmax(mx, s[j]);
   }
   double sum = 0;
   for (auto& x : s) sum += x = std::exp(x - mx);
   for (int64_t i = 0; i < head_dim; ++i) {
     double acc = 0;
-    for (int32_t j = 0; j < n_kv; ++j) acc += s[j] * load_one(v.dtype, v.at(j, i), 0);
-    out[i] = static_cast<float>(acc / sum);
+    for (int32_t j = 0; j < n; ++j) acc += s[j] * load_one(v.dtype, v.at(kv_begin + j, i), 0);
+    out[i] = n > 0 ? static_cast<float>(acc / sum) : 0.0f;
   }
 }
 

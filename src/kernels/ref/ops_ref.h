@@ -13,8 +13,9 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float*
           bool neox);
 void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
-// No scratch: allocates (reference code, not for the hot path).
+// No scratch: allocates (reference code, not for the hot path). Tokens [kv_begin, n_kv);
+// softcap > 0 caps each score s as softcap * tanh(s / softcap) (kernels/attention.h).
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* out);
+               int32_t n_kv, float scale, float* out, int32_t kv_begin = 0, float softcap = 0.0f);
 
 }  // namespace loom::kernels::ref

@@ -1,0 +1,36 @@
+// Scalar loops: these run once per row element beside matmuls that cost ~E times more.
+#include "kernels/activation.h"
+
+#include <cmath>
+
+namespace loom::kernels {
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    out[i] = g * up[i];
+  }
+}
+
+void rope_rotate_partial(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                         const float* cs, const float* sn, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cs[i] - x1 * sn[i];
+      v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+}  // namespace loom::kernels

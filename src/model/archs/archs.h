@@ -1,0 +1,39 @@
+// The rows of the architecture table (model/arch.cpp), one file each, and what their files
+// share: the per-layer tensor names most architectures use and the readers of the
+// hyperparameters several of them spell alike.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "format/gguf.h"
+#include "model/arch.h"
+
+namespace loom::archs {
+
+extern const ArchSpec kLlama, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3, kGranite, kOlmo2, kSmolLm3;
+
+// Llama's names (also Qwen, Granite, SmolLM3): pre-norms, separate q/k/v and gate/up.
+extern const std::span<const LayerTensorName> kLlamaLayerTensors;
+// Gemma 2/3: four norms around attention and FFN ("sandwich"), q/k norms (Gemma 3).
+extern const std::span<const LayerTensorName> kGemmaLayerTensors;
+
+// ---- Hugging Face config.json ----
+// A number field (absent or null: nullopt); error when present with another type.
+Result<std::optional<double>> hf_number(const nlohmann::json& j, const char* key);
+// config.layers[l].window from `layer_types` ("sliding_attention" / "full_attention") and
+// `sliding_window`; without layer_types, every `pattern`-th layer (1-based) is full, the rest
+// sliding. No sliding_window: every layer full.
+Status hf_sliding_layers(const nlohmann::json& j, ModelConfig& c, int pattern);
+
+// ---- GGUF ----
+std::optional<double> gguf_float(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
+std::optional<int64_t> gguf_int(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
+void gguf_set_f32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, float v);
+void gguf_set_u32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, uint32_t v);
+// The window of the sliding layers (0: none); an error if they differ, or if the layers
+// that slide are not those `slides(l)` names (llama.cpp's fixed pattern for the family).
+Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int n_layer));
+
+}  // namespace loom::archs
