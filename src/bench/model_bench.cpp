@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/model.h"
+#include "tools/model_spec.h"
 
 namespace loom::bench {
 namespace {
@@ -158,7 +159,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model, lo));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, tools::load_model(o.model, lo));
   const ModelConfig& c = model->config();
   const int32_t depth = o.n_gen > 0 ? o.n_depth : 0;
   const int32_t longest = std::max(o.n_prompt, depth + o.n_gen);

@@ -1,12 +1,12 @@
 // `loom convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0]`: a Hugging Face checkpoint
-// directory to one GGUF file (logic in model/convert.h).
+// directory to one GGUF file (logic in tools/convert.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
-#include "model/convert.h"
+#include "tools/convert.h"
 
 namespace loom::cli {
 namespace {

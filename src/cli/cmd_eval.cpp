@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "model/model.h"
+#include "tools/model_spec.h"
 
 namespace loom::cli {
 namespace {
@@ -50,7 +51,7 @@ int cmd_eval(int argc, char** argv) {
     std::fprintf(stderr, "loom eval: --tokens must be one or more non-negative integers\n");
     return 1;
   }
-  auto model = Model::load(model_spec, {threads});
+  auto model = tools::load_model(model_spec, {threads});
   if (!model.is_ok()) {
     std::fprintf(stderr, "loom eval: %s\n", model.status().message().c_str());
     return 1;

@@ -1,5 +1,5 @@
 // `loom quantize IN OUT TYPE`: rewrite a GGUF model with quantized weight matrices (one type,
-// or the Q4_K_M / Q5_K_M mixes; see model/quantize_model.h for the rule).
+// or the Q4_K_M / Q5_K_M mixes; see tools/quantize_model.h for the rule).
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/quantize_model.h"
+#include "tools/quantize_model.h"
 
 namespace loom::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/synth.h"
-#include "model/synth_presets.h"
+#include "tools/synth.h"
+#include "tools/synth_presets.h"
 
 namespace loom::cli {
 namespace {

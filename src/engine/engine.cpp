@@ -3,7 +3,7 @@
 
 #include "engine/engine_core.h"
 #include "format/gguf.h"
-#include "model/synth.h"
+#include "tools/synth.h"
 
 namespace loom {
 

@@ -45,7 +45,7 @@ void load_kv(Dtype dtype, const void* src, float* dst, int64_t n);
 //      + d * dim_bytes(),
 // as a value of `dtype`. Row layout (dim_stride 0): a token's head_dim values are adjacent.
 // Dim-major (token_stride = one value, dim_stride = block_size values): the block's tokens of
-// one dimension are adjacent, as the CPU cache keeps K (model/kv_cache.h).
+// one dimension are adjacent, as the CPU cache keeps K (backend/cpu/kv_storage.h).
 struct PagedHead {
   const uint8_t* base = nullptr;
   Dtype dtype = Dtype::kF32;

@@ -41,8 +41,9 @@ struct ModelLoadOptions {
 
 class Model {
  public:
-  // spec: a GGUF file, a Hugging Face directory (config.json + *.safetensors), or
-  // "synth:PRESET[:TYPE]" (random weights built in memory).
+  // spec: a GGUF file or a Hugging Face directory (config.json + *.safetensors). The loaders
+  // are defined by the backend (src/backend/cpu/load.cpp); tools::load_model (tools/model_spec.h)
+  // also takes "synth:PRESET[:TYPE]" (random weights built in memory).
   static Result<std::unique_ptr<Model>> load(const std::string& spec,
                                              const ModelLoadOptions& options = {});
   // From an already parsed GGUF (file or in-memory bytes); the views stay valid because the

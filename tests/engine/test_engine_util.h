@@ -14,7 +14,7 @@
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "tools/synth.h"
 
 namespace loom::testing {
 

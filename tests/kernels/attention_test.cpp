@@ -23,7 +23,7 @@ using testing::rel_error;
 
 // How K is laid out: V is always in rows (a token's values adjacent, two KV heads per token,
 // this one the second); K either the same way or dim-major per block and head (the CPU
-// cache's layout, model/kv_cache.h) with a given block size.
+// cache's layout, backend/cpu/kv_storage.h) with a given block size.
 struct Layout {
   bool k_dim_major;
   int32_t block_size;

@@ -7,10 +7,11 @@
 
 #include "model/arch.h"
 #include "model/config_reader.h"
-#include "model/convert.h"
+#include "tools/convert.h"
 #include "model/model.h"
+#include "tools/model_spec.h"
 #include "model/tensor_names.h"
-#include "model/synth.h"
+#include "tools/synth.h"
 #include "model/tiny_model.h"
 #include "model/weights.h"
 #include "reference/reference_model.h"
@@ -202,11 +203,11 @@ TEST(WeightsTest, MissingOrMisshapenTensorIsNamed) {
 
 TEST(LoadTest, UnknownSpecsAreErrors) {
   EXPECT_EQ(Model::load("/nonexistent/x.gguf").status().code(), StatusCode::kNotFound);
-  EXPECT_FALSE(Model::load("synth:no-such-preset").is_ok());
+  EXPECT_FALSE(tools::load_model("synth:no-such-preset").is_ok());
 }
 
 TEST(LoadTest, SynthSpecMatchesReference) {
-  auto m = Model::load("synth:tiny", {2});
+  auto m = tools::load_model("synth:tiny", {2});
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   const ModelConfig& c = (*m)->config();
   auto tokens = test::random_tokens(12, c.n_vocab, 5);

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/convert.h"
+#include "tools/convert.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 

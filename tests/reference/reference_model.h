@@ -1,5 +1,5 @@
 // An independent reference forward pass for tiny models, used only by tests. Written apart
-// from src/model/transformer.cpp on purpose: plain scalar loops, every weight dequantized to
+// from src/backend/cpu/cpu_model.cpp on purpose: plain scalar loops, every weight dequantized to
 // float, double accumulation everywhere, a contiguous K/V history, one sequence. The fast
 // path's logits must match it.
 #pragma once

@@ -1,6 +1,6 @@
 // synth: exact tensor names / shapes / dtypes / metadata per arch and type, determinism in the
 // seed, bytes == file, value statistics, and the large presets' shapes.
-#include "model/synth.h"
+#include "tools/synth.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

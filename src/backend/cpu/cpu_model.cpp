@@ -6,19 +6,19 @@
 // cache, then every row attends over positions [0, pos] read back from the cache in order,
 // so a position's contribution is summed identically whether it was computed in this step or
 // an earlier one, and whatever else shares the batch.
-#include "model/transformer.h"
+#include "backend/cpu/cpu_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "kernels/activation.h"
+#include "backend/cpu/kv_storage.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/config_reader.h"
-#include "model/kv_cache.h"
+#include "model/layers/steps.h"
 
 namespace loom {
 
@@ -216,24 +216,6 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
   const int64_t R = n_rot_, n_tables = static_cast<int64_t>(rope_tables_.size());
-  const bool pre_norms = c.norm_placement != NormPlacement::kPost;
-  // The residual add of a block's output p (proj_'s row): x += residual_scale · p, p first
-  // normed where the architecture puts a norm after the block (in place: p is not read again).
-  const auto add_block_output = [&](float* x, float* p, const std::vector<float>& post_norm) {
-    if (!post_norm.empty()) kernels::rms_norm(p, post_norm.data(), p, E, c.rms_eps);
-    if (c.residual_scale != 1.0f)
-      for (int64_t j = 0; j < E; ++j) x[j] += c.residual_scale * p[j];
-    else
-      for (int64_t j = 0; j < E; ++j) x[j] += p[j];
-  };
-  // A block's input: x normed, or x itself where the architecture norms only after blocks.
-  const auto block_input = [&](const float* x, const std::vector<float>& norm, float* xn) {
-    if (pre_norms)
-      kernels::rms_norm(x, norm.data(), xn, E, c.rms_eps);
-    else
-      std::copy(x, x + E, xn);
-  };
-
   // Row work costs no hand-off of its own: each layer's residual add and attention norm (the
   // first layer's with the embedding lookup and the RoPE angles), its FFN norm and its SwiGLU
   // run row by row inside the pass where the next matmul quantizes its activations
@@ -246,17 +228,16 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       float* x = &x_[i * E];
       if (l == 0) {
         kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
-        if (c.embd_scale != 1.0f)
-          for (int64_t j = 0; j < E; ++j) x[j] *= c.embd_scale;
+        layers::scale_embedding(c, x);
         // RoPE angles of the row's position per frequency table, shared by every layer.
         for (int64_t t = 0; t < n_tables; ++t) {
           float* cs = &rope_cs_[(i * n_tables + t) * R];
           kernels::rope_angles(b.pos[i], rope_tables_[t].data(), R / 2, cs, cs + R / 2);
         }
       } else {
-        add_block_output(x, &proj_[i * E], weights_.layers[l - 1].ffn_post_norm);
+        layers::add_block_output(c, x, &proj_[i * E], weights_.layers[l - 1].ffn_post_norm);
       }
-      block_input(x, L.attn_norm, xn);
+      layers::block_input(c, x, L.attn_norm, xn);
     };
     const kernels::MatmulTarget qkv[] = {
         {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
@@ -271,31 +252,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       float* q = &q_[i * q_dim];
       float* k = &k_[i * kv_dim];
       float* v = &v_[i * kv_dim];
-      if (c.qkv_bias) {
-        for (int64_t j = 0; j < q_dim; ++j) q[j] += L.bq[j];
-        for (int64_t j = 0; j < kv_dim; ++j) k[j] += L.bk[j];
-        for (int64_t j = 0; j < kv_dim; ++j) v[j] += L.bv[j];
-      }
-      if (c.qk_norm && c.qk_norm_kind == QkNorm::kWhole) {
-        kernels::rms_norm(q, L.q_norm.data(), q, q_dim, c.rms_eps);
-        kernels::rms_norm(k, L.k_norm.data(), k, kv_dim, c.rms_eps);
-      } else if (c.qk_norm) {
-        for (int64_t h = 0; h < c.n_head; ++h)
-          kernels::rms_norm(q + h * D, L.q_norm.data(), q + h * D, D, c.rms_eps);
-        for (int64_t h = 0; h < c.n_head_kv; ++h)
-          kernels::rms_norm(k + h * D, L.k_norm.data(), k + h * D, D, c.rms_eps);
-      }
-      if (layer_rope_[l] >= 0) {
-        const bool neox = c.rope_style == RopeStyle::kNeox;
-        const float* cs = &rope_cs_[(i * n_tables + layer_rope_[l]) * R];
-        if (R == D) {
-          kernels::rope_rotate(q, c.n_head, D, cs, cs + D / 2, neox);
-          kernels::rope_rotate(k, c.n_head_kv, D, cs, cs + D / 2, neox);
-        } else {
-          kernels::rope_rotate_partial(q, c.n_head, D, R, cs, cs + R / 2, neox);
-          kernels::rope_rotate_partial(k, c.n_head_kv, D, R, cs, cs + R / 2, neox);
-        }
-      }
+      const int rope = layer_rope_[l];
+      layers::prepare_qkv(c, L, q, k, v, rope >= 0 ? &rope_cs_[(i * n_tables + rope) * R] : nullptr,
+                          rope >= 0);
       const BatchSequence& s = b.sequences[b.seq[i]];
       kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
     };
@@ -325,7 +284,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         v_heads[hk - t.kv_head_begin] = kv->v_head(l, hk, table);
         for (int32_t r = t.row_begin; r < t.row_end; ++r) {
           const int32_t i = rows_by_seq_[r];
-          const int32_t begin = spec.window > 0 ? std::max(0, b.pos[i] + 1 - spec.window) : 0;
+          const int32_t begin = layers::window_begin(spec, b.pos[i]);
           for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
             queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1,
                               begin};
@@ -365,19 +324,16 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
     const auto ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
-      add_block_output(x, &proj_[i * E], L.attn_post_norm);
-      block_input(x, L.ffn_norm, xn);
+      layers::add_block_output(c, x, &proj_[i * E], L.attn_post_norm);
+      layers::block_input(c, x, L.ffn_norm, xn);
     };
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool, ffn_norm_row);
     clock.end(ForwardProfile::kGateUp);
-    const auto swiglu_row = [&](int64_t i, float* g) {  // g is gate_'s row i: in place
-      if (c.activation == Activation::kGeluTanh)
-        kernels::gelu_tanh_mul(g, &up_[i * F], g, F);
-      else
-        kernels::silu_mul(g, &up_[i * F], g, F);
+    const auto activation_row = [&](int64_t i, float* g) {  // g is gate_'s row i: in place
+      layers::gated_activation(c, g, &up_[i * F], F);
     };
-    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool, swiglu_row);
+    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool, activation_row);
     clock.end(ForwardProfile::kDown);
   }
 
@@ -388,19 +344,14 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     if (c.n_layer == 0) {
       kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
     } else {
-      add_block_output(x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
+      layers::add_block_output(c, x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
     }
     kernels::rms_norm(x, weights_.output_norm.data(), xn, E, c.rms_eps);
   };
   kernels::matmul(weights_.output, final_.data(), n_logits, logits, pool, output_norm_row);
   if (c.logit_scale != 1.0f || c.final_softcap > 0) {
     const int64_t V = c.n_vocab;
-    for_rows(n_logits, V, [&](int64_t r, int) {
-      float* row = logits + r * V;
-      if (c.logit_scale != 1.0f)
-        for (int64_t j = 0; j < V; ++j) row[j] /= c.logit_scale;
-      if (c.final_softcap > 0) kernels::softcap(row, V, c.final_softcap);
-    });
+    for_rows(n_logits, V, [&](int64_t r, int) { layers::finish_logits(c, logits + r * V); });
   }
   clock.end(ForwardProfile::kOutput);
   return Status::ok();

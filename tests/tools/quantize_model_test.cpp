@@ -1,7 +1,7 @@
 // quantize_model: every weight of a synth f32 model dequantizes close to the original (error
 // bound per type), 1-D tensors are untouched, metadata is copied, the _M mixes follow the
 // documented rule, fallbacks and refusals behave.
-#include "model/quantize_model.h"
+#include "tools/quantize_model.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "base/fp16.h"
 #include "kernels/quant.h"
-#include "model/synth.h"
+#include "tools/synth.h"
 
 namespace loom {
 namespace {

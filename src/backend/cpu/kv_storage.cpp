@@ -1,5 +1,5 @@
 // KvCache factory and the CPU storage.
-#include "model/kv_cache.h"
+#include "backend/cpu/kv_storage.h"
 
 #include <algorithm>
 #include <cstdlib>

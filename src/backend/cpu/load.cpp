@@ -1,14 +1,15 @@
-// Model::load: GGUF file, Hugging Face directory, or "synth:PRESET[:TYPE]".
+// Model::load for the CPU backend: a GGUF file or a Hugging Face directory, bound to the
+// architecture's tensor names and run by CpuModel. ("synth:" specs are tooling: see
+// tools/model_spec.h.)
 #include <filesystem>
 #include <memory>
 
+#include "backend/cpu/cpu_model.h"
 #include "format/safetensors.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "model/tensor_names.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 
 namespace loom {
@@ -44,12 +45,6 @@ Result<std::unique_ptr<Model>> Model::from_hf_dir(const std::string& dir,
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& spec,
                                            const ModelLoadOptions& options) {
-  if (spec.rfind("synth:", 0) == 0) {
-    LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
-    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
-    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
-    return from_gguf(std::move(file), options);
-  }
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) return from_hf_dir(spec, options);
   if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);

@@ -13,7 +13,7 @@
 #include "base/status.h"
 #include "format/dtype.h"
 #include "format/gguf.h"
-#include "model/gguf_build.h"
+#include "tools/gguf_build.h"
 
 namespace loom {
 

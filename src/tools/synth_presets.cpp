@@ -1,4 +1,4 @@
-#include "model/synth_presets.h"
+#include "tools/synth_presets.h"
 
 #include <array>
 

@@ -1,11 +1,11 @@
-#include "model/quantize_model.h"
+#include "tools/quantize_model.h"
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 
 #include "base/thread_pool.h"
-#include "model/gguf_build.h"
+#include "tools/gguf_build.h"
 #include "model/tensor_names.h"
 
 namespace loom {

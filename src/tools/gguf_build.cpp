@@ -1,4 +1,4 @@
-#include "model/gguf_build.h"
+#include "tools/gguf_build.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 // HF → GGUF conversion. Tensors are converted row by row straight into the output file
-// (model/gguf_build.h), so converting never holds a second copy of the model in memory.
-#include "model/convert.h"
+// (tools/gguf_build.h), so converting never holds a second copy of the model in memory.
+#include "tools/convert.h"
 
 #include <filesystem>
 
@@ -8,8 +8,8 @@
 #include "kernels/quant.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
-#include "model/gguf_build.h"
-#include "model/synth.h"
+#include "tools/gguf_build.h"
+#include "tools/synth.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
 #include "tokenizer/gguf_export.h"

@@ -1,4 +1,4 @@
-#include "model/synth.h"
+#include "tools/synth.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
-#include "model/gguf_build.h"
-#include "model/synth_presets.h"
-#include "model/synth_vocab.h"
+#include "tools/gguf_build.h"
+#include "tools/synth_presets.h"
+#include "tools/synth_vocab.h"
 #include "model/tensor_names.h"
 
 namespace loom {

@@ -1,4 +1,4 @@
-#include "model/synth_vocab.h"
+#include "tools/synth_vocab.h"
 
 #include <unistd.h>
 

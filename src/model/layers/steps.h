@@ -1,0 +1,48 @@
+// The layer math of a decoder block as named steps over one token's row, backend-neutral:
+// what differs between architectures is decided by ModelConfig and LayerSpec here, never by
+// an architecture's name. A backend runs them in its own order and parallel split (the CPU
+// forward pass fuses them into its matmuls' activation passes, backend/cpu/cpu_model.cpp);
+// they are the one definition of the math. Each names the activation it produces, as a debug
+// dump would.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace loom::layers {
+
+// "block_in": a sub-block's input from the residual stream x (E floats): RMSNorm(x, norm)
+// where the architecture norms before blocks, x itself where it norms only after (OLMo 2).
+void block_input(const ModelConfig& c, const float* x, const std::vector<float>& norm, float* out);
+
+// "residual": x += residual_scale · post_norm(p), the norm only where the architecture puts
+// one after the block (Gemma, OLMo 2). p (E floats, the block's output) is overwritten.
+void add_block_output(const ModelConfig& c, float* x, float* p,
+                      const std::vector<float>& post_norm);
+
+// "embd": the token's embedding row (already dequantized into x) scaled as the architecture
+// says (Gemma √n_embd, Granite's embedding_multiplier).
+void scale_embedding(const ModelConfig& c, float* x);
+
+// "qk": one token's q (n_head·D), k and v (n_head_kv·D) after their projections: biases,
+// q/k RMSNorm per head or over the whole projection, then RoPE over the first n_rot
+// dimensions of each head with the angles cs[0, n_rot/2) / cs[n_rot/2, n_rot) (rope: false
+// for a layer without RoPE).
+void prepare_qkv(const ModelConfig& c, const LayerWeights& L, float* q, float* k, float* v,
+                 const float* cs, bool rope);
+
+// "ffn_act": gate ← act(gate) · up over n (the gated FFN's activation, SiLU or GELU-tanh).
+void gated_activation(const ModelConfig& c, float* gate, const float* up, int64_t n);
+
+// "logits": one row of n_vocab logits divided by logit_scale and soft-capped where set.
+void finish_logits(const ModelConfig& c, float* logits);
+
+// The window start for a token at `pos` in a layer (0: attends from the first token).
+inline int32_t window_begin(const LayerSpec& s, int32_t pos) {
+  return s.window > 0 && pos + 1 > s.window ? pos + 1 - s.window : 0;
+}
+
+}  // namespace loom::layers

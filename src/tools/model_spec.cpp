@@ -1,0 +1,21 @@
+#include "tools/model_spec.h"
+
+#include "format/gguf.h"
+#include "tools/synth.h"
+
+namespace loom::tools {
+
+bool is_synth_spec(const std::string& spec) {
+  return spec.rfind("synth:", 0) == 0;
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::string& spec,
+                                          const ModelLoadOptions& options) {
+  if (!is_synth_spec(spec)) return Model::load(spec, options);
+  LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+  LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
+  LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
+  return Model::from_gguf(std::move(file), options);
+}
+
+}  // namespace loom::tools
