@@ -23,7 +23,7 @@ int cmd_synth(int argc, char** argv) {
   CLI::App app{"Write a model with random weights of a preset shape as a GGUF file.", "loom synth"};
   std::string arch, preset = "tiny", vocab, type = "f32", out;
   uint64_t seed = 42;
-  app.add_option("--arch", arch, "llama | qwen2 | qwen3 (default: the preset's family)");
+  app.add_option("--arch", arch, "llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | granite | olmo2 | smollm3 (default: the preset's family)");
   app.add_option("--preset", preset, "shape: " + join(synth_preset_names()))->capture_default_str();
   app.add_option("--vocab", vocab, "GGUF file whose tokenizer.* metadata the model gets");
   app.add_option("--type", type, "weight matrix type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k")

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "model/tensor_names.h"
+#include "model/tensor_plan.h"
 
 namespace loom {
 namespace {
@@ -96,70 +97,111 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
                         " rows");
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);
   w.token_embd = *embd;
-  LOOM_RETURN_IF_ERROR(b.norm(n::kOutputNorm, c.n_embd, true, &w.output_norm));
-  if (!c.tied_embeddings && b.has(n::kOutput)) {
-    LOOM_RETURN_IF_ERROR(b.matrix(n::kOutput, c.n_embd, c.n_vocab, &w.output));
-  } else {
-    c.tied_embeddings = true;
-    w.output = w.token_embd;
-  }
-  LOOM_RETURN_IF_ERROR(
-      b.vector(n::kRopeFreqs, (c.n_rot > 0 ? c.n_rot : c.head_dim) / 2, false, &w.rope_freqs));
-
-  const int64_t E = c.n_embd, D = c.head_dim, F = c.n_ff;
-  const int64_t q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;
-  // Optional groups are decided by layer 0 and then required of every layer.
+  // Optional groups are decided by what the file holds (layer 0 for per-layer groups), then
+  // required everywhere by the plan.
+  if (!c.tied_embeddings && !b.has(n::kOutput)) c.tied_embeddings = true;
   auto group_present = [&](TensorNeed need, std::string_view suffix) {
     return need == TensorNeed::kRequired ||
            (need == TensorNeed::kOptional && b.has(n::layer_tensor(0, suffix)));
   };
   c.qkv_bias = group_present(arch.qkv_bias, n::kAttnQBias);
   c.qk_norm = group_present(arch.qk_norm, n::kAttnQNorm);
+  TensorPlanOptions po;
+  po.rope_freqs = b.has(n::kRopeFreqs);
 
-  const bool pre_norms = c.norm_placement != NormPlacement::kPost;
-  const bool post_norms = c.norm_placement != NormPlacement::kPre;
-  const bool whole_qk = c.qk_norm_kind == QkNorm::kWhole;
+  const int64_t D = c.head_dim, F = c.n_ff;
+  const int64_t q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;
   w.layers.resize(c.n_layer);
-  for (int l = 0; l < c.n_layer; ++l) {
-    LayerWeights& L = w.layers[l];
-    auto name = [&](std::string_view s) { return n::layer_tensor(l, s); };
-    if (pre_norms) LOOM_RETURN_IF_ERROR(b.norm(name(n::kAttnNorm), E, true, &L.attn_norm));
-    if (c.fused_qkv) {
-      TensorView qkv;
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kAttnQkv), E, q_dim + 2 * kv_dim, &qkv));
-      L.wq = row_range(qkv, 0, q_dim);
-      L.wk = row_range(qkv, q_dim, kv_dim);
-      L.wv = row_range(qkv, q_dim + kv_dim, kv_dim);
-    } else {
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kAttnQ), E, q_dim, &L.wq));
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kAttnK), E, kv_dim, &L.wk));
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kAttnV), E, kv_dim, &L.wv));
+  for (const PlannedWeight& t : tensor_plan(c, po)) {
+    LayerWeights* L = t.layer >= 0 ? &w.layers[t.layer] : nullptr;
+    if (t.kind == TensorKind::kMatrix) {
+      TensorView m;
+      LOOM_RETURN_IF_ERROR(b.matrix(t.name, t.ne[0], t.ne[1], &m));
+      switch (t.role) {
+        case TensorRole::kTokenEmbd:
+          break;  // bound above
+        case TensorRole::kOutput:
+          w.output = m;
+          break;
+        case TensorRole::kWq:
+          L->wq = m;
+          break;
+        case TensorRole::kWk:
+          L->wk = m;
+          break;
+        case TensorRole::kWv:
+          L->wv = m;
+          break;
+        case TensorRole::kWqkv:  // q, k, v rows of one matrix
+          L->wq = row_range(m, 0, q_dim);
+          L->wk = row_range(m, q_dim, kv_dim);
+          L->wv = row_range(m, q_dim + kv_dim, kv_dim);
+          break;
+        case TensorRole::kWo:
+          L->wo = m;
+          break;
+        case TensorRole::kWGate:
+          L->w_gate = m;
+          break;
+        case TensorRole::kWUp:
+          L->w_up = m;
+          break;
+        case TensorRole::kWGateUp:  // gate rows, then up rows
+          L->w_gate = row_range(m, 0, F);
+          L->w_up = row_range(m, F, F);
+          break;
+        case TensorRole::kWDown:
+          L->w_down = m;
+          break;
+        default:
+          return internal_error("tensor plan: " + t.name + " is not a matrix role");
+      }
+      continue;
     }
-    if (c.qkv_bias) {
-      LOOM_RETURN_IF_ERROR(b.vector(name(n::kAttnQBias), q_dim, true, &L.bq));
-      LOOM_RETURN_IF_ERROR(b.vector(name(n::kAttnKBias), kv_dim, true, &L.bk));
-      LOOM_RETURN_IF_ERROR(b.vector(name(n::kAttnVBias), kv_dim, true, &L.bv));
+    std::vector<float>* dst = nullptr;
+    switch (t.role) {
+      case TensorRole::kOutputNorm:
+        dst = &w.output_norm;
+        break;
+      case TensorRole::kRopeFreqs:
+        dst = &w.rope_freqs;
+        break;
+      case TensorRole::kAttnNorm:
+        dst = &L->attn_norm;
+        break;
+      case TensorRole::kBq:
+        dst = &L->bq;
+        break;
+      case TensorRole::kBk:
+        dst = &L->bk;
+        break;
+      case TensorRole::kBv:
+        dst = &L->bv;
+        break;
+      case TensorRole::kQNorm:
+        dst = &L->q_norm;
+        break;
+      case TensorRole::kKNorm:
+        dst = &L->k_norm;
+        break;
+      case TensorRole::kAttnPostNorm:
+        dst = &L->attn_post_norm;
+        break;
+      case TensorRole::kFfnNorm:
+        dst = &L->ffn_norm;
+        break;
+      case TensorRole::kFfnPostNorm:
+        dst = &L->ffn_post_norm;
+        break;
+      default:
+        return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
-    if (c.qk_norm) {
-      LOOM_RETURN_IF_ERROR(b.norm(name(n::kAttnQNorm), whole_qk ? q_dim : D, true, &L.q_norm));
-      LOOM_RETURN_IF_ERROR(b.norm(name(n::kAttnKNorm), whole_qk ? kv_dim : D, true, &L.k_norm));
-    }
-    LOOM_RETURN_IF_ERROR(b.matrix(name(n::kAttnOutput), q_dim, E, &L.wo));
-    if (post_norms)
-      LOOM_RETURN_IF_ERROR(b.norm(name(n::kAttnPostNorm), E, true, &L.attn_post_norm));
-    if (pre_norms) LOOM_RETURN_IF_ERROR(b.norm(name(n::kFfnNorm), E, true, &L.ffn_norm));
-    if (c.fused_gate_up) {
-      TensorView gate_up;
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kFfnUp), E, 2 * F, &gate_up));
-      L.w_gate = row_range(gate_up, 0, F);
-      L.w_up = row_range(gate_up, F, F);
-    } else {
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kFfnGate), E, F, &L.w_gate));
-      LOOM_RETURN_IF_ERROR(b.matrix(name(n::kFfnUp), E, F, &L.w_up));
-    }
-    LOOM_RETURN_IF_ERROR(b.matrix(name(n::kFfnDown), F, E, &L.w_down));
-    if (post_norms) LOOM_RETURN_IF_ERROR(b.norm(name(n::kFfnPostNorm), E, true, &L.ffn_post_norm));
+    if (t.kind == TensorKind::kNorm)
+      LOOM_RETURN_IF_ERROR(b.norm(t.name, t.ne[0], true, dst));
+    else
+      LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, dst));
   }
+  if (c.tied_embeddings) w.output = w.token_embd;
   return w;
 }
 

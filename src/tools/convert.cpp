@@ -8,11 +8,12 @@
 #include "kernels/quant.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
-#include "tools/gguf_build.h"
-#include "tools/synth.h"
 #include "model/tensor_names.h"
+#include "model/tensor_plan.h"
 #include "model/weights.h"
 #include "tokenizer/gguf_export.h"
+#include "tools/gguf_build.h"
+#include "tools/synth.h"  // llama3_rope_freq_divisors
 
 namespace loom {
 
@@ -28,6 +29,7 @@ struct Source {
   const TensorView* view;
   bool permute;   // llama Q/K rows (or bias elements) reordered for interleaved RoPE
   bool plus_one;  // an RMSNorm weight w of x·(1 + w): GGUF stores 1 + w (Gemma)
+  const std::vector<float>* computed;  // instead of a view: values computed here (rope_freqs)
 };
 
 void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name, Dtype type) {
@@ -53,13 +55,10 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
   if (s.type == RopeScalingType::kLinear) {
     m.set_string(key(n::kRopeScalingType), "linear");
     m.set_f32(key(n::kRopeScalingFactor), s.factor);
-  } else if (s.type == RopeScalingType::kLlama3) {
-    m.set_string(key(n::kRopeScalingType), "llama3");
-    m.set_f32(key(n::kRopeScalingFactor), s.factor);
-    m.set_f32(key(n::kRopeScalingLowFreqFactor), s.low_freq_factor);
-    m.set_f32(key(n::kRopeScalingHighFreqFactor), s.high_freq_factor);
-    m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
   }
+  // llama3 scaling is not written as keys: llama.cpp's files (and so loom's) carry the
+  // per-frequency divisors as rope_freqs.weight instead, and llama.cpp aborts on a
+  // rope.scaling.type it does not know.
   if (c.bos_token >= 0) m.set_u32(std::string(n::kTokenizerBos), c.bos_token);
   if (c.eos_token >= 0) m.set_u32(std::string(n::kTokenizerEos), c.eos_token);
 }
@@ -85,19 +84,28 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   rep.arch = config.arch;
   const bool permute = arch->gguf_rope_style == RopeStyle::kInterleaved;
 
-  // The tensors to write, in GGUF order: globals, then each layer's in the order of the
-  // architecture's table (those the checkpoint has: optional groups were settled by binding).
-  std::vector<std::string> order = {std::string(names::kTokenEmbd),
-                                    std::string(names::kOutputNorm)};
-  if (!config.tied_embeddings) order.push_back(std::string(names::kOutput));
-  for (int l = 0; l < config.n_layer; ++l)
-    for (const LayerTensorName& t : arch->layer_tensors) {
-      std::string name = names::layer_tensor(l, t.gguf);
-      if (find(name)) order.push_back(std::move(name));
-    }
+  // The tensors to write: the model's tensor plan (llama.cpp's order), with llama3 RoPE
+  // scaling as a rope_freqs.weight tensor of divisors, as llama.cpp's converter writes it.
+  const auto& rs = config.rope_scaling;
+  const bool llama3 = rs.type == RopeScalingType::kLlama3;
+  std::vector<float> rope_divisors;
+  if (llama3)
+    rope_divisors = llama3_rope_freq_divisors(config.n_rot > 0 ? config.n_rot : config.head_dim,
+                                              config.rope_theta, rs.factor, rs.low_freq_factor,
+                                              rs.high_freq_factor, rs.original_context);
+  TensorPlanOptions po;
+  po.rope_freqs = llama3;
   std::vector<PlannedTensor> plan;
   std::vector<Source> sources;
-  for (const auto& name : order) {
+  for (const PlannedWeight& t : tensor_plan(config, po)) {
+    if (t.kind == TensorKind::kRopeFreqs) {
+      LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(t.name, Dtype::kF32, t.ne));
+      rep.n_bytes += p.nbytes;
+      plan.push_back(std::move(p));
+      sources.push_back({nullptr, false, false, &rope_divisors});
+      continue;
+    }
+    const std::string& name = t.name;
     const TensorView* v = find(name);
     if (!v) return internal_error("convert: bound tensor " + name + " disappeared");
     if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16)
@@ -117,9 +125,8 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(name, dt, ne));
     rep.n_bytes += p.nbytes;
     plan.push_back(std::move(p));
-    const bool norm = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
-    sources.push_back(
-        {v, permute && names::is_rope_permuted_tensor(name), arch->hf_norm_plus_one && norm});
+    sources.push_back({v, permute && names::is_rope_permuted_tensor(name),
+                       arch->hf_norm_plus_one && t.kind == TensorKind::kNorm, nullptr});
   }
   rep.n_tensors = static_cast<int>(plan.size());
 
@@ -146,6 +153,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   auto fill = [&](size_t index, uint8_t* dst) -> Status {
     const PlannedTensor& p = plan[index];
     const Source& s = sources[index];
+    if (s.computed) return kernels::quantize_row(p.dtype, s.computed->data(), dst, p.ne[0]);
     const int64_t cols = p.ne[0];
     const int64_t rows = p.ne.size() > 1 ? p.ne[1] : 1;
     const uint64_t out_row = *row_bytes(p.dtype, cols);

@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "base/thread_pool.h"
-#include "tools/gguf_build.h"
 #include "model/tensor_names.h"
+#include "tools/gguf_build.h"
 
 namespace loom {
 namespace {

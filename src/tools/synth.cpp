@@ -8,10 +8,13 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "model/arch.h"
+#include "model/config_reader.h"
+#include "model/tensor_names.h"
+#include "model/tensor_plan.h"
 #include "tools/gguf_build.h"
 #include "tools/synth_presets.h"
 #include "tools/synth_vocab.h"
-#include "model/tensor_names.h"
 
 namespace loom {
 namespace {
@@ -108,6 +111,16 @@ Status add_tensor(Plan& p, std::string name, Dtype want, std::vector<int64_t> ne
   return Status::ok();
 }
 
+// The ModelConfig a loader reads from this metadata (through the architecture's own reader).
+Result<ModelConfig> config_of(const std::vector<std::pair<std::string, GgufValue>>& kv) {
+  GgufWriter w;
+  for (const auto& [k, v] : kv)
+    if (k.rfind("tokenizer.", 0) != 0) w.set(k, v);  // the vocabulary is not needed here
+  LOOM_ASSIGN_OR_RETURN(auto bytes, build_gguf_bytes(std::move(w), {}, {}));
+  LOOM_ASSIGN_OR_RETURN(GgufFile f, GgufFile::parse_bytes(bytes));
+  return config_from_gguf(f);
+}
+
 Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset,
                                 SynthReport& report) {
   const int32_t pad_to = preset.vocab_size_fixed ? preset.n_vocab : 0;
@@ -190,7 +203,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
   m.set_u32(key(names::kValueLength), static_cast<uint32_t>(D));
   m.set_f32(key(names::kRmsEps), eps);
   m.set_f32(key(names::kRopeFreqBase), theta);
-  m.set_u32(key(names::kRopeDimensionCount), static_cast<uint32_t>(D));
+  m.set_u32(key(names::kRopeDimensionCount), static_cast<uint32_t>(ps.n_rot > 0 ? ps.n_rot : D));
+  if (ps.sliding_window > 0)
+    m.set_u32(key(names::kSlidingWindow), static_cast<uint32_t>(ps.sliding_window));
+  for (const SynthPreset::Key& k : ps.keys)
+    if (!k.suffix.empty()) m.set_f32(key(k.suffix), k.value);
   const bool llama3_rope = ps.rope_scaling_factor > 0;
   if (llama3_rope) {
     m.set_string(key(names::kRopeScalingType), "llama3");
@@ -204,36 +221,28 @@ Result<Plan> make_plan(const SynthOptions& o) {
   m.set_string("loom.synth.vocab", vocab.source);
   for (auto& [k, v] : vocab.kv) m.set(k, std::move(v));
 
-  const Dtype w = o.type;
-  LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kTokenEmbd), w, {E, V}, Init::kMatrix));
-  if (llama3_rope)
+  // The tensors: the plan of the config a loader reads from this metadata (so synth and
+  // loading cannot disagree), with the optional groups as the family sets them.
+  LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_of(p.kv));
+  const ArchSpec* spec = find_arch(a);
+  if (!spec) return invalid_argument("synth: no architecture '" + a + "' in the registry");
+  auto group = [](TensorNeed need, bool family) {
+    return need == TensorNeed::kRequired || (need == TensorNeed::kOptional && family);
+  };
+  c.qkv_bias = group(spec->qkv_bias, ar.qkv_bias);
+  c.qk_norm = group(spec->qk_norm, ar.qk_norm);
+  c.tied_embeddings = tied;
+  c.n_vocab = static_cast<int32_t>(V);
+  TensorPlanOptions po;
+  po.rope_freqs = llama3_rope;
+  for (const PlannedWeight& t : tensor_plan(c, po)) {
+    const Init init = t.kind == TensorKind::kMatrix ? Init::kMatrix
+                      : t.kind == TensorKind::kNorm ? Init::kNorm
+                      : t.kind == TensorKind::kBias ? Init::kBias
+                                                    : Init::kRopeFreqs;
     LOOM_RETURN_IF_ERROR(
-        add_tensor(p, std::string(names::kRopeFreqs), Dtype::kF32, {D / 2}, Init::kRopeFreqs));
-  for (int l = 0; l < ps.n_layer; ++l) {
-    auto n = [&](std::string_view s) { return names::layer_tensor(l, s); };
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnNorm), Dtype::kF32, {E}, Init::kNorm));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQ), w, {E, QD}, Init::kMatrix));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnK), w, {E, KD}, Init::kMatrix));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnV), w, {E, KD}, Init::kMatrix));
-    if (ar.qkv_bias) {
-      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQBias), Dtype::kF32, {QD}, Init::kBias));
-      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnKBias), Dtype::kF32, {KD}, Init::kBias));
-      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnVBias), Dtype::kF32, {KD}, Init::kBias));
-    }
-    if (ar.qk_norm) {
-      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnQNorm), Dtype::kF32, {D}, Init::kNorm));
-      LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnKNorm), Dtype::kF32, {D}, Init::kNorm));
-    }
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kAttnOutput), w, {QD, E}, Init::kMatrix));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnNorm), Dtype::kF32, {E}, Init::kNorm));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnGate), w, {E, F}, Init::kMatrix));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnUp), w, {E, F}, Init::kMatrix));
-    LOOM_RETURN_IF_ERROR(add_tensor(p, n(names::kFfnDown), w, {F, E}, Init::kMatrix));
+        add_tensor(p, t.name, init == Init::kMatrix ? o.type : Dtype::kF32, t.ne, init));
   }
-  LOOM_RETURN_IF_ERROR(
-      add_tensor(p, std::string(names::kOutputNorm), Dtype::kF32, {E}, Init::kNorm));
-  if (!tied)
-    LOOM_RETURN_IF_ERROR(add_tensor(p, std::string(names::kOutput), w, {E, V}, Init::kMatrix));
   for (auto& line : p.fallbacks.lines()) p.report.notes.push_back(std::move(line));
   return p;
 }

@@ -18,7 +18,7 @@
 namespace loom {
 
 struct SynthOptions {
-  std::string arch = "llama";   // llama | qwen2 | qwen3: which tensors and metadata
+  std::string arch = "llama";   // a registry architecture (synth_presets.h): tensors, metadata
   std::string preset = "tiny";  // see synth_presets.h
   Dtype type = Dtype::kF32;     // of 2-D weight matrices; 1-D tensors stay f32
   uint64_t seed = 42;

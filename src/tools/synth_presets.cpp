@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 7> kPresets = {{
+constexpr std::array<SynthPreset, 13> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -28,13 +28,77 @@ constexpr std::array<SynthPreset, 7> kPresets = {{
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0},
     {"llama-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, true, 131072, 500000.0f, 1e-5f,
      false, "", 8.0f, 1.0f, 4.0f, 8192},
+    // The families of issue 15, from their published config.json files (context lengths cut
+    // to 8192: synth models are for speed and shape, not long-context use):
+    // gemma-2-2b: hidden 2304, 26 layers, 8 heads / 4 KV, head_dim 256, intermediate 9216,
+    // vocab 256000, window 4096, soft-caps 50 / 30, tied.
+    {"gemma2-2b", "gemma2",
+     26,          2304,
+     8,           4,
+     256,         9216,
+     256000,      true,
+     8192,        10000.0f,
+     1e-6f,       true,
+     "",          0,
+     1,           4,
+     0,           4096,
+     0,           {{{"attn_logit_softcapping", 50.0f}, {"final_logit_softcapping", 30.0f}}}},
+    // gemma-3-1b-pt: hidden 1152, 26 layers, 4 heads / 1 KV, head_dim 256, intermediate 6912,
+    // vocab 262144, window 512 (every sixth layer global), rope_theta 1e6, tied.
+    {"gemma3-1b", "gemma3", 26,   1152, 4, 1, 256, 6912, 262144, true, 8192,
+     1e6f,        1e-6f,    true, "",   0, 1, 4,   0,    512,    0,    {}},
+    // Phi-4-mini: hidden 3072, 32 layers, 24 heads / 8 KV, head_dim 128, intermediate 8192,
+    // vocab 200064, partial_rotary_factor 0.75 (96 of 128 dims), tied. (LongRoPE not built.)
+    {"phi4-mini", "phi3", 32,   3072, 24, 8, 128, 8192, 200064, true, 8192,
+     10000.0f,    1e-5f,  true, "",   0,  1, 4,   0,    0,      96,   {}},
+    // granite-3.1-2b: hidden 2048, 40 layers, 32 heads / 8 KV, intermediate 8192, vocab
+    // 49155, multipliers: embedding 12, residual 0.22, attention 0.015625, logits 8; tied.
+    {"granite-2b",
+     "granite",
+     40,
+     2048,
+     32,
+     8,
+     64,
+     8192,
+     49155,
+     true,
+     8192,
+     5e6f,
+     1e-5f,
+     true,
+     "",
+     0,
+     1,
+     4,
+     0,
+     0,
+     0,
+     {{{"embedding_scale", 12.0f},
+       {"residual_scale", 0.22f},
+       {"attention.scale", 0.015625f},
+       {"logit_scale", 8.0f}}}},
+    // OLMo-2-0425-1B: hidden 2048, 16 layers, 16 heads / 16 KV, intermediate 8192, vocab
+    // 100352, rope_theta 500000, not tied.
+    {"olmo2-1b", "olmo2", 16,    2048, 16, 16, 128, 8192, 100352, true, 8192,
+     500000.0f,  1e-6f,   false, "",   0,  1,  4,   0,    0,      0,    {}},
+    // SmolLM3-3B: hidden 2048, 36 layers, 16 heads / 4 KV, intermediate 11008, vocab 128256,
+    // rope_theta 5e6, no RoPE in every fourth layer, tied.
+    {"smollm3-3b", "smollm3", 36,   2048, 16, 4, 128, 11008, 128256, true, 8192,
+     5e6f,         1e-6f,     true, "",   0,  1, 4,   0,     0,      0,    {}},
 }};
 
 // Qwen2 / Qwen3 small checkpoints tie their embeddings; Llama ones do not.
-constexpr std::array<SynthArch, 3> kArchs = {{
+constexpr std::array<SynthArch, 9> kArchs = {{
     {"llama", false, false, 10000.0f, 1e-5f, false},
     {"qwen2", true, false, 1e6f, 1e-6f, false},
     {"qwen3", false, true, 1e6f, 1e-6f, true},
+    {"gemma2", false, false, 10000.0f, 1e-6f, true},
+    {"gemma3", false, true, 1e6f, 1e-6f, true},
+    {"phi3", false, false, 10000.0f, 1e-5f, false},
+    {"granite", false, false, 10000.0f, 1e-5f, true},
+    {"olmo2", false, true, 500000.0f, 1e-6f, false},
+    {"smollm3", false, false, 5e6f, 1e-6f, true},
 }};
 
 }  // namespace

@@ -2,6 +2,7 @@
 // architecture family adds to them (qkv biases, q/k norms, rope layout defaults).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -30,6 +31,15 @@ struct SynthPreset {
   float rope_low_freq_factor;
   float rope_high_freq_factor;
   int32_t rope_original_context;
+  // Families past Llama's block (all zero for the presets above them):
+  int32_t sliding_window = 0;  // of the layers the family's GGUF pattern makes local
+  int32_t n_rot = 0;           // rotated dimensions per head (partial rotary); 0: head_dim
+  // Family hyperparameters as "{arch}.SUFFIX" f32 keys (soft-caps, Granite's multipliers).
+  struct Key {
+    std::string_view suffix;
+    float value;
+  };
+  std::array<Key, 4> keys = {};
 };
 
 // What an architecture family contributes to tensors and metadata.

@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tools/convert.h"
+#include "format/gguf.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
+#include "tools/convert.h"
 
 namespace loom {
 namespace {
@@ -157,6 +158,47 @@ TEST_P(HfReferenceFamilies, ConvertedGgufMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
                                            "smollm3"));
+
+// A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
+// the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys
+// (llama.cpp aborts on a scaling type it does not know). The file gives the checkpoint's logits.
+TEST(HfConvert, Llama3RopeScalingBecomesRopeFreqsTensor) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_llama31_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("llama") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("llama") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  // Short original context so the 24-token cases span every regime of the scaling.
+  cfg.erase("rope_scaling");
+  cfg["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 10000.0},
+                            {"factor", 8.0},           {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  const fs::path gguf = dir / "out.gguf";
+  ASSERT_TRUE(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{}).is_ok());
+
+  auto f = GgufFile::open(gguf.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_TRUE(f->find_tensor("rope_freqs.weight"));
+  EXPECT_FALSE(f->get_string("llama.rope.scaling.type"));
+  EXPECT_FALSE(f->get_float("llama.rope.scaling.factor"));
+
+  auto from_dir = Model::load(dir.string(), {2});
+  auto from_gguf = Model::load(gguf.string(), {2});
+  auto plain = Model::load(fixture("llama"), {2});
+  ASSERT_TRUE(from_dir.is_ok() && from_gguf.is_ok() && plain.is_ok());
+  const auto tokens = read_cases(fixture("llama"))[0].tokens;
+  auto run = [&](Model& m) {
+    auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+    return test::run_sequence(m, *kv, tokens, 64).value();
+  };
+  const auto a = run(**from_dir), b = run(**from_gguf), c = run(**plain);
+  const int64_t V = (*plain)->config().n_vocab;
+  EXPECT_LT(row_rel_err(b, a, V), 1e-5);
+  EXPECT_GT(row_rel_err(c, a, V), 1e-3);  // the scaling does change the logits
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace loom

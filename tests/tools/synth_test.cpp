@@ -17,6 +17,7 @@
 #include "format/gguf.h"
 #include "kernels/quant.h"
 #include "model/model.h"
+#include "tools/synth_presets.h"
 
 namespace loom {
 namespace {
@@ -27,8 +28,9 @@ struct Expect {
 };
 
 // The tensor list written down independently of synth.cpp, from GGUF's naming convention.
-std::map<std::string, Expect> expected_tensors(const std::string& arch, int n_layer, int64_t E, int64_t nh,
-                                               int64_t nkv, int64_t D, int64_t F, int64_t V, bool tied) {
+std::map<std::string, Expect> expected_tensors(const std::string& arch, int n_layer, int64_t E,
+                                               int64_t nh, int64_t nkv, int64_t D, int64_t F,
+                                               int64_t V, bool tied) {
   std::map<std::string, Expect> m;
   m["token_embd.weight"] = {{E, V}, true};
   m["output_norm.weight"] = {{E}, false};
@@ -77,9 +79,11 @@ std::vector<float> dequant(const TensorView& v) {
     if (v.dtype == Dtype::kF32) {
       std::memcpy(dst, src, static_cast<size_t>(v.cols()) * 4);
     } else if (v.dtype == Dtype::kF16) {
-      for (int64_t c = 0; c < v.cols(); ++c) dst[c] = fp16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
+      for (int64_t c = 0; c < v.cols(); ++c)
+        dst[c] = fp16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
     } else if (v.dtype == Dtype::kBF16) {
-      for (int64_t c = 0; c < v.cols(); ++c) dst[c] = bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
+      for (int64_t c = 0; c < v.cols(); ++c)
+        dst[c] = bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
     } else {
       kernels::dequantize_row(v.dtype, src, dst, v.cols());
     }
@@ -115,11 +119,13 @@ TEST_P(SynthTinyTest, TensorsShapesDtypesAndMetadata) {
   EXPECT_EQ(f.get_int(arch + ".context_length"), 512);
   EXPECT_EQ(f.get_int(arch + ".vocab_size"), 512);
   ASSERT_TRUE(f.get_float(arch + ".attention.layer_norm_rms_epsilon"));
-  EXPECT_NEAR(*f.get_float(arch + ".attention.layer_norm_rms_epsilon"), arch == "llama" ? 1e-5 : 1e-6, 1e-9);
+  EXPECT_NEAR(*f.get_float(arch + ".attention.layer_norm_rms_epsilon"),
+              arch == "llama" ? 1e-5 : 1e-6, 1e-9);
   const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);
   EXPECT_EQ(tokens->array_size(), 512u);
-  std::set<std::string> unique(tokens->as_string_array()->begin(), tokens->as_string_array()->end());
+  std::set<std::string> unique(tokens->as_string_array()->begin(),
+                               tokens->as_string_array()->end());
   EXPECT_EQ(unique.size(), 512u) << "placeholder tokens must be distinct";
   EXPECT_EQ(f.get_int("general.file_type"), gguf_file_type_for(type));
 
@@ -138,18 +144,20 @@ TEST_P(SynthTinyTest, TensorsShapesDtypesAndMetadata) {
   if (matrix_type != type) EXPECT_FALSE(report.notes.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ArchTypes, SynthTinyTest,
-    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
-                       ::testing::Values(Dtype::kF32, Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
-                                         Dtype::kQ4_K)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(ArchTypes, SynthTinyTest,
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                                            ::testing::Values(Dtype::kF32, Dtype::kF16,
+                                                              Dtype::kBF16, Dtype::kQ8_0,
+                                                              Dtype::kQ4_0, Dtype::kQ4_K)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 // A real forward pass over synth weights: finite logits that vary across the vocabulary and
 // across positions (the scales keep activations sane), for every arch and a quantized type.
-class SynthForwardTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, Dtype>> {};
+class SynthForwardTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string, Dtype>> {};
 
 TEST_P(SynthForwardTest, LogitsAreFiniteAndNonDegenerate) {
   const auto& [arch, preset, type] = GetParam();
@@ -198,15 +206,70 @@ TEST_P(SynthForwardTest, LogitsAreFiniteAndNonDegenerate) {
   EXPECT_GT(argmaxes.size(), 3u) << "every position predicts nearly the same token";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Archs, SynthForwardTest,
-    ::testing::Values(std::make_tuple("llama", "tiny", Dtype::kF32), std::make_tuple("qwen2", "tiny", Dtype::kF32),
-                      std::make_tuple("qwen3", "tiny", Dtype::kF32), std::make_tuple("llama", "tiny", Dtype::kQ8_0),
-                      std::make_tuple("qwen3", "tiny-k", Dtype::kQ4_K)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" + (std::get<1>(info.param) == std::string("tiny") ? "tiny" : "tinyk") +
-             "_" + std::string(dtype_name(std::get<2>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Archs, SynthForwardTest,
+                         ::testing::Values(std::make_tuple("llama", "tiny", Dtype::kF32),
+                                           std::make_tuple("qwen2", "tiny", Dtype::kF32),
+                                           std::make_tuple("qwen3", "tiny", Dtype::kF32),
+                                           std::make_tuple("llama", "tiny", Dtype::kQ8_0),
+                                           std::make_tuple("qwen3", "tiny-k", Dtype::kQ4_K)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  (std::get<1>(info.param) == std::string("tiny") ? "tiny"
+                                                                                  : "tinyk") +
+                                  "_" + std::string(dtype_name(std::get<2>(info.param)));
+                         });
+
+// The families of the layer-spec forward pass: a tiny model of each loads with its family's
+// flags (read back through the architecture's own GGUF reader) and gives finite, varied logits.
+class SynthFamilyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SynthFamilyTest, TinyModelLoadsWithItsFamilyFlagsAndRuns) {
+  SynthOptions o;
+  o.arch = GetParam();
+  o.preset = "tiny";
+  auto file = GgufFile::parse_bytes(synth(o));
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto model = Model::from_gguf(std::move(file).value());
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  const std::string& a = GetParam();
+  EXPECT_EQ(c.arch, a);
+  EXPECT_EQ(c.norm_placement, a == "gemma2" || a == "gemma3" ? NormPlacement::kSandwich
+                              : a == "olmo2"                 ? NormPlacement::kPost
+                                                             : NormPlacement::kPre);
+  EXPECT_EQ(c.activation, a.rfind("gemma", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu);
+  EXPECT_EQ(c.fused_qkv, a == "phi3");
+  EXPECT_EQ(c.qk_norm, a == "gemma3" || a == "olmo2");
+  auto kv = KvCache::create(c, 2, 16, Dtype::kF32);
+  ASSERT_TRUE(kv.is_ok());
+  const int n = 12;
+  std::vector<int32_t> blocks = {0, 1};
+  Batch b;
+  for (int i = 0; i < n; ++i) {
+    b.tokens.push_back((i * 37 + 5) % c.n_vocab);
+    b.pos.push_back(i);
+    b.seq.push_back(0);
+    b.logits_rows.push_back(i);
+  }
+  b.sequences.push_back({blocks.data(), 2, 0, n, 0});
+  std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
+  ASSERT_TRUE((*model)->forward(b, **kv, logits.data()).is_ok());
+  for (int r = 0; r < n; ++r) {
+    const float* l = logits.data() + static_cast<size_t>(r) * c.n_vocab;
+    double sum = 0, sq = 0;
+    for (int v = 0; v < c.n_vocab; ++v) {
+      ASSERT_TRUE(std::isfinite(l[v])) << r << " " << v;
+      sum += l[v];
+      sq += double(l[v]) * l[v];
+    }
+    const double mean = sum / c.n_vocab;
+    EXPECT_GT(std::sqrt(sq / c.n_vocab - mean * mean), 1e-3) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SynthFamilyTest,
+                         ::testing::Values("gemma2", "gemma3", "phi3", "granite", "olmo2",
+                                           "smollm3"));
 
 TEST(SynthTest, SameSeedSameBytesOtherSeedDiffers) {
   SynthOptions o;
@@ -221,7 +284,9 @@ TEST(SynthTest, SameSeedSameBytesOtherSeedDiffers) {
   // Every tensor changes with the seed, not just some.
   GgufFile fa = parse(a), fc = parse(c);
   for (size_t i = 0; i < fa.tensors().size(); ++i)
-    EXPECT_NE(std::memcmp(fa.tensors()[i].view.data, fc.tensors()[i].view.data, fa.tensors()[i].view.nbytes), 0)
+    EXPECT_NE(std::memcmp(fa.tensors()[i].view.data, fc.tensors()[i].view.data,
+                          fa.tensors()[i].view.nbytes),
+              0)
         << fa.tensors()[i].name;
 }
 
@@ -325,7 +390,8 @@ TEST(SynthTest, ParseSynthSpec) {
   EXPECT_FALSE(parse_synth_spec("tiny").is_ok());
 }
 
-std::map<std::string, const GgufValue*> metadata_map(const std::vector<std::pair<std::string, GgufValue>>& kv) {
+std::map<std::string, const GgufValue*> metadata_map(
+    const std::vector<std::pair<std::string, GgufValue>>& kv) {
   std::map<std::string, const GgufValue*> m;
   for (const auto& [k, v] : kv) m[k] = &v;
   return m;
@@ -433,7 +499,8 @@ TEST(SynthTest, Llama05bQ8_0IsFastAndHasTheSpmVocabulary) {
   const auto start = std::chrono::steady_clock::now();
   SynthReport report;
   auto bytes = synth(o, &report);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("llama-0.5b q8_0: %.1f MiB in %.2f s\n", bytes->size() / 1048576.0, secs);
   EXPECT_LT(secs, 60.0);
   GgufFile f = parse(bytes);
@@ -470,6 +537,39 @@ TEST(SynthTest, Llama05bQ8_0IsFastAndHasTheSpmVocabulary) {
   double sq = 0;
   for (float v : w) sq += double(v) * v;
   EXPECT_NEAR(std::sqrt(sq / w.size()), 0.02, 0.002);
+}
+
+// The realistic presets have their published checkpoints' parameter counts and hyperparameters.
+TEST(SynthTest, FamilyPresetsHavePublishedShapes) {
+  struct Want {
+    const char* preset;
+    double params_b;
+  };
+  for (const Want& w :
+       {Want{"gemma2-2b", 2.614}, Want{"gemma3-1b", 1.000}, Want{"phi4-mini", 3.836},
+        Want{"granite-2b", 2.534}, Want{"olmo2-1b", 1.485}, Want{"smollm3-3b", 3.075}}) {
+    SynthOptions o;
+    o.preset = w.preset;
+    o.arch = std::string(find_synth_preset(w.preset)->default_arch);
+    o.type = Dtype::kQ8_0;
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << w.preset << ": " << l.status().message();
+    EXPECT_NEAR(l->report.n_params / 1e9, w.params_b, 0.002) << w.preset;
+  }
+  SynthOptions o;
+  o.preset = "gemma3-1b";
+  o.arch = "gemma3";
+  auto l = synth_layout(o);
+  auto m = metadata_map(l->metadata);
+  EXPECT_EQ(m["gemma3.attention.sliding_window"]->as_int(), 512);
+  o.preset = "phi4-mini";
+  o.arch = "phi3";
+  l = synth_layout(o);
+  m = metadata_map(l->metadata);
+  EXPECT_EQ(m["phi3.rope.dimension_count"]->as_int(), 96);
+  bool fused = false;
+  for (const auto& t : l->tensors) fused |= t.name == "blk.0.attn_qkv.weight";
+  EXPECT_TRUE(fused);
 }
 
 }  // namespace

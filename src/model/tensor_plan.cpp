@@ -1,0 +1,59 @@
+#include "model/tensor_plan.h"
+
+#include "model/tensor_names.h"
+
+namespace loom {
+
+std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOptions& o) {
+  namespace n = names;
+  const int64_t E = c.n_embd, D = c.head_dim, F = c.n_ff, V = c.n_vocab;
+  const int64_t QD = int64_t{c.n_head} * D, KD = int64_t{c.n_head_kv} * D;
+  const int64_t R = c.n_rot > 0 ? c.n_rot : D;
+  const bool pre_norms = c.norm_placement != NormPlacement::kPost;
+  const bool post_norms = c.norm_placement != NormPlacement::kPre;
+  const bool whole_qk = c.qk_norm_kind == QkNorm::kWhole;
+  std::vector<PlannedWeight> plan;
+  auto global = [&](std::string_view name, std::vector<int64_t> ne, TensorKind k, TensorRole r) {
+    plan.push_back({std::string(name), std::move(ne), k, r, -1});
+  };
+  global(n::kTokenEmbd, {E, V}, TensorKind::kMatrix, TensorRole::kTokenEmbd);
+  if (o.rope_freqs) global(n::kRopeFreqs, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFreqs);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    auto add = [&](std::string_view suffix, std::vector<int64_t> ne, TensorKind k, TensorRole r) {
+      plan.push_back({n::layer_tensor(l, suffix), std::move(ne), k, r, l});
+    };
+    if (pre_norms) add(n::kAttnNorm, {E}, TensorKind::kNorm, TensorRole::kAttnNorm);
+    if (c.fused_qkv) {
+      add(n::kAttnQkv, {E, QD + 2 * KD}, TensorKind::kMatrix, TensorRole::kWqkv);
+    } else {
+      add(n::kAttnQ, {E, QD}, TensorKind::kMatrix, TensorRole::kWq);
+      add(n::kAttnK, {E, KD}, TensorKind::kMatrix, TensorRole::kWk);
+      add(n::kAttnV, {E, KD}, TensorKind::kMatrix, TensorRole::kWv);
+    }
+    if (c.qkv_bias) {
+      add(n::kAttnQBias, {QD}, TensorKind::kBias, TensorRole::kBq);
+      add(n::kAttnKBias, {KD}, TensorKind::kBias, TensorRole::kBk);
+      add(n::kAttnVBias, {KD}, TensorKind::kBias, TensorRole::kBv);
+    }
+    if (c.qk_norm) {
+      add(n::kAttnQNorm, {whole_qk ? QD : D}, TensorKind::kNorm, TensorRole::kQNorm);
+      add(n::kAttnKNorm, {whole_qk ? KD : D}, TensorKind::kNorm, TensorRole::kKNorm);
+    }
+    add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
+    if (post_norms) add(n::kAttnPostNorm, {E}, TensorKind::kNorm, TensorRole::kAttnPostNorm);
+    if (pre_norms) add(n::kFfnNorm, {E}, TensorKind::kNorm, TensorRole::kFfnNorm);
+    if (c.fused_gate_up) {
+      add(n::kFfnUp, {E, 2 * F}, TensorKind::kMatrix, TensorRole::kWGateUp);
+    } else {
+      add(n::kFfnGate, {E, F}, TensorKind::kMatrix, TensorRole::kWGate);
+      add(n::kFfnUp, {E, F}, TensorKind::kMatrix, TensorRole::kWUp);
+    }
+    add(n::kFfnDown, {F, E}, TensorKind::kMatrix, TensorRole::kWDown);
+    if (post_norms) add(n::kFfnPostNorm, {E}, TensorKind::kNorm, TensorRole::kFfnPostNorm);
+  }
+  global(n::kOutputNorm, {E}, TensorKind::kNorm, TensorRole::kOutputNorm);
+  if (!c.tied_embeddings) global(n::kOutput, {E, V}, TensorKind::kMatrix, TensorRole::kOutput);
+  return plan;
+}
+
+}  // namespace loom

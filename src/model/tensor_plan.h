@@ -1,0 +1,58 @@
+// The tensor plan: every tensor a model of a given ModelConfig has — GGUF name, shape, what
+// it is and where it binds — derived from the config's flags alone (norm placement, fused
+// projections, biases, q/k norms, tied embeddings). Weights binding, synth, convert and
+// quantize all read it, so nothing about an architecture's tensors is written twice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace loom {
+
+enum class TensorKind { kMatrix, kNorm, kBias, kRopeFreqs };
+
+// Which Weights / LayerWeights member a tensor binds to.
+enum class TensorRole {
+  kTokenEmbd,
+  kOutputNorm,
+  kOutput,
+  kRopeFreqs,
+  kAttnNorm,
+  kWq,
+  kWk,
+  kWv,
+  kWqkv,
+  kBq,
+  kBk,
+  kBv,
+  kQNorm,
+  kKNorm,
+  kWo,
+  kAttnPostNorm,
+  kFfnNorm,
+  kWGate,
+  kWUp,
+  kWGateUp,
+  kWDown,
+  kFfnPostNorm,
+};
+
+struct PlannedWeight {
+  std::string name;         // GGUF name ("blk.3.attn_q.weight")
+  std::vector<int64_t> ne;  // ggml order: {cols, rows} for matrices
+  TensorKind kind;
+  TensorRole role;
+  int32_t layer = -1;  // -1: a global tensor
+};
+
+struct TensorPlanOptions {
+  bool rope_freqs = false;  // include rope_freqs.weight (n_rot/2 divisors)
+};
+
+// In llama.cpp's file order: token_embd, rope_freqs, each layer's, output_norm, output.
+std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOptions& o = {});
+
+}  // namespace loom
