@@ -22,11 +22,15 @@ class Tokenizer {
  public:
   // From the tokenizer.ggml.* metadata of a GGUF file (a full model or a vocabulary-only file).
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& gguf);
-  // From a directory holding tokenizer.json (and optionally tokenizer_config.json).
+  // From a directory holding tokenizer.json (and optionally tokenizer_config.json). The
+  // eos_token_id of generation_config.json (of config.json when there is none, as
+  // transformers derives it) joins the end-of-generation set.
   static Result<std::unique_ptr<Tokenizer>> from_hf_dir(const std::string& dir);
-  // From the text of tokenizer.json / tokenizer_config.json (the latter may be empty).
-  static Result<std::unique_ptr<Tokenizer>> from_hf_json(std::string_view tokenizer_json,
-                                                         std::string_view tokenizer_config_json);
+  // From the text of tokenizer.json / tokenizer_config.json / generation_config.json (the
+  // latter two may be empty).
+  static Result<std::unique_ptr<Tokenizer>> from_hf_json(
+      std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+      std::string_view generation_config_json = {});
   // A GGUF file, a tokenizer.json file, or a directory holding tokenizer.json.
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);
 
@@ -60,7 +64,11 @@ class Tokenizer {
   int32_t unk() const;
   bool add_bos() const;
   bool add_eos() const;
-  bool is_eog(int32_t id) const;      // end of generation: eos, eot, <|im_end|>, ...
+  // End of generation: the ids that end a completion without configuration (eos, eot, eom,
+  // the generation config's eos_token_id list, and control tokens such as <end_of_turn>,
+  // <|end|>, <|im_end|>, <|eot_id|>; src/tokenizer/end_of_generation.h has the rule).
+  bool is_eog(int32_t id) const;
+  std::span<const int32_t> eog_ids() const;  // sorted
   bool is_control(int32_t id) const;  // special/control token (skipped by skip_special)
   std::optional<int32_t> find_token(std::string_view piece) const;
 

@@ -78,15 +78,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
 
-  auto add_eos = [&](int32_t id) {
-    if (id >= 0 && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), id) == e->eos_ids_.end())
-      e->eos_ids_.push_back(id);
-  };
-  add_eos(mc.eos_token);
-  if (tokenizer) {
-    add_eos(tokenizer->eos());
-    add_eos(tokenizer->eot());
-  }
+  // End of generation: the tokenizer's set (eos, eot/eom, <end_of_turn>, <|end|>, ...; see
+  // tokenizer/end_of_generation.h) plus the model config's eos, so that <end_of_turn> stops
+  // a Gemma chat turn although the file's EOS is <eos>.
+  if (tokenizer) e->eog_ids_.assign(tokenizer->eog_ids().begin(), tokenizer->eog_ids().end());
+  if (mc.eos_token >= 0) e->eog_ids_.push_back(mc.eos_token);
+  std::sort(e->eog_ids_.begin(), e->eog_ids_.end());
+  e->eog_ids_.erase(std::unique(e->eog_ids_.begin(), e->eog_ids_.end()), e->eog_ids_.end());
   e->model_ = std::move(model);
   e->tokenizer_ = std::move(tokenizer);
   LOOM_LOG_INFO(
@@ -263,9 +261,8 @@ void EngineCore::accept_token(Request& r, const SampleOutput& s) {
 
   // vLLM: token stops count from min_tokens outputs on, stop strings only after them.
   const bool past_min = r.num_output_tokens() >= p.min_tokens;
-  const bool is_eos = !p.ignore_eos && (tokenizer_ ? tokenizer_->is_eog(token)
-                                                   : token == model_->config().eos_token);
-  if (past_min && is_eos) {
+  const bool is_eog = !p.ignore_eos && std::binary_search(eog_ids_.begin(), eog_ids_.end(), token);
+  if (past_min && is_eog) {
     out.stop_token = token;
     finish_seq(r, FinishReason::kStop);
     return;
@@ -395,7 +392,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     if (r.finished()) continue;  // its group was aborted earlier in this loop
     std::span<const float> row(logits_.data() + i * n_vocab, n_vocab);
     if (keep_logits_) last_logits_.emplace_back(g.id, std::vector<float>(row.begin(), row.end()));
-    min_tokens_suppressed_ids(g.params, eos_ids_, r.num_output_tokens(), &suppressed_);
+    min_tokens_suppressed_ids(g.params, eog_ids_, r.num_output_tokens(), &suppressed_);
     SampleOutput sample;
     Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
                                 suppressed_, r.rng, &sample, row_masks_[i]);

@@ -81,7 +81,7 @@ class EngineCore {
   std::unique_ptr<KvCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
-  std::vector<int32_t> eos_ids_;
+  std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 
   std::unordered_map<std::string, std::unique_ptr<RequestGroup>> groups_;
   std::vector<std::string> aborted_;  // groups whose final "abort" output is still to be sent

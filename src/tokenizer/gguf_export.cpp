@@ -165,6 +165,11 @@ Result<GgufTokenizerExport> export_hf_tokenizer_json(std::string_view tokenizer_
   };
   id("tokenizer.ggml.bos_token_id", v.bos);
   id("tokenizer.ggml.eos_token_id", v.eos);
+  // llama.cpp reads these as end-of-generation ids too. Ids named only by the generation
+  // config have no GGUF key; the real ones are control tokens that the text rule finds again
+  // (tokenizer/end_of_generation.h).
+  id("tokenizer.ggml.eot_token_id", v.eot);
+  id("tokenizer.ggml.eom_token_id", v.eom);
   id("tokenizer.ggml.unknown_token_id", v.unk);
   id("tokenizer.ggml.padding_token_id", v.pad);
   out->set_bool("tokenizer.ggml.add_bos_token", v.add_bos);

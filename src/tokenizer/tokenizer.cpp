@@ -32,6 +32,14 @@ Result<std::unique_ptr<TokenizerImpl>> make_impl(tok::Vocab vocab) {
   return impl;
 }
 
+Result<std::unique_ptr<TokenizerImpl>> hf_impl(std::string_view tokenizer_json,
+                                               std::string_view tokenizer_config_json,
+                                               std::vector<int32_t> named_eog) {
+  LOOM_ASSIGN_OR_RETURN(tok::Vocab v, tok::vocab_from_hf(tokenizer_json, tokenizer_config_json,
+                                                         std::move(named_eog)));
+  return make_impl(std::move(v));
+}
+
 Result<std::string> read_text_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   if (!f) return io_error("cannot open " + p.string());
@@ -59,10 +67,18 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_json(std::string_view tokenizer_json,
-                                                           std::string_view tokenizer_config_json) {
-  LOOM_ASSIGN_OR_RETURN(tok::Vocab v, tok::vocab_from_hf(tokenizer_json, tokenizer_config_json));
-  LOOM_ASSIGN_OR_RETURN(auto impl, make_impl(std::move(v)));
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_json(
+    std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+    std::string_view generation_config_json) {
+  std::vector<int32_t> named_eog;
+  if (!generation_config_json.empty()) {
+    auto ids = tok::generation_eos_ids(generation_config_json);
+    if (!ids.is_ok())
+      return Status(ids.status().code(), "generation config: " + ids.status().message());
+    named_eog = std::move(ids).value();
+  }
+  LOOM_ASSIGN_OR_RETURN(auto impl,
+                        hf_impl(tokenizer_json, tokenizer_config_json, std::move(named_eog)));
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
@@ -77,9 +93,23 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_dir(const std::string& dir
   if (fs::is_regular_file(d / "tokenizer_config.json", ec)) {
     LOOM_ASSIGN_OR_RETURN(cfg_text, read_text_file(d / "tokenizer_config.json"));
   }
-  auto r = from_hf_json(json_text, cfg_text);
-  if (!r.is_ok()) return Status(r.status().code(), tj.string() + ": " + r.status().message());
-  return r;
+  // transformers stops on generation_config.eos_token_id, which it derives from config.json
+  // when the checkpoint has no generation_config.json.
+  std::vector<int32_t> named_eog;
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    const fs::path p = d / name;
+    if (!fs::is_regular_file(p, ec)) continue;
+    LOOM_ASSIGN_OR_RETURN(std::string text, read_text_file(p));
+    auto ids = tok::generation_eos_ids(text);
+    if (!ids.is_ok())
+      return Status(ids.status().code(), p.string() + ": " + ids.status().message());
+    named_eog = std::move(ids).value();
+    break;
+  }
+  auto impl = hf_impl(json_text, cfg_text, std::move(named_eog));
+  if (!impl.is_ok())
+    return Status(impl.status().code(), tj.string() + ": " + impl.status().message());
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl).value()));
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
@@ -261,7 +291,11 @@ bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
 
 bool Tokenizer::is_eog(int32_t id) const {
   const auto& e = impl_->vocab.eog;
-  return std::find(e.begin(), e.end(), id) != e.end();
+  return std::binary_search(e.begin(), e.end(), id);
+}
+
+std::span<const int32_t> Tokenizer::eog_ids() const {
+  return impl_->vocab.eog;
 }
 
 bool Tokenizer::is_control(int32_t id) const {

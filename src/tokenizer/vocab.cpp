@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "tokenizer/end_of_generation.h"
+
 namespace loom::tok {
 
 Status Vocab::finalize() {
@@ -49,30 +51,8 @@ Status Vocab::finalize() {
     return tokens[a].text.size() > tokens[b].text.size();
   });
 
-  // End of turn / generation: the ids the file names plus well-known chat terminators, as
-  // llama.cpp does for files that predate the eot/eom keys.
-  static const char* const kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                          "<|endoftext|>", "<EOT>", "<|end_of_text|>",
-                                          "<｜end▁of▁sentence｜>", "<|eom_id|>", "<|return|>"};
-  if (eot < 0) {
-    for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<EOT>"}) {
-      int32_t id = find(t);
-      if (id >= 0 && tokens[id].type == TokenType::kControl) {
-        eot = id;
-        break;
-      }
-    }
-  }
-  eog.clear();
-  for (int32_t id : {eos, eot, eom}) {
-    if (id >= 0) eog.push_back(id);
-  }
-  for (const char* t : kEotTexts) {
-    int32_t id = find(t);
-    if (id >= 0 && tokens[id].type == TokenType::kControl) eog.push_back(id);
-  }
-  std::sort(eog.begin(), eog.end());
-  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+  if (eot < 0) eot = implied_eot(*this);
+  eog = end_of_generation_ids(*this);
   return Status::ok();
 }
 

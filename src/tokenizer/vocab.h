@@ -56,6 +56,8 @@ struct Vocab {
   std::vector<std::pair<std::string, std::string>> merges;
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  // More ids the model names as ending generation (HF generation_config.json eos_token_id).
+  std::vector<int32_t> named_eog;
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;  // prepend " " to text (SPM) / ▁ (Metaspace)
@@ -78,7 +80,7 @@ struct Vocab {
   std::unordered_map<uint64_t, Merge> merge_table;
   int32_t byte_tokens[256];           // <0xXX> token per byte, or -1
   std::vector<int32_t> specials;      // control / user-defined / unknown tokens, longest first
-  std::vector<int32_t> eog;           // end-of-generation ids
+  std::vector<int32_t> eog;           // end_of_generation_ids(): sorted
 
   Status finalize();
   int32_t find(std::string_view text) const {

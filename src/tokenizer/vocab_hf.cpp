@@ -131,7 +131,8 @@ std::string token_string(const json& j) {
 
 }  // namespace
 
-Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view tokenizer_config_json) {
+Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                            std::vector<int32_t> named_eog) {
   json j = json::parse(tokenizer_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_file("tokenizer.json is not valid JSON");
   json cfg = json::object();
@@ -251,9 +252,25 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   if (cfg.contains("unk_token") && v.unk < 0) v.unk = find_id(token_string(cfg["unk_token"]));
   v.add_bos = bool_or(cfg, "add_bos_token", v.add_bos) && v.bos >= 0;
   v.add_eos = bool_or(cfg, "add_eos_token", v.add_eos) && v.eos >= 0;
+  v.named_eog = std::move(named_eog);
 
   LOOM_RETURN_IF_ERROR(v.finalize());
   return v;
+}
+
+Result<std::vector<int32_t>> generation_eos_ids(std::string_view json_text) {
+  json g = json::parse(json_text, nullptr, false);
+  if (g.is_discarded() || !g.is_object()) return invalid_file("not a JSON object");
+  const json& e = member(g, "eos_token_id");
+  std::vector<int32_t> out;
+  if (e.is_null()) return out;
+  for (const json& x : e.is_array() ? e : json::array({e})) {
+    if (!x.is_number_integer())
+      return invalid_file("eos_token_id must be a token id or a list of token ids");
+    // Out-of-range ids (-1 for "none") are dropped here or by end_of_generation_ids.
+    if (x.get<int64_t>() >= 0 && x.get<int64_t>() < (1 << 30)) out.push_back(x.get<int32_t>());
+  }
+  return out;
 }
 
 }  // namespace loom::tok

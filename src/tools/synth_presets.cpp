@@ -10,12 +10,15 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 13> kPresets = {{
+constexpr std::array<SynthPreset, 14> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
     // Like tiny but every matrix row is a multiple of 256, so K-quants apply everywhere.
     {"tiny-k", "llama", 2, 256, 4, 2, 64, 512, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
+    // Tiny Gemma 3: windows of 8 on layers 0-4, layer 5 global (engine tests cross the window).
+    {"tiny-swa", "gemma3", 6,    64, 4, 2, 16, 128, 512, false, 512,
+     1e6f,       1e-6f,    true, "", 0, 1, 4,  0,   8,   0,     {}},
     // Tiny, with Qwen3's real 151,669-token vocabulary (padded to 151,936): constrained
     // generation tests need a real byte-level BPE vocabulary behind a fast random model.
     {"tiny-qwen3", "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,

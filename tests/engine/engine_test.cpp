@@ -1,6 +1,8 @@
-// Engine invariants on a tiny synthetic model (DESIGN.md "Correctness strategy" 4): a request's
+// Engine invariants on tiny synthetic models (DESIGN.md "Correctness strategy" 4): a request's
 // logits and tokens are bit-identical alone, in a batch of 16, under any prompt chunking, under
-// heavy preemption and with a prefix-cache hit; every KV block is free after a drain.
+// heavy preemption and with a prefix-cache hit; every KV block is free after a drain. Each
+// runs on a Llama model and on a Gemma 3 model whose local layers attend over windows of 8
+// tokens (prompts of up to 90 tokens cross them).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -17,10 +19,16 @@ using testing::random_prompt;
 using testing::run_all;
 using testing::test_model_bytes;
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { bytes_ = test_model_bytes({}); }
-  static void TearDownTestSuite() { bytes_.reset(); }
+  void SetUp() override {
+    auto& cached = models_[GetParam()];
+    if (!cached)
+      cached = test_model_bytes(
+          {.preset = GetParam(), .arch = GetParam() == "tiny-swa" ? "gemma3" : ""});
+    bytes_ = cached;
+  }
+  static void TearDownTestSuite() { models_.clear(); }
 
   EngineConfig base_config() {
     EngineConfig c;
@@ -61,11 +69,12 @@ class EngineTest : public ::testing::Test {
     return out;
   }
 
-  static std::shared_ptr<std::vector<uint8_t>> bytes_;
+  static std::map<std::string, std::shared_ptr<std::vector<uint8_t>>> models_;
+  std::shared_ptr<std::vector<uint8_t>> bytes_;
   int32_t n_vocab_ = 512;
   EngineMetrics last_metrics_;
 };
-std::shared_ptr<std::vector<uint8_t>> EngineTest::bytes_;
+std::map<std::string, std::shared_ptr<std::vector<uint8_t>>> EngineTest::models_;
 
 void expect_same(const Collected& a, const Collected& b, const std::string& what) {
   ASSERT_EQ(a.tokens.size(), b.tokens.size()) << what;
@@ -75,7 +84,7 @@ void expect_same(const Collected& a, const Collected& b, const std::string& what
     ASSERT_TRUE(a.logits[i] == b.logits[i]) << what << ": logits differ at output " << i;
 }
 
-TEST_F(EngineTest, BatchInvarianceAloneTogetherAndChunked) {
+TEST_P(EngineTest, BatchInvarianceAloneTogetherAndChunked) {
   auto rs = requests();
   EngineConfig together = base_config();
   together.max_num_batched_tokens = 256;
@@ -97,7 +106,7 @@ TEST_F(EngineTest, BatchInvarianceAloneTogetherAndChunked) {
   }
 }
 
-TEST_F(EngineTest, HeavyPreemptionGivesSameTokensAndFreesEverything) {
+TEST_P(EngineTest, HeavyPreemptionGivesSameTokensAndFreesEverything) {
   auto rs = requests(16, 40);
   EngineConfig big = base_config();
   auto ref = run(big, rs);
@@ -106,8 +115,8 @@ TEST_F(EngineTest, HeavyPreemptionGivesSameTokensAndFreesEverything) {
   // Room for about two of the sixteen sequences at once.
   EngineConfig small = base_config();
   small.enable_prefix_caching = false;  // recompute everything, the hardest case
-  const uint64_t block_bytes = KvCache::bytes_per_block(
-      make_engine(big, bytes_)->model().config(), small.block_size, small.kv_dtype);
+  const uint64_t block_bytes = KvCache::bytes_per_block(make_engine(big, bytes_)->model().config(),
+                                                        small.block_size, small.kv_dtype);
   small.kv_cache_memory_gib = 10.0 * block_bytes / double(1ull << 30);
   for (bool caching : {false, true}) {
     small.enable_prefix_caching = caching;
@@ -120,7 +129,7 @@ TEST_F(EngineTest, HeavyPreemptionGivesSameTokensAndFreesEverything) {
   }
 }
 
-TEST_F(EngineTest, RejectsRequestsThatCanNeverFit) {
+TEST_P(EngineTest, RejectsRequestsThatCanNeverFit) {
   EngineConfig c = base_config();
   c.max_model_len = 128;
   auto e = engine(c);
@@ -158,7 +167,7 @@ TEST_F(EngineTest, RejectsRequestsThatCanNeverFit) {
   EXPECT_FALSE(e->add_request(dup).is_ok());  // id in use
 }
 
-TEST_F(EngineTest, AbortAtEveryStageFreesAllBlocks) {
+TEST_P(EngineTest, AbortAtEveryStageFreesAllBlocks) {
   EngineConfig c = base_config();
   c.max_num_seqs = 2;
   c.max_num_batched_tokens = 16;
@@ -196,12 +205,13 @@ TEST_F(EngineTest, AbortAtEveryStageFreesAllBlocks) {
   EXPECT_FALSE(e->has_unfinished());
 }
 
-TEST_F(EngineTest, RandomAddAbortStepKeepsPoolInvariants) {
+TEST_P(EngineTest, RandomAddAbortStepKeepsPoolInvariants) {
   EngineConfig c = base_config();
   c.max_num_seqs = 6;
   c.max_num_batched_tokens = 48;
   c.kv_cache_memory_gib = 12.0 *
-      KvCache::bytes_per_block(engine(c)->model().config(), 16, c.kv_dtype) / double(1ull << 30);
+                          KvCache::bytes_per_block(engine(c)->model().config(), 16, c.kv_dtype) /
+                          double(1ull << 30);
   auto e = engine(c);
   std::mt19937 rng(123);
   std::vector<std::string> live;
@@ -244,7 +254,7 @@ TEST_F(EngineTest, RandomAddAbortStepKeepsPoolInvariants) {
   EXPECT_EQ(e->check_kv_drained(), "");
 }
 
-TEST_F(EngineTest, ParallelSamplesShareThePromptAndMatchSingleSampleStream) {
+TEST_P(EngineTest, ParallelSamplesShareThePromptAndMatchSingleSampleStream) {
   GenerateRequest r;
   r.request_id = "n";
   r.prompt = random_prompt(70, 9, n_vocab_);
@@ -270,7 +280,7 @@ TEST_F(EngineTest, ParallelSamplesShareThePromptAndMatchSingleSampleStream) {
   EXPECT_EQ(run(base_config(), {r}).at("n").tokens, c.tokens);
 }
 
-TEST_F(EngineTest, StopTokenIdsMinTokensAndLogprobs) {
+TEST_P(EngineTest, StopTokenIdsMinTokensAndLogprobs) {
   GenerateRequest r;
   r.request_id = "s";
   r.prompt = random_prompt(30, 3, n_vocab_);
@@ -318,6 +328,47 @@ TEST_F(EngineTest, StopTokenIdsMinTokensAndLogprobs) {
   for (size_t i = 0; i + 1 < static_cast<size_t>(r.params.min_tokens); ++i)
     EXPECT_NE(late.tokens.at(0)[i], stop);
 }
+
+// The sliding-window model does use its windows: the same weights with full attention give
+// other logits once a prompt is longer than the window.
+TEST_P(EngineTest, WindowsAreAppliedWhereTheModelHasThem) {
+  auto e = engine(base_config());
+  const ModelConfig& c = e->model().config();
+  if (GetParam() != "tiny-swa") {
+    for (const LayerSpec& s : c.layers) EXPECT_EQ(s.window, 0);
+    return;
+  }
+  ASSERT_EQ(c.layers.size(), 6u);
+  for (int l = 0; l < 5; ++l) EXPECT_EQ(c.layers[l].window, 8) << l;
+  EXPECT_EQ(c.layers[5].window, 0);
+  auto rs = requests(1, 4);
+  rs[0].prompt = random_prompt(40, 5, n_vocab_);
+  auto windowed = run(base_config(), rs);
+  // Same bytes, sliding_window removed from the metadata: every layer global.
+  auto file = GgufFile::parse_bytes(bytes_);
+  ASSERT_TRUE(file.is_ok());
+  GgufWriter w;
+  w.set_alignment(file->alignment());
+  for (const auto& [key, value] : file->metadata())
+    if (key != "gemma3.attention.sliding_window") w.set(key, value);
+  for (const GgufTensorInfo& t : file->tensors()) {
+    std::vector<int64_t> ne(t.view.ne.begin(), t.view.ne.begin() + t.view.n_dims);
+    ASSERT_TRUE(w.add_tensor(t.name, t.view.dtype, ne, t.view.data, t.view.nbytes).is_ok());
+  }
+  auto saved = bytes_;
+  bytes_ = std::make_shared<std::vector<uint8_t>>(w.to_bytes());
+  auto full = run(base_config(), rs);
+  bytes_ = saved;
+  EXPECT_FALSE(windowed.at("r0").logits.at(0) == full.at("r0").logits.at(0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace loom

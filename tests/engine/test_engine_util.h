@@ -22,6 +22,7 @@ struct TestModelOptions {
   int32_t context_length = 0;  // 0: the preset's
   std::string vocab_path;      // "": the preset's placeholder vocabulary
   std::string preset = "tiny";
+  std::string arch;  // "": synth's default (llama)
 };
 
 // A GGUF of synth's tiny preset, with context_length rewritten if asked (synth presets are
@@ -29,6 +30,7 @@ struct TestModelOptions {
 inline std::shared_ptr<std::vector<uint8_t>> test_model_bytes(const TestModelOptions& o) {
   SynthOptions so;
   so.preset = o.preset;
+  if (!o.arch.empty()) so.arch = o.arch;
   so.vocab_path = o.vocab_path;
   auto bytes = synth_model_bytes(so);
   EXPECT_TRUE(bytes.is_ok()) << bytes.status().message();
@@ -76,7 +78,7 @@ struct Collected {
   std::map<int32_t, std::string> text;
   std::map<int32_t, FinishReason> finish;
   std::map<int32_t, std::string> stop_reason;
-  std::vector<std::vector<float>> logits;          // every sampled row, in order
+  std::vector<std::vector<float>> logits;  // every sampled row, in order
   int32_t num_cached_tokens = 0;
   bool finished = false;
   int n_outputs = 0;
