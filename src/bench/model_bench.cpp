@@ -159,6 +159,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
+  lo.disable_sliding_window = o.disable_sliding_window;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, tools::load_model(o.model, lo));
   const ModelConfig& c = model->config();
   const int32_t depth = o.n_gen > 0 ? o.n_depth : 0;
@@ -422,6 +423,9 @@ int model_main(int argc, char** argv) {
   app.add_option("-o,--output", format, "md, csv or json")
       ->check(CLI::IsMember({"md", "csv", "json"}))
       ->capture_default_str();
+  app.add_flag("--disable-sliding-window", o.disable_sliding_window,
+               "attend over the whole sequence in every layer, also where the model slides a "
+               "window (to measure what the windows save)");
   app.add_flag("--profile", o.profile,
                "also print where each test's time goes: ms per forward call of each phase "
                "(norms, matmuls, attention, ...)");

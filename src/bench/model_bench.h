@@ -29,6 +29,7 @@ struct ModelBenchOptions {
   int64_t bw_bytes = int64_t{1} << 30;  // bandwidth buffer, well above any last-level cache
   int32_t bw_reps = 5;
   bool profile = false;  // time the forward phases of the timed repetitions (row.profile)
+  bool disable_sliding_window = false;  // full attention in every layer (ModelLoadOptions)
 };
 
 struct ModelBenchRow {

@@ -37,6 +37,10 @@ class KvCache {
 
 struct ModelLoadOptions {
   int n_threads = 0;  // 0 = physical cores
+  // Every layer attends over the whole sequence even where the architecture slides a window
+  // (vLLM's --disable-sliding-window): for measuring what the windows save, or for checkpoints
+  // whose window was only a training detail.
+  bool disable_sliding_window = false;
 };
 
 class Model {

@@ -24,6 +24,8 @@ namespace loom {
 
 CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options)
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
+  if (options.disable_sliding_window)
+    for (LayerSpec& s : config_.layers) s.window = 0;
   repack_weights();
   weight_bytes_ = weights_.bytes_per_token();  // as repacked: Q6_K grows (kernels/packed.h)
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have

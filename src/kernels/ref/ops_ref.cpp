@@ -62,6 +62,33 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const double k = std::sqrt(2.0 / M_PI);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    out[i] =
+        static_cast<float>(0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))) * up[i]);
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(double(x[i]) / cap));
+}
+
+void rope_rotate_partial(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                         const float* cs, const float* sn, bool neox) {
+  // Pair i of each head: (i, i + n_rot/2) in the halves layout, (2i, 2i+1) interleaved.
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < half; ++i) {
+      float* v = x + h * head_dim;
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      const double x0 = v[a], x1 = v[b];
+      v[a] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
+      v[b] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
+    }
+}
+
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
                int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap) {
   const int32_t n = std::max(0, n_kv - kv_begin);
