@@ -9,10 +9,14 @@ namespace loom {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kNone:
+      break;
   }
   return "";
 }
@@ -28,6 +32,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& spec, const EngineConfig& config) {
   ModelLoadOptions mo;
   mo.n_threads = config.n_threads;
+  mo.max_context = config.max_model_len;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::error_code ec;
@@ -60,17 +65,35 @@ Status Engine::add_request(GenerateRequest request) {
 Status Engine::validate(const GenerateRequest& request) const {
   return core_->validate(request);
 }
-void Engine::abort(const std::string& request_id) { core_->abort(request_id); }
-Result<std::vector<RequestOutput>> Engine::step() { return core_->step(); }
-bool Engine::has_unfinished() const { return core_->has_unfinished(); }
-EngineMetrics Engine::metrics() const { return core_->metrics(); }
-const EngineConfig& Engine::config() const { return core_->config(); }
-const Model& Engine::model() const { return core_->model(); }
-const Tokenizer* Engine::tokenizer() const { return core_->tokenizer(); }
-void Engine::keep_logits(bool on) { core_->keep_logits(on); }
+void Engine::abort(const std::string& request_id) {
+  core_->abort(request_id);
+}
+Result<std::vector<RequestOutput>> Engine::step() {
+  return core_->step();
+}
+bool Engine::has_unfinished() const {
+  return core_->has_unfinished();
+}
+EngineMetrics Engine::metrics() const {
+  return core_->metrics();
+}
+const EngineConfig& Engine::config() const {
+  return core_->config();
+}
+const Model& Engine::model() const {
+  return core_->model();
+}
+const Tokenizer* Engine::tokenizer() const {
+  return core_->tokenizer();
+}
+void Engine::keep_logits(bool on) {
+  core_->keep_logits(on);
+}
 const std::vector<std::pair<std::string, std::vector<float>>>& Engine::last_logits() const {
   return core_->last_logits();
 }
-std::string Engine::check_kv_drained() const { return core_->check_kv_drained(); }
+std::string Engine::check_kv_drained() const {
+  return core_->check_kv_drained();
+}
 
 }  // namespace loom

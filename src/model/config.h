@@ -10,7 +10,7 @@ namespace loom {
 
 enum class RopeStyle { kInterleaved, kNeox };  // pairs (2i, 2i+1) vs halves (i, i + d/2)
 
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
+enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope };
 
 struct RopeScaling {  // factor == 0 means none
   RopeScalingType type = RopeScalingType::kNone;
@@ -18,6 +18,11 @@ struct RopeScaling {  // factor == 0 means none
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int32_t original_context = 8192;
+  // LongRoPE (Phi-3/4 "longrope", formerly "su"): per-frequency divisors for contexts up to
+  // original_context and beyond it (n_rot/2 each; from config.json, or the GGUF's
+  // rope_factors_{short,long}.weight), and the factor cos and sin are multiplied by.
+  std::vector<float> short_factor, long_factor;
+  float attn_factor = 1.0f;
 };
 
 enum class Activation { kSilu, kGeluTanh };  // of the gated FFN: act(gate) * up

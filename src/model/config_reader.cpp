@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "model/arch.h"
@@ -13,6 +14,43 @@ namespace loom {
 namespace {
 
 using names::arch_key;
+
+// LongRoPE from config.json: short/long factor lists, the original context, and the
+// attention factor (given, or √(1 + ln(factor) / ln(original)) as transformers computes it,
+// factor = max_position_embeddings / original_max_position_embeddings unless given).
+Status read_longrope(const nlohmann::json& j, const nlohmann::json& rp, const std::string& source,
+                     ModelConfig& c) {
+  RopeScaling& s = c.rope_scaling;
+  s.type = RopeScalingType::kLongRope;
+  for (auto [key, out] :
+       {std::pair{"short_factor", &s.short_factor}, {"long_factor", &s.long_factor}}) {
+    auto it = rp.find(key);
+    if (it == rp.end() || !it->is_array() || it->empty())
+      return invalid_file(source + ": longrope needs a \"" + key + "\" list");
+    for (const auto& v : *it) {
+      if (!v.is_number() || !(v.get<double>() > 0))
+        return invalid_file(source + ": \"" + key + "\" must hold positive numbers");
+      out->push_back(v.get<float>());
+    }
+  }
+  auto num = [](const nlohmann::json& o, const char* k) -> std::optional<double> {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>())
+                                            : std::nullopt;
+  };
+  const double original = num(rp, "original_max_position_embeddings")
+                              .value_or(num(j, "original_max_position_embeddings").value_or(0));
+  const double max_pos = num(j, "max_position_embeddings").value_or(0);
+  if (!(original > 0))
+    return invalid_file(source + ": longrope needs original_max_position_embeddings");
+  s.original_context = static_cast<int32_t>(original);
+  const double factor = num(rp, "factor").value_or(max_pos > 0 ? max_pos / original : 1.0);
+  s.factor = static_cast<float>(factor);
+  s.attn_factor = static_cast<float>(
+      num(rp, "attention_factor")
+          .value_or(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original))));
+  return Status::ok();
+}
 
 Status check_dims(const ModelConfig& c, const std::string& source) {
   auto bad = [&](const char* what) {
@@ -91,6 +129,11 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
     c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
   } else if (type && *type != "none") {
     return unsupported("rope scaling type '" + *type + "' is not supported (llama3, linear, none)");
+  }
+  if (auto a = f.get_float(key(names::kRopeScalingAttnFactor))) {
+    c.rope_scaling.attn_factor = static_cast<float>(*a);
+    c.rope_scaling.original_context =
+        opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
   }
   c.bos_token = opt_int(names::kTokenizerBos, -1);
   c.eos_token = opt_int(names::kTokenizerEos, -1);
@@ -201,9 +244,11 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
     } else if (rt == "linear") {
       c.rope_scaling.type = RopeScalingType::kLinear;
       c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));
+    } else if (rt == "longrope" || rt == "su") {
+      LOOM_RETURN_IF_ERROR(read_longrope(j, *rp, source, c));
     } else if (rt != "default") {
       return unsupported(source + ": rope_type '" + rt +
-                         "' is not supported (default, linear, llama3)");
+                         "' is not supported (default, linear, llama3, longrope)");
     }
   }
   LOOM_RETURN_IF_ERROR(err);
@@ -211,6 +256,11 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
     return invalid_file(source + ": partial_rotary_factor must be in (0, 1]");
   c.n_rot = static_cast<int32_t>(c.head_dim * rotary);
   LOOM_RETURN_IF_ERROR(check_dims(c, source));
+  if (c.rope_scaling.type == RopeScalingType::kLongRope &&
+      (c.rope_scaling.short_factor.size() != static_cast<size_t>(c.n_rot / 2) ||
+       c.rope_scaling.long_factor.size() != static_cast<size_t>(c.n_rot / 2)))
+    return invalid_file(source + ": longrope factor lists must hold " +
+                        std::to_string(c.n_rot / 2) + " values (rotated dimensions / 2)");
   if (c.n_vocab <= 0) return invalid_file(source + ": vocab_size must be > 0");
   c.layers.assign(c.n_layer, LayerSpec{});
   if (arch->read_hf) LOOM_RETURN_IF_ERROR(arch->read_hf(j, c));

@@ -41,6 +41,10 @@ struct ModelLoadOptions {
   // (vLLM's --disable-sliding-window): for measuring what the windows save, or for checkpoints
   // whose window was only a training detail.
   bool disable_sliding_window = false;
+  // The longest sequence this model will run (the engine's max_model_len); 0: the model's
+  // context length. LongRoPE picks its long factors when this exceeds the original context,
+  // as llama.cpp does from its context size (transformers switches per sequence length).
+  int32_t max_context = 0;
 };
 
 class Model {

@@ -36,6 +36,7 @@ inline constexpr std::string_view kRopeScalingType =
     "rope.scaling.type";  // "none", "linear", "llama3", ...
 inline constexpr std::string_view kRopeScalingFactor = "rope.scaling.factor";
 inline constexpr std::string_view kRopeScalingOrigCtx = "rope.scaling.original_context_length";
+inline constexpr std::string_view kRopeScalingAttnFactor = "rope.scaling.attn_factor";  // LongRoPE
 // Not written by llama.cpp's converter (it stores rope_freqs.weight instead); loom writes and
 // reads them so a converted Llama 3.1 keeps its exact scaling parameters.
 inline constexpr std::string_view kRopeScalingLowFreqFactor = "rope.scaling.low_freq_factor";
@@ -69,6 +70,8 @@ inline constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
 inline constexpr std::string_view kTokenEmbd = "token_embd.weight";    // {E, V}
 inline constexpr std::string_view kOutputNorm = "output_norm.weight";  // {E}
 inline constexpr std::string_view kOutput = "output.weight";           // {E, V}; absent when tied
+inline constexpr std::string_view kRopeFactorsShort = "rope_factors_short.weight";  // LongRoPE
+inline constexpr std::string_view kRopeFactorsLong = "rope_factors_long.weight";    // LongRoPE
 inline constexpr std::string_view kRopeFreqs =
     "rope_freqs.weight";  // {D/2} divisors of each frequency
 

@@ -18,6 +18,10 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
   };
   global(n::kTokenEmbd, {E, V}, TensorKind::kMatrix, TensorRole::kTokenEmbd);
   if (o.rope_freqs) global(n::kRopeFreqs, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFreqs);
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) {
+    global(n::kRopeFactorsLong, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFactorsLong);
+    global(n::kRopeFactorsShort, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFactorsShort);
+  }
   for (int32_t l = 0; l < c.n_layer; ++l) {
     auto add = [&](std::string_view suffix, std::vector<int64_t> ne, TensorKind k, TensorRole r) {
       plan.push_back({n::layer_tensor(l, suffix), std::move(ne), k, r, l});

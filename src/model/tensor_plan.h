@@ -20,6 +20,8 @@ enum class TensorRole {
   kOutputNorm,
   kOutput,
   kRopeFreqs,
+  kRopeFactorsShort,
+  kRopeFactorsLong,
   kAttnNorm,
   kWq,
   kWk,
@@ -51,6 +53,7 @@ struct PlannedWeight {
 struct TensorPlanOptions {
   bool rope_freqs = false;  // include rope_freqs.weight (n_rot/2 divisors)
 };
+// LongRoPE configs (RopeScalingType::kLongRope) always plan rope_factors_{long,short}.weight.
 
 // In llama.cpp's file order: token_embd, rope_freqs, each layer's, output_norm, output.
 std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOptions& o = {});

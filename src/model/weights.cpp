@@ -108,6 +108,10 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   c.qk_norm = group_present(arch.qk_norm, n::kAttnQNorm);
   TensorPlanOptions po;
   po.rope_freqs = b.has(n::kRopeFreqs);
+  // LongRoPE factors: GGUF files carry them as tensors (the config then learns of them
+  // here); a Hugging Face config.json has them already.
+  if (b.has(n::kRopeFactorsLong) || b.has(n::kRopeFactorsShort))
+    c.rope_scaling.type = RopeScalingType::kLongRope;
 
   const int64_t D = c.head_dim, F = c.n_ff;
   const int64_t q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;
@@ -160,6 +164,13 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
     }
     std::vector<float>* dst = nullptr;
     switch (t.role) {
+      case TensorRole::kRopeFactorsLong:
+      case TensorRole::kRopeFactorsShort: {
+        auto& f = t.role == TensorRole::kRopeFactorsLong ? c.rope_scaling.long_factor
+                                                         : c.rope_scaling.short_factor;
+        if (b.has(t.name) || f.empty()) LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, &f));
+        continue;
+      }
       case TensorRole::kOutputNorm:
         dst = &w.output_norm;
         break;

@@ -56,6 +56,10 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
     m.set_string(key(n::kRopeScalingType), "linear");
     m.set_f32(key(n::kRopeScalingFactor), s.factor);
   }
+  if (s.type == RopeScalingType::kLongRope) {  // the factor lists go in as tensors
+    m.set_f32(key(n::kRopeScalingAttnFactor), s.attn_factor);
+    m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
+  }
   // llama3 scaling is not written as keys: llama.cpp's files (and so loom's) carry the
   // per-frequency divisors as rope_freqs.weight instead, and llama.cpp aborts on a
   // rope.scaling.type it does not know.
@@ -98,11 +102,15 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   std::vector<PlannedTensor> plan;
   std::vector<Source> sources;
   for (const PlannedWeight& t : tensor_plan(config, po)) {
-    if (t.kind == TensorKind::kRopeFreqs) {
+    if (t.kind == TensorKind::kRopeFreqs) {  // computed, or the config's LongRoPE lists
       LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(t.name, Dtype::kF32, t.ne));
       rep.n_bytes += p.nbytes;
       plan.push_back(std::move(p));
-      sources.push_back({nullptr, false, false, &rope_divisors});
+      const std::vector<float>* values = t.role == TensorRole::kRopeFactorsLong ? &rs.long_factor
+                                         : t.role == TensorRole::kRopeFactorsShort
+                                             ? &rs.short_factor
+                                             : &rope_divisors;
+      sources.push_back({nullptr, false, false, values});
       continue;
     }
     const std::string& name = t.name;

@@ -51,7 +51,8 @@ constexpr std::array<SynthPreset, 14> kPresets = {{
     {"gemma3-1b", "gemma3", 26,   1152, 4, 1, 256, 6912, 262144, true, 8192,
      1e6f,        1e-6f,    true, "",   0, 1, 4,   0,    512,    0,    {}},
     // Phi-4-mini: hidden 3072, 32 layers, 24 heads / 8 KV, head_dim 128, intermediate 8192,
-    // vocab 200064, partial_rotary_factor 0.75 (96 of 128 dims), tied. (LongRoPE not built.)
+    // vocab 200064, partial_rotary_factor 0.75 (96 of 128 dims), tied (its LongRoPE factors
+    // only matter past 4096 tokens and are left out).
     {"phi4-mini", "phi3", 32,   3072, 24, 8, 128, 8192, 200064, true, 8192,
      10000.0f,    1e-5f,  true, "",   0,  1, 4,   0,    0,      96,   {}},
     // granite-3.1-2b: hidden 2048, 40 layers, 32 heads / 8 KV, intermediate 8192, vocab

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "format/gguf.h"
+#include "model/config_reader.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "tools/convert.h"
@@ -222,6 +224,99 @@ TEST(HfConvert, Llama3RopeScalingBecomesRopeFreqsTensor) {
   const int64_t V = (*plain)->config().n_vocab;
   EXPECT_LT(row_rel_err(b, a, V), 1e-5);
   EXPECT_GT(row_rel_err(c, a, V), 1e-3);  // the scaling does change the logits
+  fs::remove_all(dir);
+}
+
+// Phi-3's LongRoPE, on variants of the phi3 fixture (its config edited; no transformers
+// logits exist for them), each against an independent path:
+//  - unit short factors, attention_factor 1, a context within the original: exactly the plain
+//    model, so transformers' own logits;
+//  - long factors all 2 past the original context: linear scaling by 2 (another code path);
+//  - the attention factor transformers derives, √(1 + ln(256/16) / ln 16) = √2 here, and the
+//    long/short choice by the context loom runs with; the converted GGUF (rope_factors_*
+//    tensors, rope.scaling.attn_factor) gives the same logits as the directory.
+TEST(HfLongRope, FactorsAttentionFactorAndGgufRoundTrip) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_longrope_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("phi3") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("phi3") + "/config.json");
+  const nlohmann::json base = nlohmann::json::parse(in);
+  const auto tokens = read_cases(fixture("phi3"))[0].tokens;
+  const auto want = read_cases(fixture("phi3"))[0].logits;
+  auto with_rope = [&](nlohmann::json rope) {
+    nlohmann::json cfg = base;
+    cfg.erase("rope_scaling");
+    rope["rope_theta"] = 10000.0;
+    cfg["rope_parameters"] = rope;
+    cfg["max_position_embeddings"] = 256;
+    std::ofstream(dir / "config.json") << cfg.dump();
+  };
+  auto run = [&](const std::string& spec, int32_t max_context) {
+    ModelLoadOptions o;
+    o.n_threads = 2;
+    o.max_context = max_context;
+    auto m = Model::load(spec, o);
+    EXPECT_TRUE(m.is_ok()) << m.status().message();
+    auto kv = KvCache::create((*m)->config(), 4, 16, Dtype::kF32).value();
+    return test::run_sequence(**m, *kv, tokens, 64).value();
+  };
+  const int64_t V = 512;
+  const std::vector<float> unit(8, 1.0f), twos(8, 2.0f);
+  std::vector<float> shorts = {1.0f, 1.1f, 1.3f, 1.2f, 1.5f, 1.9f, 2.5f, 3.0f};
+  std::vector<float> longs = {1.0f, 1.4f, 2.2f, 3.1f, 4.7f, 6.0f, 7.5f, 9.0f};
+
+  with_rope({{"rope_type", "longrope"},
+             {"short_factor", unit},
+             {"long_factor", longs},
+             {"original_max_position_embeddings", 16},
+             {"attention_factor", 1.0}});
+  EXPECT_LT(row_rel_err(run(dir.string(), 16), want, V), 1e-4);
+
+  const auto unit_plain = run(dir.string(), 16);
+  with_rope({{"rope_type", "longrope"},
+             {"short_factor", unit},
+             {"long_factor", longs},
+             {"original_max_position_embeddings", 16}});  // attention factor √2: applied
+  EXPECT_GT(row_rel_err(run(dir.string(), 16), unit_plain, V), 1e-3);
+
+  with_rope({{"rope_type", "longrope"},
+             {"short_factor", shorts},
+             {"long_factor", twos},
+             {"original_max_position_embeddings", 16},
+             {"attention_factor", 1.0}});
+  const auto long_twos = run(dir.string(), 256);
+  with_rope({{"rope_type", "linear"}, {"factor", 2.0}});
+  EXPECT_LT(row_rel_err(long_twos, run(dir.string(), 0), V), 1e-5);
+
+  with_rope({{"rope_type", "longrope"},
+             {"short_factor", shorts},
+             {"long_factor", longs},
+             {"original_max_position_embeddings", 16}});
+  auto cfg = config_from_hf_dir(dir.string());
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().message();
+  EXPECT_NEAR(cfg->rope_scaling.attn_factor, std::sqrt(2.0), 1e-6);
+  EXPECT_EQ(cfg->rope_scaling.long_factor, longs);
+  const auto dir_long = run(dir.string(), 256), dir_short = run(dir.string(), 16);
+  EXPECT_GT(row_rel_err(dir_long, dir_short, V), 1e-3);
+  const fs::path gguf = dir / "out.gguf";
+  ASSERT_TRUE(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{}).is_ok());
+  auto f = GgufFile::open(gguf.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_TRUE(f->find_tensor("rope_factors_long.weight"));
+  EXPECT_TRUE(f->find_tensor("rope_factors_short.weight"));
+  EXPECT_NEAR(f->get_float("phi3.rope.scaling.attn_factor").value_or(0), std::sqrt(2.0), 1e-6);
+  EXPECT_LT(row_rel_err(run(gguf.string(), 256), dir_long, V), 1e-6);
+  EXPECT_LT(row_rel_err(run(gguf.string(), 16), dir_short, V), 1e-6);
+
+  // A factor list of the wrong length is refused, naming the rule.
+  with_rope({{"rope_type", "longrope"},
+             {"short_factor", {1.0, 2.0}},
+             {"long_factor", longs},
+             {"original_max_position_embeddings", 16}});
+  auto bad = Model::load(dir.string());
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("factor lists"), std::string::npos);
   fs::remove_all(dir);
 }
 

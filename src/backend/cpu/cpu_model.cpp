@@ -30,12 +30,19 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   weight_bytes_ = weights_.bytes_per_token();  // as repacked: Q6_K grows (kernels/packed.h)
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
   // their own base); layers without RoPE get none.
+  std::span<const float> factors = weights_.rope_freqs;
+  const RopeScaling& rs = config_.rope_scaling;
+  if (rs.type == RopeScalingType::kLongRope) {
+    const int32_t ctx = options.max_context > 0 ? options.max_context : config_.context_length;
+    factors = ctx > rs.original_context ? rs.long_factor : rs.short_factor;
+    rope_scale_ = rs.attn_factor;
+  }
   layer_rope_.assign(config_.n_layer, -1);
   for (int l = 0; l < config_.n_layer; ++l) {
     const LayerSpec spec =
         l < static_cast<int>(config_.layers.size()) ? config_.layers[l] : LayerSpec{};
     if (!spec.rope) continue;
-    std::vector<float> f = rope_inv_freq(config_, weights_.rope_freqs, spec);
+    std::vector<float> f = rope_inv_freq(config_, factors, spec);
     auto it = std::find(rope_tables_.begin(), rope_tables_.end(), f);
     layer_rope_[l] = static_cast<int>(it - rope_tables_.begin());
     if (it == rope_tables_.end()) rope_tables_.push_back(std::move(f));
@@ -235,6 +242,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         for (int64_t t = 0; t < n_tables; ++t) {
           float* cs = &rope_cs_[(i * n_tables + t) * R];
           kernels::rope_angles(b.pos[i], rope_tables_[t].data(), R / 2, cs, cs + R / 2);
+          if (rope_scale_ != 1.0f)  // LongRoPE's attention factor scales cos and sin
+            for (int64_t j = 0; j < R; ++j) cs[j] *= rope_scale_;
         }
       } else {
         layers::add_block_output(c, x, &proj_[i * E], weights_.layers[l - 1].ffn_post_norm);

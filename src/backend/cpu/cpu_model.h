@@ -37,7 +37,8 @@ class CpuModel final : public Model {
   // layer's (-1: no RoPE in that layer).
   std::vector<std::vector<float>> rope_tables_;
   std::vector<int> layer_rope_;
-  int64_t n_rot_ = 0;  // dimensions rotated per head
+  int64_t n_rot_ = 0;        // dimensions rotated per head
+  float rope_scale_ = 1.0f;  // cos and sin multiplied by it (LongRoPE's attention factor)
 
   // Scratch, grown on demand and reused (no allocation per step in steady state).
   int64_t cap_rows_ = 0, cap_logits_ = 0, cap_kv_ = 0;
