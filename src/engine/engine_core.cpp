@@ -94,6 +94,14 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       static_cast<double>(num_blocks) * block_bytes / (1 << 20),
       std::string(dtype_name(c.kv_dtype)).c_str(), c.max_model_len, c.max_num_seqs,
       c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
+  int n_window = 0, window = 0;
+  for (const LayerSpec& s : mc.layers)
+    if (s.window > 0) ++n_window, window = std::max(window, s.window);
+  if (n_window > 0)
+    LOOM_LOG_INFO(
+        "engine: %d of %d layers attend over a sliding window of %d tokens (their reads stop "
+        "at the window; their KV blocks are still allocated for the whole sequence)",
+        n_window, mc.n_layer, window);
   return e;
 }
 

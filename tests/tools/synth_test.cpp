@@ -17,6 +17,7 @@
 #include "format/gguf.h"
 #include "kernels/quant.h"
 #include "model/model.h"
+#include "model/tiny_model.h"
 #include "tools/synth_presets.h"
 
 namespace loom {
@@ -242,20 +243,12 @@ TEST_P(SynthFamilyTest, TinyModelLoadsWithItsFamilyFlagsAndRuns) {
   EXPECT_EQ(c.qk_norm, a == "gemma3" || a == "olmo2");
   auto kv = KvCache::create(c, 2, 16, Dtype::kF32);
   ASSERT_TRUE(kv.is_ok());
-  const int n = 12;
-  std::vector<int32_t> blocks = {0, 1};
-  Batch b;
-  for (int i = 0; i < n; ++i) {
-    b.tokens.push_back((i * 37 + 5) % c.n_vocab);
-    b.pos.push_back(i);
-    b.seq.push_back(0);
-    b.logits_rows.push_back(i);
-  }
-  b.sequences.push_back({blocks.data(), 2, 0, n, 0});
-  std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
-  ASSERT_TRUE((*model)->forward(b, **kv, logits.data()).is_ok());
-  for (int r = 0; r < n; ++r) {
-    const float* l = logits.data() + static_cast<size_t>(r) * c.n_vocab;
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 12; ++i) tokens.push_back((i * 37 + 5) % c.n_vocab);
+  auto logits = test::run_sequence(**model, **kv, tokens, 32);
+  ASSERT_TRUE(logits.is_ok()) << logits.status().message();
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    const float* l = logits->data() + r * c.n_vocab;
     double sum = 0, sq = 0;
     for (int v = 0; v < c.n_vocab; ++v) {
       ASSERT_TRUE(std::isfinite(l[v])) << r << " " << v;
