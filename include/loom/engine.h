@@ -14,10 +14,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,11 +40,14 @@ struct EngineConfig {
   double kv_cache_memory_gib = 0.0;
   // Longest sequence (prompt + output). 0 = the model's context length (and never more).
   int32_t max_model_len = 0;
-  int32_t max_num_seqs = 256;           // sequences running at once
-  int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = backend default (CPU: 2048)
+  int32_t max_num_seqs = 256;          // sequences running at once
+  int32_t max_num_batched_tokens = 0;  // tokens per step; 0 = backend default (CPU: 2048)
   bool enable_prefix_caching = true;
-  Dtype kv_dtype = Dtype::kF16;         // f32, f16 or bf16
-  int n_threads = 0;                    // CPU threads for Engine::load; 0 = physical cores
+  Dtype kv_dtype = Dtype::kF16;  // f32, f16 or bf16
+  int n_threads = 0;             // CPU threads for Engine::load; 0 = physical cores
+  // Full attention in every layer, also where the model slides a window (vLLM's
+  // --disable-sliding-window); applies to Engine::load.
+  bool disable_sliding_window = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -56,15 +59,15 @@ const char* finish_reason_name(FinishReason r);
 
 // One of the n samples of a request; fields are deltas since the previous output unless noted.
 struct CompletionOutput {
-  int32_t index = 0;                   // which of the n samples
-  std::vector<int32_t> token_ids;      // new tokens this step
-  std::string text;                    // new text (stop strings held back / cut)
+  int32_t index = 0;                       // which of the n samples
+  std::vector<int32_t> token_ids;          // new tokens this step
+  std::string text;                        // new text (stop strings held back / cut)
   std::vector<PositionLogprobs> logprobs;  // one per new token, if requested
-  int32_t num_output_tokens = 0;       // total generated so far
+  int32_t num_output_tokens = 0;           // total generated so far
   FinishReason finish_reason = FinishReason::kNone;
   // What stopped it: the stop string, or the stop token id as text ("" if EOS / length).
   std::string stop_reason;
-  std::optional<int32_t> stop_token;   // set when a stop_token_id (or EOS) ended it
+  std::optional<int32_t> stop_token;  // set when a stop_token_id (or EOS) ended it
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
@@ -86,9 +89,9 @@ struct EngineMetrics {
   int32_t num_waiting = 0;
   double kv_cache_usage = 0.0;  // 0..1
   int32_t num_kv_blocks = 0;
-  int64_t prefix_cache_queries = 0;  // tokens looked up
-  int64_t prefix_cache_hits = 0;     // tokens found
-  int64_t prompt_tokens = 0;         // prompt tokens of admitted requests (totals)
+  int64_t prefix_cache_queries = 0;    // tokens looked up
+  int64_t prefix_cache_hits = 0;       // tokens found
+  int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (totals)
   int64_t prompt_tokens_computed = 0;  // tokens actually run through the model for prefill
   int64_t generation_tokens = 0;
   int64_t num_preemptions = 0;
@@ -97,11 +100,11 @@ struct EngineMetrics {
 };
 
 struct GenerateRequest {
-  std::string request_id;            // unique among unfinished requests
-  std::vector<int32_t> prompt;       // token ids (non-empty)
+  std::string request_id;       // unique among unfinished requests
+  std::vector<int32_t> prompt;  // token ids (non-empty)
   SamplingParams params;
-  int32_t priority = 0;              // lower runs first; ties FCFS
-  uint64_t cache_salt = 0;           // separates prefix caches (e.g. per tenant / LoRA)
+  int32_t priority = 0;     // lower runs first; ties FCFS
+  uint64_t cache_salt = 0;  // separates prefix caches (e.g. per tenant / LoRA)
 };
 
 class Engine {
@@ -161,7 +164,7 @@ class AsyncEngine {
   // Validation errors are returned here; the request is then never started.
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request);
   void abort(const std::string& request_id);
-  EngineMetrics metrics() const;  // snapshot taken after the latest step
+  EngineMetrics metrics() const;                     // snapshot taken after the latest step
   const Engine& engine() const { return *engine_; }  // config / tokenizer / model (read-only)
 
  private:

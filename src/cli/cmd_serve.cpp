@@ -46,6 +46,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--block-size", ec.block_size, "tokens per KV block")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_flag("--disable-sliding-window", ec.disable_sliding_window,
+               "full attention in every layer, also where the model slides a window");
   app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache,
                "disable prefix caching");
   app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")

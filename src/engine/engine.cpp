@@ -33,6 +33,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& spec, const Engi
   ModelLoadOptions mo;
   mo.n_threads = config.n_threads;
   mo.max_context = config.max_model_len;
+  mo.disable_sliding_window = config.disable_sliding_window;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::error_code ec;

@@ -362,6 +362,19 @@ TEST_P(EngineTest, WindowsAreAppliedWhereTheModelHasThem) {
   EXPECT_FALSE(windowed.at("r0").logits.at(0) == full.at("r0").logits.at(0));
 }
 
+// EngineConfig::disable_sliding_window (loom serve --disable-sliding-window) reaches the model.
+TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
+  for (bool disable : {false, true}) {
+    EngineConfig c;
+    c.n_threads = 1;
+    c.max_num_seqs = 2;
+    c.disable_sliding_window = disable;
+    auto e = Engine::load("synth:tiny-swa", c);
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    EXPECT_EQ((*e)->model().config().layers.at(0).window, disable ? 0 : 8);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa"),
                          [](const auto& info) {
                            std::string s = info.param;
