@@ -69,7 +69,7 @@ class Tokenizer {
   // <|end|>, <|im_end|>, <|eot_id|>; src/tokenizer/end_of_generation.h has the rule).
   bool is_eog(int32_t id) const;
   std::span<const int32_t> eog_ids() const;  // sorted
-  bool is_control(int32_t id) const;  // special/control token (skipped by skip_special)
+  bool is_control(int32_t id) const;         // special/control token (skipped by skip_special)
   std::optional<int32_t> find_token(std::string_view piece) const;
 
  private:

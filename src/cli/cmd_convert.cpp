@@ -1,7 +1,6 @@
 // `loom convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0]`: a Hugging Face checkpoint
 // directory to one GGUF file (logic in tools/convert.h).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -26,7 +25,8 @@ int cmd_convert(int argc, char** argv) {
   }
   auto dt = parse_dtype(type);
   if (!dt) {
-    std::fprintf(stderr, "loom convert: unknown --type '%s' (f32, f16, bf16, q8_0)\n", type.c_str());
+    std::fprintf(stderr, "loom convert: unknown --type '%s' (f32, f16, bf16, q8_0)\n",
+                 type.c_str());
     return 1;
   }
   opts.type = *dt;

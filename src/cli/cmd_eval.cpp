@@ -4,7 +4,6 @@
 // [n_tokens][n_vocab]. Needs no tokenizer: it is how loom's numbers are compared with other
 // implementations' logits.
 #include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -37,7 +36,9 @@ int cmd_eval(int argc, char** argv) {
   CLI::App app{"Score a token sequence: mean NLL of each token given its prefix.", "loom eval"};
   std::string model_spec, tokens_str, logits_out;
   int threads = 0;
-  app.add_option("-m,--model", model_spec, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")->required();
+  app.add_option("-m,--model", model_spec,
+                 "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
+      ->required();
   app.add_option("--tokens", tokens_str, "token ids separated by spaces or commas")->required();
   app.add_option("--logits-out", logits_out, "write float32 LE logits [n_tokens][n_vocab] here");
   app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)");

@@ -1,7 +1,6 @@
 // `loom quantize IN OUT TYPE`: rewrite a GGUF model with quantized weight matrices (one type,
 // or the Q4_K_M / Q5_K_M mixes; see tools/quantize_model.h for the rule).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -14,7 +13,8 @@ namespace loom::cli {
 namespace {
 
 int cmd_quantize(int argc, char** argv) {
-  CLI::App app{"Quantize the weight matrices of a GGUF model (F32/F16/BF16 input).", "loom quantize"};
+  CLI::App app{"Quantize the weight matrices of a GGUF model (F32/F16/BF16 input).",
+               "loom quantize"};
   std::string in, out, type;
   bool allow_requantize = false, verbose = false;
   int threads = 0;
@@ -45,7 +45,8 @@ int cmd_quantize(int argc, char** argv) {
     std::fprintf(stderr, "loom quantize: %s\n", st.message().c_str());
     return 1;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::map<std::string, int> counts;
   for (const auto& t : report.tensors) {
     ++counts[std::string(dtype_name(t.to))];
@@ -55,14 +56,16 @@ int cmd_quantize(int argc, char** argv) {
   }
   for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
   std::string mix;
-  for (const auto& [name, n] : counts) mix += (mix.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  for (const auto& [name, n] : counts)
+    mix += (mix.empty() ? "" : ", ") + std::to_string(n) + " " + name;
   std::printf("wrote %s (%s): %zu tensors (%s), %.1f MiB -> %.1f MiB of tensor data, %.2f s\n",
               out.c_str(), target->name.c_str(), report.tensors.size(), mix.c_str(),
               report.bytes_in / 1048576.0, report.bytes_out / 1048576.0, secs);
   return 0;
 }
 
-LOOM_REGISTER_COMMAND("quantize", "quantize a GGUF model's weights (Q8_0, Q4_K_M, ...)", cmd_quantize);
+LOOM_REGISTER_COMMAND("quantize", "quantize a GGUF model's weights (Q8_0, Q4_K_M, ...)",
+                      cmd_quantize);
 
 }  // namespace
 }  // namespace loom::cli

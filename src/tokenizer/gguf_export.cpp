@@ -3,11 +3,10 @@
 // the form vocab_from_gguf reads back, so both paths share one interpretation of the file.
 #include "tokenizer/gguf_export.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "format/gguf.h"
@@ -22,12 +21,14 @@ using nlohmann::json;
 // HF writes the contractions case-insensitively; loom's named regexes spell the same
 // alternatives with classes (see vocab.cpp), so rewrite before comparing.
 constexpr std::string_view kHfContractions = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
-constexpr std::string_view kLoomContractions = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+constexpr std::string_view kLoomContractions =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
 
 // The names tried, in order: the first whose regexes and ignore_merges match wins. Aliases
 // that share a regex with an earlier name are left out so the canonical name is written.
-constexpr const char* kPreNames[] = {"qwen2", "llama-bpe", "dbrx", "gpt-2", "starcoder", "falcon",
-                                     "deepseek-llm", "deepseek-coder", "bloom", "viking", "default"};
+constexpr const char* kPreNames[] = {"qwen2",     "llama-bpe", "dbrx",         "gpt-2",
+                                     "starcoder", "falcon",    "deepseek-llm", "deepseek-coder",
+                                     "bloom",     "viking",    "default"};
 
 std::string normalize_regex(std::string r) {
   for (size_t p; (p = r.find(kHfContractions)) != std::string::npos;) {
@@ -40,8 +41,9 @@ Result<std::string> pre_name_for(const Vocab& v) {
   std::vector<std::string> have;
   for (const PreSplit& s : v.pre_splits) {
     if (s.literal || s.invert || s.behavior != SplitBehavior::kIsolated) {
-      return unsupported("tokenizer.json pre-tokenizer has a Split that is not a plain isolated regex; "
-                         "GGUF tokenizer.ggml.pre cannot express it");
+      return unsupported(
+          "tokenizer.json pre-tokenizer has a Split that is not a plain isolated regex; "
+          "GGUF tokenizer.ggml.pre cannot express it");
     }
     have.push_back(normalize_regex(s.regex));
   }
@@ -51,7 +53,8 @@ Result<std::string> pre_name_for(const Vocab& v) {
     if (!pre_splits_for_name(name, &want, &ignore_merges)) continue;
     if (ignore_merges != v.ignore_merges || want.size() != have.size()) continue;
     bool same = true;
-    for (size_t i = 0; i < want.size() && same; ++i) same = normalize_regex(want[i].regex) == have[i];
+    for (size_t i = 0; i < want.size() && same; ++i)
+      same = normalize_regex(want[i].regex) == have[i];
     if (same) return std::string(name);
   }
   std::string regexes;
@@ -78,8 +81,9 @@ Result<GgufTokenizerExport> export_hf_tokenizer_json(std::string_view tokenizer_
                                                      GgufWriter* out) {
   LOOM_ASSIGN_OR_RETURN(Vocab v, vocab_from_hf(tokenizer_json, tokenizer_config_json));
   if (v.kind != VocabKind::kBpeByteLevel) {
-    return unsupported("only byte-level BPE tokenizer.json files (GPT-2 / Llama 3 / Qwen style) can be "
-                       "embedded in a GGUF yet; this one is Metaspace/SentencePiece-style BPE");
+    return unsupported(
+        "only byte-level BPE tokenizer.json files (GPT-2 / Llama 3 / Qwen style) can be "
+        "embedded in a GGUF yet; this one is Metaspace/SentencePiece-style BPE");
   }
   if (v.add_prefix_space_bytelevel) {
     return unsupported("tokenizer.json ByteLevel add_prefix_space=true has no GGUF equivalent");
@@ -95,14 +99,16 @@ Result<GgufTokenizerExport> export_hf_tokenizer_json(std::string_view tokenizer_
   for (size_t i = 0; i < n; ++i) {
     const TokenData& t = v.tokens[i];
     // Holes in the HF id space get llama.cpp's placeholder so every GGUF id has a string.
-    texts[i] = t.type == TokenType::kUnused && t.text.empty() ? "[PAD" + std::to_string(i) + "]" : t.text;
+    texts[i] =
+        t.type == TokenType::kUnused && t.text.empty() ? "[PAD" + std::to_string(i) + "]" : t.text;
     types[i] = static_cast<int64_t>(t.type);
     n_strip += t.lstrip || t.rstrip;
   }
   if (n_strip > 0) {
-    info.notes.push_back(std::to_string(n_strip) +
-                         " added token(s) with lstrip/rstrip: GGUF has no key for it, they will not eat "
-                         "neighbouring whitespace");
+    info.notes.push_back(
+        std::to_string(n_strip) +
+        " added token(s) with lstrip/rstrip: GGUF has no key for it, they will not eat "
+        "neighbouring whitespace");
   }
 
   // finalize() folded the merges into merge_table, keeping exactly those that can fire (both
@@ -134,13 +140,14 @@ Result<GgufTokenizerExport> export_hf_tokenizer_json(std::string_view tokenizer_
       templates.emplace_back("tokenizer.chat_template", it->get<std::string>());
     } else if (it != cfg.end() && it->is_array()) {
       for (const json& t : *it) {
-        if (!t.is_object() || !t.contains("name") || !t.contains("template") || !t["name"].is_string() ||
-            !t["template"].is_string()) {
+        if (!t.is_object() || !t.contains("name") || !t.contains("template") ||
+            !t["name"].is_string() || !t["template"].is_string()) {
           continue;
         }
         std::string name = t["name"].get<std::string>();
-        templates.emplace_back(name == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + name,
-                               t["template"].get<std::string>());
+        templates.emplace_back(
+            name == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + name,
+            t["template"].get<std::string>());
       }
     }
   }
@@ -155,7 +162,8 @@ Result<GgufTokenizerExport> export_hf_tokenizer_json(std::string_view tokenizer_
   out->set("tokenizer.ggml.token_type", GgufValue::of_int_array(GgufType::kI32, std::move(types)));
   out->set("tokenizer.ggml.merges", GgufValue::of_string_array(std::move(merges)));
   // Byte-level BPE ranks merges, it has no scores; write them only if the file had any.
-  if (std::any_of(v.tokens.begin(), v.tokens.end(), [](const TokenData& t) { return t.score != 0.0f; })) {
+  if (std::any_of(v.tokens.begin(), v.tokens.end(),
+                  [](const TokenData& t) { return t.score != 0.0f; })) {
     std::vector<double> scores(n);
     for (size_t i = 0; i < n; ++i) scores[i] = v.tokens[i].score;
     out->set("tokenizer.ggml.scores", GgufValue::of_float_array(GgufType::kF32, std::move(scores)));
@@ -184,7 +192,8 @@ Result<GgufTokenizerExport> export_hf_tokenizer(const std::string& hf_dir, GgufW
   namespace fs = std::filesystem;
   const fs::path d(hf_dir);
   std::error_code ec;
-  if (!fs::is_regular_file(d / "tokenizer.json", ec)) return not_found("no tokenizer.json in " + hf_dir);
+  if (!fs::is_regular_file(d / "tokenizer.json", ec))
+    return not_found("no tokenizer.json in " + hf_dir);
   LOOM_ASSIGN_OR_RETURN(std::string tj, read_file(d / "tokenizer.json"));
   std::string cfg, jinja;
   if (fs::is_regular_file(d / "tokenizer_config.json", ec)) {
@@ -194,7 +203,8 @@ Result<GgufTokenizerExport> export_hf_tokenizer(const std::string& hf_dir, GgufW
     LOOM_ASSIGN_OR_RETURN(jinja, read_file(d / "chat_template.jinja"));
   }
   auto r = export_hf_tokenizer_json(tj, cfg, jinja, out);
-  if (!r.is_ok()) return Status(r.status().code(), (d / "tokenizer.json").string() + ": " + r.status().message());
+  if (!r.is_ok())
+    return Status(r.status().code(), (d / "tokenizer.json").string() + ": " + r.status().message());
   return r;
 }
 

@@ -49,7 +49,9 @@ Result<std::string> read_text_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 struct Fragment {
   std::string_view text;  // raw text when token < 0
@@ -117,14 +119,16 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return from_hf_dir(path);
   if (!fs::exists(path, ec)) return not_found("no such file or directory: " + path);
-  if (fs::path(path).filename() == "tokenizer.json") return from_hf_dir(fs::path(path).parent_path().string());
+  if (fs::path(path).filename() == "tokenizer.json")
+    return from_hf_dir(fs::path(path).parent_path().string());
   LOOM_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path));
   auto r = from_gguf(gguf);
   if (!r.is_ok()) return Status(r.status().code(), path + ": " + r.status().message());
   return r;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
   const tok::Vocab& v = impl_->vocab;
 
   // 1. Split out added/special tokens, leftmost then longest match.
@@ -186,8 +190,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
         bool prefix = v.kind == VocabKind::kSpm ? prev_special : first;
         if (v.add_space_prefix && prefix) buf += v.escape_spaces ? kSpaceMark : " ";
         for (char c : f.text) {
-          if (c == ' ' && v.escape_spaces) buf += kSpaceMark;
-          else buf += c;
+          if (c == ' ' && v.escape_spaces)
+            buf += kSpaceMark;
+          else
+            buf += c;
         }
         if (v.kind == VocabKind::kSpm) {
           tok::spm_encode(v, buf, &out);
@@ -237,10 +243,13 @@ std::string Tokenizer::token_piece(int32_t id, bool skip_special, bool at_start)
       return skip_special ? std::string() : t.text;
     case TokenType::kByte: {
       auto hex = [](char c) {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                      : -1;
       };
-      if (t.text.size() == 6 && t.text.rfind("<0x", 0) == 0 && t.text[5] == '>' && hex(t.text[3]) >= 0 &&
-          hex(t.text[4]) >= 0) {
+      if (t.text.size() == 6 && t.text.rfind("<0x", 0) == 0 && t.text[5] == '>' &&
+          hex(t.text[3]) >= 0 && hex(t.text[4]) >= 0) {
         return std::string(1, static_cast<char>(hex(t.text[3]) * 16 + hex(t.text[4])));
       }
       break;  // a malformed byte token decodes as its text
@@ -271,7 +280,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   bool at_start = true;
   for (int32_t id : ids) {
     out += token_piece(id, skip_special, at_start);
-    if (at_start && impl_->vocab.valid(id) && impl_->vocab.tokens[id].type != TokenType::kControl) at_start = false;
+    if (at_start && impl_->vocab.valid(id) && impl_->vocab.tokens[id].type != TokenType::kControl)
+      at_start = false;
   }
   return out;
 }
@@ -280,14 +290,30 @@ std::string Tokenizer::token_text(int32_t id) const {
   return impl_->vocab.valid(id) ? impl_->vocab.tokens[id].text : std::string();
 }
 
-int32_t Tokenizer::n_vocab() const { return static_cast<int32_t>(impl_->vocab.tokens.size()); }
-int32_t Tokenizer::bos() const { return impl_->vocab.bos; }
-int32_t Tokenizer::eos() const { return impl_->vocab.eos; }
-int32_t Tokenizer::eot() const { return impl_->vocab.eot; }
-int32_t Tokenizer::pad() const { return impl_->vocab.pad; }
-int32_t Tokenizer::unk() const { return impl_->vocab.unk; }
-bool Tokenizer::add_bos() const { return impl_->vocab.add_bos; }
-bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
+int32_t Tokenizer::n_vocab() const {
+  return static_cast<int32_t>(impl_->vocab.tokens.size());
+}
+int32_t Tokenizer::bos() const {
+  return impl_->vocab.bos;
+}
+int32_t Tokenizer::eos() const {
+  return impl_->vocab.eos;
+}
+int32_t Tokenizer::eot() const {
+  return impl_->vocab.eot;
+}
+int32_t Tokenizer::pad() const {
+  return impl_->vocab.pad;
+}
+int32_t Tokenizer::unk() const {
+  return impl_->vocab.unk;
+}
+bool Tokenizer::add_bos() const {
+  return impl_->vocab.add_bos;
+}
+bool Tokenizer::add_eos() const {
+  return impl_->vocab.add_eos;
+}
 
 bool Tokenizer::is_eog(int32_t id) const {
   const auto& e = impl_->vocab.eog;

@@ -60,10 +60,10 @@ struct Vocab {
   std::vector<int32_t> named_eog;
   bool add_bos = false;
   bool add_eos = false;
-  bool add_space_prefix = false;  // prepend " " to text (SPM) / ▁ (Metaspace)
-  bool escape_spaces = true;      // SPM / Metaspace: " " → ▁
-  bool ignore_merges = false;     // a word that is itself a token is not merged (llama3)
-  bool byte_fallback = true;      // unknown chars become <0xXX> tokens where they exist
+  bool add_space_prefix = false;            // prepend " " to text (SPM) / ▁ (Metaspace)
+  bool escape_spaces = true;                // SPM / Metaspace: " " → ▁
+  bool ignore_merges = false;               // a word that is itself a token is not merged (llama3)
+  bool byte_fallback = true;                // unknown chars become <0xXX> tokens where they exist
   bool add_prefix_space_bytelevel = false;  // HF ByteLevel add_prefix_space
 
   // ---- derived by finalize() ----
@@ -78,9 +78,9 @@ struct Vocab {
     int32_t result;
   };
   std::unordered_map<uint64_t, Merge> merge_table;
-  int32_t byte_tokens[256];           // <0xXX> token per byte, or -1
-  std::vector<int32_t> specials;      // control / user-defined / unknown tokens, longest first
-  std::vector<int32_t> eog;           // end_of_generation_ids(): sorted
+  int32_t byte_tokens[256];       // <0xXX> token per byte, or -1
+  std::vector<int32_t> specials;  // control / user-defined / unknown tokens, longest first
+  std::vector<int32_t> eog;       // end_of_generation_ids(): sorted
 
   Status finalize();
   int32_t find(std::string_view text) const {

@@ -2,7 +2,6 @@
 // ByteLevel pre-tokenizer (GPT-2 / Llama 3 / Qwen style) or with Metaspace / Prepend+Replace
 // normalization and byte fallback (Llama 2 / Mistral style).
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "tokenizer/loaders.h"
@@ -41,11 +40,16 @@ bool bool_or(const json& j, const char* k, bool def) {
 }
 
 Status parse_behavior(const std::string& b, SplitBehavior* out) {
-  if (b == "Isolated") *out = SplitBehavior::kIsolated;
-  else if (b == "Removed") *out = SplitBehavior::kRemoved;
-  else if (b == "MergedWithPrevious") *out = SplitBehavior::kMergedWithPrevious;
-  else if (b == "MergedWithNext") *out = SplitBehavior::kMergedWithNext;
-  else return unsupported("tokenizer.json split behavior '" + b + "' is not supported");
+  if (b == "Isolated")
+    *out = SplitBehavior::kIsolated;
+  else if (b == "Removed")
+    *out = SplitBehavior::kRemoved;
+  else if (b == "MergedWithPrevious")
+    *out = SplitBehavior::kMergedWithPrevious;
+  else if (b == "MergedWithNext")
+    *out = SplitBehavior::kMergedWithNext;
+  else
+    return unsupported("tokenizer.json split behavior '" + b + "' is not supported");
   return Status::ok();
 }
 
@@ -77,14 +81,16 @@ Status parse_pre(const json& p, Vocab* v, HfState* st) {
     if (str_or(p, "replacement", kSpaceMark) != kSpaceMark) {
       return unsupported("tokenizer.json Metaspace replacement other than U+2581 is not supported");
     }
-    std::string scheme = str_or(p, "prepend_scheme", bool_or(p, "add_prefix_space", true) ? "always" : "never");
+    std::string scheme =
+        str_or(p, "prepend_scheme", bool_or(p, "add_prefix_space", true) ? "always" : "never");
     v->add_space_prefix = scheme != "never";
     v->escape_spaces = true;
     if (bool_or(p, "split", true)) {
       v->pre_splits.push_back(PreSplit{kSpaceMark, SplitBehavior::kMergedWithNext, true});
     }
   } else if (type == "Digits") {
-    v->pre_splits.push_back(PreSplit{bool_or(p, "individual_digits", false) ? "\\p{N}" : "\\p{N}+"});
+    v->pre_splits.push_back(
+        PreSplit{bool_or(p, "individual_digits", false) ? "\\p{N}" : "\\p{N}+"});
   } else if (type == "Punctuation") {
     PreSplit s{"\\p{P}"};
     LOOM_RETURN_IF_ERROR(parse_behavior(str_or(p, "behavior", "Isolated"), &s.behavior));
@@ -108,7 +114,8 @@ Status parse_normalizer(const json& n, Vocab* v) {
     // Accepted but not applied: text that is already NFC (nearly all text) tokenizes the same,
     // and llama.cpp's GGUF path does not normalize either.
   } else if (type == "Prepend") {
-    if (str_or(n, "prepend", "") != kSpaceMark) return unsupported("tokenizer.json Prepend normalizer other than U+2581");
+    if (str_or(n, "prepend", "") != kSpaceMark)
+      return unsupported("tokenizer.json Prepend normalizer other than U+2581");
     v->add_space_prefix = true;
   } else if (type == "Replace") {
     const json& pat = member(n, "pattern");
@@ -138,14 +145,17 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   json cfg = json::object();
   if (!tokenizer_config_json.empty()) {
     cfg = json::parse(tokenizer_config_json, nullptr, false);
-    if (cfg.is_discarded() || !cfg.is_object()) return invalid_file("tokenizer_config.json is not valid JSON");
+    if (cfg.is_discarded() || !cfg.is_object())
+      return invalid_file("tokenizer_config.json is not valid JSON");
   }
 
   const json& model = member(j, "model");
   std::string mtype = str_or(model, "type", "BPE");
-  if (mtype != "BPE") return unsupported("tokenizer.json model '" + mtype + "' is not supported (only BPE)");
+  if (mtype != "BPE")
+    return unsupported("tokenizer.json model '" + mtype + "' is not supported (only BPE)");
   const json& vocab = member(model, "vocab");
-  if (!vocab.is_object() || vocab.empty()) return invalid_file("tokenizer.json model.vocab is missing or empty");
+  if (!vocab.is_object() || vocab.empty())
+    return invalid_file("tokenizer.json model.vocab is missing or empty");
 
   Vocab v;
   v.escape_spaces = false;
@@ -162,8 +172,8 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   }
   const json& added = member(j, "added_tokens");
   for (const json& a : added) {
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
-        a["id"].get<int64_t>() >= (1 << 30)) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= (1 << 30)) {
       return invalid_file("tokenizer.json added_tokens entry without a valid id");
     }
     max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
@@ -174,7 +184,8 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
     TokenData& t = v.tokens[id.get<int64_t>()];
     t.text = piece;
     t.type = TokenType::kNormal;
-    if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') t.type = TokenType::kByte;
+    if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>')
+      t.type = TokenType::kByte;
   }
   for (const json& a : added) {
     TokenData& t = v.tokens[a["id"].get<int64_t>()];
@@ -188,7 +199,8 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
     if (m.is_string()) {
       const std::string& s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos) return invalid_file("tokenizer.json merge '" + s + "' is not 'left right'");
+      if (sp == std::string::npos)
+        return invalid_file("tokenizer.json merge '" + s + "' is not 'left right'");
       v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
       v.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
@@ -218,7 +230,8 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   // BOS/EOS added by a TemplateProcessing post-processor ("$A" framed by special tokens).
   const json& post = member(j, "post_processor");
   auto template_of = [](const json& p) -> const json* {
-    if (p.is_object() && str_or(p, "type", "") == "TemplateProcessing" && p.contains("single")) return &p["single"];
+    if (p.is_object() && str_or(p, "type", "") == "TemplateProcessing" && p.contains("single"))
+      return &p["single"];
     return nullptr;
   };
   const json* single = template_of(post);

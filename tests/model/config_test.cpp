@@ -7,14 +7,14 @@
 
 #include "model/arch.h"
 #include "model/config_reader.h"
-#include "tools/convert.h"
 #include "model/model.h"
-#include "tools/model_spec.h"
 #include "model/tensor_names.h"
-#include "tools/synth.h"
 #include "model/tiny_model.h"
 #include "model/weights.h"
 #include "reference/reference_model.h"
+#include "tools/convert.h"
+#include "tools/model_spec.h"
+#include "tools/synth.h"
 
 namespace loom {
 namespace {
@@ -27,7 +27,8 @@ TEST(ConfigTest, HfRopeParametersLlama3) {
     "bos_token_id": 128000, "eos_token_id": [128001, 128008],
     "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
       "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
-  })", "config.json");
+  })",
+                               "config.json");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->arch, "llama");
   EXPECT_EQ(c->head_dim, 32);
@@ -46,7 +47,8 @@ TEST(ConfigTest, HfOldStyleRopeAndMistral) {
   auto c = config_from_hf_json(R"({
     "model_type": "mistral", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 1,
     "num_attention_heads": 4, "intermediate_size": 128, "rope_theta": 1000000.0,
-    "head_dim": null, "rope_scaling": {"type": "linear", "factor": 2.0}})", "c");
+    "head_dim": null, "rope_scaling": {"type": "linear", "factor": 2.0}})",
+                               "c");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->arch, "llama");
   EXPECT_EQ(c->n_head_kv, 4);
@@ -64,7 +66,8 @@ TEST(ConfigTest, HfErrorsNameTheProblem) {
   EXPECT_NE(b.status().message().find("hidden_size"), std::string::npos) << b.status().message();
   auto d = config_from_hf_json(R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 64,
     "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8,
-    "rope_parameters": {"rope_type": "yarn", "factor": 4.0}})", "c");
+    "rope_parameters": {"rope_type": "yarn", "factor": 4.0}})",
+                               "c");
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("yarn"), std::string::npos);
   EXPECT_FALSE(config_from_hf_json("not json", "c").is_ok());
@@ -108,8 +111,10 @@ TEST(ConfigTest, Llama3ScalingEqualsEquivalentRopeFreqsFactors) {
   int n_low = 0, n_mid = 0, n_high = 0;
   for (int i = 0; i < 64; ++i) {
     double wavelen = 2 * M_PI / base[i];
-    if (wavelen < 8192 / 4.0) factors[i] = 1.0f, ++n_high;
-    else if (wavelen > 8192 / 1.0) factors[i] = 8.0f, ++n_low;
+    if (wavelen < 8192 / 4.0)
+      factors[i] = 1.0f, ++n_high;
+    else if (wavelen > 8192 / 1.0)
+      factors[i] = 8.0f, ++n_low;
     else {
       double s = (8192 / wavelen - 1.0) / (4.0 - 1.0);
       factors[i] = static_cast<float>(1.0 / ((1 - s) / 8.0 + s));
@@ -128,7 +133,8 @@ TEST(ConfigTest, Llama3ScalingEqualsEquivalentRopeFreqsFactors) {
 
 TEST(TensorNamesTest, HfMappingRoundTrips) {
   EXPECT_EQ(names::hf_to_gguf("model.layers.11.self_attn.q_proj.weight"), "blk.11.attn_q.weight");
-  EXPECT_EQ(names::hf_to_gguf("model.layers.0.self_attn.k_norm.weight"), "blk.0.attn_k_norm.weight");
+  EXPECT_EQ(names::hf_to_gguf("model.layers.0.self_attn.k_norm.weight"),
+            "blk.0.attn_k_norm.weight");
   EXPECT_EQ(names::hf_to_gguf("lm_head.weight"), "output.weight");
   EXPECT_EQ(names::hf_to_gguf("model.layers.0.self_attn.rotary_emb.inv_freq"), std::nullopt);
   EXPECT_EQ(names::hf_to_gguf("model.layers.x.mlp.up_proj.weight"), std::nullopt);
@@ -174,7 +180,8 @@ TEST(WeightsTest, MissingOrMisshapenTensorIsNamed) {
   ModelConfig c = *c0;
   auto w = Weights::bind(c, arch, hide);
   ASSERT_FALSE(w.is_ok());
-  EXPECT_NE(w.status().message().find("blk.1.attn_k.bias"), std::string::npos) << w.status().message();
+  EXPECT_NE(w.status().message().find("blk.1.attn_k.bias"), std::string::npos)
+      << w.status().message();
   // Wrong shape.
   TensorView bad = f->find_tensor("blk.0.ffn_up.weight")->view;
   bad.ne[1] -= 1;
@@ -186,7 +193,8 @@ TEST(WeightsTest, MissingOrMisshapenTensorIsNamed) {
   c = *c0;
   w = Weights::bind(c, arch, reshape);
   ASSERT_FALSE(w.is_ok());
-  EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().message();
+  EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos)
+      << w.status().message();
   // Everything present: binds, and the flags follow the tensors.
   c = *c0;
   TensorLookup all = [&](std::string_view n) -> const TensorView* {

@@ -26,7 +26,8 @@ std::vector<float> dequant(const TensorView& v) {
     if (v.dtype == Dtype::kF32) {
       std::memcpy(dst, src, static_cast<size_t>(v.cols()) * 4);
     } else if (v.dtype == Dtype::kF16) {
-      for (int64_t c = 0; c < v.cols(); ++c) dst[c] = fp16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
+      for (int64_t c = 0; c < v.cols(); ++c)
+        dst[c] = fp16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
     } else {
       kernels::dequantize_row(v.dtype, src, dst, v.cols());
     }
@@ -34,7 +35,8 @@ std::vector<float> dequant(const TensorView& v) {
   return out;
 }
 
-GgufFile synth_file(const std::string& preset, const std::string& arch, Dtype type, uint64_t seed = 5) {
+GgufFile synth_file(const std::string& preset, const std::string& arch, Dtype type,
+                    uint64_t seed = 5) {
   SynthOptions o;
   o.preset = preset;
   o.arch = arch;
@@ -52,17 +54,26 @@ GgufFile synth_file(const std::string& preset, const std::string& arch, Dtype ty
 // bound catches "quantized" tensors that were merely copied.
 double max_rel_rms(Dtype t) {
   switch (t) {
-    case Dtype::kQ8_0: return 0.008;
-    case Dtype::kQ6_K: return 0.02;
-    case Dtype::kQ5_K: return 0.045;
-    case Dtype::kQ4_K: return 0.09;
-    case Dtype::kQ4_0: return 0.14;
-    case Dtype::kF16: return 0.001;
-    default: return 0;
+    case Dtype::kQ8_0:
+      return 0.008;
+    case Dtype::kQ6_K:
+      return 0.02;
+    case Dtype::kQ5_K:
+      return 0.045;
+    case Dtype::kQ4_K:
+      return 0.09;
+    case Dtype::kQ4_0:
+      return 0.14;
+    case Dtype::kF16:
+      return 0.001;
+    default:
+      return 0;
   }
 }
 
-bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+bool use_more_bits(int i, int n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
 class QuantizeTypeTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -127,9 +138,11 @@ TEST_P(QuantizeTypeTest, WeightsCloseNormsUntouchedMetadataCopied) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeTypeTest,
                          ::testing::Combine(::testing::Values("llama", "qwen3"),
-                                            ::testing::Values("Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M",
-                                                              "Q5_K_M", "F16")),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+                                            ::testing::Values("Q8_0", "Q4_0", "Q4_K", "Q5_K",
+                                                              "Q6_K", "Q4_K_M", "Q5_K_M", "F16")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(QuantizeModelTest, MixRuleForTwentyEightLayers) {
   // A 28-layer model reduced to the tensors the rule looks at (one 256-wide row each).
@@ -138,7 +151,9 @@ TEST(QuantizeModelTest, MixRuleForTwentyEightLayers) {
   w.set_string("general.architecture", "llama");
   for (int l = 0; l < 28; ++l)
     for (const char* s : {"attn_q.weight", "attn_v.weight", "ffn_down.weight"})
-      ASSERT_TRUE(w.add_tensor("blk." + std::to_string(l) + "." + s, Dtype::kF32, {256, 1}, row.data(), 1024).is_ok());
+      ASSERT_TRUE(w.add_tensor("blk." + std::to_string(l) + "." + s, Dtype::kF32, {256, 1},
+                               row.data(), 1024)
+                      .is_ok());
   ASSERT_TRUE(w.add_tensor("token_embd.weight", Dtype::kF32, {256, 1}, row.data(), 1024).is_ok());
   ASSERT_TRUE(w.add_tensor("output.weight", Dtype::kF32, {256, 1}, row.data(), 1024).is_ok());
   auto bytes = std::make_shared<std::vector<uint8_t>>(w.to_bytes());

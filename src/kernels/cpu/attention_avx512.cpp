@@ -1,6 +1,6 @@
 // AVX-512 multi-query attention (see kernels/attention.h). Keys go 16 at a time, one per lane:
-// with K stored dim-major in the cache (backend/cpu/kv_storage.h), dimension d of 16 consecutive keys
-// is one 16-value load, so a query's 16 scores are FMA chains over d against a broadcast q[d]
+// with K stored dim-major in the cache (backend/cpu/kv_storage.h), dimension d of 16 consecutive
+// keys is one 16-value load, so a query's 16 scores are FMA chains over d against a broadcast q[d]
 // (no horizontal sums), and that load serves a block of up to 4 queries. V tokens are
 // converted to float 16 at a time; blocks of 4 queries share each V load.
 //

@@ -54,7 +54,8 @@ void store_kv_half_avx512(bool bf16, const float* src, uint16_t* dst, int64_t n)
 
 // out = silu(gate) * up, as kernels::silu_mul (elementwise_avx512.cpp; AVX-512 only).
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
-// kernels::gelu_tanh_mul and kernels::softcap (activation.h), with tanh_ps (elementwise_avx512.cpp).
+// kernels::gelu_tanh_mul and kernels::softcap (activation.h), with tanh_ps
+// (elementwise_avx512.cpp).
 void gelu_tanh_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
 void softcap_avx512(float* x, int64_t n, float cap);
 
