@@ -84,11 +84,20 @@ struct RequestOutput {
   std::string error;                   // set if the engine failed this request
 };
 
+// One KV layer group (full attention, or one sliding window).
+struct KvGroupMetrics {
+  int32_t window = 0;  // 0: full attention
+  int32_t num_blocks = 0;
+  int32_t num_used_blocks = 0;
+  int64_t num_window_released_blocks = 0;  // released as sequences outgrew the window (total)
+};
+
 struct EngineMetrics {
   int32_t num_running = 0;
   int32_t num_waiting = 0;
-  double kv_cache_usage = 0.0;  // 0..1
-  int32_t num_kv_blocks = 0;
+  double kv_cache_usage = 0.0;  // 0..1, over every group's memory
+  int32_t num_kv_blocks = 0;    // blocks of the largest group (full attention where there is one)
+  std::vector<KvGroupMetrics> kv_groups;
   int64_t prefix_cache_queries = 0;    // tokens looked up
   int64_t prefix_cache_hits = 0;       // tokens found
   int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (totals)

@@ -1,11 +1,10 @@
 #include "engine/engine_core.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "base/log.h"
+#include "engine/kv_plan.h"
 
 namespace loom {
 namespace {
@@ -42,39 +41,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                             std::to_string(mc.context_length));
   if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = kCpuDefaultBatchedTokens;
 
-  const uint64_t block_bytes = KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype);
-  int64_t num_blocks;
-  if (c.kv_cache_memory_gib > 0) {
-    num_blocks = static_cast<int64_t>(c.kv_cache_memory_gib * double(1ull << 30) /
-                                      static_cast<double>(block_bytes));
-  } else {
-    const int64_t per_seq = (c.max_model_len + c.block_size - 1) / c.block_size;
-    num_blocks = per_seq * c.max_num_seqs;
-    // Blocks are taken as sequences grow, so a pool smaller than max_num_seqs full-length
-    // sequences still serves them (preempting when it runs out). Without an explicit budget,
-    // never take more than a quarter of physical memory: 256 sequences of a long context
-    // would otherwise ask for more memory than the machine has.
-    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    const int64_t cap = static_cast<int64_t>(ram * 0.25 / static_cast<double>(block_bytes));
-    if (ram > 0 && num_blocks > cap && cap >= per_seq) {
-      LOOM_LOG_WARN(
-          "KV cache for %d sequences of %d tokens would need %.1f GiB; using %.1f GiB "
-          "(a quarter of RAM). Set --kv-cache-memory to choose.",
-          c.max_num_seqs, c.max_model_len,
-          static_cast<double>(num_blocks) * block_bytes / double(1ull << 30),
-          static_cast<double>(cap) * block_bytes / double(1ull << 30));
-      num_blocks = cap;
-    }
-  }
-  if (num_blocks < 1)
-    return invalid_argument("KV cache budget holds no block of " + std::to_string(block_bytes) +
-                            " bytes; raise --kv-cache-memory");
-  if (num_blocks > (int64_t{1} << 30))
-    return invalid_argument("KV cache of " + std::to_string(num_blocks) + " blocks is too large");
-  LOOM_ASSIGN_OR_RETURN(
-      e->kv_, KvCache::create(mc, static_cast<int32_t>(num_blocks), c.block_size, c.kv_dtype));
-  e->kv_manager_ = std::make_unique<KvCacheManager>(static_cast<int32_t>(num_blocks), c.block_size,
-                                                    c.enable_prefix_caching);
+  LOOM_ASSIGN_OR_RETURN(const KvPlan plan, plan_kv_cache(mc, c));
+  if (!plan.warning.empty()) LOOM_LOG_WARN("%s", plan.warning.c_str());
+  LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype));
+  e->kv_manager_ =
+      std::make_unique<KvCoordinator>(plan.groups, c.block_size, c.enable_prefix_caching);
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
 
@@ -88,20 +59,21 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   e->model_ = std::move(model);
   e->tokenizer_ = std::move(tokenizer);
   LOOM_LOG_INFO(
-      "engine: %lld KV blocks of %d tokens (%.1f MiB, %s), max_model_len %d, "
-      "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
-      static_cast<long long>(num_blocks), c.block_size,
-      static_cast<double>(num_blocks) * block_bytes / (1 << 20),
-      std::string(dtype_name(c.kv_dtype)).c_str(), c.max_model_len, c.max_num_seqs,
-      c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
-  int n_window = 0, window = 0;
-  for (const LayerSpec& s : mc.layers)
-    if (s.window > 0) ++n_window, window = std::max(window, s.window);
-  if (n_window > 0)
-    LOOM_LOG_INFO(
-        "engine: %d of %d layers attend over a sliding window of %d tokens (their reads stop "
-        "at the window; their KV blocks are still allocated for the whole sequence)",
-        n_window, mc.n_layer, window);
+      "engine: KV cache %.1f MiB (%s), max_model_len %d, max_num_seqs %d, "
+      "max_num_batched_tokens %d, prefix caching %s",
+      static_cast<double>(plan.bytes) / (1 << 20), std::string(dtype_name(c.kv_dtype)).c_str(),
+      c.max_model_len, c.max_num_seqs, c.max_num_batched_tokens,
+      c.enable_prefix_caching ? "on" : "off");
+  for (const KvGroupConfig& g : plan.groups) {
+    if (g.window == 0)
+      LOOM_LOG_INFO("engine: KV group: %d full-attention layers, %d blocks of %d tokens",
+                    g.n_layers, g.num_blocks, c.block_size);
+    else
+      LOOM_LOG_INFO(
+          "engine: KV group: %d layers with a sliding window of %d tokens, %d blocks of %d "
+          "tokens (blocks that fall out of a sequence's window are released as it grows)",
+          g.n_layers, g.window, g.num_blocks, c.block_size);
+  }
   return e;
 }
 
@@ -130,12 +102,11 @@ Status EngineCore::validate(const GenerateRequest& req) const {
                             " is over max_model_len " + std::to_string(config_.max_model_len) +
                             "; shorten the prompt or lower max_tokens");
   // The last sampled token is never run through the model, so it needs no KV slot.
-  const int32_t need = kv_manager_->blocks_for(total - 1);
-  if (need > kv_manager_->num_blocks())
-    return invalid_argument("prompt + max_tokens needs " + std::to_string(need) +
-                            " KV blocks but the whole cache has " +
-                            std::to_string(kv_manager_->num_blocks()) +
-                            "; raise --kv-cache-memory or lower max_tokens");
+  if (!kv_manager_->fits(total - 1, config_.max_num_batched_tokens))
+    return invalid_argument(
+        "prompt + max_tokens needs " + std::to_string(kv_manager_->blocks_for(total - 1)) +
+        " KV blocks but the whole cache has " + std::to_string(kv_manager_->num_blocks()) +
+        "; raise --kv-cache-memory or lower max_tokens");
   return Status::ok();
 }
 
@@ -209,6 +180,8 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
     BatchSequence bs;
     bs.block_table = table.data();
     bs.n_blocks = static_cast<int32_t>(table.size());
+    for (int g = 1; g < kv_manager_->num_groups(); ++g)
+      bs.group_tables[g - 1] = kv_manager_->block_table(r.seq_id, g).data();
     bs.n_past = r.num_computed_tokens;
     bs.n_new = s.num_new;
     bs.row_begin = batch_.n_rows();
@@ -321,8 +294,9 @@ void EngineCore::fork_samples(Request& parent) {
     const bool has_blocks =
         kv_manager_->has_blocks(parent.seq_id) &&
         static_cast<int32_t>(kv_manager_->block_table(parent.seq_id).size()) >= shared;
-    if (has_blocks && shared > 0) {
-      kv_manager_->fork(parent.seq_id, c->seq_id, shared);
+    // A sliding window may already have released a block the sample's first step reads; it
+    // then starts over as a new sequence (its prompt mostly a prefix-cache hit).
+    if (has_blocks && shared > 0 && kv_manager_->fork(parent.seq_id, c->seq_id, shared)) {
       c->num_computed_tokens = shared * config_.block_size;
       scheduler_->add_running(c.get());
     } else {
@@ -429,6 +403,11 @@ EngineMetrics EngineCore::metrics() const {
   m.num_waiting = scheduler_->num_waiting();
   m.kv_cache_usage = kv_manager_->usage();
   m.num_kv_blocks = kv_manager_->num_blocks();
+  for (int g = 0; g < kv_manager_->num_groups(); ++g) {
+    const KvGroupManager& gm = kv_manager_->group(g);
+    m.kv_groups.push_back(
+        {gm.window(), gm.num_blocks(), gm.num_used_blocks(), gm.num_window_released_blocks()});
+  }
   m.prefix_cache_queries = kv_manager_->prefix_query_tokens();
   m.prefix_cache_hits = kv_manager_->prefix_hit_tokens();
   m.num_preemptions = scheduler_->num_preemptions();
@@ -436,12 +415,7 @@ EngineMetrics EngineCore::metrics() const {
 }
 
 std::string EngineCore::check_kv_drained() const {
-  std::string inv = kv_manager_->pool().check_invariants();
-  if (!inv.empty()) return inv;
-  if (kv_manager_->num_free_blocks() != kv_manager_->num_blocks())
-    return std::to_string(kv_manager_->num_blocks() - kv_manager_->num_free_blocks()) +
-           " KV blocks still in use";
-  return "";
+  return kv_manager_->check_drained();
 }
 
 }  // namespace loom

@@ -14,7 +14,7 @@
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_coordinator.h"
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/batch.h"
@@ -78,7 +78,7 @@ class EngineCore {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<KvCacheManager> kv_manager_;
+  std::unique_ptr<KvCoordinator> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_coordinator.h"
 
 namespace loom {
 
@@ -32,7 +32,7 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+  Scheduler(const SchedulerConfig& config, KvCoordinator& kv) : config_(config), kv_(kv) {}
 
   void add_waiting(Request* r);
   // A sequence that already holds KV blocks (an n > 1 fork) joins the running set directly.
@@ -55,7 +55,7 @@ class Scheduler {
   void insert_waiting(Request* r, bool at_head_of_class);
 
   SchedulerConfig config_;
-  KvCacheManager& kv_;
+  KvCoordinator& kv_;
   std::vector<Request*> running_;  // in admission order
   std::deque<Request*> waiting_;   // sorted by priority, FCFS within one priority
   uint64_t next_admit_ = 0;

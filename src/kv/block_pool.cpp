@@ -97,8 +97,15 @@ void BlockPool::release(std::span<KvBlock* const> blocks) {
   }
 }
 
+KvBlock* BlockPool::reserve_block() {
+  std::vector<KvBlock*> b = allocate(1);
+  LOOM_CHECK(b.size() == 1);
+  ++num_reserved_;
+  return b[0];
+}
+
 bool BlockPool::reset_prefix_cache() {
-  if (num_free_ != num_blocks()) return false;
+  if (num_free_ != num_blocks() - num_reserved_) return false;
   for (KvBlock& b : blocks_) b.hash.reset();
   cached_.clear();
   return true;
@@ -120,8 +127,8 @@ std::string BlockPool::check_invariants() const {
     if (++listed > num_blocks()) return "free list has a cycle";
     prev = b;
   }
-  if (listed != num_free_) return "num_free " + std::to_string(num_free_) + " != listed " +
-                                  std::to_string(listed);
+  if (listed != num_free_)
+    return "num_free " + std::to_string(num_free_) + " != listed " + std::to_string(listed);
   for (const KvBlock& b : blocks_) {
     if (b.ref_count < 0) return "negative ref count on block " + std::to_string(b.id);
     if ((b.ref_count == 0) != b.on_free_list)

@@ -53,6 +53,9 @@ class BlockPool {
   // ones to the head (nothing to keep). Callers pass a sequence's blocks last-first, so a
   // prefix's later blocks are evicted before its earlier ones.
   void release(std::span<KvBlock* const> blocks);
+  // Takes a free block out of circulation for good (a sliding-window group's null block): it
+  // keeps ref count 1 and does not count as in use for reset_prefix_cache.
+  KvBlock* reserve_block();
   // Forgets every cached hash (only when no block is in use). Returns false if some are.
   bool reset_prefix_cache();
 
@@ -74,6 +77,7 @@ class BlockPool {
   std::vector<KvBlock> blocks_;
   KvBlock head_;  // sentinel: head_.next_free is the first free block, head_.prev_free the last
   int32_t num_free_ = 0;
+  int32_t num_reserved_ = 0;
   std::unordered_map<BlockHash, KvBlock*, BlockHashHasher> cached_;
 };
 

@@ -2,19 +2,30 @@
 // speculative verifies of many sequences travel together through one Model::forward call.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace loom {
 
+// Layer groups a KV cache can have (see KvLayout in model/model.h).
+inline constexpr int kMaxKvGroups = 4;
+
 struct BatchSequence {
-  // Physical KV block ids of this sequence, in logical order (block i holds positions
-  // [i*block_size, (i+1)*block_size)). Must cover positions [0, n_past + n_new).
+  // Physical KV block ids of this sequence in KV layer group 0, in logical order (block i holds
+  // positions [i*block_size, (i+1)*block_size)). Must cover positions [0, n_past + n_new).
   const int32_t* block_table = nullptr;
   int32_t n_blocks = 0;
   int32_t n_past = 0;     // tokens already in the KV cache (their K/V are read, not recomputed)
   int32_t n_new = 0;      // tokens computed this step: rows [row_begin, row_begin + n_new)
   int32_t row_begin = 0;  // first row of this sequence in Batch::tokens
+  // The tables of groups 1.. when the cache has several (each n_blocks entries; a sliding-window
+  // group's released blocks are its null block).
+  std::array<const int32_t*, kMaxKvGroups - 1> group_tables{};
+
+  const int32_t* table(int group) const {
+    return group == 0 ? block_table : group_tables[group - 1];
+  }
 };
 
 struct Batch {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -16,21 +17,39 @@
 
 namespace loom {
 
+// Which layers share block tables: layer l's K/V live in the blocks of group layer_group[l],
+// which has num_blocks[g] of them (the engine's KvCoordinator has one manager per group).
+struct KvLayout {
+  std::vector<int32_t> layer_group;  // [n_layer]
+  std::vector<int32_t> num_blocks;   // [groups], at most kMaxKvGroups
+  // Every layer in one group of num_blocks blocks.
+  static KvLayout single(int32_t n_layer, int32_t num_blocks) {
+    return {std::vector<int32_t>(n_layer, 0), {num_blocks}};
+  }
+};
+
 // K and V storage for every layer: blocks of block_size tokens. Which block belongs to which
 // sequence is decided by the engine's block pool; this class only holds the memory.
 class KvCache {
  public:
+  // One group: every layer's K/V in num_blocks blocks.
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, int32_t num_blocks,
                                                  int32_t block_size, Dtype dtype);
+  static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvLayout& layout,
+                                                 int32_t block_size, Dtype dtype);
   virtual ~KvCache() = default;
-  int32_t num_blocks() const { return num_blocks_; }
+  // Blocks of group 0 (of the whole cache when it has one group).
+  int32_t num_blocks() const { return layout_.num_blocks[0]; }
+  int num_groups() const { return static_cast<int>(layout_.num_blocks.size()); }
+  int32_t num_blocks(int group) const { return layout_.num_blocks[group]; }
+  int32_t group_of(int layer) const { return layout_.layer_group[layer]; }
   int32_t block_size() const { return block_size_; }
   Dtype dtype() const { return dtype_; }
   // Bytes one block takes over all layers, K and V (for sizing the pool from a memory budget).
   static uint64_t bytes_per_block(const ModelConfig& config, int32_t block_size, Dtype dtype);
 
  protected:
-  int32_t num_blocks_ = 0;
+  KvLayout layout_;
   int32_t block_size_ = 0;
   Dtype dtype_ = Dtype::kF32;
 };

@@ -14,7 +14,7 @@ namespace {
 class SchedulerTest : public ::testing::Test {
  protected:
   void make(int32_t num_blocks, int32_t budget, int32_t max_seqs = 16, bool caching = true) {
-    kv_ = std::make_unique<KvCacheManager>(num_blocks, 4, caching);
+    kv_ = std::make_unique<KvCoordinator>(num_blocks, 4, caching);
     sched_ = std::make_unique<Scheduler>(SchedulerConfig{max_seqs, budget}, *kv_);
   }
   Request* add(int32_t prompt_len, uint32_t seed, int32_t priority = 0) {
@@ -36,7 +36,7 @@ class SchedulerTest : public ::testing::Test {
       s.req->num_computed_tokens += s.num_new;
       if (s.req->num_computed_tokens == s.req->num_tokens()) s.req->tokens.push_back(7);
     }
-    EXPECT_EQ(kv_->pool().check_invariants(), "");
+    EXPECT_EQ(kv_->check_invariants(), "");
     return out;
   }
   int32_t scheduled(const SchedulerOutput& out, const Request* r) {
@@ -45,7 +45,7 @@ class SchedulerTest : public ::testing::Test {
     return 0;
   }
 
-  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<KvCoordinator> kv_;
   std::unique_ptr<Scheduler> sched_;
   std::vector<std::unique_ptr<Request>> reqs_;
   int64_t next_id_ = 0;
@@ -114,7 +114,7 @@ TEST_F(SchedulerTest, PreemptsNewestAndRequeuesAtHead) {
   Request* a = add(12, 1);
   Request* b = add(12, 2);
   step();
-  EXPECT_EQ(kv_->num_free_blocks(), 2);
+  EXPECT_EQ(kv_->group(0).num_free_blocks(), 2);
   bool preempted = false;
   for (int i = 0; i < 10 && !preempted; ++i) {
     auto o = step();
@@ -141,7 +141,7 @@ TEST_F(SchedulerTest, PreemptsNewestAndRequeuesAtHead) {
   EXPECT_GE(hit, 4);  // at least its first prompt block survived (a needed few blocks)
   EXPECT_EQ(scheduled(o, b), b_tokens - hit);
   sched_->remove(b);
-  EXPECT_EQ(kv_->num_free_blocks(), 8);
+  EXPECT_EQ(kv_->group(0).num_free_blocks(), 8);
 }
 
 TEST_F(SchedulerTest, PreemptsItselfWhenNewest) {
@@ -149,7 +149,7 @@ TEST_F(SchedulerTest, PreemptsItselfWhenNewest) {
   Request* a = add(8, 1);  // 2 blocks
   Request* b = add(7, 2);  // 2 blocks
   step();
-  EXPECT_EQ(kv_->num_free_blocks(), 0);
+  EXPECT_EQ(kv_->group(0).num_free_blocks(), 0);
   // a needs a third block at its 9th token: b (newest) is preempted, a continues.
   auto o = step();
   EXPECT_EQ(o.preempted.size(), 1u);

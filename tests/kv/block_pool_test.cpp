@@ -1,4 +1,4 @@
-// BlockPool and KvCacheManager on tiny pools (8-16 blocks), in the spirit of vLLM's
+// BlockPool and KvCoordinator on tiny pools (8-16 blocks), in the spirit of vLLM's
 // tests/v1/core: exact free-list order, ref counts, hash reuse and eviction order.
 #include "kv/block_pool.h"
 
@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_coordinator.h"
 
 namespace loom {
 namespace {
@@ -54,7 +54,7 @@ TEST(BlockPool, UncachedFreedGoHeadCachedGoTail) {
   auto a = pool.allocate(3);  // 0 1 2
   pool.cache(a[0], BlockHash{1, 1});
   pool.cache(a[1], BlockHash{2, 2});
-  // Release tail first, as KvCacheManager does.
+  // Release tail first, as KvCoordinator does.
   std::vector<KvBlock*> rev = {a[2], a[1], a[0]};
   pool.release(rev);
   // Block 2 (no hash) goes to the head; 1 then 0 to the tail.
@@ -105,33 +105,32 @@ TEST(BlockPool, CachingDisabledNeverHits) {
   EXPECT_EQ(pool.lookup(BlockHash{5, 5}), nullptr);
 }
 
-TEST(KvCacheManager, AllocatesOnlyWhatNewTokensNeed) {
-  KvCacheManager m(16, 4, true);
+TEST(KvCoordinator, AllocatesOnlyWhatNewTokensNeed) {
+  KvCoordinator m(16, 4, true);
   auto t = random_tokens(40, 2);
   ASSERT_TRUE(m.allocate_slots(1, t, 0, 5, 0));  // 5 tokens: 2 blocks
   EXPECT_EQ(m.block_table(1).size(), 2u);
   ASSERT_TRUE(m.allocate_slots(1, t, 5, 3, 0));  // up to 8: still 2
   EXPECT_EQ(m.block_table(1).size(), 2u);
-  auto r = m.allocate_slots(1, t, 8, 1, 0);       // 9th token: third block
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->new_block_ids.size(), 1u);
-  EXPECT_EQ(m.num_free_blocks(), 13);
+  ASSERT_TRUE(m.allocate_slots(1, t, 8, 1, 0));  // 9th token: third block
+  EXPECT_EQ(m.block_table(1).size(), 3u);
+  EXPECT_EQ(m.group(0).num_free_blocks(), 13);
   // No space: nothing changes.
-  KvCacheManager small(3, 4, true);
+  KvCoordinator small(3, 4, true);
   EXPECT_FALSE(small.allocate_slots(1, t, 0, 13, 0));
-  EXPECT_EQ(small.num_free_blocks(), 3);
+  EXPECT_EQ(small.group(0).num_free_blocks(), 3);
   EXPECT_TRUE(small.block_table(1).empty());
 }
 
-TEST(KvCacheManager, PrefixHitSharesBlocksAndLeavesLastToken) {
-  KvCacheManager m(16, 4, true);
+TEST(KvCoordinator, PrefixHitSharesBlocksAndLeavesLastToken) {
+  KvCoordinator m(16, 4, true);
   auto t = random_tokens(12, 3);  // exactly 3 blocks
   ASSERT_TRUE(m.allocate_slots(1, t, 0, 12, 0));
   const auto table1 = m.block_table(1);
   // Same prompt: only 2 of 3 blocks hit, since the last token must be computed again.
   CachedPrefix p = m.find_cached_prefix(t, 0);
   EXPECT_EQ(p.num_tokens, 8);
-  EXPECT_EQ(ids_of(p.blocks), (std::vector<int32_t>{table1[0], table1[1]}));
+  EXPECT_EQ(ids_of(p.blocks[0]), (std::vector<int32_t>{table1[0], table1[1]}));
   // Different salt: nothing.
   EXPECT_EQ(m.find_cached_prefix(t, 1).num_tokens, 0);
   // A longer prompt with the same 12-token start hits all 3.
@@ -143,29 +142,29 @@ TEST(KvCacheManager, PrefixHitSharesBlocksAndLeavesLastToken) {
   const auto& table2 = m.block_table(2);
   ASSERT_EQ(table2.size(), 5u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(table2[i], table1[i]);
-  EXPECT_EQ(m.pool().block(table1[0]).ref_count, 2);
+  EXPECT_EQ(m.group(0).pool().block(table1[0]).ref_count, 2);
   m.free(1);
   m.free(2);
-  EXPECT_EQ(m.num_free_blocks(), 16);
-  EXPECT_EQ(m.pool().check_invariants(), "");
+  EXPECT_EQ(m.group(0).num_free_blocks(), 16);
+  EXPECT_EQ(m.group(0).pool().check_invariants(), "");
 }
 
-TEST(KvCacheManager, FreedPrefixStillHitsAndCountsFreeCapacity) {
-  KvCacheManager m(4, 4, true);
+TEST(KvCoordinator, FreedPrefixStillHitsAndCountsFreeCapacity) {
+  KvCoordinator m(4, 4, true);
   auto t = random_tokens(13, 4);
   ASSERT_TRUE(m.allocate_slots(1, t, 0, 13, 0));  // all 4 blocks
   m.free(1);
-  EXPECT_EQ(m.num_free_blocks(), 4);
+  EXPECT_EQ(m.group(0).num_free_blocks(), 4);
   CachedPrefix p = m.find_cached_prefix(t, 0);
   EXPECT_EQ(p.num_tokens, 12);
   // Reviving the 3 cached blocks uses 3 free blocks; 1 more is needed: fits exactly.
   ASSERT_TRUE(m.allocate_slots(2, t, 12, 1, 0, &p));
-  EXPECT_EQ(m.num_free_blocks(), 0);
-  EXPECT_EQ(m.pool().check_invariants(), "");
+  EXPECT_EQ(m.group(0).num_free_blocks(), 0);
+  EXPECT_EQ(m.group(0).pool().check_invariants(), "");
 }
 
-TEST(KvCacheManager, EvictionIsLeastRecentlyUsedTailFirst) {
-  KvCacheManager m(6, 4, true);
+TEST(KvCoordinator, EvictionIsLeastRecentlyUsedTailFirst) {
+  KvCoordinator m(6, 4, true);
   auto a = random_tokens(9, 5), b = random_tokens(9, 6);
   ASSERT_TRUE(m.allocate_slots(1, a, 0, 9, 0));  // 3 blocks, 2 full (cached)
   m.free(1);
@@ -179,28 +178,28 @@ TEST(KvCacheManager, EvictionIsLeastRecentlyUsedTailFirst) {
   ASSERT_TRUE(m.allocate_slots(3, c, 0, 12, 0));
   EXPECT_EQ(m.find_cached_prefix(a, 0).num_tokens, 4);
   EXPECT_EQ(m.find_cached_prefix(b, 0).num_tokens, 8);
-  EXPECT_EQ(m.pool().check_invariants(), "");
+  EXPECT_EQ(m.group(0).pool().check_invariants(), "");
 }
 
-TEST(KvCacheManager, ForkSharesPrefixBlocks) {
-  KvCacheManager m(8, 4, true);
+TEST(KvCoordinator, ForkSharesPrefixBlocks) {
+  KvCoordinator m(8, 4, true);
   auto t = random_tokens(10, 8);
   ASSERT_TRUE(m.allocate_slots(1, t, 0, 10, 0));
-  m.fork(1, 2, 2);
+  ASSERT_TRUE(m.fork(1, 2, 2));
   EXPECT_EQ(m.block_table(2).size(), 2u);
-  EXPECT_EQ(m.pool().block(m.block_table(1)[0]).ref_count, 2);
+  EXPECT_EQ(m.group(0).pool().block(m.block_table(1)[0]).ref_count, 2);
   ASSERT_TRUE(m.allocate_slots(2, t, 8, 2, 0));
   EXPECT_EQ(m.block_table(2).size(), 3u);
   EXPECT_NE(m.block_table(2)[2], m.block_table(1)[2]);
   m.free(1);
   m.free(2);
-  EXPECT_EQ(m.num_free_blocks(), 8);
-  EXPECT_EQ(m.pool().check_invariants(), "");
+  EXPECT_EQ(m.group(0).num_free_blocks(), 8);
+  EXPECT_EQ(m.group(0).pool().check_invariants(), "");
 }
 
-TEST(KvCacheManager, RandomOperationsKeepInvariants) {
+TEST(KvCoordinator, RandomOperationsKeepInvariants) {
   std::mt19937 rng(42);
-  KvCacheManager m(12, 4, true);
+  KvCoordinator m(12, 4, true);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(random_tokens(30, 100 + i));
   std::unordered_map<int64_t, std::pair<int, int32_t>> live;  // seq -> (prompt, computed)
@@ -226,16 +225,16 @@ TEST(KvCacheManager, RandomOperationsKeepInvariants) {
       m.free(it->first);
       live.erase(it);
     }
-    ASSERT_EQ(m.pool().check_invariants(), "") << "step " << step;
+    ASSERT_EQ(m.group(0).pool().check_invariants(), "") << "step " << step;
     int32_t used = 0;
     for (auto& [s, pc] : live) {
       EXPECT_EQ(static_cast<int32_t>(m.block_table(s).size()), m.blocks_for(pc.second));
       used += m.blocks_for(pc.second);
     }
-    EXPECT_LE(m.num_blocks() - m.num_free_blocks(), used);  // sharing can only save blocks
+    EXPECT_LE(m.group(0).num_used_blocks(), used);  // sharing can only save blocks
   }
   for (auto& [s, pc] : live) m.free(s);
-  EXPECT_EQ(m.num_free_blocks(), 12);
+  EXPECT_EQ(m.group(0).num_free_blocks(), 12);
 }
 
 }  // namespace

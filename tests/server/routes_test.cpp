@@ -264,5 +264,35 @@ TEST(ServerRoutes, ApiKeyLoadingStateAndUnknownModel) {
   s->stop();
 }
 
+// A model with sliding-window layers: /metrics reports each KV layer group and counts the blocks
+// released as a sequence outgrows its window (tiny-swa: windows of 8 tokens, blocks of 4).
+TEST(ServerRoutes, MetricsCountSlidingWindowGroups) {
+  auto s = start_test_server({}, /*load=*/false);
+  ASSERT_TRUE(s);
+  EngineConfig ec;
+  ec.max_model_len = 128;
+  ec.max_num_seqs = 2;
+  ec.block_size = 4;
+  ec.n_threads = 1;
+  ASSERT_TRUE(s->load("synth:tiny-swa", ec).is_ok());
+  std::vector<int> prompt(40, 7);
+  auto r = post_json(s->port(), "/v1/completions",
+                     {{"prompt", prompt}, {"max_tokens", 8}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string p = http_request(s->port(), "GET", "/metrics").body;
+  const std::string full = "loom:kv_cache_group_blocks{group=\"full_attention\",";
+  const std::string window = "loom:kv_cache_group_blocks{group=\"sliding_window_8\",";
+  EXPECT_EQ(metric_value(p, full + "state=\"used\""), 0.0) << p;
+  EXPECT_EQ(metric_value(p, full + "state=\"free\""), 2 * 128 / 4) << p;
+  EXPECT_EQ(metric_value(p, window + "state=\"used\""), 0.0) << p;
+  EXPECT_GT(metric_value(p, window + "state=\"free\""), 0.0) << p;
+  // The last step started at position 46: blocks [0, (46 - 7) / 4) were behind its window.
+  EXPECT_EQ(metric_value(p, "loom:kv_cache_window_released_blocks_total{group=\"sliding_window_8\""),
+            (46 - 7) / 4)
+      << p;
+  EXPECT_NE(p.find("# TYPE loom:kv_cache_window_released_blocks_total counter"), std::string::npos);
+  s->stop();
+}
+
 }  // namespace
 }  // namespace loom::test

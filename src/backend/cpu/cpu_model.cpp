@@ -79,13 +79,18 @@ Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
     return invalid_argument("batch: tokens, pos and seq must have the same length");
   const int32_t n_seq = static_cast<int32_t>(b.sequences.size());
   for (const auto& s : b.sequences) {
-    if (s.n_blocks < 0 || (s.n_blocks > 0 && !s.block_table))
-      return invalid_argument("batch: sequence without a block table");
-    for (int32_t i = 0; i < s.n_blocks; ++i)
-      if (s.block_table[i] < 0 || s.block_table[i] >= kv.num_blocks())
-        return invalid_argument("batch: block id " + std::to_string(s.block_table[i]) +
-                                " outside the KV cache (" + std::to_string(kv.num_blocks()) +
-                                " blocks)");
+    if (s.n_blocks < 0) return invalid_argument("batch: negative block count");
+    for (int g = 0; g < kv.num_groups(); ++g) {
+      const int32_t* table = s.table(g);
+      if (s.n_blocks > 0 && !table)
+        return invalid_argument("batch: sequence without a block table for KV group " +
+                                std::to_string(g));
+      for (int32_t i = 0; i < s.n_blocks; ++i)
+        if (table[i] < 0 || table[i] >= kv.num_blocks(g))
+          return invalid_argument("batch: block id " + std::to_string(table[i]) +
+                                  " outside the KV cache (" + std::to_string(kv.num_blocks(g)) +
+                                  " blocks)");
+    }
   }
   for (int32_t i = 0; i < n; ++i) {
     if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
@@ -233,6 +238,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const LayerSpec spec = l < static_cast<int>(c.layers.size()) ? c.layers[l] : LayerSpec{};
+    const int kv_group = kv->group_of(l);  // whose block tables hold this layer's K/V
     const auto attn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       if (l == 0) {
@@ -267,7 +273,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       layers::prepare_qkv(c, L, q, k, v, rope >= 0 ? &rope_cs_[(i * n_tables + rope) * R] : nullptr,
                           rope >= 0);
       const BatchSequence& s = b.sequences[b.seq[i]];
-      kv->store_token(l, s.block_table[b.pos[i] / bs], b.pos[i] % bs, k, v);
+      kv->store_token(l, s.table(kv_group)[b.pos[i] / bs], b.pos[i] % bs, k, v);
     };
     if (!attn_prepares_rows_) {
       // In chunks of consecutive rows: a prompt's neighbouring tokens share the K cache lines
@@ -284,7 +290,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     // head attend together over the sequence's cache, each row over positions [0, pos].
     auto run_task = [&](int64_t task, int thread) {
       const AttentionTask& t = attn_tasks_[task];
-      const int32_t* table = b.sequences[t.seq].block_table;
+      const int32_t* table = b.sequences[t.seq].table(kv_group);
       kernels::PagedHead* k_heads = &attn_heads_[static_cast<size_t>(thread) * 2 * c.n_head_kv];
       kernels::PagedHead* v_heads = k_heads + c.n_head_kv;
       kernels::AttentionQuery* queries =
@@ -316,7 +322,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
           if (task + 1 < attn_parts_[part + 1]) {
             const AttentionTask& next = attn_tasks_[task + 1];
-            const int32_t* table = b.sequences[next.seq].block_table;
+            const int32_t* table = b.sequences[next.seq].table(kv_group);
             const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
             const int32_t begin = spec.window > 0 ? std::max(0, n_kv - spec.window) : 0;
             const bool one_head = next.kv_head_end - next.kv_head_begin == 1;

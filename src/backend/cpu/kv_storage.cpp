@@ -27,37 +27,51 @@ uint64_t KvCache::bytes_per_block(const ModelConfig& c, int32_t block_size, Dtyp
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
                                                  int32_t block_size, Dtype dtype) {
+  return create(config, KvLayout::single(config.n_layer, num_blocks), block_size, dtype);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvLayout& layout,
+                                                 int32_t block_size, Dtype dtype) {
   if (!kv_dtype_ok(dtype))
     return invalid_argument("KV cache dtype must be f32, f16 or bf16, not " +
                             std::string(dtype_name(dtype)));
-  if (num_blocks <= 0 || block_size <= 0)
-    return invalid_argument("KV cache needs num_blocks > 0 and block_size > 0");
   if (config.n_layer <= 0 || config.n_head_kv <= 0 || config.head_dim <= 0)
     return invalid_argument("KV cache: model config has no layers / heads");
-  // Per-layer buffer size, with overflow checked before allocating.
-  auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size, config.n_head_kv,
-                                   config.head_dim, elem_size(dtype));
-  if (!per_layer || *per_layer > (1ull << 46))
-    return Status(StatusCode::kResourceExhausted,
-                  "KV cache too large: reduce the number of blocks");
+  const int n_groups = static_cast<int>(layout.num_blocks.size());
+  if (static_cast<int>(layout.layer_group.size()) != config.n_layer || n_groups < 1 ||
+      n_groups > kMaxKvGroups)
+    return invalid_argument("KV cache layout: one group per layer, 1.." +
+                            std::to_string(kMaxKvGroups) + " groups");
+  for (int32_t g : layout.layer_group)
+    if (g < 0 || g >= n_groups) return invalid_argument("KV cache layout: bad layer group");
+  if (block_size <= 0) return invalid_argument("KV cache needs block_size > 0");
+  for (int32_t num_blocks : layout.num_blocks) {
+    if (num_blocks <= 0) return invalid_argument("KV cache needs num_blocks > 0");
+    // Per-layer buffer size, with overflow checked before allocating.
+    auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size,
+                                     config.n_head_kv, config.head_dim, elem_size(dtype));
+    if (!per_layer || *per_layer > (1ull << 46))
+      return Status(StatusCode::kResourceExhausted,
+                    "KV cache too large: reduce the number of blocks");
+  }
   try {
-    return std::unique_ptr<KvCache>(new CpuKvCache(config, num_blocks, block_size, dtype));
+    return std::unique_ptr<KvCache>(new CpuKvCache(config, layout, block_size, dtype));
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kResourceExhausted,
-                  "cannot allocate the KV cache (" + std::to_string(num_blocks) + " blocks)");
+    return Status(StatusCode::kResourceExhausted, "cannot allocate the KV cache");
   }
 }
 
-CpuKvCache::CpuKvCache(const ModelConfig& c, int32_t num_blocks, int32_t block_size, Dtype dtype)
+CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t block_size,
+                       Dtype dtype)
     : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
-  num_blocks_ = num_blocks;
+  layout_ = layout;
   block_size_ = block_size;
   dtype_ = dtype;
   elem_bytes_ = elem_size(dtype);
   head_stride_ = elem_bytes_ * c.head_dim * block_size;
   block_stride_ = head_stride_ * c.n_head_kv;
-  const uint64_t bytes = block_stride_ * num_blocks;
   for (int l = 0; l < c.n_layer; ++l) {
+    const uint64_t bytes = block_stride_ * layout.num_blocks[layout.layer_group[l]];
     // Committed now, as vLLM and llama.cpp do with their KV caches: left to the first write,
     // the zeroing of fresh pages landed in whichever step first reached a new block (one step
     // of a 32-sequence run took 265 ms instead of 55).
@@ -98,7 +112,8 @@ void CpuKvCache::store_token(int layer, int32_t block, int32_t offset, const flo
 }
 
 void CpuKvCache::copy_block(int32_t src, int32_t dst) {
-  LOOM_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
+  LOOM_CHECK(num_groups() == 1);
+  LOOM_CHECK(src >= 0 && src < num_blocks() && dst >= 0 && dst < num_blocks());
   if (src == dst) return;
   for (size_t l = 0; l < k_.size(); ++l) {
     std::memcpy(k_[l].get() + dst * block_stride_, k_[l].get() + src * block_stride_,

@@ -18,7 +18,7 @@ namespace loom {
 
 class CpuKvCache : public KvCache {
  public:
-  CpuKvCache(const ModelConfig& config, int32_t num_blocks, int32_t block_size, Dtype dtype);
+  CpuKvCache(const ModelConfig& config, const KvLayout& layout, int32_t block_size, Dtype dtype);
 
   int32_t n_layer() const { return static_cast<int32_t>(k_.size()); }
   uint8_t* k(int layer) { return k_[layer].get(); }
@@ -37,7 +37,8 @@ class CpuKvCache : public KvCache {
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
 
-  // Copies block src to block dst in every layer (copy-on-write of a shared prefix block).
+  // Copies block src to block dst in every layer (copy-on-write of a shared prefix block; a
+  // cache with one group).
   void copy_block(int32_t src, int32_t dst);
 
  private:

@@ -1,0 +1,110 @@
+#include "engine/kv_plan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+namespace loom {
+namespace {
+
+int64_t blocks_for(int64_t tokens, int32_t block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_model_len,
+                                           std::vector<int32_t>* layer_group) {
+  std::map<int32_t, int32_t> layers_per_window;  // 0 first
+  auto window_of = [&](int l) {
+    const int32_t w = l < static_cast<int>(mc.layers.size()) ? mc.layers[l].window : 0;
+    return w >= max_model_len ? 0 : w;
+  };
+  for (int l = 0; l < mc.n_layer; ++l) ++layers_per_window[window_of(l)];
+  std::vector<KvGroupConfig> groups;
+  std::map<int32_t, int32_t> group_of_window;
+  for (const auto& [window, n] : layers_per_window) {
+    group_of_window[window] = static_cast<int32_t>(groups.size());
+    groups.push_back({window, 0, n});
+  }
+  layer_group->assign(mc.n_layer, 0);
+  for (int l = 0; l < mc.n_layer; ++l) (*layer_group)[l] = group_of_window[window_of(l)];
+  return groups;
+}
+
+Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
+  KvPlan plan;
+  plan.groups = kv_layer_groups(mc, c.max_model_len, &plan.layout.layer_group);
+  if (plan.groups.size() > static_cast<size_t>(kMaxKvGroups))
+    return invalid_argument("the model has " + std::to_string(plan.groups.size()) +
+                            " different attention windows; loom handles at most " +
+                            std::to_string(kMaxKvGroups - 1));
+  const uint64_t layer_block_bytes =
+      KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(mc.n_layer);
+  const int64_t per_seq = blocks_for(c.max_model_len, c.block_size);
+  // What a sliding-window group can use at most, whatever the full-attention group gets.
+  std::vector<int64_t> cap(plan.groups.size(), INT64_MAX);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const int32_t w = plan.groups[g].window;
+    if (w == 0) continue;
+    cap[g] = static_cast<int64_t>(c.max_num_seqs) *
+                 std::min(per_seq, blocks_for(w - 1, c.block_size) + 2) +
+             blocks_for(c.max_num_batched_tokens, c.block_size);
+  }
+  // Bytes when the full-attention group has n blocks (null blocks aside: one per sliding group).
+  auto bytes_for = [&](int64_t n) {
+    uint64_t b = 0;
+    for (size_t g = 0; g < plan.groups.size(); ++g)
+      b += static_cast<uint64_t>(std::min(n, cap[g])) * plan.groups[g].n_layers * layer_block_bytes;
+    return b;
+  };
+  // The most blocks a budget pays for (bytes_for grows with n).
+  auto blocks_within = [&](double budget) {
+    int64_t lo = 0, hi = int64_t{1} << 30;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (static_cast<double>(bytes_for(mid)) <= budget)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  };
+
+  int64_t n;
+  if (c.kv_cache_memory_gib > 0) {
+    n = blocks_within(c.kv_cache_memory_gib * double(1ull << 30));
+  } else {
+    n = per_seq * c.max_num_seqs;
+    // Blocks are taken as sequences grow, so a pool smaller than max_num_seqs full-length
+    // sequences still serves them (preempting when it runs out). Without an explicit budget,
+    // never take more than a quarter of physical memory: 256 sequences of a long context
+    // would otherwise ask for more memory than the machine has.
+    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    const int64_t capped = blocks_within(ram * 0.25);
+    if (ram > 0 && n > capped && capped >= per_seq) {
+      plan.warning = "KV cache for " + std::to_string(c.max_num_seqs) + " sequences of " +
+                     std::to_string(c.max_model_len) + " tokens would need " +
+                     std::to_string(static_cast<double>(bytes_for(n)) / double(1ull << 30)) +
+                     " GiB; using a quarter of RAM. Set --kv-cache-memory to choose.";
+      n = capped;
+    }
+  }
+  if (n < 1)
+    return invalid_argument("KV cache budget holds no block of " +
+                            std::to_string(layer_block_bytes * mc.n_layer) +
+                            " bytes; raise --kv-cache-memory");
+  if (n >= (int64_t{1} << 30))
+    return invalid_argument("KV cache of " + std::to_string(n) + " blocks is too large");
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    KvGroupConfig& gc = plan.groups[g];
+    gc.num_blocks = static_cast<int32_t>(std::min(n, cap[g]));
+    plan.layout.num_blocks.push_back(gc.num_blocks + (gc.window > 0 ? 1 : 0));
+    plan.bytes +=
+        static_cast<uint64_t>(plan.layout.num_blocks.back()) * gc.n_layers * layer_block_bytes;
+  }
+  return plan;
+}
+
+}  // namespace loom

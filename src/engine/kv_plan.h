@@ -1,0 +1,39 @@
+// The KV cache's memory plan: which layers form which group (full attention; one group per
+// sliding window) and how many blocks each group gets from the budget (--kv-cache-memory, or
+// max_num_seqs sequences of max_model_len tokens, at most a quarter of RAM).
+//
+// A sliding-window group never needs more than its windows: each running sequence holds at
+// most the window's blocks plus one being filled, and a step's prompt chunks a few more. Its
+// pool is sized to that (never more than the full-attention group's), and what that saves goes
+// to the full-attention group: with Gemma 3's five local layers to one global, the cache holds
+// about six times the context of a cache that keeps every layer's whole sequence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_coordinator.h"
+#include "loom/engine.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace loom {
+
+struct KvPlan {
+  std::vector<KvGroupConfig> groups;  // for the KvCoordinator
+  KvLayout layout;                    // for the KvCache (a sliding group's null block included)
+  uint64_t bytes = 0;                 // K and V memory of every group
+  std::string warning;                // set when the default size was capped to a quarter of RAM
+};
+
+// The layer groups of `mc` (window 0 first when some layer attends over everything; a window
+// as long as max_model_len is full attention) with their layers, before sizing.
+std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_model_len,
+                                           std::vector<int32_t>* layer_group);
+
+// `c` has its defaults filled in (max_model_len, max_num_batched_tokens).
+Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c);
+
+}  // namespace loom

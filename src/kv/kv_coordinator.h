@@ -1,0 +1,104 @@
+// KvCoordinator: the KV cache's bookkeeping as the scheduler sees it. Layers are grouped by what
+// they cache (full attention, one sliding window each); each group has its own KvGroupManager
+// (its own pool and block tables, DESIGN.md "KV storage"), and the coordinator keeps them in
+// step: one sequence has a table in every group, with the same number of entries; room for a
+// step's new tokens is found in every group or in none ("no space" changes nothing, so the
+// scheduler can preempt and try again); a prefix-cache hit is the longest prefix every group
+// can serve; block hashes are computed once per sequence and shared by the groups.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_group_manager.h"
+
+namespace loom {
+
+struct KvGroupConfig {
+  int32_t window = 0;      // 0: full attention
+  int32_t num_blocks = 0;  // blocks sequences can use
+  int32_t n_layers = 1;    // layers in the group: weighs its blocks in usage()
+};
+
+// Cached blocks found for a sequence that has none yet; hand back to allocate_slots.
+struct CachedPrefix {
+  std::vector<std::vector<KvBlock*>> blocks;  // per group; nullptr where a window skips
+  std::vector<BlockHash> hashes;              // chain hashes of the hit's blocks
+  int32_t num_tokens = 0;                     // hit blocks * block_size
+};
+
+class KvCoordinator {
+ public:
+  KvCoordinator(const std::vector<KvGroupConfig>& groups, int32_t block_size, bool enable_caching);
+  // One full-attention group of num_blocks blocks.
+  KvCoordinator(int32_t num_blocks, int32_t block_size, bool enable_caching)
+      : KvCoordinator({KvGroupConfig{0, num_blocks, 1}}, block_size, enable_caching) {}
+
+  int32_t block_size() const { return block_size_; }
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  const KvGroupManager& group(int g) const { return *groups_[g]; }
+  // Blocks of the largest group (a full-attention one when the model has it).
+  int32_t num_blocks() const;
+  // Used fraction of the cache's memory (blocks weighed by their group's layers), 0..1.
+  double usage() const;
+  bool caching_enabled() const { return caching_; }
+  // Blocks needed to hold n tokens.
+  int32_t blocks_for(int64_t n_tokens) const;
+  // Whether a sequence of n_tokens, computing at most max_step tokens per step, fits in every
+  // group alone (otherwise it can never run).
+  bool fits(int64_t n_tokens, int32_t max_step) const;
+
+  // Longest prefix of `tokens` (full blocks) every group has cached. At least one token is
+  // always left uncached, since a sequence needs the logits of its last token.
+  CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, uint64_t salt);
+
+  // Makes room for tokens [0, num_computed + num_new) of sequence `seq` (`tokens` holds at least
+  // that many ids; they are needed to hash blocks that become full) and releases the blocks
+  // that fell out of a sliding window. `prefix`, only for a sequence without blocks, is what
+  // find_cached_prefix returned; num_computed then includes prefix->num_tokens. Returns false
+  // and allocates nothing if some group has too few free blocks.
+  bool allocate_slots(int64_t seq, std::span<const int32_t> tokens, int32_t num_computed,
+                      int32_t num_new, uint64_t salt, const CachedPrefix* prefix = nullptr);
+
+  // Gives `child` the first `n_blocks` blocks of `parent` in every group (shared: ref counts go
+  // up). Used by n > 1 sampling: every sample reuses the prompt's full blocks. False, changing
+  // nothing, when a sliding-window group already released a block the child would read.
+  bool fork(int64_t parent, int64_t child, int32_t n_blocks);
+
+  // Releases every block of `seq` (no-op for an unknown sequence).
+  void free(int64_t seq);
+  bool has_blocks(int64_t seq) const { return seqs_.count(seq) != 0; }
+
+  // Physical block ids of `seq` in group g, in logical order. Stable until the next
+  // allocate/free of seq.
+  const std::vector<int32_t>& block_table(int64_t seq, int g = 0) const {
+    return groups_[g]->block_table(seq);
+  }
+
+  // Prefix-cache accounting in tokens, counted when a new sequence is admitted.
+  void record_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
+  int64_t prefix_query_tokens() const { return prefix_queries_; }
+  int64_t prefix_hit_tokens() const { return prefix_hits_; }
+
+  bool reset_prefix_cache();
+  // Every group's invariants; "" when fine.
+  std::string check_invariants() const;
+  // "" when no sequence holds a block (every group's blocks free).
+  std::string check_drained() const;
+
+ private:
+  std::vector<std::unique_ptr<KvGroupManager>> groups_;
+  std::vector<int32_t> group_layers_;
+  int32_t block_size_;
+  bool caching_;
+  // Chain hashes of each sequence's full blocks so far (the same in every group).
+  std::unordered_map<int64_t, std::vector<BlockHash>> seqs_;
+  int64_t prefix_queries_ = 0;
+  int64_t prefix_hits_ = 0;
+};
+
+}  // namespace loom
