@@ -94,6 +94,8 @@ int offline_main(int argc, char** argv) {
   app.add_option("--block-size", c.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--kv-cache-dtype", kv_dtype, "f32, f16 or bf16")->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable automatic prefix caching");
+  app.add_flag("--disable-sliding-window", c.disable_sliding_window,
+               "full attention in every layer, also where the model slides a window");
   app.add_option("-t,--threads", c.n_threads, "CPU threads (0 = physical cores)");
   app.add_option("--output-json", output_json, "write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -117,6 +119,10 @@ int offline_main(int argc, char** argv) {
               model.c_str(), rc.n_threads > 0 ? rc.n_threads : ThreadPool::physical_cores(),
               o.num_prompts, o.input_len, o.output_len, rc.max_num_seqs,
               rc.max_num_batched_tokens, (*engine)->metrics().num_kv_blocks, rc.block_size);
+  for (const KvGroupMetrics& g : (*engine)->metrics().kv_groups)
+    std::printf("  KV group %s: %d blocks\n",
+                g.window == 0 ? "full attention" : ("sliding window " + std::to_string(g.window)).c_str(),
+                g.num_blocks);
   auto r = run_offline(**engine, o);
   if (!r.is_ok()) {
     std::fprintf(stderr, "loom bench offline: %s\n", r.status().message().c_str());
@@ -129,6 +135,10 @@ int offline_main(int argc, char** argv) {
               static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
               r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
               static_cast<long long>(r->metrics.num_preemptions));
+  for (const KvGroupMetrics& g : r->metrics.kv_groups)
+    if (g.window > 0)
+      std::printf("KV blocks released behind windows of %d tokens: %lld\n", g.window,
+                  static_cast<long long>(g.num_window_released_blocks));
   if (!output_json.empty()) {
     std::ofstream f(output_json);
     f << offline_result_json(*r) << "\n";

@@ -43,20 +43,26 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
   const uint64_t layer_block_bytes =
       KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(mc.n_layer);
   const int64_t per_seq = blocks_for(c.max_model_len, c.block_size);
-  // What a sliding-window group can use at most, whatever the full-attention group gets.
-  std::vector<int64_t> cap(plan.groups.size(), INT64_MAX);
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
+  // A sliding-window group's blocks when the full-attention group has n: as many sequences'
+  // windows as n blocks hold full-length sequences (each window: the 7 tokens before a query
+  // plus 2 blocks), and one step's prompt chunk on top; never fewer than one sequence's peak,
+  // never more than max_num_seqs windows, nor more than n.
+  const int64_t chunk = blocks_for(c.max_num_batched_tokens, c.block_size);
+  auto window_blocks = [&](size_t g, int64_t n) {
     const int32_t w = plan.groups[g].window;
-    if (w == 0) continue;
-    cap[g] = static_cast<int64_t>(c.max_num_seqs) *
-                 std::min(per_seq, blocks_for(w - 1, c.block_size) + 2) +
-             blocks_for(c.max_num_batched_tokens, c.block_size);
-  }
+    if (w == 0) return n;
+    const int64_t per_window = std::min(per_seq, blocks_for(w - 1, c.block_size) + 2);
+    const int64_t one_seq =
+        std::min(per_seq, blocks_for(c.max_num_batched_tokens + w - 1, c.block_size) + 1);
+    const int64_t seqs = std::min<int64_t>(c.max_num_seqs, (n + per_seq - 1) / per_seq);
+    return std::min(n, std::max(one_seq, seqs * per_window + chunk));
+  };
   // Bytes when the full-attention group has n blocks (null blocks aside: one per sliding group).
   auto bytes_for = [&](int64_t n) {
     uint64_t b = 0;
     for (size_t g = 0; g < plan.groups.size(); ++g)
-      b += static_cast<uint64_t>(std::min(n, cap[g])) * plan.groups[g].n_layers * layer_block_bytes;
+      b += static_cast<uint64_t>(window_blocks(g, n)) * plan.groups[g].n_layers *
+           layer_block_bytes;
     return b;
   };
   // The most blocks a budget pays for (bytes_for grows with n).
@@ -99,7 +105,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     return invalid_argument("KV cache of " + std::to_string(n) + " blocks is too large");
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     KvGroupConfig& gc = plan.groups[g];
-    gc.num_blocks = static_cast<int32_t>(std::min(n, cap[g]));
+    gc.num_blocks = static_cast<int32_t>(window_blocks(g, n));
     plan.layout.num_blocks.push_back(gc.num_blocks + (gc.window > 0 ? 1 : 0));
     plan.bytes +=
         static_cast<uint64_t>(plan.layout.num_blocks.back()) * gc.n_layers * layer_block_bytes;

@@ -3,10 +3,11 @@
 // max_num_seqs sequences of max_model_len tokens, at most a quarter of RAM).
 //
 // A sliding-window group never needs more than its windows: each running sequence holds at
-// most the window's blocks plus one being filled, and a step's prompt chunks a few more. Its
-// pool is sized to that (never more than the full-attention group's), and what that saves goes
-// to the full-attention group: with Gemma 3's five local layers to one global, the cache holds
-// about six times the context of a cache that keeps every layer's whole sequence.
+// most the window's blocks plus one being filled, and a step's prompt chunk a few more. Its
+// pool is sized to as many windows as the full-attention group holds full-length sequences
+// (at most max_num_seqs) plus one chunk, and what that saves goes to the full-attention group:
+// with Gemma 3's five local layers to one global and long contexts, the same memory holds
+// several times the tokens of a cache that keeps every layer's whole sequence.
 #pragma once
 
 #include <cstdint>
