@@ -26,6 +26,16 @@ struct LayerTensorName {
   std::string_view gguf;
 };
 
+// What the family's published checkpoints usually have: defaults for a model built from a shape
+// alone (loom synth), never used to read a file.
+struct ArchDefaults {
+  bool qkv_bias = false;  // the optional groups present (TensorNeed::kOptional ones)
+  bool qk_norm = false;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = false;
+};
+
 struct ArchSpec {
   std::string_view name;               // GGUF general.architecture and ModelConfig::arch
   std::string_view hf_model_types[4];  // config.json model_type values (empty = unused slot)
@@ -42,6 +52,7 @@ struct ArchSpec {
   // Writes those hyperparameters as llama.cpp's converter does (loom convert); an error when
   // the config holds what llama.cpp's GGUF for this architecture cannot say (null: none).
   Status (*write_gguf)(GgufWriter& w, const ModelConfig& c) = nullptr;
+  ArchDefaults defaults;
 };
 
 std::span<const ArchSpec* const> all_archs();

@@ -77,7 +77,7 @@ constexpr float kBiasStd = 0.02f;
 
 struct Plan {
   const SynthPreset* preset = nullptr;
-  const SynthArch* arch = nullptr;
+  const ArchSpec* arch = nullptr;
   std::vector<std::pair<std::string, GgufValue>> kv;
   std::vector<PlannedTensor> tensors;
   std::vector<Init> init;
@@ -143,18 +143,16 @@ Result<Plan> make_plan(const SynthOptions& o) {
     return invalid_argument("unknown synth preset '" + o.preset + "' (choose one of: " + list +
                             ")");
   }
-  p.arch = find_synth_arch(o.arch);
-  if (!p.arch) {
-    std::string list;
-    for (auto n : synth_arch_names()) list += (list.empty() ? "" : ", ") + std::string(n);
-    return invalid_argument("unknown synth arch '" + o.arch + "' (choose one of: " + list + ")");
-  }
+  p.arch = find_arch(o.arch);
+  if (!p.arch)
+    return invalid_argument("unknown synth arch '" + o.arch +
+                            "' (choose one of: " + supported_arch_list() + ")");
   if (!is_synth_weight_type(o.type))
     return invalid_argument("synth cannot write weights of type " +
                             std::string(dtype_name(o.type)) +
                             " (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
   const SynthPreset& ps = *p.preset;
-  const SynthArch& ar = *p.arch;
+  const ArchSpec& ar = *p.arch;
   p.seed = o.seed;
 
   LOOM_ASSIGN_OR_RETURN(SynthVocab vocab, choose_vocab(o, ps, p.report));
@@ -164,9 +162,9 @@ Result<Plan> make_plan(const SynthOptions& o) {
     p.report.notes.push_back("no tokenizer fixture exists for preset " + std::string(ps.name) +
                              "; using a generated placeholder vocabulary");
 
-  const float theta = ps.rope_theta > 0 ? ps.rope_theta : ar.default_rope_theta;
-  const float eps = ps.rms_eps > 0 ? ps.rms_eps : ar.default_rms_eps;
-  const bool tied = ps.tied_embeddings.value_or(ar.default_tied);
+  const float theta = ps.rope_theta > 0 ? ps.rope_theta : ar.defaults.rope_theta;
+  const float eps = ps.rms_eps > 0 ? ps.rms_eps : ar.defaults.rms_eps;
+  const bool tied = ps.tied_embeddings.value_or(ar.defaults.tied_embeddings);
   const std::string a(ar.name);
   const int64_t E = ps.n_embd, D = ps.head_dim, F = ps.n_ff, V = vocab.n_vocab;
   const int64_t QD = int64_t{ps.n_head} * D, KD = int64_t{ps.n_head_kv} * D;
@@ -224,13 +222,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
   // The tensors: the plan of the config a loader reads from this metadata (so synth and
   // loading cannot disagree), with the optional groups as the family sets them.
   LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_of(p.kv));
-  const ArchSpec* spec = find_arch(a);
-  if (!spec) return invalid_argument("synth: no architecture '" + a + "' in the registry");
   auto group = [](TensorNeed need, bool family) {
     return need == TensorNeed::kRequired || (need == TensorNeed::kOptional && family);
   };
-  c.qkv_bias = group(spec->qkv_bias, ar.qkv_bias);
-  c.qk_norm = group(spec->qk_norm, ar.qk_norm);
+  c.qkv_bias = group(ar.qkv_bias, ar.defaults.qkv_bias);
+  c.qk_norm = group(ar.qk_norm, ar.defaults.qk_norm);
   c.tied_embeddings = tied;
   c.n_vocab = static_cast<int32_t>(V);
   TensorPlanOptions po;
@@ -258,7 +254,7 @@ TensorFillFn make_fill(const Plan& p, ThreadPool& pool) {
     const Init init = p.init[i];
     if (init == Init::kRopeFreqs) {
       const float theta =
-          p.preset->rope_theta > 0 ? p.preset->rope_theta : p.arch->default_rope_theta;
+          p.preset->rope_theta > 0 ? p.preset->rope_theta : p.arch->defaults.rope_theta;
       const SynthPreset& ps = *p.preset;
       std::vector<float> v = llama3_rope_freq_divisors(
           ps.head_dim, theta, ps.rope_scaling_factor, ps.rope_low_freq_factor,

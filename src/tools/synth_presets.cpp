@@ -92,19 +92,6 @@ constexpr std::array<SynthPreset, 14> kPresets = {{
      5e6f,         1e-6f,     true, "",   0,  1, 4,   0,     0,      0,    {}},
 }};
 
-// Qwen2 / Qwen3 small checkpoints tie their embeddings; Llama ones do not.
-constexpr std::array<SynthArch, 9> kArchs = {{
-    {"llama", false, false, 10000.0f, 1e-5f, false},
-    {"qwen2", true, false, 1e6f, 1e-6f, false},
-    {"qwen3", false, true, 1e6f, 1e-6f, true},
-    {"gemma2", false, false, 10000.0f, 1e-6f, true},
-    {"gemma3", false, true, 1e6f, 1e-6f, true},
-    {"phi3", false, false, 10000.0f, 1e-5f, false},
-    {"granite", false, false, 10000.0f, 1e-5f, true},
-    {"olmo2", false, true, 500000.0f, 1e-6f, false},
-    {"smollm3", false, false, 5e6f, 1e-6f, true},
-}};
-
 }  // namespace
 
 const SynthPreset* find_synth_preset(std::string_view name) {
@@ -113,21 +100,9 @@ const SynthPreset* find_synth_preset(std::string_view name) {
   return nullptr;
 }
 
-const SynthArch* find_synth_arch(std::string_view name) {
-  for (const auto& a : kArchs)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
 std::vector<std::string_view> synth_preset_names() {
   std::vector<std::string_view> v;
   for (const auto& p : kPresets) v.push_back(p.name);
-  return v;
-}
-
-std::vector<std::string_view> synth_arch_names() {
-  std::vector<std::string_view> v;
-  for (const auto& a : kArchs) v.push_back(a.name);
   return v;
 }
 

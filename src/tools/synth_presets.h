@@ -1,5 +1,6 @@
-// The shapes `loom synth` can build (tiny test models up to Llama-3.1-8B) and what each
-// architecture family adds to them (qkv biases, q/k norms, rope layout defaults).
+// The shapes `loom synth` can build (tiny test models up to Llama-3.1-8B). What a family adds
+// to a shape (optional tensor groups, RoPE base, norm epsilon, tying) is its ArchSpec's
+// `defaults` (model/arch.h).
 #pragma once
 
 #include <array>
@@ -23,7 +24,7 @@ struct SynthPreset {
   bool vocab_size_fixed;  // true: a vocabulary file is padded to n_vocab (published
                           // checkpoints pad their embedding); false: the file sets the size
   int32_t context_length;
-  float rope_theta;                     // 0: the family default
+  float rope_theta;                     // 0: the family default (ArchSpec::defaults)
   float rms_eps;                        // 0: the family default
   std::optional<bool> tied_embeddings;  // nullopt: the family default
   std::string_view vocab_fixture;       // file name under tests/data/vocab, "" for none
@@ -42,19 +43,7 @@ struct SynthPreset {
   std::array<Key, 4> keys = {};
 };
 
-// What an architecture family contributes to tensors and metadata.
-struct SynthArch {
-  std::string_view name;
-  bool qkv_bias;
-  bool qk_norm;
-  float default_rope_theta;
-  float default_rms_eps;
-  bool default_tied;  // for presets that leave tying to the family (tiny)
-};
-
 const SynthPreset* find_synth_preset(std::string_view name);
-const SynthArch* find_synth_arch(std::string_view name);
 std::vector<std::string_view> synth_preset_names();
-std::vector<std::string_view> synth_arch_names();
 
 }  // namespace loom

@@ -2,9 +2,11 @@
 #include "reference/reference_model.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "kernels/quant.h"
+#include "model/tensor_plan.h"
 
 namespace loom::reference {
 namespace {
@@ -17,19 +19,46 @@ struct Mat {
   std::vector<float> w;
 };
 
-Result<Mat> load_mat(const TensorLookup& find, const std::string& name) {
-  const TensorView* t = find(name);
-  if (!t) return not_found("reference: missing tensor " + name);
-  Mat m{t->rows(), t->cols(), {}};
-  m.w.resize(m.rows * m.cols);
-  for (int64_t r = 0; r < m.rows; ++r) kernels::dequantize_row(t->dtype, t->row(r), &m.w[r * m.cols], m.cols);
-  return m;
-}
+// The model's tensors as its tensor plan names them (model/tensor_plan.h: the list the loader,
+// synth and convert read too), by role and layer. Only the names are shared: everything the
+// reference computes with them is its own.
+class PlannedTensors {
+ public:
+  static Result<PlannedTensors> bind(const ModelConfig& c, const TensorLookup& find) {
+    TensorPlanOptions o;
+    o.rope_freqs = find("rope_freqs.weight") != nullptr;
+    PlannedTensors out;
+    for (const PlannedWeight& w : tensor_plan(c, o)) {
+      const TensorView* t = find(w.name);
+      if (!t) return not_found("reference: missing tensor " + w.name);
+      out.views_[{w.layer, w.role}] = t;
+    }
+    return out;
+  }
+  const TensorView* find(TensorRole role, int layer = -1) const {
+    auto it = views_.find({layer, role});
+    return it == views_.end() ? nullptr : it->second;
+  }
+  Result<Mat> mat(TensorRole role, int layer = -1) const {
+    const TensorView* t = find(role, layer);
+    if (!t)
+      return not_found("reference: the tensor plan has no tensor of role " +
+                       std::to_string(static_cast<int>(role)) + " in layer " +
+                       std::to_string(layer));
+    Mat m{t->rows(), t->cols(), {}};
+    m.w.resize(m.rows * m.cols);
+    for (int64_t r = 0; r < m.rows; ++r)
+      kernels::dequantize_row(t->dtype, t->row(r), &m.w[r * m.cols], m.cols);
+    return m;
+  }
+  Result<Vec> vec(TensorRole role, int layer = -1) const {
+    LOOM_ASSIGN_OR_RETURN(Mat m, mat(role, layer));
+    return Vec(m.w.begin(), m.w.end());
+  }
 
-Result<Vec> load_vec(const TensorLookup& find, const std::string& name) {
-  LOOM_ASSIGN_OR_RETURN(Mat m, load_mat(find, name));
-  return Vec(m.w.begin(), m.w.end());
-}
+ private:
+  std::map<std::pair<int, TensorRole>, const TensorView*> views_;
+};
 
 Vec matvec(const Mat& m, const Vec& x) {
   Vec y(m.rows);
@@ -51,17 +80,18 @@ void rmsnorm(Vec& x, int64_t off, int64_t n, const Vec& w, double eps) {
 }
 
 // Frequencies of each rotated pair, from the config alone (plus rope_freqs.weight if present).
-Vec rope_freqs(const ModelConfig& c, const TensorLookup& find) {
+Vec rope_freqs(const ModelConfig& c, const PlannedTensors& w) {
   const int64_t half = c.head_dim / 2;
   Vec f(half);
-  const TensorView* factors = find("rope_freqs.weight");
+  const TensorView* factors = w.find(TensorRole::kRopeFreqs);
   std::vector<float> fac;
   if (factors) {
     fac.resize(factors->numel());
     kernels::dequantize_row(factors->dtype, factors->data, fac.data(), factors->numel());
   }
   for (int64_t i = 0; i < half; ++i) {
-    double base = std::pow(static_cast<double>(c.rope_theta), -static_cast<double>(2 * i) / c.head_dim);
+    double base =
+        std::pow(static_cast<double>(c.rope_theta), -static_cast<double>(2 * i) / c.head_dim);
     const auto& s = c.rope_scaling;
     if (factors) {
       base /= fac[i];
@@ -99,6 +129,27 @@ void apply_rope(Vec& x, int64_t n_heads, int64_t d, int64_t pos, const Vec& freq
   }
 }
 
+// The Llama block (pre-norm RMSNorm, SwiGLU, full causal attention, optional qkv biases and
+// per-head q/k norms) is what this reference implements; the other families are checked
+// against transformers' logits (tests/model/hf_reference_test.cpp).
+Status check_supported(const ModelConfig& c) {
+  std::string what;
+  if (c.activation != Activation::kSilu) what = "a GELU FFN";
+  if (c.norm_placement != NormPlacement::kPre) what = "norms other than pre-norm";
+  if (c.fused_qkv || c.fused_gate_up) what = "fused projections";
+  if (c.qk_norm && c.qk_norm_kind != QkNorm::kPerHead) what = "whole-projection q/k norms";
+  if (c.n_rot != 0 && c.n_rot != c.head_dim) what = "partial rotary";
+  if (c.embd_scale != 1.0f || c.residual_scale != 1.0f || c.attn_scale != 0.0f ||
+      c.logit_scale != 1.0f || c.attn_softcap != 0.0f || c.final_softcap != 0.0f)
+    what = "scales or soft-caps";
+  for (const LayerSpec& s : c.layers)
+    if (s.window != 0 || !s.rope || s.rope_theta != 0) what = "per-layer attention variants";
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) what = "LongRoPE";
+  if (what.empty()) return Status::ok();
+  return invalid_argument("reference: " + c.arch + " uses " + what +
+                          ", which the reference does not implement");
+}
+
 }  // namespace
 
 TensorLookup gguf_lookup(const GgufFile& file) {
@@ -110,12 +161,13 @@ TensorLookup gguf_lookup(const GgufFile& file) {
 
 Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& find,
                                    std::span<const int32_t> tokens) {
+  LOOM_RETURN_IF_ERROR(check_supported(c));
+  LOOM_ASSIGN_OR_RETURN(const PlannedTensors w, PlannedTensors::bind(c, find));
   const int64_t E = c.n_embd, D = c.head_dim, H = c.n_head, HK = c.n_head_kv;
   const int64_t T = static_cast<int64_t>(tokens.size());
-  auto blk = [](int l, const char* s) { return "blk." + std::to_string(l) + "." + s; };
-  LOOM_ASSIGN_OR_RETURN(Mat embd, load_mat(find, "token_embd.weight"));
+  LOOM_ASSIGN_OR_RETURN(Mat embd, w.mat(TensorRole::kTokenEmbd));
   const int64_t V = embd.rows;
-  const Vec freqs = rope_freqs(c, find);
+  const Vec freqs = rope_freqs(c, w);
   const bool neox = c.rope_style == RopeStyle::kNeox;
 
   // Residual stream for all positions, then layer by layer (K/V history per layer).
@@ -125,24 +177,24 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
     for (int64_t i = 0; i < E; ++i) x[t][i] = embd.w[tokens[t] * E + i];
   }
   for (int l = 0; l < c.n_layer; ++l) {
-    LOOM_ASSIGN_OR_RETURN(Vec attn_norm, load_vec(find, blk(l, "attn_norm.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wq, load_mat(find, blk(l, "attn_q.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wk, load_mat(find, blk(l, "attn_k.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wv, load_mat(find, blk(l, "attn_v.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wo, load_mat(find, blk(l, "attn_output.weight")));
-    LOOM_ASSIGN_OR_RETURN(Vec ffn_norm, load_vec(find, blk(l, "ffn_norm.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wg, load_mat(find, blk(l, "ffn_gate.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wu, load_mat(find, blk(l, "ffn_up.weight")));
-    LOOM_ASSIGN_OR_RETURN(Mat wd, load_mat(find, blk(l, "ffn_down.weight")));
+    LOOM_ASSIGN_OR_RETURN(Vec attn_norm, w.vec(TensorRole::kAttnNorm, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wq, w.mat(TensorRole::kWq, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wk, w.mat(TensorRole::kWk, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wv, w.mat(TensorRole::kWv, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wo, w.mat(TensorRole::kWo, l));
+    LOOM_ASSIGN_OR_RETURN(Vec ffn_norm, w.vec(TensorRole::kFfnNorm, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wg, w.mat(TensorRole::kWGate, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wu, w.mat(TensorRole::kWUp, l));
+    LOOM_ASSIGN_OR_RETURN(Mat wd, w.mat(TensorRole::kWDown, l));
     Vec bq, bk, bv, qn, kn;
     if (c.qkv_bias) {
-      LOOM_ASSIGN_OR_RETURN(bq, load_vec(find, blk(l, "attn_q.bias")));
-      LOOM_ASSIGN_OR_RETURN(bk, load_vec(find, blk(l, "attn_k.bias")));
-      LOOM_ASSIGN_OR_RETURN(bv, load_vec(find, blk(l, "attn_v.bias")));
+      LOOM_ASSIGN_OR_RETURN(bq, w.vec(TensorRole::kBq, l));
+      LOOM_ASSIGN_OR_RETURN(bk, w.vec(TensorRole::kBk, l));
+      LOOM_ASSIGN_OR_RETURN(bv, w.vec(TensorRole::kBv, l));
     }
     if (c.qk_norm) {
-      LOOM_ASSIGN_OR_RETURN(qn, load_vec(find, blk(l, "attn_q_norm.weight")));
-      LOOM_ASSIGN_OR_RETURN(kn, load_vec(find, blk(l, "attn_k_norm.weight")));
+      LOOM_ASSIGN_OR_RETURN(qn, w.vec(TensorRole::kQNorm, l));
+      LOOM_ASSIGN_OR_RETURN(kn, w.vec(TensorRole::kKNorm, l));
     }
     std::vector<Vec> q(T), k(T), v(T);
     for (int64_t t = 0; t < T; ++t) {
@@ -189,12 +241,12 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
       for (int64_t i = 0; i < E; ++i) x[t][i] += dn[i];
     }
   }
-  LOOM_ASSIGN_OR_RETURN(Vec out_norm, load_vec(find, "output_norm.weight"));
+  LOOM_ASSIGN_OR_RETURN(Vec out_norm, w.vec(TensorRole::kOutputNorm));
   Mat out_w;
-  if (c.tied_embeddings || !find("output.weight")) {
+  if (!w.find(TensorRole::kOutput)) {
     out_w = std::move(embd);
   } else {
-    LOOM_ASSIGN_OR_RETURN(out_w, load_mat(find, "output.weight"));
+    LOOM_ASSIGN_OR_RETURN(out_w, w.mat(TensorRole::kOutput));
   }
   std::vector<float> logits(T * V);
   for (int64_t t = 0; t < T; ++t) {

@@ -75,6 +75,11 @@ const ArchSpec kGemma2 = {
     .read_hf = read_gemma2_hf,
     .read_gguf = read_gemma2_gguf,
     .write_gguf = write_gemma2_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = false,
+                 .rope_theta = 10000.0f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = true},
 };
 
 }  // namespace loom::archs

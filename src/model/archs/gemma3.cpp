@@ -86,6 +86,11 @@ const ArchSpec kGemma3 = {
     .read_hf = read_gemma3_hf,
     .read_gguf = read_gemma3_gguf,
     .write_gguf = write_gemma3_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = true,
+                 .rope_theta = 1e6f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = true},
 };
 
 }  // namespace loom::archs

@@ -48,6 +48,11 @@ const ArchSpec kGranite = {
     .read_hf = read_granite_hf,
     .read_gguf = read_granite_gguf,
     .write_gguf = write_granite_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = false,
+                 .rope_theta = 10000.0f,
+                 .rms_eps = 1e-5f,
+                 .tied_embeddings = true},
 };
 
 }  // namespace loom::archs

@@ -16,6 +16,11 @@ const ArchSpec kLlama = {
     .qk_norm = TensorNeed::kAbsent,
     .layer_tensors = kLlamaLayerTensors,
     .read_hf = read_llama_hf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = false,
+                 .rope_theta = 10000.0f,
+                 .rms_eps = 1e-5f,
+                 .tied_embeddings = false},
 };
 
 }  // namespace loom::archs

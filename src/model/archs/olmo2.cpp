@@ -43,6 +43,11 @@ const ArchSpec kOlmo2 = {
     .layer_tensors = kOlmo2Names,
     .read_hf = read_olmo2_hf,
     .read_gguf = read_olmo2_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = true,
+                 .rope_theta = 500000.0f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = false},
 };
 
 }  // namespace loom::archs

@@ -52,6 +52,11 @@ const ArchSpec kPhi3 = {
     .read_hf = read_phi3_hf,
     .read_gguf = read_phi3_gguf,
     .write_gguf = write_phi3_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = false,
+                 .rope_theta = 10000.0f,
+                 .rms_eps = 1e-5f,
+                 .tied_embeddings = false},
 };
 
 }  // namespace loom::archs

@@ -10,6 +10,11 @@ const ArchSpec kQwen2 = {
     .qkv_bias = TensorNeed::kRequired,
     .qk_norm = TensorNeed::kAbsent,
     .layer_tensors = kLlamaLayerTensors,
+    .defaults = {.qkv_bias = true,
+                 .qk_norm = false,
+                 .rope_theta = 1e6f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = false},
 };
 
 }  // namespace loom::archs

@@ -11,6 +11,11 @@ const ArchSpec kQwen3 = {
     .qkv_bias = TensorNeed::kOptional,
     .qk_norm = TensorNeed::kRequired,
     .layer_tensors = kLlamaLayerTensors,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = true,
+                 .rope_theta = 1e6f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = true},
 };
 
 }  // namespace loom::archs

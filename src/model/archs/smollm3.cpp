@@ -57,6 +57,11 @@ const ArchSpec kSmolLm3 = {
     .read_hf = read_smollm3_hf,
     .read_gguf = read_smollm3_gguf,
     .write_gguf = write_smollm3_gguf,
+    .defaults = {.qkv_bias = false,
+                 .qk_norm = false,
+                 .rope_theta = 5e6f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = true},
 };
 
 }  // namespace loom::archs
