@@ -149,17 +149,24 @@ TEST(ModelBench, DepthStartsGenerationDeeperInTheCache) {
 
   // Generation really attends over the prefilled tokens: 480 deep, each step's attention reads
   // ~100 times the keys it reads from an empty cache (measured 5-8 times the time; 2 asked).
-  auto attention_ms = [](int32_t depth) {
-    ModelBenchOptions d = tiny_options(1);
-    d.n_prompt = 0;
-    d.batch_seqs = 0;
-    d.n_depth = depth;
-    d.profile = true;
-    auto r = run_model_bench(d);
-    EXPECT_TRUE(r.is_ok()) << r.status().message();
-    return r.is_ok() ? r->rows[0].profile.seconds[ForwardProfile::kAttention] : 0.0;
+  // Sub-millisecond timings on a shared machine: each depth's figure is the fastest of five
+  // runs of 32 steps, so a run slowed by another process cannot decide the comparison.
+  auto attention_s = [](int32_t depth) {
+    double best = 1e9;
+    for (int run = 0; run < 5; ++run) {
+      ModelBenchOptions d = tiny_options(1);
+      d.n_prompt = 0;
+      d.n_gen = 32;
+      d.batch_seqs = 0;
+      d.n_depth = depth;
+      d.profile = true;
+      auto r = run_model_bench(d);
+      EXPECT_TRUE(r.is_ok()) << r.status().message();
+      if (r.is_ok()) best = std::min(best, r->rows[0].profile.seconds[ForwardProfile::kAttention]);
+    }
+    return best;
   };
-  EXPECT_GT(attention_ms(480), 2 * attention_ms(0));
+  EXPECT_GT(attention_s(480), 2 * attention_s(0));
 
   // synth:tiny has a context of 512: 504 + 8 fills it exactly, one more is an error.
   o = tiny_options(1);
