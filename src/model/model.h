@@ -28,6 +28,9 @@ struct KvLayout {
   }
 };
 
+// The backend whose memory a KvCache is (its forward pass reads that storage directly).
+enum class KvBackend { kCpu };
+
 // K and V storage for every layer: blocks of block_size tokens. Which block belongs to which
 // sequence is decided by the engine's block pool; this class only holds the memory.
 class KvCache {
@@ -45,11 +48,13 @@ class KvCache {
   int32_t group_of(int layer) const { return layout_.layer_group[layer]; }
   int32_t block_size() const { return block_size_; }
   Dtype dtype() const { return dtype_; }
+  KvBackend backend() const { return backend_; }
   // Bytes one block takes over all layers, K and V (for sizing the pool from a memory budget).
   static uint64_t bytes_per_block(const ModelConfig& config, int32_t block_size, Dtype dtype);
 
  protected:
   KvLayout layout_;
+  KvBackend backend_ = KvBackend::kCpu;
   int32_t block_size_ = 0;
   Dtype dtype_ = Dtype::kF32;
 };

@@ -207,8 +207,9 @@ void CpuModel::for_rows(int64_t n, int64_t row_floats, F&& fn) {
 }
 
 Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
-  auto* kv = dynamic_cast<CpuKvCache*>(&kv_base);
-  if (!kv) return invalid_argument("forward: KV cache was not created for the CPU model");
+  if (kv_base.backend() != KvBackend::kCpu)
+    return invalid_argument("forward: KV cache was not created for the CPU model");
+  auto* kv = static_cast<CpuKvCache*>(&kv_base);
   if (kv->n_layer() != config_.n_layer || kv->n_head_kv() != config_.n_head_kv ||
       kv->head_dim() != config_.head_dim)
     return invalid_argument("forward: KV cache shape does not match the model");

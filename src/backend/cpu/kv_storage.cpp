@@ -65,6 +65,7 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
                        Dtype dtype)
     : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
   layout_ = layout;
+  backend_ = KvBackend::kCpu;
   block_size_ = block_size;
   dtype_ = dtype;
   elem_bytes_ = elem_size(dtype);
