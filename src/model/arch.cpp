@@ -10,7 +10,8 @@ namespace {
 
 constexpr const ArchSpec* kArchs[] = {
     &archs::kLlama, &archs::kQwen2,   &archs::kQwen3, &archs::kGemma2,  &archs::kGemma3,
-    &archs::kPhi3,  &archs::kGranite, &archs::kOlmo2, &archs::kSmolLm3,
+    &archs::kPhi3,  &archs::kGranite, &archs::kOlmo2, &archs::kSmolLm3, &archs::kQwen2Moe,
+    &archs::kQwen3Moe,
 };
 
 }  // namespace

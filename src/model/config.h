@@ -41,6 +41,22 @@ struct LayerSpec {
   bool rope = true;         // false: no positional rotation in this layer (SmolLM3)
   float rope_theta = 0;     // 0: the model's rope_theta (Gemma 3's local layers differ)
   bool rope_scaled = true;  // the model's rope_scaling applies (not to Gemma 3's local layers)
+  bool moe = false;         // the FFN is ModelConfig::moe's experts (else the dense n_ff one)
+};
+
+// Mixture of Experts: the FFN of the layers whose LayerSpec::moe is set. A router picks
+// n_expert_used of n_expert gated FFNs per token; their outputs are summed with the router's
+// weights. An optional shared expert runs for every token.
+struct MoeConfig {
+  int32_t n_expert = 0;       // 0: a dense model
+  int32_t n_expert_used = 0;  // top-k
+  int32_t n_ff_exp = 0;       // each expert's FFN width
+  int32_t n_ff_shexp = 0;     // the shared expert's FFN width; 0: none
+  bool shexp_gate = false;    // the shared expert's output is scaled by sigmoid(x · w) (Qwen2-MoE)
+  // The chosen experts' softmax probabilities are renormalized to sum to 1 (Qwen3-MoE's
+  // norm_topk_prob, Mixtral's softmax over the top-k); off, they stay as the softmax over all
+  // experts gave them (Qwen2-MoE).
+  bool norm_topk = true;
 };
 
 struct ModelConfig {
@@ -73,6 +89,7 @@ struct ModelConfig {
   float final_softcap = 0.0f;     // the same on the logits
   float logit_scale = 1.0f;       // logits are divided by it (Granite's logits_scaling)
   std::vector<LayerSpec> layers;  // n_layer entries (filled by the config readers)
+  MoeConfig moe;
   int32_t bos_token = -1;
   int32_t eos_token = -1;
 };

@@ -50,6 +50,13 @@ inline constexpr std::string_view kEmbeddingScale = "embedding_scale";          
 inline constexpr std::string_view kResidualScale = "residual_scale";               // granite
 inline constexpr std::string_view kAttentionScale = "attention.scale";             // granite
 inline constexpr std::string_view kLogitScale = "logit_scale";                     // granite
+// Mixture of Experts.
+inline constexpr std::string_view kExpertCount = "expert_count";
+inline constexpr std::string_view kExpertUsedCount = "expert_used_count";
+inline constexpr std::string_view kExpertFeedForwardLength = "expert_feed_forward_length";
+inline constexpr std::string_view kExpertSharedFeedForwardLength =
+    "expert_shared_feed_forward_length";
+inline constexpr std::string_view kExpertWeightsNorm = "expert_weights_norm";  // bool
 
 std::string arch_key(std::string_view arch, std::string_view suffix);  // "llama.block_count"
 
@@ -96,6 +103,15 @@ inline constexpr std::string_view kFfnGate = "ffn_gate.weight";           // {E,
 inline constexpr std::string_view kFfnUp =
     "ffn_up.weight";  // {E, F}; {E, 2F} gate then up when fused (Phi-3)
 inline constexpr std::string_view kFfnDown = "ffn_down.weight";  // {F, E}
+// Mixture of Experts (X = n_expert, Fx = expert FFN width, Fs = shared expert's).
+inline constexpr std::string_view kFfnGateInp = "ffn_gate_inp.weight";             // {E, X} router
+inline constexpr std::string_view kFfnGateExps = "ffn_gate_exps.weight";           // {E, Fx, X}
+inline constexpr std::string_view kFfnUpExps = "ffn_up_exps.weight";               // {E, Fx, X}
+inline constexpr std::string_view kFfnDownExps = "ffn_down_exps.weight";           // {Fx, E, X}
+inline constexpr std::string_view kFfnGateInpShexp = "ffn_gate_inp_shexp.weight";  // {E}
+inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp.weight";         // {E, Fs}
+inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp.weight";             // {E, Fs}
+inline constexpr std::string_view kFfnDownShexp = "ffn_down_shexp.weight";         // {Fs, E}
 
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 
@@ -109,7 +125,10 @@ std::optional<LayerTensorName> parse_layer_tensor(std::string_view name);
 // ---- Hugging Face names -----------------------------------------------------------------------
 // "model.layers.3.self_attn.q_proj.weight" → "blk.3.attn_q.weight", "lm_head.weight" →
 // "output.weight", by the architecture's per-layer table (ArchSpec::layer_tensors). nullopt
-// for tensors loom does not use (e.g. rotary_emb.inv_freq).
+// for tensors loom does not use (e.g. rotary_emb.inv_freq). A GGUF tensor stacking the
+// experts of a layer maps to an HF name with kExpertIndex where each expert's number goes
+// ("model.layers.3.mlp.experts.{e}.gate_proj.weight"): see model/hf_tensors.h.
+inline constexpr std::string_view kExpertIndex = "{e}";
 std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
 // The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
 std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);

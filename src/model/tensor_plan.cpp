@@ -46,6 +46,22 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
     if (post_norms) add(n::kAttnPostNorm, {E}, TensorKind::kNorm, TensorRole::kAttnPostNorm);
     if (pre_norms) add(n::kFfnNorm, {E}, TensorKind::kNorm, TensorRole::kFfnNorm);
+    if (l < static_cast<int32_t>(c.layers.size()) && c.layers[l].moe) {
+      const MoeConfig& m = c.moe;
+      const int64_t X = m.n_expert, Fx = m.n_ff_exp, Fs = m.n_ff_shexp;
+      add(n::kFfnGateInp, {E, X}, TensorKind::kMatrix, TensorRole::kRouter);
+      add(n::kFfnGateExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kGateExps);
+      add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
+      add(n::kFfnUpExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kUpExps);
+      if (m.shexp_gate) add(n::kFfnGateInpShexp, {E}, TensorKind::kBias, TensorRole::kShexpGate);
+      if (Fs > 0) {
+        add(n::kFfnGateShexp, {E, Fs}, TensorKind::kMatrix, TensorRole::kWGateShexp);
+        add(n::kFfnDownShexp, {Fs, E}, TensorKind::kMatrix, TensorRole::kWDownShexp);
+        add(n::kFfnUpShexp, {E, Fs}, TensorKind::kMatrix, TensorRole::kWUpShexp);
+      }
+      if (post_norms) add(n::kFfnPostNorm, {E}, TensorKind::kNorm, TensorRole::kFfnPostNorm);
+      continue;
+    }
     if (c.fused_gate_up) {
       add(n::kFfnUp, {E, 2 * F}, TensorKind::kMatrix, TensorRole::kWGateUp);
     } else {

@@ -40,11 +40,21 @@ enum class TensorRole {
   kWGateUp,
   kWDown,
   kFfnPostNorm,
+  // Mixture of Experts: the router, the experts stacked in 3-D tensors (one matrix per
+  // expert), the shared expert and its gate.
+  kRouter,
+  kGateExps,
+  kUpExps,
+  kDownExps,
+  kShexpGate,
+  kWGateShexp,
+  kWUpShexp,
+  kWDownShexp,
 };
 
 struct PlannedWeight {
   std::string name;         // GGUF name ("blk.3.attn_q.weight")
-  std::vector<int64_t> ne;  // ggml order: {cols, rows} for matrices
+  std::vector<int64_t> ne;  // ggml order: {cols, rows} for matrices, {cols, rows, n_expert}
   TensorKind kind;
   TensorRole role;
   int32_t layer = -1;  // -1: a global tensor

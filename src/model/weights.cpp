@@ -34,6 +34,26 @@ class Binder {
     return Status::ok();
   }
 
+  // Experts stacked in one tensor with ne = {cols, rows, n}: one (rows, cols) view each.
+  Status stacked(std::string_view name, int64_t cols, int64_t rows, int64_t n,
+                 std::vector<TensorView>* out) {
+    const TensorView* t = find_(name);
+    if (!t) return missing(name);
+    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
+      return invalid_file("tensor " + std::string(name) + " has shape " + shape_string(*t) +
+                          ", expected " + dims({cols, rows, n}));
+    out->assign(n, *t);
+    const uint64_t each = t->nbytes / static_cast<uint64_t>(n);
+    for (int64_t e = 0; e < n; ++e) {
+      TensorView& v = (*out)[e];
+      v.n_dims = 2;
+      v.ne[2] = 1;
+      v.nbytes = each;
+      v.data = static_cast<const uint8_t*>(t->data) + e * each;
+    }
+    return Status::ok();
+  }
+
   // A 1-D tensor of n elements, converted to float. Absent + !required → empty vector.
   Status vector(std::string_view name, int64_t n, bool required, std::vector<float>* out) {
     const TensorView* t = find_(name);
@@ -118,6 +138,15 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   w.layers.resize(c.n_layer);
   for (const PlannedWeight& t : tensor_plan(c, po)) {
     LayerWeights* L = t.layer >= 0 ? &w.layers[t.layer] : nullptr;
+    if (t.kind == TensorKind::kMatrix && t.ne.size() == 3) {
+      std::vector<TensorView>* dst = t.role == TensorRole::kGateExps   ? &L->gate_exp
+                                     : t.role == TensorRole::kUpExps   ? &L->up_exp
+                                     : t.role == TensorRole::kDownExps ? &L->down_exp
+                                                                       : nullptr;
+      if (!dst) return internal_error("tensor plan: " + t.name + " is not an expert role");
+      LOOM_RETURN_IF_ERROR(b.stacked(t.name, t.ne[0], t.ne[1], t.ne[2], dst));
+      continue;
+    }
     if (t.kind == TensorKind::kMatrix) {
       TensorView m;
       LOOM_RETURN_IF_ERROR(b.matrix(t.name, t.ne[0], t.ne[1], &m));
@@ -156,6 +185,18 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
           break;
         case TensorRole::kWDown:
           L->w_down = m;
+          break;
+        case TensorRole::kRouter:
+          L->router = m;
+          break;
+        case TensorRole::kWGateShexp:
+          L->w_gate_shexp = m;
+          break;
+        case TensorRole::kWUpShexp:
+          L->w_up_shexp = m;
+          break;
+        case TensorRole::kWDownShexp:
+          L->w_down_shexp = m;
           break;
         default:
           return internal_error("tensor plan: " + t.name + " is not a matrix role");
@@ -204,6 +245,9 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       case TensorRole::kFfnPostNorm:
         dst = &L->ffn_post_norm;
         break;
+      case TensorRole::kShexpGate:
+        dst = &L->shexp_gate;
+        break;
       default:
         return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
@@ -216,11 +260,24 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   return w;
 }
 
-uint64_t Weights::bytes_per_token() const {
+uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
   uint64_t total = output.nbytes;
-  for (const auto& L : layers)
+  for (const auto& L : layers) {
     total += L.wq.nbytes + L.wk.nbytes + L.wv.nbytes + L.wo.nbytes + L.w_gate.nbytes +
-             L.w_up.nbytes + L.w_down.nbytes;
+             L.w_up.nbytes + L.w_down.nbytes + L.router.nbytes + L.w_gate_shexp.nbytes +
+             L.w_up_shexp.nbytes + L.w_down_shexp.nbytes;
+    if (!L.gate_exp.empty())
+      total += static_cast<uint64_t>(n_expert_used) *
+               (L.gate_exp[0].nbytes + L.up_exp[0].nbytes + L.down_exp[0].nbytes);
+  }
+  return total;
+}
+
+uint64_t Weights::total_bytes() const {
+  uint64_t total = bytes_per_token(0);
+  for (const auto& L : layers)
+    for (size_t e = 0; e < L.gate_exp.size(); ++e)
+      total += L.gate_exp[e].nbytes + L.up_exp[e].nbytes + L.down_exp[e].nbytes;
   return total;
 }
 

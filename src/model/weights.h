@@ -33,6 +33,14 @@ struct LayerWeights {
   TensorView w_gate;                  // (F, E)
   TensorView w_up;                    // (F, E)
   TensorView w_down;                  // (E, F)
+  // Mixture of Experts (LayerSpec::moe), instead of w_gate / w_up / w_down: the router and one
+  // view per expert into the stacked tensors, the shared expert and its gate.
+  TensorView router;                         // (n_expert, E)
+  std::vector<TensorView> gate_exp, up_exp;  // [n_expert] (Fx, E)
+  std::vector<TensorView> down_exp;          // [n_expert] (E, Fx)
+  TensorView w_gate_shexp, w_up_shexp;       // (Fs, E)
+  TensorView w_down_shexp;                   // (E, Fs)
+  std::vector<float> shexp_gate;             // (E); empty without a gated shared expert
 };
 
 struct Weights {
@@ -53,7 +61,11 @@ struct Weights {
   static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find,
                               bool norm_plus_one = false);
 
-  uint64_t bytes_per_token() const;  // matrix bytes one forward token reads
+  // Matrix bytes one forward token reads: every dense matrix, the router and shared expert,
+  // and n_expert_used of each MoE layer's experts.
+  uint64_t bytes_per_token(int32_t n_expert_used = 0) const;
+  // Every matrix's bytes, all experts included.
+  uint64_t total_bytes() const;
 };
 
 }  // namespace loom

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "format/safetensors.h"
 #include "kernels/quant.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
+#include "model/hf_tensors.h"
 #include "model/tensor_names.h"
 #include "model/tensor_plan.h"
 #include "model/weights.h"
@@ -77,12 +77,9 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
       o.type != Dtype::kQ8_0)
     return invalid_argument("convert --type must be f32, f16, bf16 or q8_0");
   LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(hf_dir));
-  LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(hf_dir));
   const ArchSpec* arch = find_arch(config.arch);
-  TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    auto hf = names::gguf_to_hf(*arch, name);
-    return hf ? st.find(*hf) : nullptr;
-  };
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> st, HfTensors::open(hf_dir, *arch));
+  TensorLookup find = [&](std::string_view name) { return st->find(name); };
   // Binding validates every shape and settles tied / bias / qk-norm flags.
   LOOM_ASSIGN_OR_RETURN(Weights bound, Weights::bind(config, *arch, find));
   rep.arch = config.arch;
@@ -117,15 +114,16 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     const TensorView* v = find(name);
     if (!v) return internal_error("convert: bound tensor " + name + " disappeared");
     if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16)
-      return unsupported("convert: tensor " + *names::gguf_to_hf(*arch, name) + " has dtype " +
+      return unsupported("convert: tensor " + st->hf_name(name) + " has dtype " +
                          std::string(dtype_name(v->dtype)) + " (expected F32, F16 or BF16)");
+    // The plan's shape (an HF [1, n] gate vector is GGUF's {n}); matrices in the requested
+    // type except routers, which llama.cpp's converter keeps F32.
     Dtype dt = Dtype::kF32;
-    std::vector<int64_t> ne = {v->ne[0]};
-    if (v->n_dims == 2) {
-      ne.push_back(v->ne[1]);
+    const std::vector<int64_t>& ne = t.ne;
+    if (t.kind == TensorKind::kMatrix && t.role != TensorRole::kRouter) {
       dt = o.type;
-      if (!row_bytes(dt, v->ne[0])) {
-        rep.notes.push_back(name + ": row length " + std::to_string(v->ne[0]) + " does not fit " +
+      if (!row_bytes(dt, ne[0])) {
+        rep.notes.push_back(name + ": row length " + std::to_string(ne[0]) + " does not fit " +
                             std::string(dtype_name(dt)) + " blocks; written as f16");
         dt = Dtype::kF16;
       }
@@ -163,7 +161,8 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     const Source& s = sources[index];
     if (s.computed) return kernels::quantize_row(p.dtype, s.computed->data(), dst, p.ne[0]);
     const int64_t cols = p.ne[0];
-    const int64_t rows = p.ne.size() > 1 ? p.ne[1] : 1;
+    int64_t rows = 1;  // every row of a matrix, or of each expert's in a stacked tensor
+    for (size_t d = 1; d < p.ne.size(); ++d) rows *= p.ne[d];
     const uint64_t out_row = *row_bytes(p.dtype, cols);
     std::vector<float> row(cols), tmp;
     if (rows == 1 && s.permute) tmp.resize(cols);

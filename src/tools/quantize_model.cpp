@@ -125,7 +125,7 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
   for (const auto& t : in.tensors()) {
     auto l = names::parse_layer_tensor(t.name);
     if (l && l->suffix == names::kAttnV) ++n_attn_v;
-    if (l && l->suffix == names::kFfnDown) ++n_ffn_down;
+    if (l && (l->suffix == names::kFfnDown || l->suffix == names::kFfnDownExps)) ++n_ffn_down;
     if (t.name == names::kOutput) has_output = true;
   }
   std::vector<QuantizedTensor> out;
@@ -134,7 +134,12 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
   for (const auto& t : in.tensors()) {
     const TensorView& v = t.view;
     QuantizedTensor q{t.name, v.dtype, v.dtype, dims(v)};
-    const bool matrix = v.n_dims >= 2 && ends_with(t.name, ".weight");
+    const auto layer = names::parse_layer_tensor(t.name);
+    // MoE routers stay as they are, as llama.cpp leaves them: small, and every token's choice
+    // of experts depends on them.
+    const bool router =
+        layer && (layer->suffix == names::kFfnGateInp || layer->suffix == names::kFfnGateInpShexp);
+    const bool matrix = v.n_dims >= 2 && ends_with(t.name, ".weight") && !router;
     if (!matrix) {
       // Norms and biases stay full precision: they are tiny and every token reads them.
       if (v.dtype == Dtype::kF16 || v.dtype == Dtype::kBF16) q.to = Dtype::kF32;
@@ -160,7 +165,7 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
       } else if (l && l->suffix == names::kAttnV) {
         if (use_more_bits(i_attn_v, n_attn_v)) want = Dtype::kQ6_K;
         ++i_attn_v;
-      } else if (l && l->suffix == names::kFfnDown) {
+      } else if (l && (l->suffix == names::kFfnDown || l->suffix == names::kFfnDownExps)) {
         if (use_more_bits(l->layer, n_ffn_down)) want = Dtype::kQ6_K;
       }
     }

@@ -206,6 +206,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kSlidingWindow), static_cast<uint32_t>(ps.sliding_window));
   for (const SynthPreset::Key& k : ps.keys)
     if (!k.suffix.empty()) m.set_f32(key(k.suffix), k.value);
+  if (ps.n_expert > 0) {
+    m.set_u32(key(names::kExpertCount), static_cast<uint32_t>(ps.n_expert));
+    m.set_u32(key(names::kExpertUsedCount), static_cast<uint32_t>(ps.n_expert_used));
+    m.set_u32(key(names::kExpertFeedForwardLength), static_cast<uint32_t>(ps.n_ff_exp));
+  }
   const bool llama3_rope = ps.rope_scaling_factor > 0;
   if (llama3_rope) {
     m.set_string(key(names::kRopeScalingType), "llama3");
@@ -236,8 +241,9 @@ Result<Plan> make_plan(const SynthOptions& o) {
                       : t.kind == TensorKind::kNorm ? Init::kNorm
                       : t.kind == TensorKind::kBias ? Init::kBias
                                                     : Init::kRopeFreqs;
-    LOOM_RETURN_IF_ERROR(
-        add_tensor(p, t.name, init == Init::kMatrix ? o.type : Dtype::kF32, t.ne, init));
+    // Routers stay F32, as llama.cpp's quantizer leaves them.
+    const bool quantized = init == Init::kMatrix && t.role != TensorRole::kRouter;
+    LOOM_RETURN_IF_ERROR(add_tensor(p, t.name, quantized ? o.type : Dtype::kF32, t.ne, init));
   }
   for (auto& line : p.fallbacks.lines()) p.report.notes.push_back(std::move(line));
   return p;

@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 14> kPresets = {{
+constexpr std::array<SynthPreset, 16> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -90,6 +90,14 @@ constexpr std::array<SynthPreset, 14> kPresets = {{
     // rope_theta 5e6, no RoPE in every fourth layer, tied.
     {"smollm3-3b", "smollm3", 36,   2048, 16, 4, 128, 11008, 128256, true, 8192,
      5e6f,         1e-6f,     true, "",   0,  1, 4,   0,     0,      0,    {}},
+    // Mixture of Experts (issue 16). Tiny: 8 experts of width 32, 2 per token.
+    {"tiny-moe", "qwen3moe", 2, 64, 4, 2, 16, 128, 512, false, 512, 1e6f, 1e-6f,
+     false,      "",         0, 1,  4, 0, 0,  0,   {},  8,     2,   32},
+    // The shape issue 16 measures llama.cpp on: 16 layers, n_embd 1024, 16 query / 4 KV heads
+    // of 128, 64 experts of width 512, 8 per token, vocab 32000 (Qwen3-30B-A3B's proportions
+    // at a size a 2-core machine runs).
+    {"qwen3moe-2b", "qwen3moe", 16, 1024, 16, 4, 128, 3072, 32000, true, 4096, 1e6f, 1e-6f,
+     false,         "",         0,  1,    4,  0, 0,   0,    {},    64,   8,    512},
 }};
 
 }  // namespace

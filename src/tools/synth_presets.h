@@ -41,6 +41,10 @@ struct SynthPreset {
     float value;
   };
   std::array<Key, 4> keys = {};
+  // Mixture of Experts (every layer): experts, experts per token, each one's FFN width.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
 };
 
 const SynthPreset* find_synth_preset(std::string_view name);

@@ -2,7 +2,8 @@
 // logits and tokens are bit-identical alone, in a batch of 16, under any prompt chunking, under
 // heavy preemption and with a prefix-cache hit; every KV block is free after a drain. Each
 // runs on a Llama model and on a Gemma 3 model whose local layers attend over windows of 8
-// tokens (prompts of up to 90 tokens cross them).
+// tokens (prompts of up to 90 tokens cross them), and on a Qwen3-MoE model (8 experts, 2 per
+// token: a token's output must not depend on which other tokens share its experts).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -24,8 +25,10 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     auto& cached = models_[GetParam()];
     if (!cached)
-      cached = test_model_bytes(
-          {.preset = GetParam(), .arch = GetParam() == "tiny-swa" ? "gemma3" : ""});
+      cached = test_model_bytes({.preset = GetParam(),
+                                 .arch = GetParam() == "tiny-swa"   ? "gemma3"
+                                         : GetParam() == "tiny-moe" ? "qwen3moe"
+                                                                    : ""});
     bytes_ = cached;
   }
   static void TearDownTestSuite() { models_.clear(); }
@@ -375,7 +378,7 @@ TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa"),
+INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa", "tiny-moe"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

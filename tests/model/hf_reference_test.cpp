@@ -159,7 +159,11 @@ TEST_P(HfReferenceFamilies, ConvertedGgufMatchesTransformers) {
 
 // The same through a Q8_0 GGUF: weight matrices (and activations, in the kernels) quantized,
 // norms kept f32. These tiny random models' max row error at Q8_0 is 0.07-0.13 for the Llama
-// and Qwen fixtures too (measured when this test was written), hence the bound.
+// and Qwen fixtures too (measured when this test was written), hence the bound. A MoE model's
+// router picks discretely: where two experts' logits are nearly tied, quantization can swap
+// them and that token's row moves far (0.3-0.7 measured on one or two of 24 rows), so MoE
+// fixtures are held to the bound on 3 rows in 4 (measured: 21-24 of 24 within it; a swap also
+// moves the later rows that attend to that token).
 TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
   if (GetParam() == "smollm3") GTEST_SKIP() << "its fixture's RoPE pattern has no GGUF form";
   auto tmp = std::filesystem::temp_directory_path() /
@@ -175,16 +179,25 @@ TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
     auto got = test::run_sequence(**m, *kv, c.tokens, 64);
     ASSERT_TRUE(got.is_ok());
     const double err = row_rel_err(*got, c.logits, V);
-    std::printf("  %s q8_0: row rel err %.3g\n", GetParam().c_str(), err);
-    EXPECT_LT(err, 0.15);
+    int close = 0, rows = 0;
+    for (size_t r = 0; r * V < c.logits.size(); ++r, ++rows)
+      close += test::rel_err(&(*got)[r * V], &c.logits[r * V], V) < 0.15;
+    std::printf("  %s q8_0: row rel err %.3g, %d of %d rows within 0.15\n", GetParam().c_str(), err,
+                close, rows);
+    if ((*m)->config().moe.n_expert > 0)
+      EXPECT_GE(close, rows * 3 / 4);
+    else
+      EXPECT_LT(err, 0.15);
     EXPECT_GT(err, 1e-6);  // quantized: not the f32 file by mistake
   }
   std::filesystem::remove(tmp);
 }
 
+// Mixture of Experts (issue 16): softmax routers with and without top-k renormalization, a
+// gated shared expert (Qwen2-MoE), Mixtral stored as llama with experts.
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
-                                           "smollm3"));
+                                           "smollm3", "qwen3_moe", "qwen2_moe", "mixtral"));
 
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys

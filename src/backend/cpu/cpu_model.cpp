@@ -27,7 +27,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   if (options.disable_sliding_window)
     for (LayerSpec& s : config_.layers) s.window = 0;
   repack_weights();
-  weight_bytes_ = weights_.bytes_per_token();  // as repacked: Q6_K grows (kernels/packed.h)
+  // As repacked (Q6_K grows, kernels/packed.h); a MoE layer reads its chosen experts only.
+  weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
   // their own base); layers without RoPE get none.
   std::span<const float> factors = weights_.rope_freqs;
@@ -61,9 +62,13 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
 // costs well under a second per GB; the file's pages stay in the page cache, reclaimable.
 void CpuModel::repack_weights() {
   std::vector<TensorView*> todo;
-  for (LayerWeights& L : weights_.layers)
-    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      todo.push_back(w);
+  for (LayerWeights& L : weights_.layers) {
+    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+                          &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
+      if (w->data) todo.push_back(w);  // a MoE layer has no dense FFN, a dense one no router
+    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp})
+      for (TensorView& w : *experts) todo.push_back(&w);
+  }
   todo.push_back(&weights_.output);
   packed_.resize(todo.size());
   pool_.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t i, int) {
@@ -345,6 +350,13 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
       layers::add_block_output(c, x, &proj_[i * E], L.attn_post_norm);
       layers::block_input(c, x, L.ffn_norm, xn);
     };
+    if (spec.moe) {  // ffn_moe: the norm first, then the routed experts (backend/cpu/moe_ffn.h)
+      for_rows(n, E, [&](int64_t i, int) { ffn_norm_row(i, &xn_[i * E]); });
+      clock.end(ForwardProfile::kGateUp);
+      moe_.run(c, L, xn_.data(), n, proj_.data(), pool_);
+      clock.end(ForwardProfile::kDown);
+      continue;
+    }
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     kernels::matmul_multi(gate_up, 2, xn_.data(), n, pool, ffn_norm_row);
     clock.end(ForwardProfile::kGateUp);

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "backend/cpu/cpu_model.h"
-#include "format/safetensors.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
+#include "model/hf_tensors.h"
 #include "model/model.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
@@ -30,13 +30,9 @@ Result<std::unique_ptr<Model>> Model::from_gguf(GgufFile file, const ModelLoadOp
 Result<std::unique_ptr<Model>> Model::from_hf_dir(const std::string& dir,
                                                   const ModelLoadOptions& options) {
   LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(dir));
-  LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(dir));
-  auto holder = std::make_shared<SafetensorsModel>(std::move(st));
   const ArchSpec* arch = find_arch(config.arch);
-  TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    auto hf = names::gguf_to_hf(*arch, name);
-    return hf ? holder->find(*hf) : nullptr;
-  };
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch));
+  TensorLookup find = [&](std::string_view name) { return holder->find(name); };
   LOOM_ASSIGN_OR_RETURN(Weights weights,
                         Weights::bind(config, *arch, find, arch->hf_norm_plus_one));
   weights.keepalive = holder;

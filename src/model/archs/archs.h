@@ -12,12 +12,17 @@
 
 namespace loom::archs {
 
-extern const ArchSpec kLlama, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3, kGranite, kOlmo2, kSmolLm3;
+extern const ArchSpec kLlama, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3, kGranite, kOlmo2, kSmolLm3,
+    kQwen2Moe, kQwen3Moe;
 
 // Llama's names (also Qwen, Granite, SmolLM3): pre-norms, separate q/k/v and gate/up.
 extern const std::span<const LayerTensorName> kLlamaLayerTensors;
 // Gemma 2/3: four norms around attention and FFN ("sandwich"), q/k norms (Gemma 3).
 extern const std::span<const LayerTensorName> kGemmaLayerTensors;
+// Llama's names plus Qwen2/3-MoE's experts (mlp.gate, mlp.experts.{e}.*, mlp.shared_expert*)
+// and Mixtral's (block_sparse_moe.gate, block_sparse_moe.experts.{e}.w1/w2/w3).
+extern const std::span<const LayerTensorName> kQwenMoeLayerTensors;
+extern const std::span<const LayerTensorName> kMixtralLayerTensors;
 
 // ---- Hugging Face config.json ----
 // A number field (absent or null: nullopt); error when present with another type.
@@ -27,6 +32,12 @@ Result<std::optional<double>> hf_number(const nlohmann::json& j, const char* key
 // sliding. No sliding_window: every layer full.
 Status hf_sliding_layers(const nlohmann::json& j, ModelConfig& c, int pattern);
 
+// Mixture of Experts: num_experts (or num_local_experts), num_experts_per_tok,
+// moe_intermediate_size (else intermediate_size), shared_expert_intermediate_size,
+// norm_topk_prob (else norm_default), and which layers are MoE (decoder_sparse_step,
+// mlp_only_layers). No experts: nothing changes.
+Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default);
+
 // ---- GGUF ----
 std::optional<double> gguf_float(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
 std::optional<int64_t> gguf_int(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
@@ -35,5 +46,13 @@ void gguf_set_u32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, 
 // The window of the sliding layers (0: none); an error if they differ, or if the layers
 // that slide are not those `slides(l)` names (llama.cpp's fixed pattern for the family).
 Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int n_layer));
+
+// Mixture of Experts as llama.cpp's files say it: expert_count, expert_used_count,
+// expert_feed_forward_length (else feed_forward_length), expert_shared_feed_forward_length,
+// expert_weights_norm (else norm_default); every layer MoE. No expert_count: dense.
+Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default);
+// Writes those keys; an error for what llama.cpp's files cannot say (dense layers between MoE
+// ones).
+Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);
 
 }  // namespace loom::archs

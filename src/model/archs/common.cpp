@@ -6,22 +6,26 @@
 namespace loom::archs {
 namespace {
 
-constexpr LayerTensorName kLlamaNames[] = {
-    {"input_layernorm.weight", names::kAttnNorm},
-    {"self_attn.q_proj.weight", names::kAttnQ},
-    {"self_attn.k_proj.weight", names::kAttnK},
-    {"self_attn.v_proj.weight", names::kAttnV},
-    {"self_attn.q_proj.bias", names::kAttnQBias},
-    {"self_attn.k_proj.bias", names::kAttnKBias},
-    {"self_attn.v_proj.bias", names::kAttnVBias},
-    {"self_attn.q_norm.weight", names::kAttnQNorm},
-    {"self_attn.k_norm.weight", names::kAttnKNorm},
-    {"self_attn.o_proj.weight", names::kAttnOutput},
-    {"post_attention_layernorm.weight", names::kFfnNorm},
-    {"mlp.gate_proj.weight", names::kFfnGate},
-    {"mlp.up_proj.weight", names::kFfnUp},
-    {"mlp.down_proj.weight", names::kFfnDown},
-};
+// clang-format off
+// Llama's per-layer names, which the MoE tables extend.
+#define LOOM_LLAMA_LAYER_NAMES                                 \
+  {"input_layernorm.weight", names::kAttnNorm},                \
+  {"self_attn.q_proj.weight", names::kAttnQ},                  \
+  {"self_attn.k_proj.weight", names::kAttnK},                  \
+  {"self_attn.v_proj.weight", names::kAttnV},                  \
+  {"self_attn.q_proj.bias", names::kAttnQBias},                \
+  {"self_attn.k_proj.bias", names::kAttnKBias},                \
+  {"self_attn.v_proj.bias", names::kAttnVBias},                \
+  {"self_attn.q_norm.weight", names::kAttnQNorm},              \
+  {"self_attn.k_norm.weight", names::kAttnKNorm},              \
+  {"self_attn.o_proj.weight", names::kAttnOutput},             \
+  {"post_attention_layernorm.weight", names::kFfnNorm},        \
+  {"mlp.gate_proj.weight", names::kFfnGate},                   \
+  {"mlp.up_proj.weight", names::kFfnUp},                       \
+  {"mlp.down_proj.weight", names::kFfnDown}
+// clang-format on
+
+constexpr LayerTensorName kLlamaNames[] = {LOOM_LLAMA_LAYER_NAMES};
 
 constexpr LayerTensorName kGemmaNames[] = {
     {"input_layernorm.weight", names::kAttnNorm},
@@ -39,9 +43,32 @@ constexpr LayerTensorName kGemmaNames[] = {
     {"mlp.down_proj.weight", names::kFfnDown},
 };
 
+constexpr LayerTensorName kQwenMoeNames[] = {
+    LOOM_LLAMA_LAYER_NAMES,
+    {"mlp.gate.weight", names::kFfnGateInp},
+    {"mlp.experts.{e}.gate_proj.weight", names::kFfnGateExps},
+    {"mlp.experts.{e}.up_proj.weight", names::kFfnUpExps},
+    {"mlp.experts.{e}.down_proj.weight", names::kFfnDownExps},
+    {"mlp.shared_expert_gate.weight", names::kFfnGateInpShexp},
+    {"mlp.shared_expert.gate_proj.weight", names::kFfnGateShexp},
+    {"mlp.shared_expert.up_proj.weight", names::kFfnUpShexp},
+    {"mlp.shared_expert.down_proj.weight", names::kFfnDownShexp},
+};
+
+constexpr LayerTensorName kMixtralNames[] = {
+    LOOM_LLAMA_LAYER_NAMES,
+    {"block_sparse_moe.gate.weight", names::kFfnGateInp},
+    {"block_sparse_moe.experts.{e}.w1.weight", names::kFfnGateExps},
+    {"block_sparse_moe.experts.{e}.w3.weight", names::kFfnUpExps},
+    {"block_sparse_moe.experts.{e}.w2.weight", names::kFfnDownExps},
+};
+#undef LOOM_LLAMA_LAYER_NAMES
+
 }  // namespace
 
 const std::span<const LayerTensorName> kLlamaLayerTensors = kLlamaNames;
+const std::span<const LayerTensorName> kQwenMoeLayerTensors = kQwenMoeNames;
+const std::span<const LayerTensorName> kMixtralLayerTensors = kMixtralNames;
 const std::span<const LayerTensorName> kGemmaLayerTensors = kGemmaNames;
 
 Result<std::optional<double>> hf_number(const nlohmann::json& j, const char* key) {
@@ -106,6 +133,79 @@ Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int 
                          std::to_string(l) + ")");
   }
   return window;
+}
+
+Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default) {
+  const char* count_key = j.contains("num_experts") ? "num_experts" : "num_local_experts";
+  LOOM_ASSIGN_OR_RETURN(auto experts, hf_number(j, count_key));
+  if (!experts || *experts == 0) return Status::ok();
+  LOOM_ASSIGN_OR_RETURN(auto used, hf_number(j, "num_experts_per_tok"));
+  LOOM_ASSIGN_OR_RETURN(auto ff, hf_number(j, "moe_intermediate_size"));
+  LOOM_ASSIGN_OR_RETURN(auto shared_ff, hf_number(j, "shared_expert_intermediate_size"));
+  LOOM_ASSIGN_OR_RETURN(auto step, hf_number(j, "decoder_sparse_step"));
+  MoeConfig& m = c.moe;
+  m.n_expert = static_cast<int32_t>(*experts);
+  m.n_expert_used = used ? static_cast<int32_t>(*used) : 0;
+  m.n_ff_exp = ff ? static_cast<int32_t>(*ff) : c.n_ff;
+  m.n_ff_shexp = shared_ff ? static_cast<int32_t>(*shared_ff) : 0;
+  m.shexp_gate = m.n_ff_shexp > 0;
+  auto norm = j.find("norm_topk_prob");
+  m.norm_topk = norm != j.end() && norm->is_boolean() ? norm->get<bool>() : norm_default;
+  if (m.n_expert < 1 || m.n_expert > 4096 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert ||
+      m.n_ff_exp < 1 || m.n_ff_shexp < 0)
+    return invalid_file("config.json: expert counts and sizes out of range (" +
+                        std::to_string(m.n_expert) + " experts, " +
+                        std::to_string(m.n_expert_used) + " used, width " +
+                        std::to_string(m.n_ff_exp) + ")");
+  const int32_t sparse_step = step && *step >= 1 ? static_cast<int32_t>(*step) : 1;
+  for (int l = 0; l < c.n_layer; ++l) c.layers[l].moe = (l + 1) % sparse_step == 0;
+  if (auto dense = j.find("mlp_only_layers"); dense != j.end() && dense->is_array())
+    for (const auto& l : *dense) {
+      if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= c.n_layer)
+        return invalid_file("config.json: \"mlp_only_layers\" must list layer indices");
+      c.layers[l.get<int>()].moe = false;
+    }
+  return Status::ok();
+}
+
+Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default) {
+  const int64_t experts = gguf_int(f, c, names::kExpertCount).value_or(0);
+  if (experts == 0) return Status::ok();
+  MoeConfig& m = c.moe;
+  m.n_expert = static_cast<int32_t>(experts);
+  m.n_expert_used = static_cast<int32_t>(gguf_int(f, c, names::kExpertUsedCount).value_or(0));
+  m.n_ff_exp =
+      static_cast<int32_t>(gguf_int(f, c, names::kExpertFeedForwardLength).value_or(c.n_ff));
+  m.n_ff_shexp =
+      static_cast<int32_t>(gguf_int(f, c, names::kExpertSharedFeedForwardLength).value_or(0));
+  m.shexp_gate = m.n_ff_shexp > 0;
+  const auto norm = f.get_bool(names::arch_key(c.arch, names::kExpertWeightsNorm));
+  m.norm_topk = norm.value_or(norm_default);
+  if (m.n_expert < 1 || m.n_expert > 4096 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert ||
+      m.n_ff_exp < 1 || m.n_ff_shexp < 0)
+    return invalid_file(
+        "GGUF: expert counts and sizes out of range (" + std::to_string(m.n_expert) + " experts, " +
+        std::to_string(m.n_expert_used) + " used, width " + std::to_string(m.n_ff_exp) + ")");
+  for (LayerSpec& s : c.layers) s.moe = true;
+  return Status::ok();
+}
+
+Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default) {
+  const MoeConfig& m = c.moe;
+  if (m.n_expert == 0) return Status::ok();
+  for (int l = 0; l < c.n_layer; ++l)
+    if (!c.layers[l].moe)
+      return unsupported("convert: layer " + std::to_string(l) + " of this " + c.arch +
+                         " model is dense; llama.cpp's " + c.arch + " files make every layer MoE");
+  if (m.norm_topk != norm_default)
+    return unsupported("convert: norm_topk_prob " + std::string(m.norm_topk ? "true" : "false") +
+                       " cannot be written for " + c.arch + " (llama.cpp assumes " +
+                       (norm_default ? "true" : "false") + ")");
+  gguf_set_u32(w, c, names::kExpertCount, m.n_expert);
+  gguf_set_u32(w, c, names::kExpertUsedCount, m.n_expert_used);
+  gguf_set_u32(w, c, names::kExpertFeedForwardLength, m.n_ff_exp);
+  if (m.n_ff_shexp > 0) gguf_set_u32(w, c, names::kExpertSharedFeedForwardLength, m.n_ff_shexp);
+  return Status::ok();
 }
 
 }  // namespace loom::archs

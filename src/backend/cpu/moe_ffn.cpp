@@ -1,0 +1,100 @@
+#include "backend/cpu/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "model/layers/moe.h"
+#include "model/layers/steps.h"
+
+namespace loom {
+
+void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn, int64_t n,
+                    float* out, ThreadPool& pool) {
+  const MoeConfig& m = c.moe;
+  const int64_t E = c.n_embd, X = m.n_expert, K = m.n_expert_used;
+  logits_.resize(n * X);
+  ids_.resize(n * K);
+  weights_.resize(n * K);
+  kernels::matmul(L.router, xn, n, logits_.data(), n > 1 ? &pool : nullptr);
+  for (int64_t i = 0; i < n; ++i)
+    layers::route_token(m, &logits_[i * X], &ids_[i * K], &weights_[i * K]);
+
+  // Slots grouped by expert (counting sort), in row order within an expert.
+  expert_begin_.assign(X + 1, 0);
+  for (int32_t e : ids_) ++expert_begin_[e + 1];
+  for (int64_t e = 0; e < X; ++e) expert_begin_[e + 1] += expert_begin_[e];
+  rows_of_expert_.resize(n * K);
+  std::vector<int32_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t s = 0; s < n * K; ++s) rows_of_expert_[fill[ids_[s]]++] = static_cast<int32_t>(s);
+  tasks_.clear();
+  for (int32_t e = 0; e < X; ++e)
+    for (int32_t b = expert_begin_[e]; b < expert_begin_[e + 1]; b += kRowsPerTask)
+      tasks_.push_back({e, b, std::min<int32_t>(b + kRowsPerTask, expert_begin_[e + 1])});
+  // Larger tasks first, so the last ones to start are short.
+  std::stable_sort(tasks_.begin(), tasks_.end(),
+                   [](const Task& a, const Task& b) { return a.end - a.begin > b.end - b.begin; });
+
+  slot_out_.resize(n * K * E);
+  scratch_.resize(pool.size());
+  pool.parallel_for(static_cast<int64_t>(tasks_.size()),
+                    [&](int64_t t, int thread) { run_task(c, L, tasks_[t], xn, thread); });
+
+  const bool shared = m.n_ff_shexp > 0;
+  if (shared) shared_expert(c, L, xn, n, out, pool);
+  for (int64_t i = 0; i < n; ++i) {
+    float* o = &out[i * E];
+    if (!shared) std::fill(o, o + E, 0.0f);
+    for (int64_t s = 0; s < K; ++s) {
+      const float w = weights_[i * K + s];
+      const float* y = &slot_out_[(i * K + s) * E];
+      for (int64_t j = 0; j < E; ++j) o[j] += w * y[j];
+    }
+  }
+}
+
+void CpuMoeFfn::run_task(const ModelConfig& c, const LayerWeights& L, const Task& t,
+                         const float* xn, int thread) {
+  const int64_t E = c.n_embd, F = c.moe.n_ff_exp, K = c.moe.n_expert_used;
+  const int64_t rows = t.end - t.begin;
+  Scratch& s = scratch_[thread];
+  s.x.resize(rows * E);
+  s.gate.resize(rows * F);
+  s.up.resize(rows * F);
+  s.y.resize(rows * E);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = rows_of_expert_[t.begin + r] / K;
+    std::memcpy(&s.x[r * E], &xn[row * E], E * sizeof(float));
+  }
+  const kernels::MatmulTarget gate_up[] = {{&L.gate_exp[t.expert], s.gate.data()},
+                                           {&L.up_exp[t.expert], s.up.data()}};
+  kernels::matmul_multi(gate_up, 2, s.x.data(), rows, nullptr);
+  for (int64_t r = 0; r < rows; ++r) layers::gated_activation(c, &s.gate[r * F], &s.up[r * F], F);
+  kernels::matmul(L.down_exp[t.expert], s.gate.data(), rows, s.y.data(), nullptr);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(&slot_out_[rows_of_expert_[t.begin + r] * E], &s.y[r * E], E * sizeof(float));
+}
+
+// The shared expert (Qwen2-MoE): a dense gated FFN on every row, scaled by
+// sigmoid(xn · shexp_gate) where the architecture gates it; written to out.
+void CpuMoeFfn::shared_expert(const ModelConfig& c, const LayerWeights& L, const float* xn,
+                              int64_t n, float* out, ThreadPool& pool) {
+  const int64_t E = c.n_embd, F = c.moe.n_ff_shexp;
+  sh_gate_.resize(n * F);
+  sh_up_.resize(n * F);
+  const kernels::MatmulTarget gate_up[] = {{&L.w_gate_shexp, sh_gate_.data()},
+                                           {&L.w_up_shexp, sh_up_.data()}};
+  kernels::matmul_multi(gate_up, 2, xn, n, &pool);
+  for (int64_t i = 0; i < n; ++i) layers::gated_activation(c, &sh_gate_[i * F], &sh_up_[i * F], F);
+  kernels::matmul(L.w_down_shexp, sh_gate_.data(), n, out, &pool);
+  if (L.shexp_gate.empty()) return;
+  for (int64_t i = 0; i < n; ++i) {
+    double dot = 0;
+    for (int64_t j = 0; j < E; ++j) dot += static_cast<double>(xn[i * E + j]) * L.shexp_gate[j];
+    const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+    for (int64_t j = 0; j < E; ++j) out[i * E + j] *= g;
+  }
+}
+
+}  // namespace loom

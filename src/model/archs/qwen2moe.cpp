@@ -1,0 +1,44 @@
+// Qwen2-MoE: Qwen2's attention (q/k/v biases) with a Mixture-of-Experts FFN whose top-k
+// softmax probabilities are used as they are (norm_topk_prob false), plus a shared expert
+// that runs for every token, scaled by sigmoid(x · shared_expert_gate).
+#include "model/archs/archs.h"
+
+namespace loom::archs {
+namespace {
+
+Status read_hf(const nlohmann::json& j, ModelConfig& c) {
+  if (j.value("use_sliding_window", false))
+    return unsupported("config.json: qwen2_moe with use_sliding_window is not supported");
+  LOOM_RETURN_IF_ERROR(hf_moe(j, c, /*norm_default=*/false));
+  if (c.moe.n_expert == 0) return invalid_file("config.json: qwen2_moe without num_experts");
+  return Status::ok();
+}
+Status read_gguf(const GgufFile& f, ModelConfig& c) {
+  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/false));
+  if (c.moe.n_expert == 0) return invalid_file("GGUF: qwen2moe without qwen2moe.expert_count");
+  return Status::ok();
+}
+Status write_gguf(GgufWriter& w, const ModelConfig& c) {
+  return gguf_write_moe(w, c, /*norm_default=*/false);
+}
+
+}  // namespace
+
+const ArchSpec kQwen2Moe = {
+    .name = "qwen2moe",
+    .hf_model_types = {"qwen2_moe"},
+    .gguf_rope_style = RopeStyle::kNeox,
+    .qkv_bias = TensorNeed::kRequired,
+    .qk_norm = TensorNeed::kAbsent,
+    .layer_tensors = kQwenMoeLayerTensors,
+    .read_hf = read_hf,
+    .read_gguf = read_gguf,
+    .write_gguf = write_gguf,
+    .defaults = {.qkv_bias = true,
+                 .qk_norm = false,
+                 .rope_theta = 1e6f,
+                 .rms_eps = 1e-6f,
+                 .tied_embeddings = false},
+};
+
+}  // namespace loom::archs

@@ -1,0 +1,43 @@
+// The tensors of a Hugging Face checkpoint under their GGUF names (model/tensor_names.h), for
+// loading and for loom convert. Most are the checkpoint's own views into its mapped
+// safetensors files; a GGUF tensor that stacks a layer's experts ({cols, rows, n_expert}) has
+// one HF tensor per expert, so it is built here once, in memory owned by this object.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "format/safetensors.h"
+#include "format/tensor.h"
+#include "model/arch.h"
+
+namespace loom {
+
+class HfTensors {
+ public:
+  static Result<std::shared_ptr<HfTensors>> open(const std::string& dir, const ArchSpec& arch);
+
+  // The tensor with this GGUF name; nullptr when the checkpoint has none (or its experts'
+  // shapes or dtypes disagree, which binding then reports as a missing tensor).
+  const TensorView* find(std::string_view gguf_name);
+  // The HF name a GGUF name came from, for messages ("model.layers.0.mlp.experts.{e}...").
+  std::string hf_name(std::string_view gguf_name) const;
+
+ private:
+  HfTensors(SafetensorsModel st, const ArchSpec& arch) : st_(std::move(st)), arch_(arch) {}
+  const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
+
+  SafetensorsModel st_;
+  const ArchSpec& arch_;
+  struct Stacked {
+    std::vector<uint8_t> bytes;
+    TensorView view;
+  };
+  std::map<std::string, std::unique_ptr<Stacked>, std::less<>> stacked_;
+};
+
+}  // namespace loom

@@ -1,0 +1,204 @@
+// Mixture of Experts on random data: the router (layers::route_token) against a brute-force
+// sort and softmax, ties included; the CPU MoE FFN (backend/cpu/moe_ffn.h) against a direct
+// per-token computation in double, with every token sent to one expert, experts left without
+// tokens, a gated shared expert, and rows run alone against the whole batch (bit-identical).
+#include "model/layers/moe.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/moe_ffn.h"
+
+namespace loom {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Expected routing: experts by decreasing logit, lower index first on ties; softmax in double.
+void brute_force_route(const MoeConfig& m, const std::vector<float>& logits,
+                       std::vector<int32_t>* ids, std::vector<double>* w) {
+  std::vector<int32_t> order(m.n_expert);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  ids->assign(order.begin(), order.begin() + m.n_expert_used);
+  double all = 0, top = 0;
+  for (float l : logits) all += std::exp(static_cast<double>(l));
+  for (int32_t e : *ids) top += std::exp(static_cast<double>(logits[e]));
+  w->clear();
+  for (int32_t e : *ids)
+    w->push_back(std::exp(static_cast<double>(logits[e])) / (m.norm_topk ? top : all));
+}
+
+TEST(MoeRouter, MatchesSortAndSoftmaxWithTiesAndWithoutRenormalizing) {
+  for (bool norm : {true, false}) {
+    MoeConfig m;
+    m.n_expert = 16;
+    m.n_expert_used = 4;
+    m.norm_topk = norm;
+    for (uint32_t seed = 0; seed < 200; ++seed) {
+      std::vector<float> logits = random_floats(16, seed);
+      if (seed % 3 == 0) logits[5] = logits[11] = logits[2] = 3.0f;  // a three-way tie on top
+      std::vector<int32_t> want_ids;
+      std::vector<double> want_w;
+      brute_force_route(m, logits, &want_ids, &want_w);
+      int32_t ids[4];
+      float w[4];
+      layers::route_token(m, logits.data(), ids, w);
+      double sum = 0;
+      for (int s = 0; s < 4; ++s) {
+        EXPECT_EQ(ids[s], want_ids[s]) << "seed " << seed << " slot " << s;
+        EXPECT_NEAR(w[s], want_w[s], 1e-6) << "seed " << seed;
+        sum += w[s];
+      }
+      if (norm)
+        EXPECT_NEAR(sum, 1.0, 1e-6);
+      else
+        EXPECT_LT(sum, 1.0);
+    }
+  }
+}
+
+// A layer of n_expert random F32 experts (and optionally a gated shared expert) whose router
+// rows are set by `router`.
+struct TestLayer {
+  ModelConfig c;
+  LayerWeights L;
+  std::vector<float> router, shexp[3];
+  std::vector<std::vector<float>> gate, up, down;
+
+  static TensorView view(const std::vector<float>& v, int64_t cols, int64_t rows) {
+    TensorView t;
+    t.dtype = Dtype::kF32;
+    t.n_dims = 2;
+    t.ne = {cols, rows, 1, 1};
+    t.data = v.data();
+    t.nbytes = v.size() * sizeof(float);
+    return t;
+  }
+
+  TestLayer(int32_t E, int32_t X, int32_t K, int32_t F, int32_t Fs, std::vector<float> router_w)
+      : router(std::move(router_w)) {
+    c.n_embd = E;
+    c.moe = {X, K, F, Fs, Fs > 0, true};
+    L.router = view(router, E, X);
+    for (int32_t e = 0; e < X; ++e) {
+      gate.push_back(random_floats(size_t(F) * E, 100 + e, 0.2f));
+      up.push_back(random_floats(size_t(F) * E, 200 + e, 0.2f));
+      down.push_back(random_floats(size_t(E) * F, 300 + e, 0.2f));
+    }
+    for (int32_t e = 0; e < X; ++e) {
+      L.gate_exp.push_back(view(gate[e], E, F));
+      L.up_exp.push_back(view(up[e], E, F));
+      L.down_exp.push_back(view(down[e], F, E));
+    }
+    if (Fs > 0) {
+      shexp[0] = random_floats(size_t(Fs) * E, 400, 0.2f);
+      shexp[1] = random_floats(size_t(Fs) * E, 401, 0.2f);
+      shexp[2] = random_floats(size_t(E) * Fs, 402, 0.2f);
+      L.w_gate_shexp = view(shexp[0], E, Fs);
+      L.w_up_shexp = view(shexp[1], E, Fs);
+      L.w_down_shexp = view(shexp[2], Fs, E);
+      L.shexp_gate = random_floats(E, 403, 0.3f);
+    }
+  }
+
+  static double silu(double x) { return x / (1 + std::exp(-x)); }
+  // One gated FFN (rows x cols weights, row-major) applied to x, in double.
+  static std::vector<double> ffn(const float* g, const float* u, const float* d, int64_t E,
+                                 int64_t F, const float* x) {
+    std::vector<double> h(F), y(E, 0.0);
+    for (int64_t r = 0; r < F; ++r) {
+      double a = 0, b = 0;
+      for (int64_t k = 0; k < E; ++k)
+        a += double(g[r * E + k]) * x[k], b += double(u[r * E + k]) * x[k];
+      h[r] = silu(a) * b;
+    }
+    for (int64_t r = 0; r < E; ++r)
+      for (int64_t k = 0; k < F; ++k) y[r] += double(d[r * F + k]) * h[k];
+    return y;
+  }
+
+  std::vector<double> expected(const float* x) const {
+    const int64_t E = c.n_embd, X = c.moe.n_expert, F = c.moe.n_ff_exp;
+    std::vector<float> logits(X);
+    for (int64_t e = 0; e < X; ++e) {
+      double a = 0;
+      for (int64_t k = 0; k < E; ++k) a += double(router[e * E + k]) * x[k];
+      logits[e] = static_cast<float>(a);
+    }
+    std::vector<int32_t> ids;
+    std::vector<double> w;
+    brute_force_route(c.moe, logits, &ids, &w);
+    std::vector<double> out(E, 0.0);
+    for (size_t s = 0; s < ids.size(); ++s) {
+      auto y = ffn(gate[ids[s]].data(), up[ids[s]].data(), down[ids[s]].data(), E, F, x);
+      for (int64_t j = 0; j < E; ++j) out[j] += w[s] * y[j];
+    }
+    if (c.moe.n_ff_shexp > 0) {
+      auto y = ffn(shexp[0].data(), shexp[1].data(), shexp[2].data(), E, c.moe.n_ff_shexp, x);
+      double dot = 0;
+      for (int64_t k = 0; k < E; ++k) dot += double(L.shexp_gate[k]) * x[k];
+      for (int64_t j = 0; j < E; ++j) out[j] += y[j] / (1 + std::exp(-dot));
+    }
+    return out;
+  }
+};
+
+void expect_matches_direct(const TestLayer& t, const std::vector<float>& x, int64_t n,
+                           ThreadPool& pool, const std::string& what) {
+  const int64_t E = t.c.n_embd;
+  CpuMoeFfn moe;
+  std::vector<float> out(n * E);
+  moe.run(t.c, t.L, x.data(), n, out.data(), pool);
+  for (int64_t i = 0; i < n; ++i) {
+    auto want = t.expected(&x[i * E]);
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < E; ++j)
+      num += (out[i * E + j] - want[j]) * (out[i * E + j] - want[j]), den += want[j] * want[j];
+    ASSERT_LT(std::sqrt(num / den), 1e-5) << what << " row " << i;
+  }
+  // Each row alone gives the same bits as inside the batch.
+  for (int64_t i = 0; i < n; i += 7) {
+    std::vector<float> one(E);
+    moe.run(t.c, t.L, &x[i * E], 1, one.data(), pool);
+    for (int64_t j = 0; j < E; ++j)
+      ASSERT_EQ(one[j], out[i * E + j]) << what << " row " << i << " alone";
+  }
+}
+
+TEST(CpuMoeFfn, MatchesDirectComputationAndIsBatchInvariant) {
+  const int32_t E = 64, X = 8, K = 2, F = 32;
+  ThreadPool pool(2);
+  const int64_t n = 70;  // more than kRowsPerTask for the busiest experts
+  TestLayer t(E, X, K, F, 0, random_floats(size_t(X) * E, 7));
+  expect_matches_direct(t, random_floats(n * E, 8), n, pool, "random routing");
+  TestLayer shared(E, X, K, F, 48, random_floats(size_t(X) * E, 9));
+  expect_matches_direct(shared, random_floats(n * E, 10), n, pool, "gated shared expert");
+}
+
+TEST(CpuMoeFfn, EveryTokenToOneExpertAndExpertsWithoutTokens) {
+  const int32_t E = 32, X = 6, K = 2, F = 16;
+  ThreadPool pool(2);
+  // Positive inputs; expert 3's router row is large and positive, expert 1's next: every
+  // token picks 3 then 1, and experts 0, 2, 4, 5 get nothing.
+  std::vector<float> router(size_t(X) * E, 0.0f);
+  for (int32_t k = 0; k < E; ++k) router[3 * E + k] = 2.0f, router[1 * E + k] = 1.0f;
+  TestLayer t(E, X, K, F, 0, router);
+  std::vector<float> x = random_floats(40 * E, 11);
+  for (float& v : x) v = std::fabs(v) + 0.1f;
+  expect_matches_direct(t, x, 40, pool, "all to one expert");
+}
+
+}  // namespace
+}  // namespace loom
