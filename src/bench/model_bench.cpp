@@ -186,6 +186,10 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   ModelBenchResult res;
   res.model = o.model;
   res.model_size = model->weight_bytes();
+  const Model::WeightStats ws = model->weight_stats();
+  res.total_size = ws.total_bytes;
+  res.total_params = ws.total_params;
+  res.active_params = ws.active_params;
   res.n_threads = model->thread_pool().size();
   if (o.n_prompt > 0) {
     ModelBenchRow row;
@@ -322,15 +326,17 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     char frac[32] = "";
     if (f.valid) std::snprintf(frac, sizeof frac, "%.0f%%", 100 * f.fraction);
     std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-                  r.model.c_str(), r.model_size / 1048576.0, r.n_threads, row.test.c_str(),
+                  r.model.c_str(), r.total_size / 1048576.0, r.n_threads, row.test.c_str(),
                   row.avg_ts, row.stddev_ts, row.median_ts, rt.c_str(), frac);
     out += buf;
   }
   std::snprintf(
       buf, sizeof buf,
-      "\nweights read per generated token: %.1f MiB; memory read bandwidth (%d threads, best of "
-      "streaming reads): %.2f GB/s; generation roofline = %.1f tokens/s\n",
-      r.model_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
+      "\nparameters: %.1f M, %.1f M active per token; weights read per generated token: %.1f MiB "
+      "of %.1f MiB; memory read bandwidth (%d threads, best of streaming reads): %.2f GB/s; "
+      "generation roofline = %.1f tokens/s\n",
+      r.total_params / 1e6, r.active_params / 1e6, r.model_size / 1048576.0,
+      r.total_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
   out += buf;
   for (const ModelBenchRow& row : r.rows) {
     if (row.speedup <= 0) continue;
@@ -379,6 +385,9 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"median_ts", row.median_ts},
                         {"samples_ts", row.samples_ts},
                         {"weight_bytes_per_token", r.model_size},
+                        {"weight_bytes_total", r.total_size},
+                        {"params_total", r.total_params},
+                        {"params_active", r.active_params},
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();

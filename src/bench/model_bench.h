@@ -49,6 +49,8 @@ struct ModelBenchRow {
 struct ModelBenchResult {
   std::string model;
   uint64_t model_size = 0;  // weight bytes read per forward token (Model::weight_bytes)
+  uint64_t total_size = 0;  // every weight (a MoE model's every expert)
+  uint64_t total_params = 0, active_params = 0;
   int32_t n_threads = 0;
   double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads
   std::vector<ModelBenchRow> rows;

@@ -1,7 +1,6 @@
 // `loom inspect FILE`: everything a GGUF file declares: header, metadata (arrays abbreviated)
 // and the tensor table, with totals. Works on vocabulary-only files.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -14,15 +13,20 @@ namespace {
 
 std::string type_string(const GgufValue& v) {
   if (v.type() != GgufType::kArray) return std::string(gguf_type_name(v.type()));
-  return "array[" + std::string(gguf_type_name(v.array_type())) + "," + std::to_string(v.array_size()) + "]";
+  return "array[" + std::string(gguf_type_name(v.array_type())) + "," +
+         std::to_string(v.array_size()) + "]";
 }
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
-  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -60,21 +64,38 @@ int cmd_inspect(int argc, char** argv) {
   if (!f->tensors().empty()) {
     size_t name_w = 4;
     for (const auto& t : f->tensors()) name_w = std::max(name_w, t.name.size());
-    std::printf("tensors:\n  %-*s  %-6s  %-22s  %14s  %14s\n", static_cast<int>(name_w), "name", "dtype",
-                "shape", "offset", "bytes");
+    std::printf("tensors:\n  %-*s  %-6s  %-22s  %14s  %14s\n", static_cast<int>(name_w), "name",
+                "dtype", "shape", "offset", "bytes");
     for (const auto& t : f->tensors())
       std::printf("  %-*s  %-6s  %-22s  %14llu  %14llu\n", static_cast<int>(name_w), t.name.c_str(),
                   std::string(dtype_name(t.view.dtype)).c_str(), shape_string(t.view).c_str(),
-                  static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.view.nbytes));
+                  static_cast<unsigned long long>(t.offset),
+                  static_cast<unsigned long long>(t.view.nbytes));
   }
-  uint64_t params = 0, bytes = 0;
+  // A Mixture-of-Experts file: a token reads expert_used_count of each stacked tensor's
+  // experts (its third dimension).
+  const std::string arch = f->get_string("general.architecture").value_or("");
+  const int64_t used = f->get_int(arch + ".expert_used_count").value_or(0);
+  uint64_t params = 0, bytes = 0, active_params = 0, active_bytes = 0;
   for (const auto& t : f->tensors()) {
-    params += static_cast<uint64_t>(t.view.numel());
+    const uint64_t n = static_cast<uint64_t>(t.view.numel());
+    params += n;
     bytes += t.view.nbytes;
+    const bool experts =
+        used > 0 && t.view.n_dims == 3 && t.name.find("_exps.") != std::string::npos;
+    const uint64_t of = experts ? static_cast<uint64_t>(t.view.ne[2]) : 1;
+    const uint64_t take = experts ? static_cast<uint64_t>(used) : 1;
+    active_params += n / of * take;
+    active_bytes += t.view.nbytes / of * take;
   }
   std::printf("total: %llu params (%.3f B), %llu bytes of tensor data (%s)\n",
-              static_cast<unsigned long long>(params), params / 1e9, static_cast<unsigned long long>(bytes),
-              human_bytes(bytes).c_str());
+              static_cast<unsigned long long>(params), params / 1e9,
+              static_cast<unsigned long long>(bytes), human_bytes(bytes).c_str());
+  if (used > 0)
+    std::printf(
+        "active per token (%lld experts of each MoE layer): %llu params (%.3f B), %s read\n",
+        static_cast<long long>(used), static_cast<unsigned long long>(active_params),
+        active_params / 1e9, human_bytes(active_bytes).c_str());
   return 0;
 }
 

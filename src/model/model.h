@@ -93,6 +93,13 @@ class Model {
   virtual Status forward(const Batch& batch, KvCache& kv, float* logits) = 0;
   virtual ThreadPool& thread_pool() = 0;
   virtual uint64_t weight_bytes() const = 0;  // bytes of weights read per forward token
+  // All weights (a MoE model's every expert), and the matrix parameters, all and per token.
+  struct WeightStats {
+    uint64_t total_bytes = 0;
+    uint64_t total_params = 0;
+    uint64_t active_params = 0;
+  };
+  virtual WeightStats weight_stats() const = 0;
 
   // Forward calls from now on add their phases' wall time to `profile` (nullptr: stop).
   void set_profile(ForwardProfile* profile) { profile_ = profile; }

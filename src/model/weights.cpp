@@ -273,6 +273,36 @@ uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
   return total;
 }
 
+namespace {
+uint64_t numel(const TensorView& t) {
+  return t.data ? static_cast<uint64_t>(t.numel()) : 0;
+}
+// Per layer: the matrices every token uses, and one expert's.
+uint64_t shared_params(const LayerWeights& L) {
+  uint64_t n = 0;
+  for (const TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+                              &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
+    n += numel(*t);
+  return n;
+}
+uint64_t expert_params(const LayerWeights& L) {
+  return L.gate_exp.empty() ? 0 : numel(L.gate_exp[0]) + numel(L.up_exp[0]) + numel(L.down_exp[0]);
+}
+}  // namespace
+
+uint64_t Weights::total_params() const {
+  uint64_t n = numel(token_embd) + (output.data == token_embd.data ? 0 : numel(output));
+  for (const auto& L : layers) n += shared_params(L) + L.gate_exp.size() * expert_params(L);
+  return n;
+}
+
+uint64_t Weights::active_params(int32_t n_expert_used) const {
+  uint64_t n = numel(token_embd) + (output.data == token_embd.data ? 0 : numel(output));
+  for (const auto& L : layers)
+    n += shared_params(L) + static_cast<uint64_t>(n_expert_used) * expert_params(L);
+  return n;
+}
+
 uint64_t Weights::total_bytes() const {
   uint64_t total = bytes_per_token(0);
   for (const auto& L : layers)

@@ -66,6 +66,9 @@ struct Weights {
   uint64_t bytes_per_token(int32_t n_expert_used = 0) const;
   // Every matrix's bytes, all experts included.
   uint64_t total_bytes() const;
+  // Matrix parameters (embeddings included): all of them, and those one token uses.
+  uint64_t total_params() const;
+  uint64_t active_params(int32_t n_expert_used) const;
 };
 
 }  // namespace loom

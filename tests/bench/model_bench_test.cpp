@@ -220,5 +220,25 @@ TEST(ModelBench, CliJsonOutput) {
   EXPECT_GT(j[1]["avg_ts"].get<double>(), 0);
 }
 
+// A Mixture-of-Experts model reads 2 of its 8 experts per token: the roofline is computed
+// from those bytes, and the totals count every expert (tiny-moe: see tests/cli/inspect_test;
+// these are matrix parameters, without the 2 x 160 + 64 norm weights).
+TEST(ModelBench, MoeCountsActiveExpertsOnly) {
+  ModelBenchOptions o = tiny_options(1);
+  o.model = "synth:tiny-moe";
+  o.batch_seqs = 0;
+  o.reps = 1;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const uint64_t norms = 2 * 160 + 64;
+  EXPECT_EQ(r->total_params, 2u * (12960 + 8 * 6144) + 2 * 32768 + 64 - norms);
+  EXPECT_EQ(r->active_params, 2u * (12960 + 2 * 6144) + 2 * 32768 + 64 - norms);
+  // f32 weights: 4 bytes a parameter; the byte counts leave the embeddings out (a token reads
+  // one row of them).
+  EXPECT_EQ(r->total_size, 4 * (r->total_params - 32768));
+  EXPECT_EQ(r->model_size, 4 * (r->active_params - 32768));
+  EXPECT_NE(model_bench_markdown(*r).find("active per token"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom::bench

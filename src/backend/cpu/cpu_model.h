@@ -24,6 +24,10 @@ class CpuModel final : public Model {
   Status forward(const Batch& batch, KvCache& kv, float* logits) override;
   ThreadPool& thread_pool() override { return pool_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
+  WeightStats weight_stats() const override {
+    return {weights_.total_bytes(), weights_.total_params(),
+            weights_.active_params(config_.moe.n_expert_used)};
+  }
   const Weights& weights() const { return weights_; }
 
  private:
