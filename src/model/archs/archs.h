@@ -35,8 +35,8 @@ Status hf_sliding_layers(const nlohmann::json& j, ModelConfig& c, int pattern);
 // Mixture of Experts: num_experts (or num_local_experts), num_experts_per_tok,
 // moe_intermediate_size (else intermediate_size), shared_expert_intermediate_size,
 // norm_topk_prob (else norm_default), and which layers are MoE (decoder_sparse_step,
-// mlp_only_layers). No experts: nothing changes.
-Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default);
+// mlp_only_layers). No experts: nothing changes, or an error when `required`.
+Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default, bool required = false);
 
 // ---- GGUF ----
 std::optional<double> gguf_float(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
@@ -49,8 +49,9 @@ Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int 
 
 // Mixture of Experts as llama.cpp's files say it: expert_count, expert_used_count,
 // expert_feed_forward_length (else feed_forward_length), expert_shared_feed_forward_length,
-// expert_weights_norm (else norm_default); every layer MoE. No expert_count: dense.
-Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default);
+// expert_weights_norm (else norm_default); every layer MoE. No expert_count: dense, or an
+// error when `required`.
+Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool required = false);
 // Writes those keys; an error for what llama.cpp's files cannot say (dense layers between MoE
 // ones).
 Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);

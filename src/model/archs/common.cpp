@@ -135,10 +135,24 @@ Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int 
   return window;
 }
 
-Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default) {
+namespace {
+Status check_moe(const MoeConfig& m, const std::string& source) {
+  if (m.n_expert < 1 || m.n_expert > 4096 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert ||
+      m.n_ff_exp < 1 || m.n_ff_shexp < 0)
+    return invalid_file(source + ": expert counts and sizes out of range (" +
+                        std::to_string(m.n_expert) + " experts, " +
+                        std::to_string(m.n_expert_used) + " used, width " +
+                        std::to_string(m.n_ff_exp) + ")");
+  return Status::ok();
+}
+}  // namespace
+
+Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default, bool required) {
   const char* count_key = j.contains("num_experts") ? "num_experts" : "num_local_experts";
   LOOM_ASSIGN_OR_RETURN(auto experts, hf_number(j, count_key));
-  if (!experts || *experts == 0) return Status::ok();
+  if (!experts || *experts == 0)
+    return required ? invalid_file("config.json: " + c.arch + " without \"num_experts\"")
+                    : Status::ok();
   LOOM_ASSIGN_OR_RETURN(auto used, hf_number(j, "num_experts_per_tok"));
   LOOM_ASSIGN_OR_RETURN(auto ff, hf_number(j, "moe_intermediate_size"));
   LOOM_ASSIGN_OR_RETURN(auto shared_ff, hf_number(j, "shared_expert_intermediate_size"));
@@ -168,9 +182,12 @@ Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default) {
   return Status::ok();
 }
 
-Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default) {
+Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool required) {
   const int64_t experts = gguf_int(f, c, names::kExpertCount).value_or(0);
-  if (experts == 0) return Status::ok();
+  if (experts == 0)
+    return required ? invalid_file("GGUF: " + c.arch + " without " +
+                                   names::arch_key(c.arch, names::kExpertCount))
+                    : Status::ok();
   MoeConfig& m = c.moe;
   m.n_expert = static_cast<int32_t>(experts);
   m.n_expert_used = static_cast<int32_t>(gguf_int(f, c, names::kExpertUsedCount).value_or(0));

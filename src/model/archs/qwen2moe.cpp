@@ -9,14 +9,10 @@ namespace {
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
   if (j.value("use_sliding_window", false))
     return unsupported("config.json: qwen2_moe with use_sliding_window is not supported");
-  LOOM_RETURN_IF_ERROR(hf_moe(j, c, /*norm_default=*/false));
-  if (c.moe.n_expert == 0) return invalid_file("config.json: qwen2_moe without num_experts");
-  return Status::ok();
+  return hf_moe(j, c, /*norm_default=*/false, /*required=*/true);
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
-  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/false));
-  if (c.moe.n_expert == 0) return invalid_file("GGUF: qwen2moe without qwen2moe.expert_count");
-  return Status::ok();
+  return gguf_moe(f, c, /*norm_default=*/false, /*required=*/true);
 }
 Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   return gguf_write_moe(w, c, /*norm_default=*/false);

@@ -7,14 +7,10 @@ namespace loom::archs {
 namespace {
 
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
-  LOOM_RETURN_IF_ERROR(hf_moe(j, c, /*norm_default=*/true));
-  if (c.moe.n_expert == 0) return invalid_file("config.json: qwen3_moe without num_experts");
-  return Status::ok();
+  return hf_moe(j, c, /*norm_default=*/true, /*required=*/true);
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
-  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/true));
-  if (c.moe.n_expert == 0) return invalid_file("GGUF: qwen3moe without qwen3moe.expert_count");
-  return Status::ok();
+  return gguf_moe(f, c, /*norm_default=*/true, /*required=*/true);
 }
 Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   return gguf_write_moe(w, c, /*norm_default=*/true);
