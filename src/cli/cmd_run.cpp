@@ -1,5 +1,7 @@
 // `loom run`: generate text for one prompt, streamed to stdout, then report prompt and
 // generation speed. Goes through the same Engine as the server (one request).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
@@ -53,10 +56,6 @@ Result<std::string> output_grammar(const std::string& schema_file,
   return g;
 }
 
-// Without -m: a tiny random-weight model that still has a real vocabulary, so the whole path
-// (tokenize → forward → sample → detokenize) runs in a second on any machine.
-constexpr const char* kDemoModel = "synth:tiny";
-
 int cmd_run(int argc, char** argv) {
   CLI::App app{"Generate text from a prompt", "loom run"};
   std::string model;
@@ -68,15 +67,25 @@ int cmd_run(int argc, char** argv) {
   int64_t seed = -1;
   int threads = 0;
   std::string json_schema_file, grammar_file;
-  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
-  app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--temp", temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
-  app.add_option("--top-k", top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 30));
-  app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", seed, "random seed (-1 = random)");
+  app.add_option("-m,--model", model,
+                 "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
+                 "the random-weight demo model " +
+                     std::string(kDemoModel) + ")");
+  app.add_option("-p,--prompt", prompt, "prompt text")->capture_default_str();
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--temp", temperature, "temperature (0 = greedy)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--top-k", top_k, "top-k (0 = off)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--seed", seed, "random seed (-1 = random)")->capture_default_str();
   app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_option("--json-schema", json_schema_file,
                  "constrain the output to this JSON Schema (file)");
   app.add_option("--grammar", grammar_file,
@@ -88,17 +97,7 @@ int cmd_run(int argc, char** argv) {
     return 1;
   }
 
-  const bool demo = model.empty();
-  if (demo) {
-    model = kDemoModel;
-    std::fprintf(
-        stderr,
-        "loom: no model given (-m): using the built-in demo model '%s'.\n"
-        "      Its weights are RANDOM, so the text below is gibberish by design.\n"
-        "      Point loom at a real model with:  loom run -m model.gguf -p \"...\"\n"
-        "      (a GGUF file, a Hugging Face checkpoint directory, or synth:llama-0.5b:q8_0)\n\n",
-        model.c_str());
-  }
+  const bool demo = use_demo_model_if_empty(model, "run");
 
   EngineConfig config;
   config.n_threads = threads;
@@ -157,7 +156,13 @@ int cmd_run(int argc, char** argv) {
     return 1;
   }
 
-  std::fputs(prompt.c_str(), stdout);
+  // On a terminal, control bytes in the prompt or the model's text are shown escaped, not
+  // obeyed; piped or redirected output stays byte-exact.
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  auto print = [&](const std::string& text) {
+    std::fputs(tty ? escape_control_bytes(text).c_str() : text.c_str(), stdout);
+  };
+  print(prompt);
   std::fflush(stdout);
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
@@ -173,7 +178,7 @@ int cmd_run(int argc, char** argv) {
       for (const CompletionOutput& co : ro.outputs) {
         if (n_generated == 0 && !co.token_ids.empty()) t_first = Clock::now();
         n_generated += static_cast<int>(co.token_ids.size());
-        std::fputs(co.text.c_str(), stdout);
+        print(co.text);
       }
       std::fflush(stdout);
     }

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "server/server.h"
 
 namespace loom::cli {
@@ -16,13 +17,16 @@ namespace {
 
 int cmd_serve(int argc, char** argv) {
   CLI::App app{"Serve a model over HTTP (OpenAI, Anthropic and vLLM APIs)", "loom serve"};
-  std::string model = "synth:tiny";
+  std::string model;
   server::ServerOptions so;
   EngineConfig ec;
   std::string chat_template_file;
   bool no_prefix_cache = false;
   int port = 8000;
-  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
+  app.add_option("-m,--model", model,
+                 "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
+                 "the random-weight demo model " +
+                     std::string(kDemoModel) + ")");
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", port, "port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
@@ -41,7 +45,9 @@ int cmd_serve(int argc, char** argv) {
                  "tokens per engine step (0 = default)")
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib,
-                 "KV cache size in GiB (0 = max_num_seqs x max_model_len)")
+                 "KV cache size in GiB (0 = room for max_num_seqs sequences of max_model_len "
+                 "tokens, at most a quarter of RAM; sliding-window layers take only their "
+                 "windows)")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--block-size", ec.block_size, "tokens per KV block")
       ->check(CLI::Range(1, 1024))
@@ -67,10 +73,15 @@ int cmd_serve(int argc, char** argv) {
   app.add_option(
       "--reasoning-parser", so.reasoning_parser,
       "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
+  bool no_log_requests = false;
+  app.add_flag("--disable-log-requests", no_log_requests,
+               "no info line per finished request (id, route, status, tokens, TTFT, time)");
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  use_demo_model_if_empty(model, "serve");
+  so.log_requests = !no_log_requests;
   ec.enable_prefix_caching = !no_prefix_cache;
   so.port = static_cast<uint16_t>(port);
   so.model_path = model;

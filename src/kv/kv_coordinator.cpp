@@ -151,7 +151,8 @@ std::string KvCoordinator::check_drained() const {
     if (groups_[g]->num_used_blocks() != 0)
       return std::to_string(groups_[g]->num_used_blocks()) + " KV blocks of group " +
              std::to_string(g) + " still in use";
-  if (!seqs_.empty()) return std::to_string(seqs_.size()) + " sequences still have KV tables";
+  if (!seqs_.empty())
+    return std::to_string(seqs_.size()) + " sequences still in use (with KV tables)";
   return "";
 }
 

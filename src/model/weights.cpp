@@ -58,7 +58,7 @@ class Binder {
   Status vector(std::string_view name, int64_t n, bool required, std::vector<float>* out) {
     const TensorView* t = find_(name);
     if (!t) return required ? missing(name) : Status::ok();
-    if (t->numel() != n || t->n_dims > 1 && t->ne[0] != n)
+    if (t->numel() != n || (t->n_dims > 1 && t->ne[0] != n))
       return invalid_file("tensor " + std::string(name) + " has shape " + shape_string(*t) +
                           ", expected " + dims({n}));
     if (t->dtype != Dtype::kF32 && t->dtype != Dtype::kF16 && t->dtype != Dtype::kBF16)

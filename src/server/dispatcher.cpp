@@ -3,14 +3,22 @@
 
 #include <chrono>
 
+#include "base/log.h"
+
 namespace loom::server {
 
-Dispatcher::Dispatcher(AsyncEngine* engine, ServerMetrics* metrics, size_t max_pending_bytes)
-    : engine_(engine), metrics_(metrics), max_pending_bytes_(max_pending_bytes) {
+Dispatcher::Dispatcher(AsyncEngine* engine, ServerMetrics* metrics, size_t max_pending_bytes,
+                       bool log_requests)
+    : engine_(engine),
+      metrics_(metrics),
+      log_requests_(log_requests),
+      max_pending_bytes_(max_pending_bytes) {
   thread_ = std::thread([this] { loop(); });
 }
 
-Dispatcher::~Dispatcher() { stop(); }
+Dispatcher::~Dispatcher() {
+  stop();
+}
 
 void Dispatcher::add(std::shared_ptr<GenerationJob> job) {
   job->tracks.assign(job->streams.size(), {});
@@ -22,7 +30,9 @@ void Dispatcher::add(std::shared_ptr<GenerationJob> job) {
   cv_.notify_one();
 }
 
-size_t Dispatcher::num_jobs() const { return num_jobs_.load(); }
+size_t Dispatcher::num_jobs() const {
+  return num_jobs_.load();
+}
 
 void Dispatcher::stop() {
   {
@@ -37,9 +47,12 @@ void Dispatcher::stop() {
 void Dispatcher::observe(GenerationJob::Track& t, const RequestOutput& out) {
   size_t n_tokens = 0;
   for (const CompletionOutput& c : out.outputs) n_tokens += c.token_ids.size();
+  t.prompt_tokens = out.num_prompt_tokens;
+  t.output_tokens += static_cast<int64_t>(n_tokens);
   if (n_tokens > 0) {
     if (!t.got_token) {
       t.got_token = true;
+      t.ttft_s = out.time_to_first_token_s;
       metrics_->observe_time_to_first_token(out.time_to_first_token_s);
     } else {
       // Tokens of one step share one arrival: spread the gap over them, as vLLM does per
@@ -57,13 +70,33 @@ void Dispatcher::observe(GenerationJob::Track& t, const RequestOutput& out) {
       if (c.finished()) reason = c.finish_reason;
     if (!out.error.empty()) reason = FinishReason::kAbort;
     metrics_->count_finished(reason);
+    t.finish = !out.error.empty()                ? "error: " + out.error
+               : reason == FinishReason::kStop   ? "stop"
+               : reason == FinishReason::kLength ? "length"
+                                                 : "abort";
+    t.last_elapsed = out.elapsed_s;
+  }
+}
+
+void Dispatcher::finish(GenerationJob& job) {
+  job.on_finished();
+  if (job.in_flight) job.in_flight->fetch_sub(static_cast<int64_t>(job.streams.size()));
+  if (!log_requests_) return;
+  // The response was 200 (errors are answered before a job exists); a client that went away
+  // shows as finish "abort".
+  for (size_t i = 0; i < job.tracks.size(); ++i) {
+    const GenerationJob::Track& t = job.tracks[i];
+    LOOM_LOG_INFO(
+        "request %s %s: 200, prompt %d tokens, output %lld tokens, ttft %.3f s, "
+        "total %.3f s, finish %s",
+        job.request_ids[i].c_str(), job.route.c_str(), t.prompt_tokens,
+        static_cast<long long>(t.output_tokens), t.ttft_s, t.last_elapsed, t.finish.c_str());
   }
 }
 
 bool Dispatcher::pump(GenerationJob& job) {
-  if (!job.abort_sent &&
-      (job.cancelled.load() || job.responder->closed() ||
-       job.responder->pending_bytes() > max_pending_bytes_)) {
+  if (!job.abort_sent && (job.cancelled.load() || job.responder->closed() ||
+                          job.responder->pending_bytes() > max_pending_bytes_)) {
     job.abort_sent = true;
     for (size_t i = 0; i < job.streams.size(); ++i)
       if (!job.tracks[i].done) engine_->abort(job.request_ids[i]);
@@ -107,8 +140,7 @@ void Dispatcher::loop() {
           bool all = true;
           for (auto& t : jobs[k]->tracks) all = all && t.done;
           if (all) {
-            jobs[k]->on_finished();
-        if (jobs[k]->in_flight) jobs[k]->in_flight->fetch_sub(static_cast<int64_t>(jobs[k]->streams.size()));
+            finish(*jobs[k]);
             jobs[k] = std::move(jobs.back());
             jobs.pop_back();
             num_jobs_.fetch_sub(1);
@@ -126,8 +158,7 @@ void Dispatcher::loop() {
       bool all = true;
       for (auto& t : jobs[k]->tracks) all = all && t.done;
       if (all) {
-        jobs[k]->on_finished();
-        if (jobs[k]->in_flight) jobs[k]->in_flight->fetch_sub(static_cast<int64_t>(jobs[k]->streams.size()));
+        finish(*jobs[k]);
         jobs[k] = std::move(jobs.back());
         jobs.pop_back();
         num_jobs_.fetch_sub(1);

@@ -34,14 +34,20 @@ class GenerationJob {
   std::vector<std::string> request_ids;
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::shared_ptr<Responder> responder;
-  std::atomic<bool> cancelled{false};  // set by the disconnect callback
+  std::atomic<bool> cancelled{false};         // set by the disconnect callback
   std::atomic<int64_t>* in_flight = nullptr;  // decremented by streams.size() when done
+  std::string route;                          // for the request log: "/v1/chat/completions", ...
 
   // Dispatcher bookkeeping, per stream.
   struct Track {
     double last_elapsed = 0.0;
     bool got_token = false;
     bool done = false;
+    // For the request log line.
+    int32_t prompt_tokens = 0;
+    int64_t output_tokens = 0;
+    double ttft_s = 0.0;
+    std::string finish = "abort";
   };
   std::vector<Track> tracks;
   bool abort_sent = false;
@@ -49,7 +55,9 @@ class GenerationJob {
 
 class Dispatcher {
  public:
-  Dispatcher(AsyncEngine* engine, ServerMetrics* metrics, size_t max_pending_bytes);
+  // log_requests: one info line per finished request (id, route, status, tokens, TTFT, time).
+  Dispatcher(AsyncEngine* engine, ServerMetrics* metrics, size_t max_pending_bytes,
+             bool log_requests = true);
   ~Dispatcher();  // stop()
   void add(std::shared_ptr<GenerationJob> job);
   // Aborts every job's requests, finishes them, joins the thread.
@@ -61,9 +69,12 @@ class Dispatcher {
   // Returns true if anything was read.
   bool pump(GenerationJob& job);
   void observe(GenerationJob::Track& t, const RequestOutput& out);
+  // The job's end: its log lines, on_finished, the in-flight count.
+  void finish(GenerationJob& job);
 
   AsyncEngine* engine_;
   ServerMetrics* metrics_;
+  bool log_requests_ = true;
   size_t max_pending_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -15,8 +15,9 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
   const int64_t limit = static_cast<int64_t>(ctx.max_num_seqs) + ctx.options.max_queue;
   if (ctx.in_flight.fetch_add(n_req) + n_req > limit) {
     ctx.in_flight.fetch_sub(n_req);
-    send_error(*out, overloaded("the server is overloaded (" + std::to_string(limit) +
-                                " requests running or queued); retry later"),
+    send_error(*out,
+               overloaded("the server is overloaded (" + std::to_string(limit) +
+                          " requests running or queued); retry later"),
                anthropic);
     return;
   }
@@ -45,6 +46,9 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
   job->request_ids = std::move(ids);
   job->streams = std::move(streams);
   job->in_flight = &ctx.in_flight;
+  job->route = anthropic                     ? "/v1/messages"
+               : spec.kind == ApiKind::kChat ? "/v1/chat/completions"
+                                             : "/v1/completions";
   std::weak_ptr<GenerationJob> weak = job;
   AsyncEngine* engine = ctx.engine.get();
   out->on_disconnect([weak, engine] {

@@ -138,7 +138,8 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
   ctx.tokenizer = tok;
   ctx.engine = std::make_unique<AsyncEngine>(std::move(engine));
   ctx.dispatcher = std::make_unique<Dispatcher>(ctx.engine.get(), &ctx.metrics,
-                                                ctx.options.max_pending_stream_bytes);
+                                                ctx.options.max_pending_stream_bytes,
+                                                ctx.options.log_requests);
   const EngineMetrics m = ctx.engine->metrics();
   LOOM_LOG_INFO("KV cache: %d blocks of %d tokens = %lld tokens; max_model_len %d, max_num_seqs %d",
                 m.num_kv_blocks, ec.block_size,

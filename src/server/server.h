@@ -35,6 +35,8 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   // Per-stream bytes queued for a slow reader before its request is aborted.
   size_t max_pending_stream_bytes = 8u << 20;
+  // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
+  bool log_requests = true;
 };
 
 struct ServerState;

@@ -167,7 +167,6 @@ Result<Plan> make_plan(const SynthOptions& o) {
   const bool tied = ps.tied_embeddings.value_or(ar.defaults.tied_embeddings);
   const std::string a(ar.name);
   const int64_t E = ps.n_embd, D = ps.head_dim, F = ps.n_ff, V = vocab.n_vocab;
-  const int64_t QD = int64_t{ps.n_head} * D, KD = int64_t{ps.n_head_kv} * D;
 
   struct Meta {
     std::vector<std::pair<std::string, GgufValue>>& kv;

@@ -294,5 +294,35 @@ TEST(ServerRoutes, MetricsCountSlidingWindowGroups) {
   s->stop();
 }
 
+// One info line per finished request (loom serve; --disable-log-requests turns it off): id,
+// route, status, prompt and output tokens, TTFT, total time, finish reason.
+TEST(ServerRoutes, LogsOneLinePerFinishedRequest) {
+  for (bool log : {true, false}) {
+    server::ServerOptions so;
+    so.log_requests = log;
+    auto s = start_test_server(so, /*load=*/false);
+    ASSERT_TRUE(s);
+    EngineConfig ec;
+    ec.max_model_len = 128;
+    ec.max_num_seqs = 2;
+    ec.n_threads = 1;
+    ASSERT_TRUE(s->load("synth:tiny", ec).is_ok());
+    ::testing::internal::CaptureStderr();
+    auto r = post_json(s->port(), "/v1/completions",
+                       {{"prompt", std::vector<int>{5, 6, 7, 8}}, {"max_tokens", 3},
+                        {"ignore_eos", true}});
+    s->stop();  // joins the dispatcher: its line is written
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string id = r.json()["id"].get<std::string>();
+    const std::string line = "request " + id +
+                             " /v1/completions: 200, prompt 4 tokens, output 3 tokens, ttft ";
+    EXPECT_EQ(err.find(line) != std::string::npos, log) << err;
+    if (log) {
+      EXPECT_NE(err.find("finish length"), std::string::npos) << err;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom::test

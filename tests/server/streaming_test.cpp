@@ -160,7 +160,9 @@ TEST(ServerAnthropic, StopSequenceAndStreamEvents) {
     names.push_back(e.event);
     if (e.event == "content_block_delta") streamed += j["delta"]["text"].get<std::string>();
     if (e.event == "message_delta") delta = j;
-    if (e.event == "message_start") EXPECT_GT(j["message"]["usage"]["input_tokens"].get<int>(), 0);
+    if (e.event == "message_start") {
+      EXPECT_GT(j["message"]["usage"]["input_tokens"].get<int>(), 0);
+    }
   }
   ASSERT_GE(names.size(), 5u);
   EXPECT_EQ(names.front(), "message_start");

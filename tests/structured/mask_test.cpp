@@ -290,7 +290,9 @@ TEST(Mask, Qwen3VocabJsonMatchesReplay) {
       const bool want = replay.accept_token(id);
       ASSERT_EQ(bit(w, id), want) << "step " << step << " token " << id << " '" << vocab->bytes(id)
                                   << "'";
-      if (vocab->is_eos(id)) ASSERT_EQ(want, m.can_end());
+      if (vocab->is_eos(id)) {
+        ASSERT_EQ(want, m.can_end());
+      }
       if (vocab->is_special(id) && !vocab->is_eos(id)) special_allowed += want;
     }
     // Walk on: prefer tokens that are not whitespace so the document goes somewhere.

@@ -142,7 +142,9 @@ TEST_P(SynthTinyTest, TensorsShapesDtypesAndMetadata) {
     for (int d = 0; d < t.view.n_dims; ++d) EXPECT_EQ(t.view.ne[d], it->second.ne[d]) << t.name;
     EXPECT_EQ(t.view.dtype, it->second.matrix ? matrix_type : Dtype::kF32) << t.name;
   }
-  if (matrix_type != type) EXPECT_FALSE(report.notes.empty());
+  if (matrix_type != type) {
+    EXPECT_FALSE(report.notes.empty());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ArchTypes, SynthTinyTest,
@@ -478,7 +480,9 @@ TEST(SynthTest, Llama3RopeDivisorsFollowMetasRule) {
       want = freq / ((1 - s) * freq / 8 + s * freq), ++between;
     }
     EXPECT_NEAR(d[i], want, 1e-5 * want) << i;
-    if (i) EXPECT_GE(d[i], d[i - 1]);
+    if (i) {
+      EXPECT_GE(d[i], d[i - 1]);
+    }
   }
   EXPECT_GT(ones, 0);
   EXPECT_GT(eights, 0);

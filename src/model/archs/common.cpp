@@ -165,12 +165,7 @@ Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default, bool r
   m.shexp_gate = m.n_ff_shexp > 0;
   auto norm = j.find("norm_topk_prob");
   m.norm_topk = norm != j.end() && norm->is_boolean() ? norm->get<bool>() : norm_default;
-  if (m.n_expert < 1 || m.n_expert > 4096 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert ||
-      m.n_ff_exp < 1 || m.n_ff_shexp < 0)
-    return invalid_file("config.json: expert counts and sizes out of range (" +
-                        std::to_string(m.n_expert) + " experts, " +
-                        std::to_string(m.n_expert_used) + " used, width " +
-                        std::to_string(m.n_ff_exp) + ")");
+  LOOM_RETURN_IF_ERROR(check_moe(m, "config.json"));
   const int32_t sparse_step = step && *step >= 1 ? static_cast<int32_t>(*step) : 1;
   for (int l = 0; l < c.n_layer; ++l) c.layers[l].moe = (l + 1) % sparse_step == 0;
   if (auto dense = j.find("mlp_only_layers"); dense != j.end() && dense->is_array())
@@ -198,11 +193,7 @@ Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool requi
   m.shexp_gate = m.n_ff_shexp > 0;
   const auto norm = f.get_bool(names::arch_key(c.arch, names::kExpertWeightsNorm));
   m.norm_topk = norm.value_or(norm_default);
-  if (m.n_expert < 1 || m.n_expert > 4096 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert ||
-      m.n_ff_exp < 1 || m.n_ff_shexp < 0)
-    return invalid_file(
-        "GGUF: expert counts and sizes out of range (" + std::to_string(m.n_expert) + " experts, " +
-        std::to_string(m.n_expert_used) + " used, width " + std::to_string(m.n_ff_exp) + ")");
+  LOOM_RETURN_IF_ERROR(check_moe(m, "GGUF"));
   for (LayerSpec& s : c.layers) s.moe = true;
   return Status::ok();
 }
