@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "structured/count_profile.h"
 #include "structured/mask_cache.h"
 #include "structured/stack_walker.h"
 #include "structured/table_store.h"
@@ -33,11 +34,15 @@ struct CompiledGrammar::Impl {
   size_t mask_cache_min_ctx = 256;
   // Context-dependent lists at least this long get the exit-byte prefilter (walk_context).
   size_t prefilter_min_ctx = 32;
+  // Near-bound derivations that would walk at least this many tokens use a count profile.
+  size_t profile_min_redo = 2048;
   MaskCache masks{kMaskCacheEntries};
   std::shared_ptr<TokenDfa> dfa;  // shared by this grammar's table builds
   std::mutex mu;
   // This grammar's tables by key; they may also sit in the vocabulary's store.
   std::unordered_map<TableKey, std::shared_ptr<const TokenTable>, TableKeyHash> tables;
+  // Count profiles by near_bound() base key (count_profile.h).
+  std::unordered_map<TableKey, std::shared_ptr<const CountProfile>, TableKeyHash> profiles;
 
   // The returned table lives as long as this CompiledGrammar.
   const TokenTable* table(const TableKey& key) {
@@ -63,7 +68,7 @@ struct CompiledGrammar::Impl {
     std::string shape;
     if (!table_shape(*grammar, base, kMaxSharedStates, shape)) return nullptr;
     const TokenTable* t = table(base);
-    const size_t redo = t->ctx.size() + t->popped_end.size();
+    const size_t redo = ctx_src(*t).ctx.size() + t->popped_end.size();
     return redo * 4 < vocab->impl().sorted.size() ? t : nullptr;
   }
 
@@ -126,6 +131,35 @@ struct CompiledGrammar::Impl {
     return nullptr;
   }
 
+  // The profile of a near-bound key's family (count_profile.h), built once a derivation from
+  // `from` would walk at least profile_min_redo tokens again. A profile costs about one
+  // build of the family's widest table, so only families whose tables leave most of the
+  // vocabulary rejected get one: an identifier (a fifth of Qwen3's tokens, every count
+  // derived again on most of them) pays it back within a few counts, where a string body
+  // near its maxLength allows nearly every token and is derived for a few counts a document
+  // from tables the store already shares.
+  const CountProfile* count_profile(const TableKey& key, const TableKey& base, int32_t remaining,
+                                    const TokenTable& from) {
+    const TokenVocab::Impl& v = vocab->impl();
+    const int32_t frame = near_bound_frame(*grammar, key, v.max_len);
+    if (frame < 0) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = profiles.find(base);
+      if (it != profiles.end()) return it->second.get();
+    }
+    // The tokens a derivation would walk again: those longer than `remaining` that `from`
+    // allows; and the tokens a profile walk would reach, about those `from` does not reject.
+    const int32_t r = std::clamp(remaining, 0, v.max_len);
+    const size_t redo =
+        std::min(static_cast<size_t>(v.n_longer[r]), static_cast<size_t>(from.n_accepted));
+    const size_t reach = static_cast<size_t>(from.n_accepted) + ctx_src(from).ctx.size();
+    if (redo < profile_min_redo || reach * 4 > v.sorted.size()) return nullptr;
+    std::shared_ptr<const CountProfile> built = build_count_profile(*grammar, v, base, frame);
+    std::lock_guard<std::mutex> lock(mu);
+    return profiles.try_emplace(base, std::move(built)).first->second.get();
+  }
+
   std::shared_ptr<const TokenTable> resolve(const TableKey& key) {
     const TokenVocab::Impl& v = vocab->impl();
     if (!cached) return build_token_table(*grammar, v, key);
@@ -137,8 +171,12 @@ struct CompiledGrammar::Impl {
     TableKey base;
     int32_t remaining = 0;
     if (near_bound(*grammar, key, v.max_len, &base, &remaining)) {
-      const TokenTable* from = nearest_built(key, base);
-      t = derive_near_bound(*grammar, v, key, from ? *from : *table(base), remaining, dfa.get());
+      const TokenTable* nearest = nearest_built(key, base);
+      const TokenTable& from = nearest ? *nearest : *table(base);
+      if (const CountProfile* p = count_profile(key, base, remaining, from))
+        t = table_from_profile(*p, v, remaining);
+      else
+        t = derive_near_bound(*grammar, v, key, from, remaining, dfa.get());
     } else if (const TokenTable* bt = shared_base(key))
       t = refine_token_table(*grammar, v, key, *bt, dfa.get());
     else
@@ -170,6 +208,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::create_impl(
   const size_t n_vocab = static_cast<size_t>(cg->impl_->vocab->size());
   cg->impl_->mask_cache_min_ctx = cached ? std::min<size_t>(256, n_vocab / 16 + 1) : SIZE_MAX;
   cg->impl_->prefilter_min_ctx = cached ? std::min<size_t>(32, n_vocab / 256 + 1) : SIZE_MAX;
+  cg->impl_->profile_min_redo = std::min<size_t>(2048, n_vocab / 16 + 1);
   // The first mask is needed at once: build the start positions' tables now.
   StackArena arena;
   StackWalker walker(*cg->impl_->grammar, arena);
@@ -263,9 +302,13 @@ struct GrammarMatcher::Impl {
   // follow[b]: byte b can be consumed right after a path leaves the `key_frames` top frames
   // of the scratch stack `top` (the byte edges of the closure of the frame below them).
   uint64_t follow[4] = {};
+  // exit_byte_bit() of every byte in follow, and bit 63 (no byte's) so that a token whose
+  // exit is unknown (every bit) always goes on to the exact check.
+  uint64_t follow_sig = 0;
   Frontier follow_f;
   void compute_follow(int32_t top, int32_t key_frames) {
     follow[0] = follow[1] = follow[2] = follow[3] = 0;
+    follow_sig = uint64_t{1} << 63;
     int32_t p = top;
     for (int32_t k = 0; k < key_frames && p >= 0; ++k) p = scratch[p].parent;
     if (p < 0) return;  // leaving them ends the input: no byte can follow
@@ -284,11 +327,15 @@ struct GrammarMatcher::Impl {
         }
       }
     }
+    for (int w = 0; w < 4; ++w)
+      for (uint64_t bits = follow[w]; bits; bits &= bits - 1)
+        follow_sig |= exit_byte_bit(static_cast<uint8_t>(w * 64 + __builtin_ctzll(bits)));
   }
 
   // The table's context-dependent tokens, walked with the real stack below `node`.
-  void walk_context(int32_t node, int32_t key_frames, const TokenTable& t,
+  void walk_context(int32_t node, int32_t key_frames, const TokenTable& table,
                     std::span<uint32_t> words) {
+    const TokenTable& t = ctx_src(table);
     scratch.clear();
     Frontier& f0 = levels[0];
     f0.clear();
@@ -310,6 +357,12 @@ struct GrammarMatcher::Impl {
       // and then takes the next byte with the frames below: rejected without a walk if they
       // can take none of those. levels[] stays valid for the prefix shared with the last walk.
       if (prefilter) {
+        // The signature first: most rejected tokens share no exit-byte bit with the follow set.
+        if (!(t.ctx_sig[i] & follow_sig)) {
+          valid = std::min<size_t>(valid, t.ctx_lcp[i]);
+          ++i;
+          continue;
+        }
         const TokenTable::Exit ex = t.ctx_exit[i];
         bool can = ex.lo >= len;  // unknown (kNoExit): walk it
         for (size_t k = ex.lo; !can && k <= ex.hi && k < len; ++k) {
@@ -341,7 +394,7 @@ struct GrammarMatcher::Impl {
       do ++i;
       while (i < n && t.ctx_lcp[i] >= d);
     }
-    for (const int32_t id : t.ctx_special) {
+    for (const int32_t id : table.ctx_special) {
       const std::string& bytes = v->bytes[id];
       Frontier* x = &levels[0];
       bool ok = true;
@@ -385,7 +438,7 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
         t = cg.table(key);
         m.node_frames[node] = static_cast<int8_t>(key.n);
       }
-      n_ctx += t->ctx.size() + t->ctx_special.size();
+      n_ctx += ctx_src(*t).ctx.size() + t->ctx_special.size();
     }
     const bool expensive = n_ctx >= cg.mask_cache_min_ctx;
     if (expensive) m.make_state_key();
@@ -397,7 +450,7 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
           for (size_t w = 0; w < nw; ++w) words[w] |= src[w];
         }
         for (const int32_t id : t.accepted_ids) Impl::set_bit(words, id);
-        if (!t.ctx.empty() || !t.ctx_special.empty())
+        if (!ctx_src(t).ctx.empty() || !t.ctx_special.empty())
           m.walk_context(node, m.node_frames[node], t, words);
       }
       if (expensive) cg.masks.put(m.state_key, words.first(nw));

@@ -5,6 +5,7 @@
 #include "structured/token_table.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -145,6 +146,35 @@ class DfaLease {
 
 }  // namespace
 
+uint64_t exit_byte_bit(uint8_t b) {
+  static const std::array<uint64_t, 256> bits = [] {
+    std::array<uint64_t, 256> a{};
+    int next = 0;
+    for (int c = 33; c < 127; ++c)  // the 32 punctuation characters
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+        a[c] = uint64_t{1} << next++;
+    for (const int c : {' ', '\n', '\t', '\r'}) a[c] = uint64_t{1} << next++;
+    a['0'] = uint64_t{1} << next++;
+    for (int c = '1'; c <= '9'; ++c) a[c] = uint64_t{1} << next;
+    ++next;
+    for (int c = 'a'; c <= 'z'; ++c) a[c] = uint64_t{1} << (next + (c - 'a') % 10);
+    next += 10;
+    for (int c = 'A'; c <= 'Z'; ++c) a[c] = uint64_t{1} << (next + (c - 'A') % 6);
+    next += 6;
+    for (int c = 0; c < 256; ++c) {
+      if (a[c]) continue;
+      if (c < 0x80)  // other control characters and DEL
+        a[c] = uint64_t{1} << next;
+      else if (c < 0xC0)  // UTF-8 continuation bytes
+        a[c] = uint64_t{1} << (next + 1 + ((c >> 4) & 3));
+      else  // lead bytes
+        a[c] = uint64_t{1} << (next + 5 + ((c >> 4) & 3) % 3);
+    }
+    return a;  // bits 0..61: bit 63 is the matcher's (matcher.cpp: follow_sig)
+  }();
+  return bits[b];
+}
+
 TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int32_t max_len) {
   TableKey k;
   k.n = 0;
@@ -195,6 +225,7 @@ void push_ctx(TokenTable& t, const TokenVocab::Impl& v, int32_t p, std::string_v
               size_t lcp, TokenTable::Exit exit) {
   t.ctx.push_back(v.sorted[p]);
   t.ctx_exit.push_back(exit);
+  t.ctx_sig.push_back(exit_signature(bytes, exit));
   t.ctx_lcp.push_back(static_cast<uint16_t>(std::min<size_t>(lcp, 65535)));
   t.ctx_blob.append(bytes);
   t.ctx_off.push_back(static_cast<uint32_t>(t.ctx_blob.size()));
@@ -206,9 +237,18 @@ size_t sorted_lcp(const TokenVocab::Impl& v, int32_t prev, int32_t p) {
   return p == prev + 1 ? v.lcp[p] : common_prefix(v.sorted_bytes(prev), v.sorted_bytes(p));
 }
 
+}  // namespace
+
+uint64_t exit_signature(std::string_view bytes, TokenTable::Exit exit) {
+  uint64_t sig = exit.lo >= bytes.size() ? ~uint64_t{0} : 0;
+  for (size_t k = exit.lo; k <= exit.hi && k < bytes.size(); ++k)
+    sig |= exit_byte_bit(static_cast<uint8_t>(bytes[k]));
+  return sig;
+}
+
 // accepted_ids: a few accepted tokens are set one by one per mask instead of OR-ing the
 // whole bitmask.
-void finish_accepted(TokenTable& t) {
+void finish_accepted_ids(TokenTable& t) {
   t.accepted_ids.clear();
   if (t.n_accepted <= kFewAccepted)
     for (size_t w = 0; w < t.accepted.size(); ++w)
@@ -216,15 +256,14 @@ void finish_accepted(TokenTable& t) {
         t.accepted_ids.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
 }
 
-// ctx_lcp and ctx bytes for a ctx list in vocabulary sort order (ctx and ctx_exit filled);
-// accepted_ids.
-void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
+void finish_token_table(TokenTable& t, const TokenVocab::Impl& v) {
   // ctx is in sort order: neighbours in the vocabulary take their lcp from it, and the bytes
   // come from the sorted blob (sequential reads, not one heap string per token).
   std::vector<int32_t> ids = std::move(t.ctx);
   std::vector<TokenTable::Exit> exits = std::move(t.ctx_exit);
   t.ctx.clear();
   t.ctx_exit.clear();
+  t.ctx_sig.clear();
   t.ctx_lcp.clear();
   t.ctx_blob.clear();
   t.ctx_off.assign(1, 0);
@@ -234,8 +273,10 @@ void finish_table(TokenTable& t, const TokenVocab::Impl& v) {
     push_ctx(t, v, p, v.sorted_bytes(p), sorted_lcp(v, prev, p), exits[k]);
     prev = p;
   }
-  finish_accepted(t);
+  finish_accepted_ids(t);
 }
+
+namespace {
 
 // The per-token walk shared by full builds and derivations: dst[d] is the DFA state after
 // the first d bytes of the current token, pb[d] whether a path popped out of the key's frames
@@ -372,7 +413,7 @@ std::unique_ptr<TokenTable> build_token_table(const Grammar& g, const TokenVocab
     i = lo;
   }
   for (int32_t id : v.specials) add(t, id, walk.special(v.bytes[id]), true);
-  finish_table(t, v);
+  finish_token_table(t, v);
   return table;
 }
 
@@ -391,14 +432,15 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
     t.accepted[w] = base.accepted[w] & ~redo[w];
     for (uint32_t gone = base.accepted[w] & redo[w]; gone; gone &= gone - 1) --t.n_accepted;
   }
+  const TokenTable& bc = ctx_src(base);
   // (position in v.sorted, exit offset); a kept token's walk, hence its exit, is unchanged.
   std::vector<std::pair<int32_t, TokenTable::Exit>> kept_ctx, new_ctx;
-  std::vector<size_t> kept_index;  // kept_ctx[j] is base.ctx[kept_index[j]]
-  kept_ctx.reserve(base.ctx.size());
-  kept_index.reserve(base.ctx.size());
-  for (size_t k = 0; k < base.ctx.size(); ++k)
-    if (!get_bit(redo, base.ctx[k])) {
-      kept_ctx.emplace_back(v.rank[base.ctx[k]], base.ctx_exit[k]);
+  std::vector<size_t> kept_index;  // kept_ctx[j] is bc.ctx[kept_index[j]]
+  kept_ctx.reserve(bc.ctx.size());
+  kept_index.reserve(bc.ctx.size());
+  for (size_t k = 0; k < bc.ctx.size(); ++k)
+    if (!get_bit(redo, bc.ctx[k])) {
+      kept_ctx.emplace_back(v.rank[bc.ctx[k]], bc.ctx_exit[k]);
       kept_index.push_back(k);
     }
   std::vector<int32_t> kept_pop;
@@ -448,20 +490,20 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
   // Merge the kept and new ctx tokens in sort order. A kept token brings its bytes and, after
   // the token it followed in the base, its lcp: no lookups for the (often many) kept ones.
   t.ctx_off.assign(1, 0);
-  t.ctx_blob.reserve(base.ctx_blob.size());
+  t.ctx_blob.reserve(bc.ctx_blob.size());
   size_t a = 0, b = 0;
   int32_t prev = -1;            // sorted position of the last token written
-  size_t prev_base = SIZE_MAX;  // its index in base.ctx, if kept
+  size_t prev_base = SIZE_MAX;  // its index in bc.ctx, if kept
   while (a < kept_ctx.size() || b < new_ctx.size()) {
     const bool take_kept =
         b == new_ctx.size() || (a < kept_ctx.size() && kept_ctx[a].first < new_ctx[b].first);
     if (take_kept) {
       const size_t k = kept_index[a];
       const int32_t p = kept_ctx[a].first;
-      const std::string_view bytes(base.ctx_blob.data() + base.ctx_off[k],
-                                   base.ctx_off[k + 1] - base.ctx_off[k]);
+      const std::string_view bytes(bc.ctx_blob.data() + bc.ctx_off[k],
+                                   bc.ctx_off[k + 1] - bc.ctx_off[k]);
       const size_t lcp =
-          prev_base != SIZE_MAX && k == prev_base + 1 ? base.ctx_lcp[k] : sorted_lcp(v, prev, p);
+          prev_base != SIZE_MAX && k == prev_base + 1 ? bc.ctx_lcp[k] : sorted_lcp(v, prev, p);
       push_ctx(t, v, p, bytes, lcp, kept_ctx[a].second);
       prev = p;
       prev_base = k;
@@ -481,7 +523,7 @@ std::unique_ptr<TokenTable> rewalk(const Grammar& g, const TokenVocab::Impl& v, 
   // popped_end: normal tokens first in sort order, then specials (only a set is needed).
   t.popped_end = std::move(kept_pop);
   t.popped_end.insert(t.popped_end.end(), new_pop.begin(), new_pop.end());
-  finish_accepted(t);
+  finish_accepted_ids(t);
   return table;
 }
 
@@ -523,10 +565,11 @@ std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVoca
                                                const TableKey& key, const TokenTable& base,
                                                TokenDfa* dfa) {
   std::vector<uint32_t> redo(base.accepted.size(), 0);
-  for (const int32_t id : base.ctx) set_bit(redo, id);
+  const TokenTable& bc = ctx_src(base);
+  for (const int32_t id : bc.ctx) set_bit(redo, id);
   for (const int32_t id : base.ctx_special) set_bit(redo, id);
   for (const int32_t id : base.popped_end) set_bit(redo, id);
-  size_t n_redo = base.ctx.size();
+  size_t n_redo = bc.ctx.size();
   for (const int32_t id : base.popped_end) n_redo += !v.special[id];
   return rewalk(g, v, key, base, redo, n_redo, dfa);
 }
@@ -610,7 +653,7 @@ size_t table_bytes(const TokenTable& t) {
   return sizeof t + t.accepted.capacity() * 4 + t.ctx.capacity() * 4 + t.ctx_lcp.capacity() * 2 +
          t.ctx_special.capacity() * 4 + t.popped_end.capacity() * 4 + t.ctx_blob.capacity() +
          t.ctx_off.capacity() * 4 + t.accepted_ids.capacity() * 4 +
-         t.ctx_exit.capacity() * sizeof(TokenTable::Exit);
+         t.ctx_exit.capacity() * sizeof(TokenTable::Exit) + t.ctx_sig.capacity() * 8;
 }
 
 }  // namespace loom::structured

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -68,12 +69,34 @@ struct TokenTable {
     uint16_t lo, hi;
   };
   std::vector<Exit> ctx_exit;
+  // ctx[k]'s exit bytes (those at offsets lo..hi) folded to 64 bits by exit_byte_bit(): the
+  // matcher rejects a token whose signature shares no bit with the follow set's in one AND,
+  // before looking at its bytes. An identifier near its bound leaves tens of thousands of
+  // tokens whose exit bytes are letters that no caller takes; one AND each is what keeps
+  // such masks well under a millisecond. All bits when the exit is unknown.
+  std::vector<uint64_t> ctx_sig;
   // Accepted only because a path left the key's frames as the token ended (refine_token_table
   // walks them again with the caller's frame; masks do not need them).
   std::vector<int32_t> popped_end;
+  // When set, the context-dependent normal tokens (ctx and every ctx_* array above) are
+  // those of this table, and this table's own are empty: the counts of one counted position
+  // share one list (count_profile.h) instead of building it again per count. A superset of
+  // the tokens that depend on the stack is still exact (an accepted token walked again is
+  // set again, a rejected one is rejected by the walk). Read them through ctx_src().
+  std::shared_ptr<const TokenTable> ctx_owner;
   int32_t n_accepted = 0;             // bits set in `accepted`
   std::vector<int32_t> accepted_ids;  // those ids when there are only a few
 };
+
+// The table holding t's context-dependent normal tokens (TokenTable::ctx_owner).
+inline const TokenTable& ctx_src(const TokenTable& t) {
+  return t.ctx_owner ? *t.ctx_owner : t;
+}
+
+// A byte's bit in exit signatures (TokenTable::ctx_sig): ASCII punctuation, space, tab,
+// newline and carriage return one bit each, the rest folded (letters, digits, control and
+// UTF-8 bytes share bits by class). Grammar-independent, as tables are shared by grammars.
+uint64_t exit_byte_bit(uint8_t b);
 
 // The key for frontier node `node` of `arena` (max_len: the vocabulary's longest token).
 TableKey table_key(const Grammar& g, const StackArena& arena, int32_t node, int32_t max_len);
@@ -116,6 +139,18 @@ std::unique_ptr<TokenTable> refine_token_table(const Grammar& g, const TokenVoca
 // Returns false, leaving `out` unspecified, past max_states states: such a large shape is one
 // grammar's own and not worth keeping process-wide.
 bool table_shape(const Grammar& g, const TableKey& key, int32_t max_states, std::string& out);
+
+// A ctx token's ctx_sig: the exit_byte_bit() of its bytes at offsets exit.lo..exit.hi, every
+// bit when none is (unknown exit).
+uint64_t exit_signature(std::string_view bytes, TokenTable::Exit exit);
+
+// accepted_ids from `accepted` and n_accepted.
+void finish_accepted_ids(TokenTable& t);
+
+// Fills ctx_lcp, ctx_blob and ctx_off of a table whose ctx (in vocabulary sort order) and
+// ctx_exit are set, and accepted_ids from `accepted` and n_accepted: the last step of every
+// way a table is made.
+void finish_token_table(TokenTable& t, const TokenVocab::Impl& v);
 
 // Heap bytes held by a table (cache budgets).
 size_t table_bytes(const TokenTable& t);
