@@ -214,7 +214,7 @@ class WeightedDfa {
 };
 
 // The list of normal tokens context-dependent at some count (exit below both other needs), in
-// sort order, written directly: the profile knows their positions and signatures.
+// sort order, written directly: the profile knows their positions.
 std::shared_ptr<const TokenTable> ctx_union(const std::vector<CountProfile::Need>& normal,
                                             const TokenVocab::Impl& v) {
   auto table = std::make_shared<TokenTable>();
@@ -242,7 +242,7 @@ std::shared_ptr<const TokenTable> ctx_union(const std::vector<CountProfile::Need
       lcp = n.pos == prev + 1 ? v.lcp[n.pos] : common_prefix(v.sorted_bytes(prev), bytes);
     t.ctx.push_back(n.id);
     t.ctx_exit.push_back(n.offsets);
-    t.ctx_sig.push_back(n.sig);
+    t.ctx_sig.push_back(exit_signature(bytes, n.offsets));
     t.ctx_lcp.push_back(static_cast<uint16_t>(std::min<size_t>(lcp, 65535)));
     t.ctx_blob.append(bytes);
     t.ctx_off.push_back(static_cast<uint32_t>(t.ctx_blob.size()));
@@ -310,8 +310,7 @@ std::unique_ptr<CountProfile> build_count_profile(const Grammar& g, const TokenV
                                     need16(end.alive_w),
                                     need16(end.pop_w),
                                     need16(len > 0 ? pmin[len - 1] : kInf),
-                                    offsets,
-                                    exit_signature(bytes, offsets)};
+                                    offsets};
       if (need.accept != CountProfile::kNever || need.pop_end != CountProfile::kNever ||
           need.exit != CountProfile::kNever)
         p.normal.push_back(need);
@@ -325,8 +324,7 @@ std::unique_ptr<CountProfile> build_count_profile(const Grammar& g, const TokenV
       const TokenTable::Exit offsets{pf[d], pd[d]};
       do {
         p.normal.push_back({v.sorted[i], static_cast<int32_t>(i), CountProfile::kNever,
-                            CountProfile::kNever, exit, offsets,
-                            exit_signature(v.sorted_bytes(i), offsets)});
+                            CountProfile::kNever, exit, offsets});
         ++i;
       } while (i < n && v.lcp[i] >= d);
       continue;
@@ -343,7 +341,7 @@ std::unique_ptr<CountProfile> build_count_profile(const Grammar& g, const TokenV
     while (i < n && v.lcp[i] >= d);
   }
   for (const int32_t id : v.specials) {
-    CountProfile::Need need{id, -1, 0, 0, 0, {TokenTable::kNoExit, TokenTable::kNoExit}, 0};
+    CountProfile::Need need{id, -1, 0, 0, 0, {TokenTable::kNoExit, TokenTable::kNoExit}};
     dfa.special(start, v.bytes[id], need);
     if (need.accept != CountProfile::kNever || need.pop_end != CountProfile::kNever ||
         need.exit != CountProfile::kNever)
@@ -357,8 +355,10 @@ std::unique_ptr<CountProfile> build_count_profile(const Grammar& g, const TokenV
         std::min<uint16_t>(std::min(n.accept, n.pop_end), static_cast<uint16_t>(v.max_len + 1));
     p.ctx_from.push_back(n.exit);
     p.ctx_to.push_back(to);
-    for (uint16_t r = n.exit; r < to; ++r) ++p.ctx_at[r];
+    ++p.ctx_at[n.exit];  // differences, summed below
+    --p.ctx_at[to];
   }
+  for (size_t r = 1; r < p.ctx_at.size(); ++r) p.ctx_at[r] += p.ctx_at[r - 1];
   for (const CountProfile::Need& n : p.normal)
     if (n.accept != CountProfile::kNever || n.pop_end != CountProfile::kNever)
       p.accepts.push_back({n.id, n.accept, n.pop_end});

@@ -32,7 +32,6 @@ struct CountProfile {
     int32_t pos;  // position in the vocabulary's sort order (normal tokens)
     uint16_t accept, pop_end, exit;
     TokenTable::Exit offsets;  // exit offsets over every path (a superset at any r)
-    uint64_t sig;              // exit_signature() of those offsets
   };
   // The normal tokens accepted at some count, compact: what every count's filter reads.
   struct Accept {
