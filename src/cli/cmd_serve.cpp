@@ -75,7 +75,8 @@ int cmd_serve(int argc, char** argv) {
       "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
   bool no_log_requests = false;
   app.add_flag("--disable-log-requests", no_log_requests,
-               "no info line per finished request (id, route, status, tokens, TTFT, time)");
+               "no info line per finished request (id, route, status, tokens, TTFT, time) or "
+               "error response");
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -2,12 +2,6 @@
 #include "server/http_connection.h"
 
 #include <atomic>
-#include <cctype>
-#include <cstdio>
-#include <cstring>
-#include <deque>
-#include <optional>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -17,6 +11,11 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <optional>
 
 #include "base/log.h"
 
@@ -31,22 +30,34 @@ namespace {
 
 const char* status_text(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection>, public Responder {
  public:
   HttpConnection(tcp::socket socket, const HttpLimits& limits, const RequestHandler& handler)
-      : socket_(std::move(socket)), limits_(limits), handler_(handler), drain_timer_(socket_.get_executor()) {}
+      : socket_(std::move(socket)),
+        limits_(limits),
+        handler_(handler),
+        drain_timer_(socket_.get_executor()) {}
 
   void start() {
     asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -54,6 +65,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
 
   // ---- Responder (any thread) ----
   void send(int status, std::string content_type, std::string body) override {
+    if (status >= 400 && limits_.log_errors)
+      LOOM_LOG_INFO("request %s %s: %d %.200s", method_.c_str(), path_.c_str(), status,
+                    body.c_str());
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
                        "\r\nContent-Type: " + content_type +
                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
@@ -77,13 +91,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   size_t pending_bytes() const override { return pending_.load(std::memory_order_relaxed); }
   bool closed() const override { return closed_.load(); }
   void on_disconnect(std::function<void()> fn) override {
-    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), fn = std::move(fn)]() mutable {
-      if (self->closed_ && self->response_active_) {
-        fn();
-        return;
-      }
-      self->on_disconnect_ = std::move(fn);
-    });
+    asio::dispatch(socket_.get_executor(),
+                   [self = shared_from_this(), fn = std::move(fn)]() mutable {
+                     if (self->closed_ && self->response_active_) {
+                       fn();
+                       return;
+                     }
+                     self->on_disconnect_ = std::move(fn);
+                   });
   }
 
  private:
@@ -97,7 +112,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     pending_ += head.size() + body.size();
     asio::dispatch(socket_.get_executor(), [self = shared_from_this(), head = std::move(head),
                                             body = std::move(body), ends]() mutable {
-      const char* conn = self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+      const char* conn =
+          self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
       self->pending_ += std::strlen(conn);
       head += conn;
       head += body;
@@ -106,9 +122,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   }
   void enqueue(std::string data, bool ends) {
     pending_ += data.size();
-    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), data = std::move(data), ends]() mutable {
-      self->push(Out{std::move(data), ends});
-    });
+    asio::dispatch(socket_.get_executor(),
+                   [self = shared_from_this(), data = std::move(data), ends]() mutable {
+                     self->push(Out{std::move(data), ends});
+                   });
   }
   // On the strand; pending_ already counts `out`.
   void push(Out out) {
@@ -121,8 +138,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   }
   void do_write() {
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(out_.front().data),
-                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    asio::async_write(
+        socket_, asio::buffer(out_.front().data),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
   }
   void on_write(beast::error_code ec) {
     writing_ = false;
@@ -155,9 +173,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     parser_.emplace();
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
-    http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->on_header(ec);
-    });
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   // curl and others send "Expect: 100-continue" before a large body and wait for the go-ahead.
@@ -172,7 +190,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     };
     const auto& h = parser_->get();
     auto expect = h.find(http::field::expect);
-    if (expect != h.end() && beast::iequals(expect->value(), "100-continue") && !parser_->is_done()) {
+    if (expect != h.end() && beast::iequals(expect->value(), "100-continue") &&
+        !parser_->is_done()) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(socket_, asio::buffer(kContinue),
                         [self = shared_from_this(), read_body](beast::error_code ec, size_t) {
@@ -213,6 +232,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     std::string target(msg.target());
     size_t q = target.find('?');
     req.path = target.substr(0, q);
+    method_ = req.method;  // for the error log line; one request at a time per connection
+    path_ = req.path;
     if (q != std::string::npos) req.query = target.substr(q + 1);
     for (const auto& f : msg) {
       std::string name(f.name_string());
@@ -229,15 +250,16 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   // One read kept posted while the response is pending: EOF means the client left.
   void start_peek() {
     peek_pending_ = true;
-    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->peek_pending_ = false;
-      if (ec) {
-        self->peer_gone();
-        return;
-      }
-      self->buffer_.commit(n);  // a pipelined request: parsed once the response is out
-      if (!self->response_active_) self->do_read();
-    });
+    socket_.async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          self->peek_pending_ = false;
+          if (ec) {
+            self->peer_gone();
+            return;
+          }
+          self->buffer_.commit(n);  // a pipelined request: parsed once the response is out
+          if (!self->response_active_) self->do_read();
+        });
   }
 
   void peer_gone() {
@@ -278,20 +300,23 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   }
   void drain_some() {
     scratch_.resize(64 << 10);
-    socket_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->drained_ += n;
-      if (ec || self->drained_ > (64u << 20)) {
-        self->drain_timer_.cancel();
-        self->shutdown();
-        return;
-      }
-      self->drain_some();
-    });
+    socket_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > (64u << 20)) {
+                                self->drain_timer_.cancel();
+                                self->shutdown();
+                                return;
+                              }
+                              self->drain_some();
+                            });
   }
 
   tcp::socket socket_;
   HttpLimits limits_;
-  RequestHandler handler_;  // a copy: connections may outlive the Listener object
+  RequestHandler handler_;
+  std::string method_ = "-", path_ = "-";  // of the request being answered  // a copy: connections
+                                           // may outlive the Listener object
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Out> out_;
@@ -343,17 +368,18 @@ void Listener::close() {
 }
 
 void Listener::do_accept() {
-  acceptor_.async_accept(asio::make_strand(io_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-    if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-    if (!ec) {
-      beast::error_code ignored;
-      s.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<HttpConnection>(std::move(s), self->limits_, self->handler_)->start();
-    } else {
-      LOOM_LOG_WARN("accept failed: %s", ec.message().c_str());
-    }
-    self->do_accept();
-  });
+  acceptor_.async_accept(
+      asio::make_strand(io_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+        if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+        if (!ec) {
+          beast::error_code ignored;
+          s.set_option(tcp::no_delay(true), ignored);
+          std::make_shared<HttpConnection>(std::move(s), self->limits_, self->handler_)->start();
+        } else {
+          LOOM_LOG_WARN("accept failed: %s", ec.message().c_str());
+        }
+        self->do_accept();
+      });
 }
 
 }  // namespace loom::server

@@ -8,13 +8,12 @@
 // upload is drained, so the client reads the error instead of a reset.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "base/status.h"
 #include "server/http_request.h"
@@ -27,6 +26,9 @@ using RequestHandler = std::function<void(const HttpRequest&, std::shared_ptr<Re
 struct HttpLimits {
   size_t max_body_bytes = 8u << 20;
   size_t max_header_bytes = 64u << 10;
+  // One info line per error response (4xx/5xx): method, path, status and the body's start.
+  // Successful generation requests are logged when they finish (server/dispatcher.h).
+  bool log_errors = true;
 };
 
 class Listener : public std::enable_shared_from_this<Listener> {

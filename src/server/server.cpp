@@ -54,6 +54,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   HttpLimits limits;
   limits.max_body_bytes = options.max_body_bytes;
+  limits.log_errors = options.log_requests;
   ServerState* raw = st.get();
   LOOM_ASSIGN_OR_RETURN(
       st->listener, Listener::create(st->io, options.host, options.port, limits,
@@ -137,9 +138,9 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
   ctx.max_num_seqs = ec.max_num_seqs;
   ctx.tokenizer = tok;
   ctx.engine = std::make_unique<AsyncEngine>(std::move(engine));
-  ctx.dispatcher = std::make_unique<Dispatcher>(ctx.engine.get(), &ctx.metrics,
-                                                ctx.options.max_pending_stream_bytes,
-                                                ctx.options.log_requests);
+  ctx.dispatcher =
+      std::make_unique<Dispatcher>(ctx.engine.get(), &ctx.metrics,
+                                   ctx.options.max_pending_stream_bytes, ctx.options.log_requests);
   const EngineMetrics m = ctx.engine->metrics();
   LOOM_LOG_INFO("KV cache: %d blocks of %d tokens = %lld tokens; max_model_len %d, max_num_seqs %d",
                 m.num_kv_blocks, ec.block_size,

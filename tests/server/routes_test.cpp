@@ -311,6 +311,8 @@ TEST(ServerRoutes, LogsOneLinePerFinishedRequest) {
     auto r = post_json(s->port(), "/v1/completions",
                        {{"prompt", std::vector<int>{5, 6, 7, 8}}, {"max_tokens", 3},
                         {"ignore_eos", true}});
+    EXPECT_EQ(post_json(s->port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}).status,
+              400);
     s->stop();  // joins the dispatcher: its line is written
     const std::string err = ::testing::internal::GetCapturedStderr();
     ASSERT_EQ(r.status, 200) << r.body;
@@ -321,6 +323,8 @@ TEST(ServerRoutes, LogsOneLinePerFinishedRequest) {
     if (log) {
       EXPECT_NE(err.find("finish length"), std::string::npos) << err;
     }
+    // A rejected request: one line with its route and status.
+    EXPECT_EQ(err.find("request POST /v1/completions: 400") != std::string::npos, log) << err;
   }
 }
 
