@@ -1,7 +1,6 @@
 #include "bench/offline.h"
 
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -45,7 +44,8 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
       }
     }
   }
-  res.elapsed_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  res.elapsed_time =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   res.total_num_tokens = res.prompt_tokens + res.output_tokens;
   res.requests_per_second = res.num_requests / res.elapsed_time;
   res.tokens_per_second = res.total_num_tokens / res.elapsed_time;
@@ -69,9 +69,10 @@ std::string offline_result_json(const OfflineResult& r) {
 }
 
 int offline_main(int argc, char** argv) {
-  CLI::App app{"Offline throughput: N random-token prompts through the engine at once "
-               "(vLLM benchmark_throughput, random dataset).",
-               "loom bench offline"};
+  CLI::App app{
+      "Offline throughput: N random-token prompts through the engine at once "
+      "(vLLM benchmark_throughput, random dataset).",
+      "loom bench offline"};
   std::string model, output_json, kv_dtype = "f16";
   OfflineOptions o;
   EngineConfig c;
@@ -114,15 +115,17 @@ int offline_main(int argc, char** argv) {
     return 1;
   }
   const EngineConfig& rc = (*engine)->config();
-  std::printf("model %s, %d threads, %d prompts x (%d in + %d out), max-num-seqs %d, "
-              "max-num-batched-tokens %d, %d KV blocks of %d\n",
-              model.c_str(), rc.n_threads > 0 ? rc.n_threads : ThreadPool::physical_cores(),
-              o.num_prompts, o.input_len, o.output_len, rc.max_num_seqs,
-              rc.max_num_batched_tokens, (*engine)->metrics().num_kv_blocks, rc.block_size);
+  std::printf(
+      "model %s, %d threads, %d prompts x (%d in + %d out), max-num-seqs %d, "
+      "max-num-batched-tokens %d, %d KV blocks of %d\n",
+      model.c_str(), rc.n_threads > 0 ? rc.n_threads : ThreadPool::physical_cores(), o.num_prompts,
+      o.input_len, o.output_len, rc.max_num_seqs, rc.max_num_batched_tokens,
+      (*engine)->metrics().num_kv_blocks, rc.block_size);
   for (const KvGroupMetrics& g : (*engine)->metrics().kv_groups)
-    std::printf("  KV group %s: %d blocks\n",
-                g.window == 0 ? "full attention" : ("sliding window " + std::to_string(g.window)).c_str(),
-                g.num_blocks);
+    std::printf(
+        "  KV group %s: %d blocks\n",
+        g.window == 0 ? "full attention" : ("sliding window " + std::to_string(g.window)).c_str(),
+        g.num_blocks);
   auto r = run_offline(**engine, o);
   if (!r.is_ok()) {
     std::fprintf(stderr, "loom bench offline: %s\n", r.status().message().c_str());
@@ -130,11 +133,12 @@ int offline_main(int argc, char** argv) {
   }
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
               r->requests_per_second, r->tokens_per_second, r->output_tokens_per_second);
-  std::printf("Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\n"
-              "Elapsed: %.2f s, %lld steps, %lld preemptions\n",
-              static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
-              r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
-              static_cast<long long>(r->metrics.num_preemptions));
+  std::printf(
+      "Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\n"
+      "Elapsed: %.2f s, %lld steps, %lld preemptions\n",
+      static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
+      r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
+      static_cast<long long>(r->metrics.num_preemptions));
   for (const KvGroupMetrics& g : r->metrics.kv_groups)
     if (g.window > 0)
       std::printf("KV blocks released behind windows of %d tokens: %lld\n", g.window,

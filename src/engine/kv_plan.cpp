@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 namespace loom {
@@ -61,8 +62,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
   auto bytes_for = [&](int64_t n) {
     uint64_t b = 0;
     for (size_t g = 0; g < plan.groups.size(); ++g)
-      b += static_cast<uint64_t>(window_blocks(g, n)) * plan.groups[g].n_layers *
-           layer_block_bytes;
+      b += static_cast<uint64_t>(window_blocks(g, n)) * plan.groups[g].n_layers * layer_block_bytes;
     return b;
   };
   // The most blocks a budget pays for (bytes_for grows with n).
@@ -90,9 +90,11 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
     const int64_t capped = blocks_within(ram * 0.25);
     if (ram > 0 && n > capped && capped >= per_seq) {
+      char gib[32];
+      std::snprintf(gib, sizeof gib, "%.1f",
+                    static_cast<double>(bytes_for(n)) / double(1ull << 30));
       plan.warning = "KV cache for " + std::to_string(c.max_num_seqs) + " sequences of " +
-                     std::to_string(c.max_model_len) + " tokens would need " +
-                     std::to_string(static_cast<double>(bytes_for(n)) / double(1ull << 30)) +
+                     std::to_string(c.max_model_len) + " tokens would need " + gib +
                      " GiB; using a quarter of RAM. Set --kv-cache-memory to choose.";
       n = capped;
     }

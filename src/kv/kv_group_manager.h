@@ -39,8 +39,6 @@ class KvGroupManager {
   int32_t num_blocks() const { return pool_.num_blocks() - (null_block_ ? 1 : 0); }
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
   int32_t num_used_blocks() const { return num_blocks() - num_free_blocks(); }
-  // Physical blocks including the null block: the size of this group's KV storage.
-  int32_t num_physical_blocks() const { return pool_.num_blocks(); }
   // Blocks released because they fell out of a sequence's window, since start-up.
   int64_t num_window_released_blocks() const { return window_released_; }
 

@@ -19,7 +19,8 @@ json completion(const json& body) {
 }
 
 std::vector<int32_t> tokenize(const std::string& text, bool add_special = true) {
-  auto r = post_json(shared_port(), "/tokenize", {{"prompt", text}, {"add_special_tokens", add_special}});
+  auto r = post_json(shared_port(), "/tokenize",
+                     {{"prompt", text}, {"add_special_tokens", add_special}});
   EXPECT_EQ(r.status, 200) << r.body;
   return r.json()["tokens"].get<std::vector<int32_t>>();
 }
@@ -53,7 +54,8 @@ TEST(ServerRoutes, TokenizeDetokenizeRoundTrip) {
   ASSERT_EQ(d.status, 200) << d.body;
   EXPECT_EQ(d.json()["prompt"], text);
   // messages go through the chat template.
-  auto c = post_json(shared_port(), "/tokenize", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  auto c = post_json(shared_port(), "/tokenize",
+                     {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   ASSERT_EQ(c.status, 200) << c.body;
   auto chat_tokens = c.json()["tokens"].get<std::vector<int32_t>>();
   EXPECT_EQ(chat_tokens, tokenize("<|user|>hi\n<|assistant|>", false));
@@ -61,8 +63,12 @@ TEST(ServerRoutes, TokenizeDetokenizeRoundTrip) {
 
 TEST(ServerRoutes, CompletionShapeAndUsage) {
   const std::string prompt = "The quick brown fox";
-  json j = completion({{"model", kTestModelName}, {"prompt", prompt}, {"max_tokens", 12},
-                       {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 3}});
+  json j = completion({{"model", kTestModelName},
+                       {"prompt", prompt},
+                       {"max_tokens", 12},
+                       {"temperature", 0},
+                       {"ignore_eos", true},
+                       {"logprobs", 3}});
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["model"], kTestModelName);
   EXPECT_TRUE(j["id"].get<std::string>().rfind("cmpl-", 0) == 0);
@@ -95,8 +101,8 @@ TEST(ServerRoutes, CompletionShapeAndUsage) {
     double best = -1e9;
     for (auto& [k, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
     EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), best, 1e-5)
-        << i << " " << lp["top_logprobs"][i].dump(-1, ' ', true, json::error_handler_t::replace) << " tok "
-        << lp["tokens"][i].dump(-1, ' ', true, json::error_handler_t::replace);
+        << i << " " << lp["top_logprobs"][i].dump(-1, ' ', true, json::error_handler_t::replace)
+        << " tok " << lp["tokens"][i].dump(-1, ' ', true, json::error_handler_t::replace);
   }
 }
 
@@ -107,17 +113,24 @@ TEST(ServerRoutes, GreedyIsDeterministicAndEchoPrependsPrompt) {
   EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
   body["echo"] = true;
   json e = completion(body);
-  EXPECT_EQ(e["choices"][0]["text"].get<std::string>(), "abc" + a["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(e["choices"][0]["text"].get<std::string>(),
+            "abc" + a["choices"][0]["text"].get<std::string>());
 }
 
 TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
   auto ids = tokenize("once upon");
-  json one = completion({{"prompt", ids}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
-  json str = completion({{"prompt", "once upon"}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
+  json one =
+      completion({{"prompt", ids}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
+  json str = completion(
+      {{"prompt", "once upon"}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
   EXPECT_EQ(one["choices"][0]["text"], str["choices"][0]["text"]);
 
-  json batch = completion({{"prompt", {"first prompt", "second"}}, {"max_tokens", 4}, {"n", 3},
-                           {"temperature", 1.0}, {"seed", 7}, {"ignore_eos", true}});
+  json batch = completion({{"prompt", {"first prompt", "second"}},
+                           {"max_tokens", 4},
+                           {"n", 3},
+                           {"temperature", 1.0},
+                           {"seed", 7},
+                           {"ignore_eos", true}});
   ASSERT_EQ(batch["choices"].size(), 6u);
   std::set<int> idx;
   for (const json& c : batch["choices"]) {
@@ -129,13 +142,15 @@ TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
   EXPECT_EQ(batch["usage"]["prompt_tokens"].get<size_t>(),
             tokenize("first prompt").size() + tokenize("second").size());
 
-  json lists = completion({{"prompt", {ids, ids}}, {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
+  json lists = completion(
+      {{"prompt", {ids, ids}}, {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
   ASSERT_EQ(lists["choices"].size(), 2u);
   EXPECT_EQ(lists["choices"][0]["text"], lists["choices"][1]["text"]);
 }
 
 TEST(ServerRoutes, StopStringCutsTextAndReportsReason) {
-  json base = {{"prompt", "stop test"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  json base = {
+      {"prompt", "stop test"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
   json full = completion(base);
   const std::string text = full["choices"][0]["text"];
   ASSERT_GE(text.size(), 12u);
@@ -165,10 +180,16 @@ TEST(ServerRoutes, StopStringCutsTextAndReportsReason) {
 TEST(ServerRoutes, ChatCompletionShape) {
   auto r = post_json(shared_port(), "/v1/chat/completions",
                      {{"model", kTestModelName},
-                      {"messages", {{{"role", "system"}, {"content", "be brief"}},
-                                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}},
-                      {"max_completion_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
-                      {"logprobs", true}, {"top_logprobs", 2}, {"user", "u1"}, {"some_unknown_field", 1}});
+                      {"messages",
+                       {{{"role", "system"}, {"content", "be brief"}},
+                        {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}},
+                      {"max_completion_tokens", 6},
+                      {"temperature", 0},
+                      {"ignore_eos", true},
+                      {"logprobs", true},
+                      {"top_logprobs", 2},
+                      {"user", "u1"},
+                      {"some_unknown_field", 1}});
   ASSERT_EQ(r.status, 200) << r.body;
   json j = r.json();
   EXPECT_EQ(j["object"], "chat.completion");
@@ -181,20 +202,26 @@ TEST(ServerRoutes, ChatCompletionShape) {
   EXPECT_EQ(c["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
   EXPECT_TRUE(c["logprobs"]["content"][0]["bytes"].is_array());
   // The prompt is the template's render, tokenized without extra specials.
-  auto t = post_json(shared_port(), "/tokenize", {{"prompt", "<|system|>be brief\n<|user|>hi\n<|assistant|>"},
-                                                  {"add_special_tokens", false}});
+  auto t = post_json(
+      shared_port(), "/tokenize",
+      {{"prompt", "<|system|>be brief\n<|user|>hi\n<|assistant|>"}, {"add_special_tokens", false}});
   EXPECT_EQ(j["usage"]["prompt_tokens"], t.json()["count"]);
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
 }
 
 TEST(ServerRoutes, ChatTemplateKwargsPassThrough) {
   json msgs = {{{"role", "user"}, {"content", "q"}}};
-  auto a = post_json(shared_port(), "/tokenize", {{"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  auto a = post_json(shared_port(), "/tokenize",
+                     {{"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_EQ(a.status, 200);
-  auto b = post_json(shared_port(), "/tokenize", {{"prompt", "<|user|>q /no_think\n<|assistant|>"}, {"add_special_tokens", false}});
+  auto b =
+      post_json(shared_port(), "/tokenize",
+                {{"prompt", "<|user|>q /no_think\n<|assistant|>"}, {"add_special_tokens", false}});
   EXPECT_EQ(a.json()["tokens"], b.json()["tokens"]);
   auto r = post_json(shared_port(), "/v1/chat/completions",
-                     {{"messages", msgs}, {"max_tokens", 2}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+                     {{"messages", msgs},
+                      {"max_tokens", 2},
+                      {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["usage"]["prompt_tokens"], b.json()["count"]);
 }
@@ -203,11 +230,14 @@ TEST(ServerRoutes, HostileTemplatesFailFastAndServerKeepsServing) {
   for (const char* mode : {"recurse", "huge", "spin"}) {
     auto t0 = std::chrono::steady_clock::now();
     auto r = post_json(shared_port(), "/v1/chat/completions",
-                       {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 2},
+                       {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                        {"max_tokens", 2},
                         {"chat_template_kwargs", {{"mode", mode}}}});
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(r.status, 400) << mode << ": " << r.body;
-    EXPECT_TRUE(r.json()["error"]["message"].get<std::string>().find("template") != std::string::npos) << r.body;
+    EXPECT_TRUE(r.json()["error"]["message"].get<std::string>().find("template") !=
+                std::string::npos)
+        << r.body;
     EXPECT_LT(s, 30.0) << mode;
     EXPECT_EQ(http_request(shared_port(), "GET", "/health").status, 200);
   }
@@ -219,19 +249,21 @@ TEST(ServerRoutes, MetricsPage) {
   ASSERT_EQ(r.status, 200);
   const std::string& p = r.body;
   const std::string l = std::string("{model_name=\"") + kTestModelName + "\"}";
-  for (const char* name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                           "vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries_total",
-                           "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
-                           "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-                           "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
-                           "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count"}) {
+  for (const char* name :
+       {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+        "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_queue_time_seconds_count"}) {
     EXPECT_GE(metric_value(p, std::string(name) + l), 0.0) << name;
   }
   EXPECT_GE(metric_value(p, "vllm:generation_tokens_total" + l), 3.0);
   EXPECT_GE(metric_value(p, "vllm:e2e_request_latency_seconds_count" + l), 1.0);
   EXPECT_GE(metric_value(p, "vllm:request_success_total{finished_reason=\"length\""), 1.0);
   EXPECT_NE(p.find("vllm:time_to_first_token_seconds_bucket{le=\"+Inf\""), std::string::npos);
-  EXPECT_NE(p.find("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\""), std::string::npos);
+  EXPECT_NE(p.find("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\""),
+            std::string::npos);
   EXPECT_NE(p.find("# TYPE vllm:e2e_request_latency_seconds histogram"), std::string::npos);
 }
 
@@ -252,11 +284,17 @@ TEST(ServerRoutes, ApiKeyLoadingStateAndUnknownModel) {
   auto no_key = post_json(s->port(), "/v1/completions", body);
   EXPECT_EQ(no_key.status, 401);
   EXPECT_TRUE(no_key.json()["error"]["message"].is_string());
-  EXPECT_EQ(post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status, 401);
-  EXPECT_EQ(post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status, 200);
+  EXPECT_EQ(
+      post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status,
+      401);
+  EXPECT_EQ(
+      post_json(s->port(), "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status,
+      200);
   EXPECT_EQ(post_json(s->port(), "/v1/messages",
                       {{"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "x"}}}}},
-                      {{"x-api-key", "sekrit"}}).status, 200);
+                      {{"x-api-key", "sekrit"}})
+                .status,
+            200);
   auto unknown = post_json(s->port(), "/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}},
                            {{"Authorization", "Bearer sekrit"}});
   EXPECT_EQ(unknown.status, 404);
@@ -287,8 +325,9 @@ TEST(ServerRoutes, MetricsCountSlidingWindowGroups) {
   EXPECT_EQ(metric_value(p, window + "state=\"used\""), 0.0) << p;
   EXPECT_GT(metric_value(p, window + "state=\"free\""), 0.0) << p;
   // The last step started at position 46: blocks [0, (46 - 7) / 4) were behind its window.
-  EXPECT_EQ(metric_value(p, "loom:kv_cache_window_released_blocks_total{group=\"sliding_window_8\""),
-            (46 - 7) / 4)
+  EXPECT_EQ(
+      metric_value(p, "loom:kv_cache_window_released_blocks_total{group=\"sliding_window_8\""),
+      (46 - 7) / 4)
       << p;
   EXPECT_NE(p.find("# TYPE loom:kv_cache_window_released_blocks_total counter"), std::string::npos);
   s->stop();
@@ -308,17 +347,17 @@ TEST(ServerRoutes, LogsOneLinePerFinishedRequest) {
     ec.n_threads = 1;
     ASSERT_TRUE(s->load("synth:tiny", ec).is_ok());
     ::testing::internal::CaptureStderr();
-    auto r = post_json(s->port(), "/v1/completions",
-                       {{"prompt", std::vector<int>{5, 6, 7, 8}}, {"max_tokens", 3},
-                        {"ignore_eos", true}});
+    auto r = post_json(
+        s->port(), "/v1/completions",
+        {{"prompt", std::vector<int>{5, 6, 7, 8}}, {"max_tokens", 3}, {"ignore_eos", true}});
     EXPECT_EQ(post_json(s->port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}).status,
               400);
     s->stop();  // joins the dispatcher: its line is written
     const std::string err = ::testing::internal::GetCapturedStderr();
     ASSERT_EQ(r.status, 200) << r.body;
     const std::string id = r.json()["id"].get<std::string>();
-    const std::string line = "request " + id +
-                             " /v1/completions: 200, prompt 4 tokens, output 3 tokens, ttft ";
+    const std::string line =
+        "request " + id + " /v1/completions: 200, prompt 4 tokens, output 3 tokens, ttft ";
     EXPECT_EQ(err.find(line) != std::string::npos, log) << err;
     if (log) {
       EXPECT_NE(err.find("finish length"), std::string::npos) << err;

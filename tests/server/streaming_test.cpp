@@ -26,7 +26,8 @@ Stream stream_request(const std::string& path, const json& body) {
 }
 
 TEST(ServerStreaming, CompletionChunksMatchNonStreaming) {
-  json body = {{"prompt", "stream me"}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+  json body = {
+      {"prompt", "stream me"}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
   auto full = post_json(shared_port(), "/v1/completions", body).json();
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
@@ -58,8 +59,13 @@ TEST(ServerStreaming, CompletionChunksMatchNonStreaming) {
 }
 
 TEST(ServerStreaming, ChatWithNGreaterThanOne) {
-  json body = {{"messages", {{{"role", "user"}, {"content", "tell me"}}}}, {"max_tokens", 7}, {"n", 3},
-               {"temperature", 0.9}, {"seed", 11}, {"ignore_eos", true}, {"stream", true},
+  json body = {{"messages", {{{"role", "user"}, {"content", "tell me"}}}},
+               {"max_tokens", 7},
+               {"n", 3},
+               {"temperature", 0.9},
+               {"seed", 11},
+               {"ignore_eos", true},
+               {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   Stream s = stream_request("/v1/chat/completions", body);
   ASSERT_EQ(s.head.status, 200) << s.head.body;
@@ -99,11 +105,14 @@ TEST(ServerStreaming, ChatWithNGreaterThanOne) {
   body.erase("stream_options");
   json full = post_json(shared_port(), "/v1/chat/completions", body).json();
   ASSERT_EQ(full["choices"].size(), 3u);
-  for (const json& c : full["choices"]) EXPECT_EQ(c["message"]["content"], text[c["index"].get<int>()]);
+  for (const json& c : full["choices"])
+    EXPECT_EQ(c["message"]["content"], text[c["index"].get<int>()]);
 }
 
 TEST(ServerStreaming, StreamWithoutUsageHasNoUsageChunk) {
-  Stream s = stream_request("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}, {"ignore_eos", true}});
+  Stream s =
+      stream_request("/v1/completions",
+                     {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}, {"ignore_eos", true}});
   ASSERT_EQ(s.head.status, 200);
   for (size_t i = 0; i + 1 < s.events.size(); ++i) {
     json j = json::parse(s.events[i].data);
@@ -114,10 +123,14 @@ TEST(ServerStreaming, StreamWithoutUsageHasNoUsageChunk) {
 }
 
 TEST(ServerAnthropic, MessagesJson) {
-  auto r = post_json(shared_port(), "/v1/messages",
-                     {{"model", kTestModelName}, {"max_tokens", 5}, {"system", "sys"},
-                      {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hey"}}}}}}},
-                      {"temperature", 0}, {"ignore_eos", true}});
+  auto r = post_json(
+      shared_port(), "/v1/messages",
+      {{"model", kTestModelName},
+       {"max_tokens", 5},
+       {"system", "sys"},
+       {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hey"}}}}}}},
+       {"temperature", 0},
+       {"ignore_eos", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   json j = r.json();
   EXPECT_EQ(j["type"], "message");
@@ -129,17 +142,21 @@ TEST(ServerAnthropic, MessagesJson) {
   EXPECT_TRUE(j["stop_sequence"].is_null());
   EXPECT_EQ(j["usage"]["output_tokens"], 5);
   auto ct = post_json(shared_port(), "/v1/messages/count_tokens",
-                      {{"model", kTestModelName}, {"system", "sys"},
+                      {{"model", kTestModelName},
+                       {"system", "sys"},
                        {"messages", {{{"role", "user"}, {"content", "hey"}}}}});
   ASSERT_EQ(ct.status, 200) << ct.body;
   EXPECT_EQ(ct.json()["input_tokens"], j["usage"]["input_tokens"]);
-  auto t = post_json(shared_port(), "/tokenize", {{"prompt", "<|system|>sys\n<|user|>hey\n<|assistant|>"},
-                                                  {"add_special_tokens", false}});
+  auto t = post_json(
+      shared_port(), "/tokenize",
+      {{"prompt", "<|system|>sys\n<|user|>hey\n<|assistant|>"}, {"add_special_tokens", false}});
   EXPECT_EQ(ct.json()["input_tokens"], t.json()["count"]);
 }
 
 TEST(ServerAnthropic, StopSequenceAndStreamEvents) {
-  json base = {{"max_tokens", 30}, {"messages", {{{"role", "user"}, {"content", "go"}}}}, {"temperature", 0},
+  json base = {{"max_tokens", 30},
+               {"messages", {{{"role", "user"}, {"content", "go"}}}},
+               {"temperature", 0},
                {"ignore_eos", true}};
   json full = post_json(shared_port(), "/v1/messages", base).json();
   const std::string text = full["content"][0]["text"];

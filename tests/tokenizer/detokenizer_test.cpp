@@ -16,7 +16,9 @@ std::unique_ptr<Tokenizer> load_vocab(const std::string& name) {
   return t.is_ok() ? std::move(t).value() : nullptr;
 }
 
-bool valid_utf8(const std::string& s) { return tok::utf8_split(s).valid_prefix == s.size(); }
+bool valid_utf8(const std::string& s) {
+  return tok::utf8_split(s).valid_prefix == s.size();
+}
 
 const char* const kTexts[] = {
     "🦙 llamas 🚀 and 😶‍🌫️ (multiple emojis concatenated) ✅",
@@ -98,7 +100,9 @@ TEST(Detok, SkipSpecialAndHoldBack) {
   EXPECT_EQ(keep.push(im_end), "<|im_end|>");
   // A lead byte followed by a byte that cannot continue it.
   EXPECT_EQ(keep.push(b0), "");
-  EXPECT_EQ(keep.push(*t->find_token("a")), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(keep.push(*t->find_token("a")),
+            "\xEF\xBF\xBD"
+            "a");
 }
 
 TEST(Detok, SpmDropsOnlyTheFirstSpacePrefix) {
