@@ -39,6 +39,15 @@ TEST(Detection, RealTemplates) {
       {"microsoft-Phi-3.5-mini-instruct.jinja", ToolCallFormat::kNone, ReasoningFormat::kNone},
       {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", ToolCallFormat::kNone,
        ReasoningFormat::kNone},
+      // The families of issue 15 (templates from their own sources; see tests/data/README.md).
+      {"google-gemma-3-4b-it.jinja", ToolCallFormat::kNone, ReasoningFormat::kNone},
+      {"allenai-OLMo-2-1124-7B-Instruct.jinja", ToolCallFormat::kNone, ReasoningFormat::kNone},
+      // SmolLM3 thinks unless enable_thinking=false or "/no_think", as Qwen3 does.
+      {"HuggingFaceTB-SmolLM3-3B.jinja", ToolCallFormat::kNone, ReasoningFormat::kQwen3},
+      // Granite 3.3 writes <think> only when the request sets `thinking`; the prompt never
+      // opens it, so an answer without <think> stays content.
+      {"ibm-granite-granite-3.3-2b-instruct.jinja", ToolCallFormat::kNone,
+       ReasoningFormat::kDeepSeekR1},
   };
   for (const auto& c : cases) {
     std::string t = read_template(c.file);

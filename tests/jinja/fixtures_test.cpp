@@ -77,8 +77,9 @@ INSTANTIATE_TEST_SUITE_P(AllCases, ChatTemplateFixture, testing::ValuesIn(case_f
                          });
 
 TEST(ChatTemplateFixtures, AllCasesPresent) {
-  // 9 templates x 5 cases each would be 45 files; 36 case files exist today.
-  EXPECT_GE(case_files().size(), 36u);
+  // The shared fixtures' 9 templates have 36 case files; the 4 templates of issue 15's
+  // families (rendered by render_cases.py) add 21.
+  EXPECT_GE(case_files().size(), 57u);
 }
 
 // Parsing once and rendering from many threads gives the same text.
