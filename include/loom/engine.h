@@ -33,6 +33,24 @@ class Model;
 class Tokenizer;
 class EngineCore;
 
+// Speculative decoding (vLLM's --speculative-config): each decoding sequence gets up to
+// num_speculative_tokens proposed tokens, verified as k + 1 tokens of one normal step; the
+// accepted prefix is kept, so the output is exactly what decoding without it gives (greedy:
+// the same tokens; sampled: the same distribution, and the same tokens for the same seed).
+struct SpeculativeConfig {
+  enum class Method { kNone, kNgram };
+  Method method = Method::kNone;
+  int32_t num_speculative_tokens = 0;
+  // n-gram (prompt lookup): match the last n tokens, prompt_lookup_max >= n >= prompt_lookup_min,
+  // against the sequence so far and propose what followed the latest earlier match.
+  int32_t prompt_lookup_min = 0;
+  int32_t prompt_lookup_max = 0;
+  // No proposals in a step with at least this many decoding sequences (decode is then no
+  // longer bound by reading the weights); 0: never disabled by batch size.
+  int32_t disable_by_batch_size = 0;
+  bool enabled() const { return method != Method::kNone && num_speculative_tokens > 0; }
+};
+
 struct EngineConfig {
   int32_t block_size = 16;  // tokens per KV block
   // KV cache size. If kv_cache_memory_gib > 0 the pool gets that many GiB; otherwise it is
@@ -48,6 +66,7 @@ struct EngineConfig {
   // Full attention in every layer, also where the model slides a window (vLLM's
   // --disable-sliding-window); applies to Engine::load.
   bool disable_sliding_window = false;
+  SpeculativeConfig speculative;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -106,6 +125,12 @@ struct EngineMetrics {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_finished = 0;
+  // Speculative decoding (vLLM's spec_decode metrics): proposals verified, tokens proposed,
+  // tokens accepted, and accepted tokens by position in the proposal.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 struct GenerateRequest {

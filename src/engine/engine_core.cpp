@@ -5,6 +5,8 @@
 
 #include "base/log.h"
 #include "engine/kv_plan.h"
+#include "spec/ngram_proposer.h"
+#include "spec/spec_config.h"
 
 namespace loom {
 namespace {
@@ -40,6 +42,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                             " is over the model's context length " +
                             std::to_string(mc.context_length));
   if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = kCpuDefaultBatchedTokens;
+  LOOM_RETURN_IF_ERROR(spec::finalize_speculative_config(c.speculative));
+  if (c.speculative.enabled())
+    e->totals_.spec_accepted_per_pos.assign(c.speculative.num_speculative_tokens, 0);
 
   LOOM_ASSIGN_OR_RETURN(const KvPlan plan, plan_kv_cache(mc, c));
   if (!plan.warning.empty()) LOOM_LOG_WARN("%s", plan.warning.c_str());
@@ -171,9 +176,34 @@ void EngineCore::finish_seq(Request& r, FinishReason reason) {
   ++totals_.num_finished;
 }
 
+void EngineCore::propose_drafts() {
+  const SpeculativeConfig& sc = config_.speculative;
+  if (!sc.enabled()) return;
+  const std::vector<Request*>& running = scheduler_->running();
+  int32_t decoding = 0;
+  for (const Request* r : running) decoding += r->num_tokens() - r->num_computed_tokens == 1;
+  const bool off = sc.disable_by_batch_size > 0 && decoding >= sc.disable_by_batch_size;
+  for (Request* r : running) {
+    r->draft.clear();
+    if (off || r->num_tokens() - r->num_computed_tokens != 1 || r->num_output_tokens() == 0)
+      continue;
+    if (r->spec_backoff > 0) {
+      --r->spec_backoff;
+      continue;
+    }
+    // Every proposal kept must still leave room for the token sampled after them.
+    const SamplingParams& p = r->group->params;
+    const int32_t k = std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
+                                config_.max_model_len - r->num_tokens()});
+    if (k <= 0) continue;
+    spec::propose_ngram(r->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r->draft);
+  }
+}
+
 void EngineCore::build_batch(const SchedulerOutput& so) {
   batch_.clear();
   sample_seqs_.clear();
+  sample_drafts_.clear();
   for (const ScheduledSeq& s : so.seqs) {
     Request& r = *s.req;
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
@@ -183,21 +213,23 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
     for (int g = 1; g < kv_manager_->num_groups(); ++g)
       bs.group_tables[g - 1] = kv_manager_->block_table(r.seq_id, g).data();
     bs.n_past = r.num_computed_tokens;
-    bs.n_new = s.num_new;
+    bs.n_new = s.num_new + s.num_draft;
     bs.row_begin = batch_.n_rows();
     const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size());
-    for (int32_t i = 0; i < s.num_new; ++i) {
+    for (int32_t i = 0; i < s.num_new + s.num_draft; ++i) {
       const int32_t p = r.num_computed_tokens + i;
-      batch_.tokens.push_back(r.tokens[p]);
+      batch_.tokens.push_back(i < s.num_new ? r.tokens[p] : r.draft[i - s.num_new]);
       batch_.pos.push_back(p);
       batch_.seq.push_back(seq_index);
     }
     batch_.sequences.push_back(bs);
-    // Only a sequence whose last known token runs now needs logits (one row); a prompt chunk
-    // that stops short of the end needs none.
+    // Only a sequence whose last known token runs now needs logits (one row, plus one per
+    // proposal it verifies); a prompt chunk that stops short of the end needs none.
     if (r.num_computed_tokens + s.num_new == r.num_tokens()) {
-      batch_.logits_rows.push_back(batch_.n_rows() - 1);
+      for (int32_t j = s.num_draft; j >= 0; --j)
+        batch_.logits_rows.push_back(batch_.n_rows() - 1 - j);
       sample_seqs_.push_back(&r);
+      sample_drafts_.push_back(s.num_draft);
     }
   }
 }
@@ -339,6 +371,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   aborted_.clear();
   if (scheduler_->empty()) return outputs;
 
+  propose_drafts();
   SchedulerOutput so = scheduler_->schedule();
   if (so.seqs.empty()) return outputs;
   ++totals_.num_steps;
@@ -368,25 +401,22 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
 
   if (keep_logits_) last_logits_.clear();
   std::vector<RequestGroup*> touched;
+  int32_t row = 0;
   for (size_t i = 0; i < sample_seqs_.size(); ++i) {
     Request& r = *sample_seqs_[i];
-    RequestGroup& g = *r.group;
+    const int32_t first_row = row;
+    row += sample_drafts_[i] + 1;
     if (r.finished()) continue;  // its group was aborted earlier in this loop
-    std::span<const float> row(logits_.data() + i * n_vocab, n_vocab);
-    if (keep_logits_) last_logits_.emplace_back(g.id, std::vector<float>(row.begin(), row.end()));
-    min_tokens_suppressed_ids(g.params, eog_ids_, r.num_output_tokens(), &suppressed_);
-    SampleOutput sample;
-    Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
-                                suppressed_, r.rng, &sample, row_masks_[i]);
-    if (!ss.is_ok()) {
-      LOOM_LOG_WARN("request %s: sampling failed: %s", g.id.c_str(), ss.message().c_str());
-      abort(g.id);
-      continue;
+    const int32_t kept = sample_rows(r, i, first_row, sample_drafts_[i]);
+    if (sample_drafts_[i] > 0) {
+      // The proposals' K/V up to the last kept one stay; the rest is rolled back.
+      r.draft.clear();
+      if (!r.finished()) {
+        r.num_computed_tokens += kept;
+        kv_manager_->truncate(r.seq_id, r.num_computed_tokens);
+      }
     }
-    if (g.ttft_s == 0.0) g.ttft_s = seconds_since(g.arrival);
-    // Fork before accepting: the parent may finish on this token and free its blocks.
-    if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked) fork_samples(r);
-    accept_token(r, sample);
+    RequestGroup& g = *r.group;
     if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
   }
   for (RequestGroup* g : touched) {
@@ -395,6 +425,56 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     if (outputs.back().finished) groups_.erase(g->id);
   }
   return outputs;
+}
+
+int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft) {
+  RequestGroup& g = *r.group;
+  const int32_t n_vocab = model_->config().n_vocab;
+  int32_t kept = 0;
+  for (int32_t j = 0; j <= num_draft && !r.finished(); ++j) {
+    std::span<const float> row(logits_.data() + static_cast<size_t>(first_row + j) * n_vocab,
+                               n_vocab);
+    if (keep_logits_) last_logits_.emplace_back(g.id, std::vector<float>(row.begin(), row.end()));
+    // The first row's mask was filled during the forward pass; a verify's later rows depend
+    // on the tokens kept before them.
+    std::span<const uint32_t> mask = row_masks_[entry];
+    if (j > 0 && r.matcher) {
+      verify_mask_.resize(structured::bitmask_words(n_vocab));
+      r.matcher->fill_next_token_bitmask(verify_mask_);
+      mask = verify_mask_;
+    }
+    min_tokens_suppressed_ids(g.params, eog_ids_, r.num_output_tokens(), &suppressed_);
+    SampleOutput sample;
+    Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
+                                suppressed_, r.rng, &sample, mask);
+    if (!ss.is_ok()) {
+      LOOM_LOG_WARN("request %s: sampling failed: %s", g.id.c_str(), ss.message().c_str());
+      abort(g.id);
+      return kept;
+    }
+    if (g.ttft_s == 0.0) g.ttft_s = seconds_since(g.arrival);
+    // Fork before accepting: the parent may finish on this token and free its blocks.
+    if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked) fork_samples(r);
+    accept_token(r, sample);
+    // A proposal is kept when the token sampled for its position is that proposal: for a
+    // point-mass proposal this is the rejection rule itself (spec/rejection.h), and the
+    // sampled token replaces a rejected one.
+    if (j == num_draft || sample.token != r.draft[j]) break;
+    ++kept;
+  }
+  if (num_draft > 0) {
+    ++totals_.spec_num_drafts;
+    totals_.spec_num_draft_tokens += num_draft;
+    totals_.spec_num_accepted_tokens += kept;
+    for (int32_t j = 0; j < kept; ++j) ++totals_.spec_accepted_per_pos[j];
+    if (kept == 0) {
+      r.spec_backoff = r.spec_backoff_next;
+      r.spec_backoff_next = std::min(2 * r.spec_backoff_next, 16);
+    } else {
+      r.spec_backoff_next = 1;
+    }
+  }
+  return kept;
 }
 
 EngineMetrics EngineCore::metrics() const {

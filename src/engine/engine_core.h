@@ -65,6 +65,11 @@ class EngineCore {
 
  private:
   EngineCore() = default;
+  // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
+  void propose_drafts();
+  // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
+  // each proposed token the sample agrees with; returns how many proposals it kept.
+  int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
   void build_batch(const SchedulerOutput& so);
   // Starts filling the grammar masks of the constrained rows of this step (see masks_).
   void start_masks();
@@ -90,7 +95,9 @@ class EngineCore {
 
   // Per-step scratch, kept to avoid reallocating every step.
   Batch batch_;
-  std::vector<Request*> sample_seqs_;  // sequence of each logits row
+  std::vector<Request*> sample_seqs_;  // sequences that sample this step, in logits-row order
+  std::vector<int32_t> sample_drafts_;  // per sample_seqs_ entry: proposals verified (rows - 1)
+  std::vector<uint32_t> verify_mask_;   // a verify's masks after its first row
   std::vector<float> logits_;
   std::vector<int32_t> suppressed_;
   // Grammar masks of the rows in sample_seqs_ (bitmask_words(n_vocab) words per row; empty

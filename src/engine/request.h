@@ -36,6 +36,14 @@ struct Request {
   bool ever_scheduled = false;
   int32_t num_cached_tokens = 0;  // prefix-cache hit at first admission
 
+  // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
+  // when none). They are not part of `tokens` until accepted.
+  std::vector<int32_t> draft;
+  // Steps left without proposals: a proposal that is wholly rejected backs the request off
+  // (doubling, up to a bound) so that a sequence whose lookups keep missing costs nothing.
+  int32_t spec_backoff = 0;
+  int32_t spec_backoff_next = 1;
+
   Rng rng;
   PenaltyState penalties;  // only fed when the params have penalties
   // Where the output is in params.grammar (null when unconstrained). Survives preemption:

@@ -47,10 +47,11 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   auto it = std::find_if(out.seqs.begin(), out.seqs.end(),
                          [&](const ScheduledSeq& s) { return s.req == victim; });
   if (it != out.seqs.end()) {  // already scheduled this step: give its tokens back
-    budget += it->num_new;
-    out.num_tokens -= it->num_new;
+    budget += it->num_new + it->num_draft;
+    out.num_tokens -= it->num_new + it->num_draft;
     out.seqs.erase(it);
   }
+  victim->draft.clear();
   kv_.free(victim->seq_id);
   victim->num_computed_tokens = 0;
   victim->status = RequestStatus::kPreempted;
@@ -67,6 +68,15 @@ bool Scheduler::allocate(Request* r, int32_t num_new, SchedulerOutput& out, int3
     if (victim == r) return false;
   }
   return true;
+}
+
+int32_t Scheduler::allocate_draft(Request* r, int32_t budget) {
+  const int32_t k = std::min(static_cast<int32_t>(r->draft.size()), budget - 1);
+  if (k > 0 && kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, 1, r->cache_salt,
+                                  nullptr, k))
+    return k;
+  r->draft.clear();
+  return 0;
 }
 
 SchedulerOutput Scheduler::schedule() {
@@ -91,6 +101,16 @@ SchedulerOutput Scheduler::schedule() {
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this loop
     const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
     if (num_new <= 0) continue;
+    if (num_new == 1 && !r->draft.empty())
+      if (const int32_t k = allocate_draft(r, budget); k > 0) {
+        r->draft.resize(k);
+        add(r, 1);
+        out.seqs.back().num_draft = k;
+        out.num_tokens += k;
+        budget -= k;
+        continue;
+      }
+    r->draft.clear();
     if (allocate(r, num_new, out, budget)) add(r, num_new);
   }
 

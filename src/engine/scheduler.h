@@ -22,6 +22,9 @@ struct SchedulerConfig {
 struct ScheduledSeq {
   Request* req;
   int32_t num_new;  // tokens [num_computed_tokens, num_computed_tokens + num_new) run this step
+  // Of req->draft, how many run after those num_new tokens (speculative verify: the step
+  // computes num_new + num_draft positions and gives logits for the last num_draft + 1).
+  int32_t num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -50,6 +53,9 @@ class Scheduler {
 
  private:
   bool allocate(Request* r, int32_t num_new, SchedulerOutput& out, int32_t& budget);
+  // Room for r's one decode token and its draft, without preempting anyone: a proposal is
+  // only worth running when it is free to. Drops the draft (returns 0) when there is none.
+  int32_t allocate_draft(Request* r, int32_t budget);
   void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);
   Request* pick_victim() const;
   void insert_waiting(Request* r, bool at_head_of_class);

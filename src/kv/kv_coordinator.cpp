@@ -78,11 +78,13 @@ CachedPrefix KvCoordinator::find_cached_prefix(std::span<const int32_t> tokens, 
 
 bool KvCoordinator::allocate_slots(int64_t seq, std::span<const int32_t> tokens,
                                    int32_t num_computed, int32_t num_new, uint64_t salt,
-                                   const CachedPrefix* prefix) {
+                                   const CachedPrefix* prefix, int32_t num_lookahead) {
   LOOM_CHECK(num_new >= 0 &&
              static_cast<int64_t>(num_computed) + num_new <= static_cast<int64_t>(tokens.size()));
   LOOM_CHECK(!prefix || prefix->blocks.size() == groups_.size());
+  LOOM_CHECK(num_lookahead >= 0);
   const int64_t n = static_cast<int64_t>(num_computed) + num_new;
+  const int64_t n_slots = n + num_lookahead;
   auto prefix_of = [&](size_t g) {
     return prefix ? std::span<KvBlock* const>(prefix->blocks[g]) : std::span<KvBlock* const>();
   };
@@ -90,9 +92,9 @@ bool KvCoordinator::allocate_slots(int64_t seq, std::span<const int32_t> tokens,
   // never needs them again.
   for (auto& g : groups_) g->release_outside_window(seq, num_computed);
   for (size_t g = 0; g < groups_.size(); ++g)
-    if (groups_[g]->blocks_to_take(seq, n, prefix_of(g)) > groups_[g]->num_free_blocks())
+    if (groups_[g]->blocks_to_take(seq, n_slots, prefix_of(g)) > groups_[g]->num_free_blocks())
       return false;
-  for (size_t g = 0; g < groups_.size(); ++g) groups_[g]->grow(seq, n, prefix_of(g));
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g]->grow(seq, n_slots, prefix_of(g));
 
   std::vector<BlockHash>& hashes = seqs_[seq];
   if (prefix && hashes.empty()) hashes = prefix->hashes;
@@ -106,6 +108,10 @@ bool KvCoordinator::allocate_slots(int64_t seq, std::span<const int32_t> tokens,
                                 salt));
   for (auto& g : groups_) g->cache_blocks(seq, hashes, from);
   return true;
+}
+
+void KvCoordinator::truncate(int64_t seq, int64_t n_tokens) {
+  for (auto& g : groups_) g->shrink(seq, n_tokens);
 }
 
 bool KvCoordinator::fork(int64_t parent, int64_t child, int32_t n_blocks) {

@@ -59,10 +59,16 @@ class KvCoordinator {
   // Makes room for tokens [0, num_computed + num_new) of sequence `seq` (`tokens` holds at least
   // that many ids; they are needed to hash blocks that become full) and releases the blocks
   // that fell out of a sliding window. `prefix`, only for a sequence without blocks, is what
-  // find_cached_prefix returned; num_computed then includes prefix->num_tokens. Returns false
-  // and allocates nothing if some group has too few free blocks.
+  // find_cached_prefix returned; num_computed then includes prefix->num_tokens.
+  // `num_lookahead` more slots follow for tokens that are not known yet (a speculative step's
+  // proposals): they are never hashed, and truncate() gives back what was not kept. Returns
+  // false and allocates nothing if some group has too few free blocks.
   bool allocate_slots(int64_t seq, std::span<const int32_t> tokens, int32_t num_computed,
-                      int32_t num_new, uint64_t salt, const CachedPrefix* prefix = nullptr);
+                      int32_t num_new, uint64_t salt, const CachedPrefix* prefix = nullptr,
+                      int32_t num_lookahead = 0);
+  // Shrinks the tables of `seq` to cover n_tokens, releasing the blocks past them (the
+  // lookahead blocks of rejected proposals).
+  void truncate(int64_t seq, int64_t n_tokens);
 
   // Gives `child` the first `n_blocks` blocks of `parent` in every group (shared: ref counts go
   // up). Used by n > 1 sampling: every sample reuses the prompt's full blocks. False, changing

@@ -106,6 +106,21 @@ void KvGroupManager::grow(int64_t seq, int64_t n_tokens, std::span<KvBlock* cons
   }
 }
 
+void KvGroupManager::shrink(int64_t seq, int64_t n_tokens) {
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  SeqBlocks& s = it->second;
+  const size_t keep = static_cast<size_t>(blocks_for(n_tokens));
+  if (s.blocks.size() <= keep) return;
+  std::vector<KvBlock*> dropped;
+  for (size_t i = s.blocks.size(); i-- > keep;)  // last first, as free() does
+    if (s.blocks[i]) dropped.push_back(s.blocks[i]);
+  pool_.release(dropped);
+  s.blocks.resize(keep);
+  s.ids.resize(keep);
+  s.num_released = std::min(s.num_released, static_cast<int32_t>(keep));
+}
+
 void KvGroupManager::cache_blocks(int64_t seq, std::span<const BlockHash> hashes, int32_t from) {
   if (!pool_.caching_enabled()) return;
   SeqBlocks& s = tables_.at(seq);

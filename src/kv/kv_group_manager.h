@@ -65,6 +65,8 @@ class KvGroupManager {
   // Extends the table of `seq` to cover n_tokens, starting from `prefix` (only for a sequence
   // without blocks). The caller checked blocks_to_take against num_free_blocks.
   void grow(int64_t seq, int64_t n_tokens, std::span<KvBlock* const> prefix);
+  // Releases the blocks of `seq` past the first n_tokens tokens (a no-op when it has fewer).
+  void shrink(int64_t seq, int64_t n_tokens);
   // Registers the blocks [from, hashes.size()) of `seq` in the prefix cache (a released one is
   // already registered or never will be).
   void cache_blocks(int64_t seq, std::span<const BlockHash> hashes, int32_t from);

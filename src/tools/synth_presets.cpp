@@ -32,7 +32,8 @@ constexpr std::array<SynthPreset, 16> kPresets = {{
     {"llama-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, true, 131072, 500000.0f, 1e-5f,
      false, "", 8.0f, 1.0f, 4.0f, 8192},
     // The families of issue 15, from their published config.json files (context lengths cut
-    // to 8192: synth models are for speed and shape, not long-context use):
+    // to 8192, synth models being for speed and shape, except Gemma 3's 32768: its windows
+    // are measured at depth 8192):
     // gemma-2-2b: hidden 2304, 26 layers, 8 heads / 4 KV, head_dim 256, intermediate 9216,
     // vocab 256000, window 4096, soft-caps 50 / 30, tied.
     {"gemma2-2b", "gemma2",
@@ -47,8 +48,8 @@ constexpr std::array<SynthPreset, 16> kPresets = {{
      0,           4096,
      0,           {{{"attn_logit_softcapping", 50.0f}, {"final_logit_softcapping", 30.0f}}}},
     // gemma-3-1b-pt: hidden 1152, 26 layers, 4 heads / 1 KV, head_dim 256, intermediate 6912,
-    // vocab 262144, window 512 (every sixth layer global), rope_theta 1e6, tied.
-    {"gemma3-1b", "gemma3", 26,   1152, 4, 1, 256, 6912, 262144, true, 8192,
+    // vocab 262144, window 512 (every sixth layer global), rope_theta 1e6, 32768 positions, tied.
+    {"gemma3-1b", "gemma3", 26,   1152, 4, 1, 256, 6912, 262144, true, 32768,
      1e6f,        1e-6f,    true, "",   0, 1, 4,   0,    512,    0,    {}},
     // Phi-4-mini: hidden 3072, 32 layers, 24 heads / 8 KV, head_dim 128, intermediate 8192,
     // vocab 200064, partial_rotary_factor 0.75 (96 of 128 dims), tied (its LongRoPE factors

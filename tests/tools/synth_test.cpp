@@ -559,6 +559,7 @@ TEST(SynthTest, FamilyPresetsHavePublishedShapes) {
   auto l = synth_layout(o);
   auto m = metadata_map(l->metadata);
   EXPECT_EQ(m["gemma3.attention.sliding_window"]->as_int(), 512);
+  EXPECT_EQ(m["gemma3.context_length"]->as_int(), 32768);
   o.preset = "phi4-mini";
   o.arch = "phi3";
   l = synth_layout(o);

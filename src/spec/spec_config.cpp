@@ -1,0 +1,87 @@
+#include "spec/spec_config.h"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::spec {
+namespace {
+
+constexpr int32_t kMaxSpeculativeTokens = 32;
+constexpr int32_t kMaxLookup = 64;
+
+Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer())
+    return invalid_argument(std::string("--speculative-config: \"") + key +
+                            "\" must be an integer, got " + v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < 0 || x > 1 << 20)
+    return invalid_argument(std::string("--speculative-config: \"") + key +
+                            "\" is out of range: " + std::to_string(x));
+  return static_cast<int32_t>(x);
+}
+
+}  // namespace
+
+Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument("--speculative-config must be a JSON object, e.g. "
+                            "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
+  SpeculativeConfig c;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "method") {
+      if (!value.is_string())
+        return invalid_argument("--speculative-config: \"method\" must be a string");
+      const std::string m = value.get<std::string>();
+      if (m == "ngram")
+        c.method = SpeculativeConfig::Method::kNgram;
+      else
+        return invalid_argument("--speculative-config: method \"" + m +
+                                "\" is not supported; loom speculates with \"ngram\"");
+    } else if (key == "model") {
+      return invalid_argument(
+          "--speculative-config: a draft model (\"model\") is not supported yet; use "
+          "{\"method\": \"ngram\", ...}");
+    } else if (key == "num_speculative_tokens") {
+      LOOM_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
+    } else if (key == "prompt_lookup_min") {
+      LOOM_ASSIGN_OR_RETURN(c.prompt_lookup_min, int_field(j, "prompt_lookup_min"));
+    } else if (key == "prompt_lookup_max") {
+      LOOM_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));
+    } else if (key == "disable_by_batch_size") {
+      LOOM_ASSIGN_OR_RETURN(c.disable_by_batch_size, int_field(j, "disable_by_batch_size"));
+    } else {
+      return invalid_argument("--speculative-config: unknown key \"" + key +
+                              "\" (known: method, num_speculative_tokens, prompt_lookup_min, "
+                              "prompt_lookup_max, disable_by_batch_size)");
+    }
+  }
+  if (c.method == SpeculativeConfig::Method::kNone)
+    return invalid_argument("--speculative-config: \"method\" is required (\"ngram\")");
+  LOOM_RETURN_IF_ERROR(finalize_speculative_config(c));
+  return c;
+}
+
+Status finalize_speculative_config(SpeculativeConfig& c) {
+  if (c.method == SpeculativeConfig::Method::kNone) return Status::ok();
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
+    return invalid_argument("num_speculative_tokens must be in [1, " +
+                            std::to_string(kMaxSpeculativeTokens) + "], got " +
+                            std::to_string(c.num_speculative_tokens));
+  if (c.prompt_lookup_min == 0 && c.prompt_lookup_max == 0)
+    c.prompt_lookup_min = c.prompt_lookup_max = 5;
+  else if (c.prompt_lookup_min == 0)
+    c.prompt_lookup_min = c.prompt_lookup_max;
+  else if (c.prompt_lookup_max == 0)
+    c.prompt_lookup_max = c.prompt_lookup_min;
+  if (c.prompt_lookup_min < 1 || c.prompt_lookup_max > kMaxLookup ||
+      c.prompt_lookup_min > c.prompt_lookup_max)
+    return invalid_argument("prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= "
+                            "max <= " +
+                            std::to_string(kMaxLookup) + ", got " +
+                            std::to_string(c.prompt_lookup_min) + " and " +
+                            std::to_string(c.prompt_lookup_max));
+  return Status::ok();
+}
+
+}  // namespace loom::spec
