@@ -48,6 +48,8 @@ struct SpeculativeConfig {
   // No proposals in a step with at least this many decoding sequences (decode is then no
   // longer bound by reading the weights); 0: never disabled by batch size.
   int32_t disable_by_batch_size = 0;
+  // llama-server's --draft-min: a proposal shorter than this is not verified.
+  int32_t draft_min = 0;
   bool enabled() const { return method != Method::kNone && num_speculative_tokens > 0; }
 };
 

@@ -107,6 +107,44 @@ Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_pe
   return Status::ok();
 }
 
+// n steps of n_seqs sequences that each compute `rows` tokens with logits for every one (a
+// speculative verify), step i at positions depth + i ... depth + i + rows - 1 (each step
+// overwrites most of the last one's positions: the cost is what is measured, not the text).
+Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_seq, int32_t depth,
+                    int32_t rows, int32_t n_steps, const std::vector<int32_t>& tokens,
+                    std::vector<float>& logits) {
+  std::vector<std::vector<int32_t>> tables;
+  for (int32_t s = 0; s < n_seqs; ++s) tables.push_back(sequence_table(s, blocks_per_seq));
+  Batch b;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    b.sequences.push_back({tables[s].data(), blocks_per_seq, 0, rows, s * rows});
+    for (int32_t j = 0; j < rows; ++j) {
+      b.tokens.push_back(0);
+      b.pos.push_back(0);
+      b.seq.push_back(s);
+      b.logits_rows.push_back(s * rows + j);
+    }
+  }
+  size_t t = 0;
+  for (int32_t i = 0; i < n_steps; ++i) {
+    for (int32_t s = 0; s < n_seqs; ++s) {
+      b.sequences[s].n_past = depth + i;
+      for (int32_t j = 0; j < rows; ++j) {
+        b.tokens[s * rows + j] = tokens[t++ % tokens.size()];
+        b.pos[s * rows + j] = depth + i + j;
+      }
+    }
+    LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
+  }
+  return Status::ok();
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size();
+  return k == 0 ? 0 : k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
@@ -157,13 +195,15 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.batch_seqs < 0 || o.batch_seqs > 4096)
     return invalid_argument("--batch-seqs must be in [0, 4096]");
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
+  if (o.verify_tokens < 0 || o.verify_tokens > 64)
+    return invalid_argument("--verify must be in [0, 64]");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   lo.disable_sliding_window = o.disable_sliding_window;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, tools::load_model(o.model, lo));
   const ModelConfig& c = model->config();
   const int32_t depth = o.n_gen > 0 ? o.n_depth : 0;
-  const int32_t longest = std::max(o.n_prompt, depth + o.n_gen);
+  const int32_t longest = std::max(o.n_prompt, depth + o.n_gen + std::max(0, o.verify_tokens - 1));
   if (c.context_length > 0 && longest > c.context_length)
     return invalid_argument((o.n_prompt >= depth + o.n_gen ? "-p "
                              : depth > 0                   ? "-d + -n "
@@ -175,7 +215,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
                         KvCache::create(c, n_blocks * n_seqs, kBlockSize, Dtype::kF16));
   const std::vector<int32_t> table = sequence_table(0, n_blocks);
-  std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs);
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs * std::max(1, o.verify_tokens));
   std::mt19937_64 rng(1234);
   auto random_tokens = [&](int32_t n) {
     std::vector<int32_t> t(n);
@@ -228,21 +268,59 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     tgb.n_gen = o.n_gen;
     tgb.n_seqs = o.batch_seqs;
     tgb.n_depth = depth;
-    std::vector<double> speedups;
+    const int32_t nv = o.verify_tokens;
+    const bool verify = nv > 1;
+    ModelBenchRow vr, vrb;
+    vr.test = "verify" + std::to_string(nv) + at;
+    vrb.test = vr.test + "x" + std::to_string(o.batch_seqs);
+    vr.n_gen = vrb.n_gen = o.n_gen;
+    vrb.n_seqs = o.batch_seqs;
+    vr.n_depth = vrb.n_depth = depth;
+    std::vector<double> speedups, costs, costs_b;
+    // Tokens computed per second by n_gen verify steps of n_seqs sequences; the step time.
+    auto time_verify = [&](int32_t n_seqs, double* step_s) -> Result<double> {
+      auto toks = random_tokens(o.n_gen * n_seqs * nv);
+      const auto t0 = Clock::now();
+      LOOM_RETURN_IF_ERROR(
+          verify_steps(*model, *kv, n_seqs, n_blocks, depth, nv, o.n_gen, toks, logits));
+      const double s = seconds_since(t0);
+      *step_s = s / o.n_gen;
+      return static_cast<double>(o.n_gen) * n_seqs * nv / s;
+    };
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
       model->set_profile(o.profile && r >= 0 ? &tg.profile : nullptr);
       auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, depth, toks, logits));
-      const double single_ts = o.n_gen / seconds_since(t0);
+      const double single_s = seconds_since(t0);
+      const double single_ts = o.n_gen / single_s;
       if (r >= 0) tg.samples_ts.push_back(single_ts);
+      model->set_profile(nullptr);
+      if (verify) {
+        double step_s = 0;
+        LOOM_ASSIGN_OR_RETURN(const double ts, time_verify(1, &step_s));
+        if (r >= 0) {
+          vr.samples_ts.push_back(ts);
+          costs.push_back(step_s / (single_s / o.n_gen));
+        }
+      }
       if (!batched) continue;
       toks = random_tokens(o.n_gen * o.batch_seqs);
       model->set_profile(o.profile && r >= 0 ? &tgb.profile : nullptr);
       t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(
           generate_batched(*model, *kv, o.batch_seqs, n_blocks, depth, toks, logits));
-      const double batched_ts = static_cast<double>(o.n_gen) * o.batch_seqs / seconds_since(t0);
+      const double batched_s = seconds_since(t0);
+      const double batched_ts = static_cast<double>(o.n_gen) * o.batch_seqs / batched_s;
+      model->set_profile(nullptr);
+      if (verify) {
+        double step_s = 0;
+        LOOM_ASSIGN_OR_RETURN(const double ts, time_verify(o.batch_seqs, &step_s));
+        if (r >= 0) {
+          vrb.samples_ts.push_back(ts);
+          costs_b.push_back(step_s / (batched_s / o.n_gen));
+        }
+      }
       if (r < 0) continue;
       tgb.samples_ts.push_back(batched_ts);
       speedups.push_back(batched_ts / single_ts);
@@ -251,10 +329,18 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     res.rows.push_back(std::move(tg));
     if (batched) {
       mean_sd(tgb);
-      std::sort(speedups.begin(), speedups.end());
-      const size_t k = speedups.size();
-      tgb.speedup = k % 2 ? speedups[k / 2] : (speedups[k / 2 - 1] + speedups[k / 2]) / 2;
+      tgb.speedup = median_of(speedups);
       res.rows.push_back(std::move(tgb));
+    }
+    if (verify) {
+      mean_sd(vr);
+      vr.step_cost = median_of(costs);
+      res.rows.push_back(std::move(vr));
+      if (batched) {
+        mean_sd(vrb);
+        vrb.step_cost = median_of(costs_b);
+        res.rows.push_back(std::move(vrb));
+      }
     }
   }
   model->set_profile(nullptr);
@@ -271,7 +357,7 @@ struct Roof {
 };
 Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
   Roof f;
-  if (row.n_gen > 0 && row.n_seqs == 1 && r.roofline_tg_ts() > 0) {
+  if (row.n_gen > 0 && row.n_seqs == 1 && row.test.rfind("tg", 0) == 0 && r.roofline_tg_ts() > 0) {
     f.valid = true;
     f.roofline_ts = r.roofline_tg_ts();
     f.fraction = row.median_ts / f.roofline_ts;
@@ -339,6 +425,13 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
       r.total_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
   out += buf;
   for (const ModelBenchRow& row : r.rows) {
+    if (row.step_cost > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "verify step cost, %s ÷ a decode step of as many sequences: %.2f× (median "
+                    "over %zu repetitions, each run right after the decode one)\n",
+                    row.test.c_str(), row.step_cost, row.samples_ts.size());
+      out += buf;
+    }
     if (row.speedup <= 0) continue;
     std::snprintf(buf, sizeof buf,
                   "batched decode speed-up, %s ÷ tg%d%s: %.2f× (median over %zu repetitions, "
@@ -392,6 +485,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
     if (row.speedup > 0) j["speedup_vs_single"] = row.speedup;
+    if (row.step_cost > 0) j["step_cost_vs_decode"] = row.step_cost;
     if (row.profile.calls > 0) {
       nlohmann::json ms;
       for (int p = 0; p < ForwardProfile::kPhases; ++p)
@@ -424,6 +518,12 @@ int model_main(int argc, char** argv) {
   app.add_option("-B,--batch-seqs", o.batch_seqs,
                  "also decode this many sequences together, one token each per step, for -n steps "
                  "(tgNxB, tokens/s of all sequences; 0 = skip)")
+      ->capture_default_str();
+  app.add_option("--verify", o.verify_tokens,
+                 "also time steps of this many tokens per sequence with logits for each (a "
+                 "speculative verify of N-1 proposals), alone and with --batch-seqs; reports "
+                 "their cost ÷ a decode step (0 = skip)")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   app.add_option("-t,--threads", o.n_threads, "CPU threads (0 = physical cores)")
       ->check(CLI::Range(0, 1024));

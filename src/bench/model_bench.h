@@ -24,7 +24,11 @@ struct ModelBenchOptions {
   int32_t n_depth = 0;     // tokens already in each sequence's cache when generation starts
                            // (prefilled, not timed; llama-bench -d): tgN @ dD
   int32_t batch_seqs = 0;  // > 1: also n_gen steps of this many sequences decoded together
-  int32_t n_threads = 0;   // 0 = physical cores
+  // > 1: also n_gen steps that compute this many tokens per sequence with logits for each (a
+  // speculative verify of verify_tokens - 1 proposals), alone and with batch_seqs sequences;
+  // reported as the cost of such a step ÷ a plain decode step measured right before it.
+  int32_t verify_tokens = 0;
+  int32_t n_threads = 0;  // 0 = physical cores
   int32_t reps = 5;
   int64_t bw_bytes = int64_t{1} << 30;  // bandwidth buffer, well above any last-level cache
   int32_t bw_reps = 5;
@@ -43,6 +47,9 @@ struct ModelBenchRow {
   // tgNxB rows: median over repetitions of this row's tokens/s ÷ the single-sequence tgN
   // repetition run just before it (the two alternate); 0 elsewhere.
   double speedup = 0;
+  // verifyN rows: median over repetitions of this row's step time ÷ the plain decode step
+  // time (tgN or tgNxB) of the repetition run just before it; 0 elsewhere.
+  double step_cost = 0;
   ForwardProfile profile;  // with ModelBenchOptions::profile: the timed repetitions' phases
 };
 

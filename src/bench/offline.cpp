@@ -8,6 +8,7 @@
 #include <random>
 
 #include "model/model.h"
+#include "spec/spec_flags.h"
 
 namespace loom::bench {
 
@@ -15,6 +16,8 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
   if (engine.has_unfinished()) return invalid_argument("offline benchmark needs an idle engine");
   if (o.num_prompts <= 0 || o.input_len <= 0 || o.output_len <= 0)
     return invalid_argument("--num-prompts, --input-len and --output-len must be positive");
+  if (o.workload != "random" && o.workload != "self-repeat")
+    return invalid_argument("--workload must be random or self-repeat, got " + o.workload);
   const int32_t n_vocab = engine.model().config().n_vocab;
   std::mt19937_64 rng(o.seed);
   std::vector<GenerateRequest> reqs(o.num_prompts);
@@ -24,10 +27,35 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
     r.prompt.resize(o.input_len);
     for (int32_t& t : r.prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
     // vLLM's throughput benchmark: temperature 1, ignore_eos, exactly output_len tokens.
-    r.params.temperature = 1.0f;
+    r.params.temperature = o.temperature;
     r.params.max_tokens = o.output_len;
     r.params.ignore_eos = true;
     r.params.seed = o.seed + i;
+  }
+  if (o.workload == "self-repeat") {
+    // Untimed: each prompt's greedy continuation, then the timed prompt P + C + P.
+    std::vector<std::vector<int32_t>> cont(o.num_prompts);
+    for (int32_t i = 0; i < o.num_prompts; ++i) {
+      GenerateRequest warm = reqs[i];
+      warm.request_id = "warm-" + std::to_string(i);
+      warm.params.temperature = 0.0f;
+      LOOM_RETURN_IF_ERROR(engine.add_request(std::move(warm)));
+    }
+    while (engine.has_unfinished()) {
+      LOOM_ASSIGN_OR_RETURN(std::vector<RequestOutput> outs, engine.step());
+      for (const RequestOutput& out : outs)
+        for (const CompletionOutput& c : out.outputs) {
+          auto& dst = cont[std::stoi(out.request_id.substr(5))];
+          dst.insert(dst.end(), c.token_ids.begin(), c.token_ids.end());
+        }
+    }
+    for (int32_t i = 0; i < o.num_prompts; ++i) {
+      std::vector<int32_t> p = reqs[i].prompt;
+      p.insert(p.end(), cont[i].begin(), cont[i].end());
+      p.insert(p.end(), reqs[i].prompt.begin(), reqs[i].prompt.end());
+      reqs[i].prompt = std::move(p);
+      reqs[i].params.temperature = 0.0f;
+    }
   }
   const EngineMetrics before = engine.metrics();
   const auto start = std::chrono::steady_clock::now();
@@ -53,6 +81,18 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
   res.metrics = engine.metrics();
   res.metrics.num_steps -= before.num_steps;
   res.metrics.num_preemptions -= before.num_preemptions;
+  res.metrics.spec_num_drafts -= before.spec_num_drafts;
+  res.metrics.spec_num_draft_tokens -= before.spec_num_draft_tokens;
+  res.metrics.spec_num_accepted_tokens -= before.spec_num_accepted_tokens;
+  for (size_t p = 0; p < before.spec_accepted_per_pos.size(); ++p)
+    res.metrics.spec_accepted_per_pos[p] -= before.spec_accepted_per_pos[p];
+  const EngineMetrics& m = res.metrics;
+  if (m.spec_num_draft_tokens > 0) {
+    res.spec_acceptance_rate =
+        static_cast<double>(m.spec_num_accepted_tokens) / m.spec_num_draft_tokens;
+    res.spec_mean_acceptance_length =
+        1.0 + static_cast<double>(m.spec_num_accepted_tokens) / m.spec_num_drafts;
+  }
   return res;
 }
 
@@ -65,6 +105,13 @@ std::string offline_result_json(const OfflineResult& r) {
       {"tokens_per_second", r.tokens_per_second},
       {"output_tokens_per_second", r.output_tokens_per_second},
   };
+  if (r.metrics.spec_num_drafts > 0) {
+    j["spec_num_drafts"] = r.metrics.spec_num_drafts;
+    j["spec_num_draft_tokens"] = r.metrics.spec_num_draft_tokens;
+    j["spec_num_accepted_tokens"] = r.metrics.spec_num_accepted_tokens;
+    j["spec_acceptance_rate"] = r.spec_acceptance_rate;
+    j["spec_mean_acceptance_length"] = r.spec_mean_acceptance_length;
+  }
   return j.dump(4);
 }
 
@@ -84,6 +131,13 @@ int offline_main(int argc, char** argv) {
   app.add_option("--output-len", o.output_len, "generated tokens per request")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed for prompts and sampling")->capture_default_str();
+  app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--workload", o.workload,
+                 "random, or self-repeat: each prompt P continued greedily to C (untimed), then "
+                 "P + C + P greedily (output that can repeat its input)")
+      ->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs, "sequences running at once")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
@@ -97,6 +151,8 @@ int offline_main(int argc, char** argv) {
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable automatic prefix caching");
   app.add_flag("--disable-sliding-window", c.disable_sliding_window,
                "full attention in every layer, also where the model slides a window");
+  spec::SpeculativeFlags spec_flags;
+  spec_flags.add_to(app);
   app.add_option("-t,--threads", c.n_threads, "CPU threads (0 = physical cores)");
   app.add_option("--output-json", output_json, "write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -107,8 +163,15 @@ int offline_main(int argc, char** argv) {
     return 1;
   }
   c.kv_dtype = *dt;
+  if (Status st = spec_flags.apply(c.speculative); !st.is_ok()) {
+    std::fprintf(stderr, "loom bench offline: %s\n", st.message().c_str());
+    return 1;
+  }
   c.enable_prefix_caching = !no_prefix_cache;
-  if (c.max_model_len == 0) c.max_model_len = o.input_len + o.output_len;
+  // self-repeat's timed prompts are P + C + P: two prompts and one output long.
+  if (c.max_model_len == 0)
+    c.max_model_len =
+        (o.workload == "self-repeat" ? 2 * o.input_len + o.output_len : o.input_len) + o.output_len;
   auto engine = Engine::load(model, c);
   if (!engine.is_ok()) {
     std::fprintf(stderr, "loom bench offline: %s\n", engine.status().message().c_str());
@@ -139,6 +202,14 @@ int offline_main(int argc, char** argv) {
       static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
       r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
       static_cast<long long>(r->metrics.num_preemptions));
+  if (r->metrics.spec_num_drafts > 0)
+    std::printf(
+        "Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted "
+        "(acceptance rate %.3f, mean acceptance length %.2f)\n",
+        static_cast<long long>(r->metrics.spec_num_drafts),
+        static_cast<long long>(r->metrics.spec_num_draft_tokens),
+        static_cast<long long>(r->metrics.spec_num_accepted_tokens), r->spec_acceptance_rate,
+        r->spec_mean_acceptance_length);
   for (const KvGroupMetrics& g : r->metrics.kv_groups)
     if (g.window > 0)
       std::printf("KV blocks released behind windows of %d tokens: %lld\n", g.window,

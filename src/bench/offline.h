@@ -16,6 +16,12 @@ struct OfflineOptions {
   int32_t input_len = 128;
   int32_t output_len = 128;
   uint64_t seed = 0;
+  float temperature = 1.0f;  // vLLM's benchmark samples at 1
+  // "random": random prompts. "self-repeat": each random prompt P is first continued greedily
+  // (untimed) to C; the timed request is P + C + P, greedy, so that its output can repeat a
+  // span of its input, which is what n-gram speculation looks up (the model's own text, not
+  // a planted answer).
+  std::string workload = "random";
 };
 
 struct OfflineResult {
@@ -27,7 +33,11 @@ struct OfflineResult {
   double requests_per_second = 0;
   double tokens_per_second = 0;  // (prompt + output) / elapsed, as vLLM
   double output_tokens_per_second = 0;
-  EngineMetrics metrics;  // engine counters at the end (steps, preemptions, ...)
+  EngineMetrics metrics;  // engine counters of the timed run (steps, preemptions, ...)
+  // Speculative decoding: accepted / proposed tokens, and tokens per verify (1 + accepted
+  // per proposal, vLLM's mean acceptance length); 0 without speculation.
+  double spec_acceptance_rate = 0;
+  double spec_mean_acceptance_length = 0;
 };
 
 // Runs the benchmark on `engine` (which must be idle).

@@ -14,6 +14,7 @@
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
+#include "spec/spec_flags.h"
 #include "structured/frontends.h"
 #include "structured/grammar.h"
 #include "structured/matcher.h"
@@ -90,6 +91,8 @@ int cmd_run(int argc, char** argv) {
                  "constrain the output to this JSON Schema (file)");
   app.add_option("--grammar", grammar_file,
                  "constrain the output to this GBNF grammar (file, llama.cpp syntax)");
+  spec::SpeculativeFlags spec_flags;
+  spec_flags.add_to(app);
   CLI11_PARSE(app, argc, argv);
   auto gbnf = output_grammar(json_schema_file, grammar_file);
   if (!gbnf.is_ok()) {
@@ -102,6 +105,10 @@ int cmd_run(int argc, char** argv) {
   EngineConfig config;
   config.n_threads = threads;
   config.max_num_seqs = 1;
+  if (Status st = spec_flags.apply(config.speculative); !st.is_ok()) {
+    std::fprintf(stderr, "loom run: %s\n", st.message().c_str());
+    return 1;
+  }
   auto t_load = std::chrono::steady_clock::now();
   auto engine = Engine::load(model, config);
   if (!engine.is_ok()) {

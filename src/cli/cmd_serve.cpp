@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 #include "server/server.h"
+#include "spec/spec_flags.h"
 
 namespace loom::cli {
 namespace {
@@ -54,6 +55,8 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--disable-sliding-window", ec.disable_sliding_window,
                "full attention in every layer, also where the model slides a window");
+  spec::SpeculativeFlags spec_flags;
+  spec_flags.add_to(app);
   app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache,
                "disable prefix caching");
   app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")
@@ -81,6 +84,10 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (Status st = spec_flags.apply(ec.speculative); !st.is_ok()) {
+    std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
+    return 1;
+  }
   use_demo_model_if_empty(model, "serve");
   so.log_requests = !no_log_requests;
   ec.enable_prefix_caching = !no_prefix_cache;

@@ -193,9 +193,10 @@ void EngineCore::propose_drafts() {
     }
     // Every proposal kept must still leave room for the token sampled after them.
     const SamplingParams& p = r->group->params;
-    const int32_t k = std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
-                                config_.max_model_len - r->num_tokens()});
-    if (k <= 0) continue;
+    const int32_t k =
+        std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
+                  config_.max_model_len - r->num_tokens()});
+    if (k <= 0 || k < sc.draft_min) continue;
     spec::propose_ngram(r->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r->draft);
   }
 }

@@ -141,6 +141,23 @@ std::string ServerMetrics::render(const EngineMetrics& m, const std::string& mod
   header(&out, "vllm:num_preemptions_total", "counter",
          "Cumulative number of preemption from the engine.");
   sample(&out, "vllm:num_preemptions_total", l, static_cast<double>(m.num_preemptions));
+  if (!m.spec_accepted_per_pos.empty()) {  // speculative decoding is on
+    header(&out, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.");
+    sample(&out, "vllm:spec_decode_num_drafts_total", l, static_cast<double>(m.spec_num_drafts));
+    header(&out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.");
+    sample(&out, "vllm:spec_decode_num_draft_tokens_total", l,
+           static_cast<double>(m.spec_num_draft_tokens));
+    header(&out, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+           "Number of accepted tokens.");
+    sample(&out, "vllm:spec_decode_num_accepted_tokens_total", l,
+           static_cast<double>(m.spec_num_accepted_tokens));
+    header(&out, "vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
+           "Accepted tokens per draft position.");
+    for (size_t p = 0; p < m.spec_accepted_per_pos.size(); ++p)
+      sample(&out, "vllm:spec_decode_num_accepted_tokens_per_pos",
+             "position=\"" + std::to_string(p) + "\"," + l,
+             static_cast<double>(m.spec_accepted_per_pos[p]));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     header(&out, "vllm:request_success_total", "counter",

@@ -25,8 +25,9 @@ Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
 Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    return invalid_argument("--speculative-config must be a JSON object, e.g. "
-                            "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
+    return invalid_argument(
+        "--speculative-config must be a JSON object, e.g. "
+        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
   SpeculativeConfig c;
   for (const auto& [key, value] : j.items()) {
     if (key == "method") {
@@ -74,13 +75,17 @@ Status finalize_speculative_config(SpeculativeConfig& c) {
     c.prompt_lookup_min = c.prompt_lookup_max;
   else if (c.prompt_lookup_max == 0)
     c.prompt_lookup_max = c.prompt_lookup_min;
+  if (c.draft_min > c.num_speculative_tokens)
+    return invalid_argument("--draft-min " + std::to_string(c.draft_min) +
+                            " is over the tokens proposed per step (" +
+                            std::to_string(c.num_speculative_tokens) + ")");
   if (c.prompt_lookup_min < 1 || c.prompt_lookup_max > kMaxLookup ||
       c.prompt_lookup_min > c.prompt_lookup_max)
-    return invalid_argument("prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= "
-                            "max <= " +
-                            std::to_string(kMaxLookup) + ", got " +
-                            std::to_string(c.prompt_lookup_min) + " and " +
-                            std::to_string(c.prompt_lookup_max));
+    return invalid_argument(
+        "prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= "
+        "max <= " +
+        std::to_string(kMaxLookup) + ", got " + std::to_string(c.prompt_lookup_min) + " and " +
+        std::to_string(c.prompt_lookup_max));
   return Status::ok();
 }
 
