@@ -89,6 +89,11 @@ std::string format_summary(const Json& r, const ServeOptions& o) {
       line(out, "Prefix cache hit rate (%):", fmt2(100.0 * num(r, "server_prefix_cache_hit_rate")));
     if (r.contains("server_num_preemptions"))
       line(out, "Preemptions:", std::to_string(r["server_num_preemptions"].get<int64_t>()));
+    if (r.contains("server_spec_acceptance_rate")) {
+      line(out, "Spec. acceptance rate (%):", fmt2(100.0 * num(r, "server_spec_acceptance_rate")));
+      line(out,
+           "Spec. mean acceptance length:", fmt2(num(r, "server_spec_mean_acceptance_length")));
+    }
   }
   out += std::string(50, '=') + "\n";
   return out;

@@ -31,17 +31,23 @@ Result<GoodputSlo> parse_goodput(const std::vector<std::string>& items) {
   for (const std::string& item : items) {
     size_t colon = item.find(':');
     if (colon == std::string::npos)
-      return invalid_argument("--goodput item '" + item + "' must look like ttft:MS, tpot:MS or e2el:MS");
+      return invalid_argument("--goodput item '" + item +
+                              "' must look like ttft:MS, tpot:MS or e2el:MS");
     std::string key = item.substr(0, colon);
     std::string value = item.substr(colon + 1);
     char* end = nullptr;
     double ms = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || !(ms >= 0) || !std::isfinite(ms))
-      return invalid_argument("--goodput " + key + ": '" + value + "' is not a non-negative number of ms");
-    if (key == "ttft") g.ttft_ms = ms;
-    else if (key == "tpot") g.tpot_ms = ms;
-    else if (key == "e2el") g.e2el_ms = ms;
-    else return invalid_argument("--goodput: unknown metric '" + key + "' (use ttft, tpot or e2el)");
+      return invalid_argument("--goodput " + key + ": '" + value +
+                              "' is not a non-negative number of ms");
+    if (key == "ttft")
+      g.ttft_ms = ms;
+    else if (key == "tpot")
+      g.tpot_ms = ms;
+    else if (key == "e2el")
+      g.e2el_ms = ms;
+    else
+      return invalid_argument("--goodput: unknown metric '" + key + "' (use ttft, tpot or e2el)");
   }
   return g;
 }
@@ -54,10 +60,13 @@ double percentile_sorted(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
-int64_t output_tokens_of(const RequestRecord& r) { return r.output_tokens > 0 ? r.output_tokens : r.chunks; }
+int64_t output_tokens_of(const RequestRecord& r) {
+  return r.output_tokens > 0 ? r.output_tokens : r.chunks;
+}
 
 ServeMetrics compute_serve_metrics(const std::vector<RequestRecord>& records, double duration_s,
-                                   const std::vector<double>& percentiles, const GoodputSlo& goodput) {
+                                   const std::vector<double>& percentiles,
+                                   const GoodputSlo& goodput) {
   ServeMetrics m;
   std::vector<double> ttfts, tpots, itls, e2els;
   int32_t good = 0;
@@ -137,7 +146,8 @@ std::string percentile_word(double p) {
 }
 
 nlohmann::json serve_result_json(const ServeMetrics& m, const std::vector<RequestRecord>& records,
-                                 double duration_s, const std::vector<std::string>& percentile_metrics,
+                                 double duration_s,
+                                 const std::vector<std::string>& percentile_metrics,
                                  bool goodput_set) {
   nlohmann::json j;
   j["duration"] = duration_s;
@@ -166,7 +176,9 @@ nlohmann::json serve_result_json(const ServeMetrics& m, const std::vector<Reques
   const std::pair<const char*, const MetricStats*> all[] = {
       {"ttft", &m.ttft}, {"tpot", &m.tpot}, {"itl", &m.itl}, {"e2el", &m.e2el}};
   for (const auto& [name, s] : all) {
-    if (std::find(percentile_metrics.begin(), percentile_metrics.end(), name) == percentile_metrics.end()) continue;
+    if (std::find(percentile_metrics.begin(), percentile_metrics.end(), name) ==
+        percentile_metrics.end())
+      continue;
     const std::string n = name;
     j["mean_" + n + "_ms"] = s->mean_ms;
     j["median_" + n + "_ms"] = s->median_ms;
@@ -216,6 +228,16 @@ nlohmann::json server_metric_deltas(const std::string& before, const std::string
   delta("vllm:num_preemptions_total", "server_num_preemptions");
   delta("vllm:prompt_tokens_total", "server_prompt_tokens");
   delta("vllm:generation_tokens_total", "server_generation_tokens");
+  // Speculative decoding: accepted ÷ proposed tokens, and tokens per verify (vLLM's mean
+  // acceptance length: the bonus token plus the accepted proposals).
+  auto drafts = delta("vllm:spec_decode_num_drafts_total", "server_spec_num_drafts");
+  auto proposed = delta("vllm:spec_decode_num_draft_tokens_total", "server_spec_num_draft_tokens");
+  auto accepted =
+      delta("vllm:spec_decode_num_accepted_tokens_total", "server_spec_num_accepted_tokens");
+  if (drafts && proposed && accepted && *drafts > 0 && *proposed > 0) {
+    j["server_spec_acceptance_rate"] = *accepted / *proposed;
+    j["server_spec_mean_acceptance_length"] = 1.0 + *accepted / *drafts;
+  }
   return j;
 }
 

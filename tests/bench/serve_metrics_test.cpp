@@ -1,14 +1,16 @@
 // Metric math of `loom bench serve` on hand-built request records, checked against values
 // worked out by hand from vLLM's definitions (numpy percentiles: linear interpolation).
+#include "bench/serve_metrics.h"
+
 #include <gtest/gtest.h>
 
 #include "bench/http_client.h"
-#include "bench/serve_metrics.h"
 
 namespace loom::bench {
 namespace {
 
-RequestRecord ok(int64_t prompt, int64_t out, double start, double ttft, double latency, std::vector<double> itl) {
+RequestRecord ok(int64_t prompt, int64_t out, double start, double ttft, double latency,
+                 std::vector<double> itl) {
   RequestRecord r;
   r.success = true;
   r.prompt_len = prompt;
@@ -97,10 +99,11 @@ TEST(ServeMetrics, ResultJsonHasVllmKeys) {
   auto recs = example();
   ServeMetrics m = compute_serve_metrics(recs, 4.0, {50, 99.9}, {});
   auto j = serve_result_json(m, recs, 4.0, {"ttft", "tpot", "itl", "e2el"}, false);
-  for (const char* k : {"duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-                        "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-                        "max_output_tokens_per_s", "max_concurrent_requests", "input_lens", "output_lens", "ttfts",
-                        "itls", "start_times", "generated_texts", "errors"})
+  for (const char* k :
+       {"duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+        "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+        "max_output_tokens_per_s", "max_concurrent_requests", "input_lens", "output_lens", "ttfts",
+        "itls", "start_times", "generated_texts", "errors"})
     EXPECT_TRUE(j.contains(k)) << k;
   for (const char* metric : {"ttft", "tpot", "itl", "e2el"})
     for (const char* stat : {"mean_", "median_", "std_", "p50_", "p99.9_"})
@@ -144,6 +147,15 @@ TEST(ServeMetrics, PrometheusDeltas) {
   EXPECT_EQ(d["server_num_preemptions"], 3);
   EXPECT_EQ(d["server_generation_tokens"], 10);
   EXPECT_EQ(d["server_prompt_tokens"], 7);
+  const std::string spec_after =
+      after +
+      "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 10\n"
+      "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n"
+      "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 30\n";
+  auto s = server_metric_deltas(before, spec_after);
+  EXPECT_DOUBLE_EQ(s["server_spec_acceptance_rate"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(s["server_spec_mean_acceptance_length"].get<double>(), 4.0);
+  EXPECT_FALSE(d.contains("server_spec_acceptance_rate"));
   EXPECT_TRUE(server_metric_deltas("", "").empty());
   EXPECT_TRUE(server_metric_deltas("", "some_other_metric 3\n").empty());
 }
@@ -161,16 +173,16 @@ TEST(SseSplitter, ReassemblesSplitLines) {
     };
     s.feed(std::string_view(stream).substr(0, cut), BenchClock::now(), cb);
     s.feed(std::string_view(stream).substr(cut), BenchClock::now(), cb);
-    ASSERT_EQ(got, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", "[DONE]"})) << "cut at " << cut;
+    ASSERT_EQ(got, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", "[DONE]"}))
+        << "cut at " << cut;
   }
 }
 
 TEST(SseSplitter, StopsWhenCallbackSaysSo) {
   SseLineSplitter s;
   int n = 0;
-  bool more = s.feed("data: 1\ndata: 2\ndata: 3\n", BenchClock::now(), [&](std::string_view, BenchClock::time_point) {
-    return ++n < 2;
-  });
+  bool more = s.feed("data: 1\ndata: 2\ndata: 3\n", BenchClock::now(),
+                     [&](std::string_view, BenchClock::time_point) { return ++n < 2; });
   EXPECT_FALSE(more);
   EXPECT_EQ(n, 2);
 }

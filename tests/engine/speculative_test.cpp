@@ -172,6 +172,19 @@ TEST_F(SpeculativeEngine, StopStringsAndPrefixCacheAfterRollback) {
   EXPECT_EQ(e->check_kv_drained(), "");
 }
 
+TEST_F(SpeculativeEngine, LargeBatchesDoNotSpeculate) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 3; ++i) rs.push_back(request(i, 0.0f));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(4);
+  c.speculative.disable_by_batch_size = 4;  // never reached by 3 sequences
+  expect_same(plain, run(c, rs), "batch under the bound");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  c.speculative.disable_by_batch_size = 1;  // every step has a decoding sequence
+  expect_same(plain, run(c, rs), "batch at the bound");
+  EXPECT_EQ(metrics_.spec_num_drafts, 0);
+}
+
 TEST_F(SpeculativeEngine, BadConfigIsRefused) {
   EngineConfig c = config(4);
   c.speculative.prompt_lookup_min = 5;

@@ -333,6 +333,59 @@ TEST(ServerRoutes, MetricsCountSlidingWindowGroups) {
   s->stop();
 }
 
+// Speculative decoding: /metrics carries vLLM's spec_decode counters, consistent with each other
+// (accepted <= proposed <= k per proposal; per-position counts add up to the accepted total and
+// never grow with the position), and the completion is the one plain decoding gives.
+TEST(ServerRoutes, MetricsCountSpeculativeDecoding) {
+  std::vector<int> prompt;
+  for (int rep = 0; rep < 4; ++rep)
+    for (int t : {11, 12, 13, 14, 15}) prompt.push_back(t);
+  std::vector<json> texts;
+  for (bool spec : {false, true}) {
+    auto s = start_test_server({}, /*load=*/false);
+    ASSERT_TRUE(s);
+    EngineConfig ec;
+    ec.max_model_len = 256;
+    ec.max_num_seqs = 2;
+    ec.n_threads = 1;
+    if (spec) {
+      ec.speculative.method = SpeculativeConfig::Method::kNgram;
+      ec.speculative.num_speculative_tokens = 3;
+      ec.speculative.prompt_lookup_min = 1;
+      ec.speculative.prompt_lookup_max = 2;
+    }
+    ASSERT_TRUE(s->load("synth:tiny", ec).is_ok());
+    auto r = post_json(
+        s->port(), "/v1/completions",
+        {{"prompt", prompt}, {"max_tokens", 64}, {"ignore_eos", true}, {"temperature", 0}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    texts.push_back(r.json()["choices"][0]["text"]);
+    const std::string p = http_request(s->port(), "GET", "/metrics").body;
+    const bool has = p.find("vllm:spec_decode_num_drafts_total") != std::string::npos;
+    EXPECT_EQ(has, spec) << p;
+    if (spec) {
+      const double drafts = metric_value(p, "vllm:spec_decode_num_drafts_total{");
+      const double proposed = metric_value(p, "vllm:spec_decode_num_draft_tokens_total{");
+      const double accepted = metric_value(p, "vllm:spec_decode_num_accepted_tokens_total{");
+      EXPECT_GT(drafts, 0) << p;
+      EXPECT_LE(accepted, proposed);
+      EXPECT_LE(proposed, 3 * drafts);
+      double sum = 0, prev = 1e18;
+      for (int pos = 0; pos < 3; ++pos) {
+        const double n =
+            metric_value(p, "vllm:spec_decode_num_accepted_tokens_per_pos{position=\"" +
+                                std::to_string(pos) + "\"");
+        EXPECT_LE(n, prev) << pos;
+        prev = n;
+        sum += n;
+      }
+      EXPECT_EQ(sum, accepted) << p;
+    }
+    s->stop();
+  }
+  EXPECT_EQ(texts[0], texts[1]);
+}
+
 // One info line per finished request (loom serve; --disable-log-requests turns it off): id,
 // route, status, prompt and output tokens, TTFT, total time, finish reason.
 TEST(ServerRoutes, LogsOneLinePerFinishedRequest) {
