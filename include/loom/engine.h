@@ -38,8 +38,11 @@ class EngineCore;
 // accepted prefix is kept, so the output is exactly what decoding without it gives (greedy:
 // the same tokens; sampled: the same distribution, and the same tokens for the same seed).
 struct SpeculativeConfig {
-  enum class Method { kNone, kNgram };
+  enum class Method { kNone, kNgram, kDraftModel };
   Method method = Method::kNone;
+  // kDraftModel: the draft (a GGUF, HF directory or synth:PRESET) with the target's
+  // vocabulary; it proposes its greedy continuation.
+  std::string model;
   int32_t num_speculative_tokens = 0;
   // n-gram (prompt lookup): match the last n tokens, prompt_lookup_max >= n >= prompt_lookup_min,
   // against the sequence so far and propose what followed the latest earlier match.
@@ -129,12 +132,14 @@ struct EngineMetrics {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_finished = 0;
+  double forward_seconds = 0;  // time in the model's forward passes (the target's)
   // Speculative decoding (vLLM's spec_decode metrics): proposals verified, tokens proposed,
   // tokens accepted, and accepted tokens by position in the proposal.
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  double spec_draft_seconds = 0;  // time in a draft model's forward passes
 };
 
 struct GenerateRequest {

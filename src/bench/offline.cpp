@@ -81,6 +81,8 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
   res.metrics = engine.metrics();
   res.metrics.num_steps -= before.num_steps;
   res.metrics.num_preemptions -= before.num_preemptions;
+  res.metrics.forward_seconds -= before.forward_seconds;
+  res.metrics.spec_draft_seconds -= before.spec_draft_seconds;
   res.metrics.spec_num_drafts -= before.spec_num_drafts;
   res.metrics.spec_num_draft_tokens -= before.spec_num_draft_tokens;
   res.metrics.spec_num_accepted_tokens -= before.spec_num_accepted_tokens;
@@ -202,6 +204,10 @@ int offline_main(int argc, char** argv) {
       static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
       r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
       static_cast<long long>(r->metrics.num_preemptions));
+  std::printf("Target model forward passes: %.2f s (%.2f output tokens/s of that time)\n",
+              r->metrics.forward_seconds, r->output_tokens / r->metrics.forward_seconds);
+  if (r->metrics.spec_draft_seconds > 0)
+    std::printf("Draft model forward passes: %.2f s\n", r->metrics.spec_draft_seconds);
   if (r->metrics.spec_num_drafts > 0)
     std::printf(
         "Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted "

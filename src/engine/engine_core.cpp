@@ -7,6 +7,7 @@
 #include "engine/kv_plan.h"
 #include "spec/ngram_proposer.h"
 #include "spec/spec_config.h"
+#include "tools/model_spec.h"
 
 namespace loom {
 namespace {
@@ -51,6 +52,30 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype));
   e->kv_manager_ =
       std::make_unique<KvCoordinator>(plan.groups, c.block_size, c.enable_prefix_caching);
+  if (c.speculative.method == SpeculativeConfig::Method::kDraftModel) {
+    // The draft reads group 0's tables, which must cover every position (full attention).
+    if (plan.groups[0].window != 0)
+      return invalid_argument(
+          "a draft model needs a target whose first KV group is full attention; this one "
+          "slides a window there (use --disable-sliding-window)");
+    ModelLoadOptions lo;
+    lo.n_threads = c.n_threads;
+    lo.max_context = c.max_model_len;
+    lo.disable_sliding_window = true;
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft, tools::load_model(c.speculative.model, lo));
+    if (draft->config().context_length > 0 && draft->config().context_length < c.max_model_len)
+      return invalid_argument("the draft model's context (" +
+                              std::to_string(draft->config().context_length) +
+                              ") is shorter than max_model_len " + std::to_string(c.max_model_len));
+    LOOM_ASSIGN_OR_RETURN(
+        e->draft_model_,
+        spec::DraftModelProposer::create(std::move(draft), mc.n_vocab, plan.groups[0].num_blocks,
+                                         c.block_size, c.kv_dtype));
+    LOOM_LOG_INFO("engine: draft model %s (%s, %d layers), its KV in the target's blocks: %.1f MiB",
+                  c.speculative.model.c_str(), e->draft_model_->model().config().arch.c_str(),
+                  e->draft_model_->model().config().n_layer,
+                  static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
+  }
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
 
@@ -197,8 +222,26 @@ void EngineCore::propose_drafts() {
         std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
                   config_.max_model_len - r->num_tokens()});
     if (k <= 0 || k < sc.draft_min) continue;
-    spec::propose_ngram(r->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r->draft);
+    if (draft_model_)
+      r->draft.assign(k, 0);  // room for k; the draft model fills them once scheduled
+    else
+      spec::propose_ngram(r->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r->draft);
   }
+}
+
+Status EngineCore::run_draft_model(const SchedulerOutput& so) {
+  if (!draft_model_) return Status::ok();
+  draft_seqs_.clear();
+  for (const ScheduledSeq& s : so.seqs) {
+    if (s.num_draft == 0) continue;
+    Request& r = *s.req;
+    // Blocks recomputed after a preemption hold no draft K/V any more.
+    r.draft_computed = std::min(r.draft_computed, r.num_computed_tokens);
+    const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
+    draft_seqs_.push_back(
+        {r.tokens, table.data(), static_cast<int32_t>(table.size()), &r.draft_computed, &r.draft});
+  }
+  return draft_model_->propose(draft_seqs_);
 }
 
 void EngineCore::build_batch(const SchedulerOutput& so) {
@@ -382,13 +425,20 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     const int32_t prompt_left = s.req->num_prompt_tokens - s.req->num_computed_tokens;
     if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
   }
+  if (Status ds = run_draft_model(so); !ds.is_ok()) {
+    for (const ScheduledSeq& s : so.seqs)
+      if (!s.req->group->aborted) abort(s.req->group->id);
+    return Status(ds.code(), "draft model failed: " + ds.message());
+  }
   build_batch(so);
 
   const int32_t n_vocab = model_->config().n_vocab;
   const size_t need = batch_.logits_rows.size() * static_cast<size_t>(n_vocab);
   if (logits_.size() < need) logits_.resize(need);
   start_masks();  // overlaps the forward pass
+  const auto forward_start = std::chrono::steady_clock::now();
   Status st = model_->forward(batch_, *kv_, logits_.data());
+  totals_.forward_seconds += seconds_since(forward_start);
   mask_worker_.wait();
   if (!st.is_ok()) {
     // Nothing sensible can continue for these sequences: fail them, free their blocks.
@@ -468,9 +518,14 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     totals_.spec_num_draft_tokens += num_draft;
     totals_.spec_num_accepted_tokens += kept;
     for (int32_t j = 0; j < kept; ++j) ++totals_.spec_accepted_per_pos[j];
-    if (kept == 0) {
+    // A verify costs about 1.2-1.4 decode steps for one sequence (bench model --verify):
+    // below half a kept token per verify, proposing loses time.
+    constexpr float kMinKeptAvg = 0.5f;
+    r.spec_kept_avg = 0.7f * r.spec_kept_avg + 0.3f * static_cast<float>(kept);
+    if (r.spec_kept_avg < kMinKeptAvg) {
       r.spec_backoff = r.spec_backoff_next;
       r.spec_backoff_next = std::min(2 * r.spec_backoff_next, 16);
+      r.spec_kept_avg = kMinKeptAvg;  // the next verify after the pause decides again
     } else {
       r.spec_backoff_next = 1;
     }
@@ -492,6 +547,7 @@ EngineMetrics EngineCore::metrics() const {
   m.prefix_cache_queries = kv_manager_->prefix_query_tokens();
   m.prefix_cache_hits = kv_manager_->prefix_hit_tokens();
   m.num_preemptions = scheduler_->num_preemptions();
+  if (draft_model_) m.spec_draft_seconds = draft_model_->seconds();
   return m;
 }
 

@@ -20,6 +20,7 @@
 #include "model/batch.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "spec/draft_model.h"
 
 namespace loom {
 
@@ -67,6 +68,8 @@ class EngineCore {
   EngineCore() = default;
   // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
   void propose_drafts();
+  // A draft model's proposals for the verifies scheduled in `so` (their slots exist now).
+  Status run_draft_model(const SchedulerOutput& so);
   // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
   // each proposed token the sample agrees with; returns how many proposals it kept.
   int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
@@ -85,6 +88,8 @@ class EngineCore {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvCoordinator> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<spec::DraftModelProposer> draft_model_;  // speculative method draft_model
+  std::vector<spec::DraftModelProposer::Seq> draft_seqs_;
   Sampler sampler_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 
@@ -95,7 +100,7 @@ class EngineCore {
 
   // Per-step scratch, kept to avoid reallocating every step.
   Batch batch_;
-  std::vector<Request*> sample_seqs_;  // sequences that sample this step, in logits-row order
+  std::vector<Request*> sample_seqs_;   // sequences that sample this step, in logits-row order
   std::vector<int32_t> sample_drafts_;  // per sample_seqs_ entry: proposals verified (rows - 1)
   std::vector<uint32_t> verify_mask_;   // a verify's masks after its first row
   std::vector<float> logits_;

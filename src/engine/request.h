@@ -39,10 +39,16 @@ struct Request {
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.
   std::vector<int32_t> draft;
-  // Steps left without proposals: a proposal that is wholly rejected backs the request off
-  // (doubling, up to a bound) so that a sequence whose lookups keep missing costs nothing.
+  // Back-off: proposals kept per verify, averaged over the last few (exponentially); when it
+  // falls below what a verify costs over a decode, the request skips proposals for
+  // spec_backoff steps (doubling, up to a bound, while it stays low), so that a sequence
+  // whose proposals keep failing costs nothing.
+  float spec_kept_avg = 1.0f;
   int32_t spec_backoff = 0;
   int32_t spec_backoff_next = 1;
+  // Tokens whose K/V a draft model has written (spec/draft_model.h); never above
+  // num_computed_tokens when a step starts.
+  int32_t draft_computed = 0;
 
   Rng rng;
   PenaltyState penalties;  // only fed when the params have penalties

@@ -37,13 +37,16 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
       const std::string m = value.get<std::string>();
       if (m == "ngram")
         c.method = SpeculativeConfig::Method::kNgram;
+      else if (m == "draft_model")
+        c.method = SpeculativeConfig::Method::kDraftModel;
       else
         return invalid_argument("--speculative-config: method \"" + m +
-                                "\" is not supported; loom speculates with \"ngram\"");
+                                "\" is not supported; loom speculates with \"ngram\" or a "
+                                "draft model (\"draft_model\", or just \"model\")");
     } else if (key == "model") {
-      return invalid_argument(
-          "--speculative-config: a draft model (\"model\") is not supported yet; use "
-          "{\"method\": \"ngram\", ...}");
+      if (!value.is_string() || value.get<std::string>().empty())
+        return invalid_argument("--speculative-config: \"model\" must be a model path");
+      c.model = value.get<std::string>();
     } else if (key == "num_speculative_tokens") {
       LOOM_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
     } else if (key == "prompt_lookup_min") {
@@ -58,14 +61,23 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
                               "prompt_lookup_max, disable_by_batch_size)");
     }
   }
+  // vLLM: a "model" without a method is a draft model.
+  if (c.method == SpeculativeConfig::Method::kNone && !c.model.empty())
+    c.method = SpeculativeConfig::Method::kDraftModel;
   if (c.method == SpeculativeConfig::Method::kNone)
-    return invalid_argument("--speculative-config: \"method\" is required (\"ngram\")");
+    return invalid_argument(
+        "--speculative-config: \"method\" (\"ngram\") or \"model\" (a draft model) is required");
   LOOM_RETURN_IF_ERROR(finalize_speculative_config(c));
   return c;
 }
 
 Status finalize_speculative_config(SpeculativeConfig& c) {
   if (c.method == SpeculativeConfig::Method::kNone) return Status::ok();
+  const bool draft = c.method == SpeculativeConfig::Method::kDraftModel;
+  if (draft && c.model.empty())
+    return invalid_argument("a draft-model speculative config needs \"model\"");
+  if (!draft && !c.model.empty())
+    return invalid_argument("\"model\" is only for a draft model, not for method ngram");
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
     return invalid_argument("num_speculative_tokens must be in [1, " +
                             std::to_string(kMaxSpeculativeTokens) + "], got " +

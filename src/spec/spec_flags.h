@@ -28,18 +28,21 @@ struct SpeculativeFlags {
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--draft-min", draft_min, "proposals shorter than this are not verified")
         ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--model-draft", model_draft, "draft model (not supported yet: an error)");
+    app.add_option("--model-draft", model_draft,
+                   "draft model with the target's vocabulary (GGUF, HF directory or "
+                   "synth:PRESET); proposes --draft-max tokens per step (default 4)");
   }
 
   // Fills `c` from the flags given; an error names the flag.
   Status apply(SpeculativeConfig& c) const {
-    if (!model_draft.empty())
-      return invalid_argument(
-          "--model-draft: draft-model speculation is not supported yet; use "
-          "n-gram lookup (--speculative-config '{\"method\": \"ngram\", "
-          "\"num_speculative_tokens\": 4}' or --draft-max 4)");
     if (!config_json.empty()) {
       LOOM_ASSIGN_OR_RETURN(c, parse_speculative_config(config_json));
+      if (!model_draft.empty())
+        return invalid_argument("--model-draft and --speculative-config: give one of them");
+    } else if (!model_draft.empty()) {
+      c.method = SpeculativeConfig::Method::kDraftModel;
+      c.model = model_draft;
+      c.num_speculative_tokens = 4;
     } else if (draft_max > 0) {
       c.method = SpeculativeConfig::Method::kNgram;
     } else if (draft_min >= 0) {

@@ -185,6 +185,55 @@ TEST_F(SpeculativeEngine, LargeBatchesDoNotSpeculate) {
   EXPECT_EQ(metrics_.spec_num_drafts, 0);
 }
 
+// The target as its own draft (synth:tiny is the same bytes as the test model): a greedy
+// request keeps every proposal, since the draft's single-token logits are bit-identical to the
+// target's verify rows; sampled requests keep fewer; outputs are plain decoding's either way,
+// also batched, chunked and preempted (the draft's K/V in the target's blocks are rolled back
+// and recomputed with them).
+TEST_F(SpeculativeEngine, DraftModelOutputsAreIdentical) {
+  auto draft = [](EngineConfig c) {
+    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+    c.speculative.model = "synth:tiny";
+    c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
+    return c;
+  };
+  const std::vector<GenerateRequest> greedy = {request(0, 0.0f, 64)};
+  auto plain = run(config(0), greedy);
+  expect_same(plain, run(draft(config(4)), greedy), "draft greedy");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+  EXPECT_GT(metrics_.spec_draft_seconds, 0.0);
+  // 64 tokens in steps of up to 5: the prefill, then about 63 / 5 verifies.
+  EXPECT_LE(metrics_.num_steps, 1 + 64 / 5 + 2);
+
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 6; ++i) rs.push_back(request(i, i % 2 ? 0.9f : 0.0f, 48));
+  rs[2].params.n = 2;
+  auto plain_batch = run(config(0), rs);
+  EngineConfig c = draft(config(3));
+  expect_same(plain_batch, run(c, rs), "draft batched");
+  EXPECT_LT(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+  c.max_num_batched_tokens = 7;
+  expect_same(plain_batch, run(c, rs), "draft chunked");
+  c = draft(config(3));
+  c.kv_cache_memory_gib = 60.0 * 4 * 2 * 2 * 32 * 4 / (1 << 30);
+  expect_same(plain_batch, run(c, rs), "draft preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+}
+
+TEST_F(SpeculativeEngine, DraftModelMustShareTheVocabulary) {
+  EngineConfig c = config(4);
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny-qwen3";  // Qwen3's 151,936-token vocabulary
+  auto file = GgufFile::parse_bytes(bytes_);
+  ASSERT_TRUE(file.is_ok());
+  auto model = Model::from_gguf(std::move(*file), {});
+  ASSERT_TRUE(model.is_ok());
+  auto e = Engine::create(std::move(*model), nullptr, c);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("vocabulary"), std::string::npos) << e.status().message();
+}
+
 TEST_F(SpeculativeEngine, BadConfigIsRefused) {
   EngineConfig c = config(4);
   c.speculative.prompt_lookup_min = 5;

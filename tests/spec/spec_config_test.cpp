@@ -18,6 +18,18 @@ TEST(SpecConfig, ParsesVllmSpelling) {
   EXPECT_TRUE(c->enabled());
 }
 
+TEST(SpecConfig, DraftModel) {
+  for (const char* json : {R"({"model": "draft.gguf", "num_speculative_tokens": 3})",
+                           R"({"method": "draft_model", "model": "draft.gguf",
+                               "num_speculative_tokens": 3})"}) {
+    auto c = parse_speculative_config(json);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    EXPECT_EQ(c->method, SpeculativeConfig::Method::kDraftModel);
+    EXPECT_EQ(c->model, "draft.gguf");
+    EXPECT_EQ(c->num_speculative_tokens, 3);
+  }
+}
+
 TEST(SpecConfig, LookupBoundsDefaultAsVllms) {
   auto both = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3})");
   ASSERT_TRUE(both.is_ok());
@@ -42,9 +54,12 @@ TEST(SpecConfig, ErrorsNameWhatIsWrong) {
   const Case cases[] = {
       {"[1]", "JSON object"},
       {"{not json", "JSON object"},
-      {R"({"num_speculative_tokens": 4})", "\"method\" is required"},
+      {R"({"num_speculative_tokens": 4})", "is required"},
       {R"({"method": "eagle", "num_speculative_tokens": 4})", "method \"eagle\""},
-      {R"({"model": "draft.gguf", "num_speculative_tokens": 4})", "draft model"},
+      {R"({"method": "ngram", "model": "d.gguf", "num_speculative_tokens": 4})",
+       "only for a draft model"},
+      {R"({"method": "draft_model", "num_speculative_tokens": 4})", "needs \"model\""},
+      {R"({"model": "", "num_speculative_tokens": 4})", "must be a model path"},
       {R"({"method": "ngram", "num_speculative_tokens": 4, "lookahead": 1})",
        "unknown key \"lookahead\""},
       {R"({"method": "ngram", "num_speculative_tokens": "4"})", "must be an integer"},

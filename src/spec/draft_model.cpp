@@ -1,0 +1,102 @@
+#include "spec/draft_model.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace loom::spec {
+namespace {
+
+int32_t argmax(const float* row, int32_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(std::unique_ptr<Model> draft,
+                                                                       int32_t target_vocab,
+                                                                       int32_t num_blocks,
+                                                                       int32_t block_size,
+                                                                       Dtype kv_dtype) {
+  if (!draft) return invalid_argument("draft model: none given");
+  const ModelConfig& c = draft->config();
+  if (c.n_vocab != target_vocab)
+    return invalid_argument("the draft model's vocabulary has " + std::to_string(c.n_vocab) +
+                            " tokens but the target's has " + std::to_string(target_vocab) +
+                            "; a draft model must share the target's vocabulary");
+  std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
+  LOOM_ASSIGN_OR_RETURN(p->kv_, KvCache::create(c, num_blocks, block_size, kv_dtype));
+  p->kv_bytes_ =
+      static_cast<size_t>(num_blocks) * KvCache::bytes_per_block(c, block_size, kv_dtype);
+  p->model_ = std::move(draft);
+  return p;
+}
+
+Status DraftModelProposer::run(std::vector<float>& logits) {
+  const size_t need = batch_.logits_rows.size() * static_cast<size_t>(model_->config().n_vocab);
+  if (logits.size() < need) logits.resize(need);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = model_->forward(batch_, *kv_, logits.data());
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+Status DraftModelProposer::propose(std::span<Seq> seqs) {
+  if (seqs.empty()) return Status::ok();
+  const int32_t n_vocab = model_->config().n_vocab;
+  auto add_sequence = [&](const Seq& s, int32_t n_past, int32_t n_new) {
+    BatchSequence bs;
+    bs.block_table = s.block_table;
+    bs.n_blocks = s.n_blocks;
+    bs.n_past = n_past;
+    bs.n_new = n_new;
+    bs.row_begin = batch_.n_rows();
+    batch_.sequences.push_back(bs);
+  };
+  // Step 1: every token without draft K/V, the last known one included; its logits give the
+  // first proposal.
+  batch_.clear();
+  for (const Seq& s : seqs) {
+    const int32_t len = static_cast<int32_t>(s.tokens.size());
+    const int32_t from = std::min(*s.draft_computed, len - 1);
+    add_sequence(s, from, len - from);
+    const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size()) - 1;
+    for (int32_t p = from; p < len; ++p) {
+      batch_.tokens.push_back(s.tokens[p]);
+      batch_.pos.push_back(p);
+      batch_.seq.push_back(seq_index);
+    }
+    batch_.logits_rows.push_back(batch_.n_rows() - 1);
+  }
+  LOOM_RETURN_IF_ERROR(run(logits_));
+  int32_t k_max = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = seqs[i];
+    *s.draft_computed = static_cast<int32_t>(s.tokens.size());
+    (*s.draft)[0] = argmax(logits_.data() + i * n_vocab, n_vocab);
+    k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
+  }
+  // Steps 2..k: one token per sequence that still proposes, at the positions after the last
+  // known token (lookahead slots; their K/V are rolled back with the target's).
+  std::vector<size_t> live;
+  for (int32_t j = 1; j < k_max; ++j) {
+    batch_.clear();
+    live.clear();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Seq& s = seqs[i];
+      if (static_cast<int32_t>(s.draft->size()) <= j) continue;
+      const int32_t pos = static_cast<int32_t>(s.tokens.size()) - 1 + j;
+      add_sequence(s, pos, 1);
+      batch_.tokens.push_back((*s.draft)[j - 1]);
+      batch_.pos.push_back(pos);
+      batch_.seq.push_back(static_cast<int32_t>(batch_.sequences.size()) - 1);
+      batch_.logits_rows.push_back(batch_.n_rows() - 1);
+      live.push_back(i);
+    }
+    LOOM_RETURN_IF_ERROR(run(logits_));
+    for (size_t r = 0; r < live.size(); ++r)
+      (*seqs[live[r]].draft)[j] = argmax(logits_.data() + r * n_vocab, n_vocab);
+  }
+  return Status::ok();
+}
+
+}  // namespace loom::spec

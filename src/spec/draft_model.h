@@ -1,0 +1,60 @@
+// Draft-model proposals: a smaller model with the target's vocabulary proposes k tokens per
+// decoding sequence by k greedy steps of its own, which the target then verifies in one step.
+//
+// Its K/V live in the target's blocks: a KvCache of the draft's layers with as many blocks as
+// the target's full-attention group, addressed through the target's block tables. The block
+// pool, the lookahead slots of a verify and their rollback therefore cover the draft as well
+// (block b holds both models' K/V for the same positions), and no second bookkeeping exists.
+// A sequence records how many of its tokens have draft K/V (draft_computed); each proposal
+// first runs the ones that do not yet (the prompt at its first decode, the tokens accepted
+// since) as one chunk, then k - 1 single-token steps. Whatever the draft proposes, the target's
+// verify decides what is kept, so stale or missing draft K/V can cost acceptance, never change
+// an output.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "model/batch.h"
+#include "model/model.h"
+
+namespace loom::spec {
+
+class DraftModelProposer {
+ public:
+  // `target_vocab`: the target's n_vocab, which the draft must share. `num_blocks`,
+  // `block_size`: the target's full-attention KV group, whose tables the draft reads.
+  static Result<std::unique_ptr<DraftModelProposer>> create(std::unique_ptr<Model> draft,
+                                                            int32_t target_vocab,
+                                                            int32_t num_blocks, int32_t block_size,
+                                                            Dtype kv_dtype);
+
+  struct Seq {
+    std::span<const int32_t> tokens;  // the sequence's known tokens (prompt and output)
+    const int32_t* block_table;       // covers positions < tokens.size() - 1 + draft->size()
+    int32_t n_blocks;
+    int32_t* draft_computed;      // tokens with draft K/V; updated
+    std::vector<int32_t>* draft;  // its size is the number of tokens to propose; filled
+  };
+  // Fills every sequence's draft.
+  Status propose(std::span<Seq> seqs);
+
+  const Model& model() const { return *model_; }
+  size_t kv_bytes() const { return kv_bytes_; }
+  double seconds() const { return seconds_; }  // time spent in the draft's forward passes
+
+ private:
+  Status run(std::vector<float>& logits);
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvCache> kv_;
+  size_t kv_bytes_ = 0;
+  Batch batch_;
+  std::vector<float> logits_;
+  double seconds_ = 0;
+};
+
+}  // namespace loom::spec
