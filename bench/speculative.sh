@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Issue 19's speed check (n-gram speculation) on the llama-0.5b preset, Q8_0 and Q4_0, 2 threads:
+# Issue 19's speed check on the llama-0.5b preset, Q8_0 and Q4_0, 2 threads:
 #  1. the cost of a verify step of 5 tokens ÷ a decode step, alone and for 16 sequences
 #     (loom bench model --verify 5 --batch-seqs 16);
-#  2. single-stream output tokens/s with and without n-gram speculation (k = 4, lookups of
-#     2..4 tokens) on two workloads, in alternating pairs:
+#  2. single-stream output tokens/s without and with n-gram speculation (k = 4, lookups of
+#     2..4 tokens), in alternating pairs, on two workloads (loom bench offline):
 #     - self-repeat: each random prompt P is continued greedily to C (untimed), then P + C + P
 #       is decoded greedily: output that can repeat its own earlier text;
-#     - random: random prompts sampled at temperature 1, where lookups (almost) never match.
+#     - random: random prompts sampled at temperature 1, where lookups (almost) never match;
+#  3. the target model as its own draft (--model-draft, k = 4, greedy): tokens/s counting only
+#     the target's forward time, the draft's time reported beside it.
+# Every line gives output tokens/s over the whole run and over the target's forward time.
 #   LOOM=build/loom REPS=3 bench/speculative.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
@@ -15,23 +18,39 @@ DIR=${DIR:-/tmp/loom-spec}
 THREADS=${THREADS:-2}
 SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 mkdir -p "$DIR"
+
+report() {  # label, then the bench offline output on stdin
+  local out tps target draft acc
+  out=$(cat)
+  tps=$(echo "$out" | sed -n 's/.* \([0-9.]*\) output tokens\/s$/\1/p')
+  target=$(echo "$out" | sed -n 's/^Target model forward passes: .*(\([0-9.]*\) output tokens\/s of that time)/\1/p')
+  draft=$(echo "$out" | sed -n 's/^Draft model forward passes: \([0-9.]*\) s/, draft \1 s/p')
+  acc=$(echo "$out" | sed -n 's/.*(acceptance rate \([0-9.]*\), mean acceptance length \([0-9.]*\)).*/, acceptance \1, length \2/p')
+  echo "$1: $tps tok/s, target-time $target tok/s$draft$acc"
+}
+
 for type in q8_0 q4_0; do
   f="$DIR/llama-0.5b-$type.gguf"
   [ -f "$f" ] || "$LOOM" synth --preset llama-0.5b --type "$type" -o "$f" >/dev/null
   echo "== llama-0.5b $type: verify cost"
   "$LOOM" bench model -m "$f" -p 0 -n 32 --verify 5 --batch-seqs 16 -r "$REPS" -t "$THREADS" |
-    grep -E "verify|tg32 "
+    grep -E "^verify step cost|^\| .* tg32 "
   for workload in self-repeat random; do
     for rep in $(seq "$REPS"); do
-      for mode in plain spec; do
+      for mode in plain ngram; do
         args=(bench offline -m "$f" --num-prompts 4 --input-len 64 --output-len 128
               --max-num-seqs 1 -t "$THREADS" --workload "$workload" --seed "$rep")
-        [ "$mode" = spec ] && args+=(--speculative-config "$SPEC")
-        out=$("$LOOM" "${args[@]}" 2>/dev/null)
-        tps=$(echo "$out" | sed -n 's/.* \([0-9.]*\) output tokens\/s/\1/p')
-        acc=$(echo "$out" | sed -n 's/.*(acceptance rate \([0-9.]*\), mean acceptance length \([0-9.]*\)).*/rate \1, length \2/p')
-        echo "$type $workload run $rep $mode: $tps output tok/s ${acc}"
+        [ "$mode" = ngram ] && args+=(--speculative-config "$SPEC")
+        "$LOOM" "${args[@]}" 2>/dev/null | report "$type $workload run $rep $mode"
       done
+    done
+  done
+  for rep in $(seq "$REPS"); do
+    for mode in plain self-draft; do
+      args=(bench offline -m "$f" --num-prompts 2 --input-len 16 --output-len 256
+            --max-num-seqs 1 -t "$THREADS" --temperature 0 --seed "$rep")
+      [ "$mode" = self-draft ] && args+=(--model-draft "$f" --draft-max 4)
+      "$LOOM" "${args[@]}" 2>/dev/null | report "$type draft run $rep $mode"
     done
   done
 done

@@ -68,13 +68,18 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                               std::to_string(draft->config().context_length) +
                               ") is shorter than max_model_len " + std::to_string(c.max_model_len));
     LOOM_ASSIGN_OR_RETURN(
-        e->draft_model_,
+        std::unique_ptr<spec::DraftModelProposer> dm,
         spec::DraftModelProposer::create(std::move(draft), mc.n_vocab, plan.groups[0].num_blocks,
                                          c.block_size, c.kv_dtype));
+    e->draft_model_ = dm.get();
+    e->proposer_ = std::move(dm);
     LOOM_LOG_INFO("engine: draft model %s (%s, %d layers), its KV in the target's blocks: %.1f MiB",
                   c.speculative.model.c_str(), e->draft_model_->model().config().arch.c_str(),
                   e->draft_model_->model().config().n_layer,
                   static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
+  } else if (c.speculative.method == SpeculativeConfig::Method::kNgram) {
+    e->proposer_ = std::make_unique<spec::NgramProposer>(c.speculative.prompt_lookup_min,
+                                                         c.speculative.prompt_lookup_max);
   }
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
@@ -222,15 +227,12 @@ void EngineCore::propose_drafts() {
         std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
                   config_.max_model_len - r->num_tokens()});
     if (k <= 0 || k < sc.draft_min) continue;
-    if (draft_model_)
-      r->draft.assign(k, 0);  // room for k; the draft model fills them once scheduled
-    else
-      spec::propose_ngram(r->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r->draft);
+    proposer_->plan(r->tokens, k, r->draft);
   }
 }
 
-Status EngineCore::run_draft_model(const SchedulerOutput& so) {
-  if (!draft_model_) return Status::ok();
+Status EngineCore::fill_drafts(const SchedulerOutput& so) {
+  if (!proposer_) return Status::ok();
   draft_seqs_.clear();
   for (const ScheduledSeq& s : so.seqs) {
     if (s.num_draft == 0) continue;
@@ -241,7 +243,7 @@ Status EngineCore::run_draft_model(const SchedulerOutput& so) {
     draft_seqs_.push_back(
         {r.tokens, table.data(), static_cast<int32_t>(table.size()), &r.draft_computed, &r.draft});
   }
-  return draft_model_->propose(draft_seqs_);
+  return proposer_->fill(draft_seqs_);
 }
 
 void EngineCore::build_batch(const SchedulerOutput& so) {
@@ -425,10 +427,10 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     const int32_t prompt_left = s.req->num_prompt_tokens - s.req->num_computed_tokens;
     if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
   }
-  if (Status ds = run_draft_model(so); !ds.is_ok()) {
+  if (Status ds = fill_drafts(so); !ds.is_ok()) {
     for (const ScheduledSeq& s : so.seqs)
       if (!s.req->group->aborted) abort(s.req->group->id);
-    return Status(ds.code(), "draft model failed: " + ds.message());
+    return Status(ds.code(), "speculative proposer failed: " + ds.message());
   }
   build_batch(so);
 

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "spec/draft_model.h"
+#include "spec/proposer.h"
 
 namespace loom {
 
@@ -68,8 +69,8 @@ class EngineCore {
   EngineCore() = default;
   // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
   void propose_drafts();
-  // A draft model's proposals for the verifies scheduled in `so` (their slots exist now).
-  Status run_draft_model(const SchedulerOutput& so);
+  // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
+  Status fill_drafts(const SchedulerOutput& so);
   // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
   // each proposed token the sample agrees with; returns how many proposals it kept.
   int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
@@ -88,8 +89,9 @@ class EngineCore {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvCoordinator> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<spec::DraftModelProposer> draft_model_;  // speculative method draft_model
-  std::vector<spec::DraftModelProposer::Seq> draft_seqs_;
+  std::unique_ptr<spec::Proposer> proposer_;               // null without speculation
+  const spec::DraftModelProposer* draft_model_ = nullptr;  // proposer_, when a draft model
+  std::vector<spec::DraftSeq> draft_seqs_;
   Sampler sampler_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 

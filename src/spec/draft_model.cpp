@@ -40,10 +40,10 @@ Status DraftModelProposer::run(std::vector<float>& logits) {
   return st;
 }
 
-Status DraftModelProposer::propose(std::span<Seq> seqs) {
+Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   if (seqs.empty()) return Status::ok();
   const int32_t n_vocab = model_->config().n_vocab;
-  auto add_sequence = [&](const Seq& s, int32_t n_past, int32_t n_new) {
+  auto add_sequence = [&](const DraftSeq& s, int32_t n_past, int32_t n_new) {
     BatchSequence bs;
     bs.block_table = s.block_table;
     bs.n_blocks = s.n_blocks;
@@ -55,7 +55,7 @@ Status DraftModelProposer::propose(std::span<Seq> seqs) {
   // Step 1: every token without draft K/V, the last known one included; its logits give the
   // first proposal.
   batch_.clear();
-  for (const Seq& s : seqs) {
+  for (const DraftSeq& s : seqs) {
     const int32_t len = static_cast<int32_t>(s.tokens.size());
     const int32_t from = std::min(*s.draft_computed, len - 1);
     add_sequence(s, from, len - from);
@@ -70,7 +70,7 @@ Status DraftModelProposer::propose(std::span<Seq> seqs) {
   LOOM_RETURN_IF_ERROR(run(logits_));
   int32_t k_max = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    Seq& s = seqs[i];
+    DraftSeq& s = seqs[i];
     *s.draft_computed = static_cast<int32_t>(s.tokens.size());
     (*s.draft)[0] = argmax(logits_.data() + i * n_vocab, n_vocab);
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
@@ -82,7 +82,7 @@ Status DraftModelProposer::propose(std::span<Seq> seqs) {
     batch_.clear();
     live.clear();
     for (size_t i = 0; i < seqs.size(); ++i) {
-      const Seq& s = seqs[i];
+      const DraftSeq& s = seqs[i];
       if (static_cast<int32_t>(s.draft->size()) <= j) continue;
       const int32_t pos = static_cast<int32_t>(s.tokens.size()) - 1 + j;
       add_sequence(s, pos, 1);

@@ -20,10 +20,11 @@
 #include "base/status.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "spec/proposer.h"
 
 namespace loom::spec {
 
-class DraftModelProposer {
+class DraftModelProposer : public Proposer {
  public:
   // `target_vocab`: the target's n_vocab, which the draft must share. `num_blocks`,
   // `block_size`: the target's full-attention KV group, whose tables the draft reads.
@@ -32,15 +33,12 @@ class DraftModelProposer {
                                                             int32_t num_blocks, int32_t block_size,
                                                             Dtype kv_dtype);
 
-  struct Seq {
-    std::span<const int32_t> tokens;  // the sequence's known tokens (prompt and output)
-    const int32_t* block_table;       // covers positions < tokens.size() - 1 + draft->size()
-    int32_t n_blocks;
-    int32_t* draft_computed;      // tokens with draft K/V; updated
-    std::vector<int32_t>* draft;  // its size is the number of tokens to propose; filled
-  };
-  // Fills every sequence's draft.
-  Status propose(std::span<Seq> seqs);
+  // k placeholders: the draft runs once the verify has its slots.
+  void plan(std::span<const int32_t>, int32_t k, std::vector<int32_t>& draft) override {
+    draft.assign(k, 0);
+  }
+  // Fills every sequence's draft with the draft model's greedy continuation.
+  Status fill(std::span<DraftSeq> seqs) override;
 
   const Model& model() const { return *model_; }
   size_t kv_bytes() const { return kv_bytes_; }

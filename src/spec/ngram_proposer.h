@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "spec/proposer.h"
+
 namespace loom::spec {
 
 // Appends to `out` the `k` tokens that followed the latest earlier occurrence of the longest
@@ -17,5 +19,16 @@ namespace loom::spec {
 // one pass over `tokens` per n tried.
 int32_t propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
                       std::vector<int32_t>& out);
+
+class NgramProposer : public Proposer {
+ public:
+  NgramProposer(int32_t min_n, int32_t max_n) : min_n_(min_n), max_n_(max_n) {}
+  void plan(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& draft) override {
+    propose_ngram(tokens, min_n_, max_n_, k, draft);
+  }
+
+ private:
+  int32_t min_n_, max_n_;
+};
 
 }  // namespace loom::spec
