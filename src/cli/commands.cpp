@@ -5,6 +5,9 @@
 #include <map>
 #include <string>
 
+#include "base/version.h"
+#include "kernels/cpu/isa.h"
+
 namespace loom::cli {
 namespace {
 
@@ -20,8 +23,11 @@ std::map<std::string, Entry>& registry() {
 
 void print_usage() {
   std::fprintf(stderr, "usage: loom <command> [options]\n\ncommands:\n");
-  for (const auto& [name, e] : registry()) std::fprintf(stderr, "  %-10s %s\n", name.c_str(), e.help);
-  std::fprintf(stderr, "\n'loom <command> --help' shows a command's options.\n");
+  for (const auto& [name, e] : registry())
+    std::fprintf(stderr, "  %-10s %s\n", name.c_str(), e.help);
+  std::fprintf(
+      stderr,
+      "\n'loom <command> --help' shows a command's options; 'loom --version' the version.\n");
 }
 
 }  // namespace
@@ -34,6 +40,13 @@ int run_main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     print_usage();
     return argc < 2 ? 1 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0) {
+    const BuildInfo& b = build_info();
+    std::printf("loom %s (commit %s, %s, %s build, kernels: %s)\n", b.version.c_str(),
+                b.commit.c_str(), b.compiler.c_str(), b.build_type.c_str(),
+                std::string(kernels::isa_name(kernels::active_isa())).c_str());
+    return 0;
   }
   auto it = registry().find(argv[1]);
   if (it == registry().end()) {

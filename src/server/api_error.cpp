@@ -68,7 +68,9 @@ ApiError body_too_large(size_t limit) {
 }
 
 namespace {
-Json null_or(const std::string& s) { return s.empty() ? Json() : Json(s); }
+Json null_or(const std::string& s) {
+  return s.empty() ? Json() : Json(s);
+}
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -76,20 +78,24 @@ std::string dump(const Json& j) {
 
 std::string openai_error_body(const ApiError& e) {
   Json j = {{"error",
-                       {{"message", e.message},
-                        {"type", e.type},
-                        {"param", null_or(e.param)},
-                        {"code", null_or(e.code)}}}};
+             {{"message", e.message},
+              {"type", e.type},
+              {"param", null_or(e.param)},
+              {"code", null_or(e.code)}}}};
   return dump(j);
+}
+
+std::string ollama_error_body(const ApiError& e) {
+  return dump(Json{{"error", e.message}});
 }
 
 std::string anthropic_error_body(const ApiError& e) {
   Json j = {{"type", "error"},
-                      {"error",
-                       {{"type", e.type},
-                        {"message", e.message},
-                        {"param", null_or(e.param)},
-                        {"code", null_or(e.code)}}}};
+            {"error",
+             {{"type", e.type},
+              {"message", e.message},
+              {"param", null_or(e.param)},
+              {"code", null_or(e.code)}}}};
   return dump(j);
 }
 

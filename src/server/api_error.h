@@ -27,5 +27,10 @@ ApiError body_too_large(size_t limit);
 std::string openai_error_body(const ApiError& e);
 // {"type": "error", "error": {"type", "message"}} (plus param/code, which clients ignore)
 std::string anthropic_error_body(const ApiError& e);
+// Ollama's {"error": "message"}
+std::string ollama_error_body(const ApiError& e);
+
+// The error body shape of an API family.
+enum class ErrorShape { kOpenAI, kAnthropic, kOllama };
 
 }  // namespace loom::server

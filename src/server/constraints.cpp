@@ -454,4 +454,24 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
   return std::nullopt;
 }
 
+std::optional<ApiError> read_ollama_format(const Json* format, AnswerConstraint* out) {
+  *out = AnswerConstraint();
+  if (!format || format->is_null() || (format->is_string() && format->get<std::string>().empty()))
+    return std::nullopt;
+  out->field = "format";
+  if (format->is_string()) {
+    if (format->get<std::string>() != "json")
+      return bad_request("format must be \"json\" or a JSON Schema object, got \"" +
+                             format->get<std::string>() + "\"",
+                         "format");
+    out->gbnf = structured::any_json_object_gbnf();
+    return std::nullopt;
+  }
+  if (!format->is_object())
+    return bad_request(
+        "format must be \"json\" or a JSON Schema object, got " + json_type_name(*format),
+        "format");
+  return schema_gbnf(*format, "format", &out->gbnf);
+}
+
 }  // namespace loom::server

@@ -50,6 +50,9 @@ struct ChatPromptInfo {
   std::string rendered_prompt;     // decides whether the model starts inside reasoning
   bool thinking_disabled = false;  // chat_template_kwargs enable_thinking: false
 };
+// Ollama's `format`: "json" (any JSON object) or a JSON Schema object; "" / absent: free text.
+std::optional<ApiError> read_ollama_format(const Json* format, AnswerConstraint* out);
+
 std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
                                                  const AnswerConstraint& answer,
                                                  const ToolsRequest& tools,

@@ -19,7 +19,7 @@ namespace loom::server {
 
 struct ServerContext;
 
-enum class ApiKind { kCompletion, kChat, kAnthropic };
+enum class ApiKind { kCompletion, kChat, kAnthropic, kOllamaGenerate, kOllamaChat };
 
 // How each sequence's text becomes API output in chat APIs: reasoning, content and tool calls
 // (a chat::ChatOutputParser per sequence when enabled; plain content otherwise).

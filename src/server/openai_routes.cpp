@@ -11,6 +11,10 @@ namespace loom::server {
 
 void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out) {
   const bool anthropic = spec.kind == ApiKind::kAnthropic;
+  const bool ollama = spec.kind == ApiKind::kOllamaGenerate || spec.kind == ApiKind::kOllamaChat;
+  const ErrorShape shape = anthropic ? ErrorShape::kAnthropic
+                           : ollama  ? ErrorShape::kOllama
+                                     : ErrorShape::kOpenAI;
   const int64_t n_req = static_cast<int64_t>(spec.prompts.size());
   const int64_t limit = static_cast<int64_t>(ctx.max_num_seqs) + ctx.options.max_queue;
   if (ctx.in_flight.fetch_add(n_req) + n_req > limit) {
@@ -18,7 +22,7 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
     send_error(*out,
                overloaded("the server is overloaded (" + std::to_string(limit) +
                           " requests running or queued); retry later"),
-               anthropic);
+               shape);
     return;
   }
   const char* prefix = anthropic ? "msg_" : spec.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
@@ -35,20 +39,24 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
       for (const std::string& done : ids) ctx.engine->abort(done);
       // (Every prompt passed Engine::validate already; this is the engine shutting down.)
       ctx.in_flight.fetch_sub(n_req);
-      send_error(*out, bad_request(s.status().message(), "prompt"), anthropic);
+      send_error(*out, bad_request(s.status().message(), "prompt"), shape);
       return;
     }
     ids.push_back(spec.prompts.size() == 1 ? id : id + "-" + std::to_string(i));
     streams.push_back(std::move(s).value());
   }
+  const char* route = anthropic                               ? "/v1/messages"
+                      : spec.kind == ApiKind::kOllamaChat     ? "/api/chat"
+                      : spec.kind == ApiKind::kOllamaGenerate ? "/api/generate"
+                      : spec.kind == ApiKind::kChat           ? "/v1/chat/completions"
+                                                              : "/v1/completions";
   auto job = anthropic ? make_anthropic_job(ctx, std::move(spec), id, out)
+             : ollama  ? make_ollama_job(ctx, std::move(spec), id, out)
                        : make_openai_job(ctx, std::move(spec), id, out);
   job->request_ids = std::move(ids);
   job->streams = std::move(streams);
   job->in_flight = &ctx.in_flight;
-  job->route = anthropic                     ? "/v1/messages"
-               : spec.kind == ApiKind::kChat ? "/v1/chat/completions"
-                                             : "/v1/completions";
+  job->route = route;
   std::weak_ptr<GenerationJob> weak = job;
   AsyncEngine* engine = ctx.engine.get();
   out->on_disconnect([weak, engine] {

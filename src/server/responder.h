@@ -17,7 +17,7 @@ class Responder {
   virtual ~Responder() = default;
   virtual void send(int status, std::string content_type, std::string body) = 0;
   virtual void begin_stream(std::string content_type) = 0;  // 200, chunked
-  virtual void write(std::string data) = 0;                  // one chunk of the stream
+  virtual void write(std::string data) = 0;                 // one chunk of the stream
   virtual void end_stream() = 0;
   // Bytes accepted but not yet written to the socket (a slow reader makes this grow).
   virtual size_t pending_bytes() const = 0;
@@ -29,8 +29,14 @@ class Responder {
 };
 
 // Error bodies in the API's own shape.
+inline void send_error(Responder& r, const ApiError& e, ErrorShape shape) {
+  r.send(e.status, "application/json",
+         shape == ErrorShape::kAnthropic ? anthropic_error_body(e)
+         : shape == ErrorShape::kOllama  ? ollama_error_body(e)
+                                         : openai_error_body(e));
+}
 inline void send_error(Responder& r, const ApiError& e, bool anthropic = false) {
-  r.send(e.status, "application/json", anthropic ? anthropic_error_body(e) : openai_error_body(e));
+  send_error(r, e, anthropic ? ErrorShape::kAnthropic : ErrorShape::kOpenAI);
 }
 
 }  // namespace loom::server

@@ -4,6 +4,8 @@
 #include <exception>
 
 #include "base/log.h"
+#include "base/version.h"
+#include "kernels/cpu/isa.h"
 #include "server/auth.h"
 #include "server/jobs.h"
 #include "server/routes.h"
@@ -25,28 +27,43 @@ void handle_metrics(ServerContext& ctx, const HttpRequest&, ResponderPtr out) {
 }
 
 void handle_version(ServerContext&, const HttpRequest&, ResponderPtr out) {
-  out->send(200, "application/json", R"({"version":"loom"})");
+  const BuildInfo& b = build_info();
+  out->send(200, "application/json",
+            dump_json(Json{{"version", b.version},
+                           {"commit", b.commit},
+                           {"compiler", b.compiler},
+                           {"build_type", b.build_type},
+                           {"kernels", std::string(kernels::isa_name(kernels::active_isa()))}}));
 }
 
 struct Route {
   const char* method;
   const char* path;
   Handler handler;
-  bool auth;       // protected by --api-key
-  bool anthropic;  // errors in Anthropic's shape
+  bool auth;          // protected by --api-key
+  ErrorShape errors;  // the API family's error body
 };
+constexpr ErrorShape kOpenAI = ErrorShape::kOpenAI, kAnthropic = ErrorShape::kAnthropic,
+                     kOllama = ErrorShape::kOllama;
 
 const Route kRoutes[] = {
-    {"GET", "/health", handle_health, false, false},
-    {"GET", "/metrics", handle_metrics, false, false},
-    {"GET", "/version", handle_version, false, false},
-    {"GET", "/v1/models", handle_models, true, false},
-    {"POST", "/v1/completions", handle_completions, true, false},
-    {"POST", "/v1/chat/completions", handle_chat_completions, true, false},
-    {"POST", "/v1/messages", handle_messages, true, true},
-    {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, true},
-    {"POST", "/tokenize", handle_tokenize, true, false},
-    {"POST", "/detokenize", handle_detokenize, true, false},
+    {"GET", "/health", handle_health, false, kOpenAI},
+    {"GET", "/metrics", handle_metrics, false, kOpenAI},
+    {"GET", "/version", handle_version, false, kOpenAI},
+    {"GET", "/v1/models", handle_models, true, kOpenAI},
+    {"POST", "/v1/completions", handle_completions, true, kOpenAI},
+    {"POST", "/v1/chat/completions", handle_chat_completions, true, kOpenAI},
+    {"POST", "/v1/messages", handle_messages, true, kAnthropic},
+    {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, kAnthropic},
+    {"POST", "/tokenize", handle_tokenize, true, kOpenAI},
+    {"POST", "/detokenize", handle_detokenize, true, kOpenAI},
+    // Ollama's API (ollama_api.h); HEAD / and GET / answer as Ollama's root does.
+    {"GET", "/api/version", handle_ollama_version, false, kOllama},
+    {"GET", "/api/tags", handle_ollama_tags, true, kOllama},
+    {"GET", "/api/ps", handle_ollama_ps, true, kOllama},
+    {"POST", "/api/show", handle_ollama_show, true, kOllama},
+    {"POST", "/api/generate", handle_ollama_generate, true, kOllama},
+    {"POST", "/api/chat", handle_ollama_chat, true, kOllama},
 };
 
 }  // namespace
@@ -60,15 +77,17 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
     if (req.method == r.method) match = &r;
   }
   if (!match) {
-    send_error(*out, path_known ? method_not_allowed(req.method, req.path) : route_not_found(req.method, req.path));
+    send_error(*out, path_known ? method_not_allowed(req.method, req.path)
+                                : route_not_found(req.method, req.path));
     return;
   }
   if (match->auth && !authorized(req, ctx.options.api_key)) {
-    send_error(*out, unauthorized(), match->anthropic);
+    send_error(*out, unauthorized(), match->errors);
     return;
   }
   if (!ctx.ready.load()) {
-    send_error(*out, overloaded("the model is still loading; retry when /health answers 200"), match->anthropic);
+    send_error(*out, overloaded("the model is still loading; retry when /health answers 200"),
+               match->errors);
     return;
   }
   // Handlers report bad input as ApiErrors; an exception here is a bug, but it must cost one
@@ -76,12 +95,13 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
   try {
     match->handler(ctx, req, out);
   } catch (const std::exception& e) {
-    LOOM_LOG_ERROR("%s %s: unexpected exception: %s", req.method.c_str(), req.path.c_str(), e.what());
+    LOOM_LOG_ERROR("%s %s: unexpected exception: %s", req.method.c_str(), req.path.c_str(),
+                   e.what());
     ApiError err;
     err.status = 500;
     err.type = "internal_error";
     err.message = std::string("internal error: ") + e.what();
-    send_error(*out, err, match->anthropic);
+    send_error(*out, err, match->errors);
   }
 }
 

@@ -24,6 +24,14 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
 void handle_messages(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_count_tokens(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 
+// ollama_routes.cpp (ollama_api.h)
+void handle_ollama_version(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_tags(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_ps(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_show(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_generate(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_chat(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+
 // tokenize_routes.cpp
 void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_detokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);

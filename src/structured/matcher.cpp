@@ -155,7 +155,15 @@ struct CompiledGrammar::Impl {
         std::min(static_cast<size_t>(v.n_longer[r]), static_cast<size_t>(from.n_accepted));
     const size_t reach = static_cast<size_t>(from.n_accepted) + ctx_src(from).ctx.size();
     if (redo < profile_min_redo || reach * 4 > v.sorted.size()) return nullptr;
-    std::shared_ptr<const CountProfile> built = build_count_profile(*grammar, v, base, frame);
+    // Another grammar (or call site) may have profiled the same shape already.
+    std::string shape;
+    const bool shared = cached && table_shape(*grammar, base, kMaxSharedStates, shape);
+    if (shared) shape += "#" + std::to_string(frame);
+    std::shared_ptr<const CountProfile> built = shared ? v.profiles->find(shape) : nullptr;
+    if (!built) {
+      built = build_count_profile(*grammar, v, base, frame);
+      if (shared) built = v.profiles->insert(shape, std::move(built));
+    }
     std::lock_guard<std::mutex> lock(mu);
     return profiles.try_emplace(base, std::move(built)).first->second.get();
   }

@@ -45,6 +45,26 @@ void TableStore::evict_locked() {
   }
 }
 
+std::shared_ptr<const CountProfile> ProfileStore::find(const std::string& shape) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(shape);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const CountProfile> ProfileStore::insert(const std::string& shape,
+                                                         std::shared_ptr<const CountProfile> p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = map_.try_emplace(shape, p);
+  if (!fresh) return it->second;
+  bytes_ += profile_bytes(*p) + shape.size();
+  if (bytes_ > budget_) {  // start over, keeping the newest
+    map_.clear();
+    map_.emplace(shape, p);
+    bytes_ = profile_bytes(*p) + shape.size();
+  }
+  return p;
+}
+
 TableStore::Stats TableStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {hits_, misses_, static_cast<int64_t>(lru_.size()), static_cast<int64_t>(bytes_)};

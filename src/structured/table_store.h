@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "structured/count_profile.h"
 #include "structured/token_table.h"
 
 namespace loom::structured {
@@ -46,6 +47,26 @@ class TableStore {
   std::unordered_map<std::string_view, std::list<Entry>::iterator> index_;  // views into lru_
   size_t bytes_ = 0;
   int64_t hits_ = 0, misses_ = 0;
+};
+
+// Count profiles (count_profile.h) shared across grammars and call sites by the shape of the
+// position they profile (its key without the counted frame's count, and which frame): the
+// counted rules of JSON formats and of a GBNF identifier recur across requests, and a profile
+// costs a walk of the vocabulary (5-20 ms with Qwen3's). Bounded by bytes: when full it starts
+// over (a dropped profile stays alive in the grammars that hold it).
+class ProfileStore {
+ public:
+  explicit ProfileStore(size_t budget_bytes = size_t{64} << 20) : budget_(budget_bytes) {}
+  std::shared_ptr<const CountProfile> find(const std::string& shape);
+  // Returns the profile kept for `shape`: `p`, or the one another thread inserted first.
+  std::shared_ptr<const CountProfile> insert(const std::string& shape,
+                                             std::shared_ptr<const CountProfile> p);
+
+ private:
+  const size_t budget_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const CountProfile>> map_;
+  size_t bytes_ = 0;
 };
 
 // Builds the tables every JSON grammar needs (string bodies, numbers, literals, whitespace)

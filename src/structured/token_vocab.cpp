@@ -113,6 +113,7 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokens(std::vector<std::strin
     for (size_t L = 0; L < m.bytes[id].size() && L <= static_cast<size_t>(m.max_len); ++L)
       ++m.n_longer[L];
   m.tables = std::make_shared<TableStore>();
+  m.profiles = std::make_shared<ProfileStore>();
   return v;
 }
 

@@ -14,7 +14,8 @@
 
 namespace loom::structured {
 
-class TableStore;  // table_store.h
+class TableStore;    // table_store.h
+class ProfileStore;  // table_store.h
 
 struct TokenVocab::Impl {
   std::vector<std::string> bytes;
@@ -42,6 +43,8 @@ struct TokenVocab::Impl {
   // Token tables of every grammar compiled for this vocabulary, shared by shape. Mutable
   // behind a const vocabulary: a cache, thread-safe, that never changes what a mask is.
   std::shared_ptr<TableStore> tables;
+  // Count profiles likewise (count_profile.h), by the shape of the position they profile.
+  std::shared_ptr<ProfileStore> profiles;
 };
 
 }  // namespace loom::structured

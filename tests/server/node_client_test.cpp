@@ -1,5 +1,6 @@
 // The official npm clients against a real loom server: `openai` (tests/server/openai_client.js,
-// openai_tools_client.js) and `@anthropic-ai/sdk` (anthropic_client.js). Each test installs
+// openai_tools_client.js), `@anthropic-ai/sdk` (anthropic_client.js) and `ollama`
+// (ollama_client.js). Each test installs
 // its package into the build directory once and runs the script with node. Skips only when
 // node or npm is not installed.
 #include <gtest/gtest.h>
@@ -55,6 +56,16 @@ TEST(ServerNodeClient, OfficialAnthropicPackage) {
   if (modules.empty()) GTEST_SKIP() << skip;
   run_client_script(modules, "anthropic_client.js", "ANTHROPIC_CLIENT_OK",
                     std::to_string(kTestMaxModelLen));
+}
+
+// Ollama's API through the `ollama` package: listing, generate and chat streamed and not,
+// context, a schema format, an error.
+TEST(ServerNodeClient, OfficialOllamaPackage) {
+  std::string skip;
+  const std::string modules =
+      npm_modules("node_ollama", "ollama@0.6", "ollama/package.json", &skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "ollama_client.js", "OLLAMA_CLIENT_OK");
 }
 
 }  // namespace
