@@ -278,8 +278,10 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     vr.n_depth = vrb.n_depth = depth;
     std::vector<double> speedups, costs, costs_b;
     // Tokens computed per second by n_gen verify steps of n_seqs sequences; the step time.
-    auto time_verify = [&](int32_t n_seqs, double* step_s) -> Result<double> {
+    auto time_verify = [&](int32_t n_seqs, double* step_s,
+                           ForwardProfile* profile) -> Result<double> {
       auto toks = random_tokens(o.n_gen * n_seqs * nv);
+      model->set_profile(profile);
       const auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(
           verify_steps(*model, *kv, n_seqs, n_blocks, depth, nv, o.n_gen, toks, logits));
@@ -298,7 +300,8 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       model->set_profile(nullptr);
       if (verify) {
         double step_s = 0;
-        LOOM_ASSIGN_OR_RETURN(const double ts, time_verify(1, &step_s));
+        LOOM_ASSIGN_OR_RETURN(const double ts,
+                              time_verify(1, &step_s, o.profile && r >= 0 ? &vr.profile : nullptr));
         if (r >= 0) {
           vr.samples_ts.push_back(ts);
           costs.push_back(step_s / (single_s / o.n_gen));
@@ -315,7 +318,9 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       model->set_profile(nullptr);
       if (verify) {
         double step_s = 0;
-        LOOM_ASSIGN_OR_RETURN(const double ts, time_verify(o.batch_seqs, &step_s));
+        LOOM_ASSIGN_OR_RETURN(
+            const double ts,
+            time_verify(o.batch_seqs, &step_s, o.profile && r >= 0 ? &vrb.profile : nullptr));
         if (r >= 0) {
           vrb.samples_ts.push_back(ts);
           costs_b.push_back(step_s / (batched_s / o.n_gen));
