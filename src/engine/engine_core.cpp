@@ -93,12 +93,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   e->eog_ids_.erase(std::unique(e->eog_ids_.begin(), e->eog_ids_.end()), e->eog_ids_.end());
   e->model_ = std::move(model);
   e->tokenizer_ = std::move(tokenizer);
+  // What one token costs in every layer's cache (a window's layers stop growing past it).
+  const uint64_t kv_token_bytes =
+      KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(c.block_size);
   LOOM_LOG_INFO(
-      "engine: KV cache %.1f MiB (%s), max_model_len %d, max_num_seqs %d, "
-      "max_num_batched_tokens %d, prefix caching %s",
+      "engine: KV cache %.1f MiB (%s, %llu bytes per token over %d layers), max_model_len %d, "
+      "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
       static_cast<double>(plan.bytes) / (1 << 20), std::string(dtype_name(c.kv_dtype)).c_str(),
-      c.max_model_len, c.max_num_seqs, c.max_num_batched_tokens,
-      c.enable_prefix_caching ? "on" : "off");
+      static_cast<unsigned long long>(kv_token_bytes), mc.n_layer, c.max_model_len, c.max_num_seqs,
+      c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
   for (const KvGroupConfig& g : plan.groups) {
     if (g.window == 0)
       LOOM_LOG_INFO("engine: KV group: %d full-attention layers, %d blocks of %d tokens",

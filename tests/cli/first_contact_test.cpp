@@ -34,6 +34,21 @@ TEST(CliFirstContact, RunWithoutAModelAnnouncesTheDemoModel) {
   EXPECT_NE(r.out.find("RANDOM"), std::string::npos) << r.out;
 }
 
+// The start-up log says what a token of context costs: synth:tiny's 2 layers x K and V x 2 KV
+// heads x 16 dimensions x 2 bytes (f16) = 256 bytes.
+TEST(CliFirstContact, StartUpPrintsKvBytesPerToken) {
+  CmdResult r = run("run -n 2 -p hi");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(f16, 256 bytes per token over 2 layers)"), std::string::npos) << r.out;
+}
+
+TEST(CliFirstContact, VersionSaysWhatWasBuilt) {
+  CmdResult r = run("--version");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("loom 0.1.0 (commit ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("kernels: "), std::string::npos) << r.out;
+}
+
 TEST(CliFirstContact, ControlBytesAreEscapedForTerminals) {
   EXPECT_EQ(cli::escape_control_bytes("a\x1b[2Jb\r\x07\x7f"), "a\\x1b[2Jb\\x0d\\x07\\x7f");
   EXPECT_EQ(cli::escape_control_bytes("line\n\ttab"), "line\n\ttab");
