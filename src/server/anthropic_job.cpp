@@ -74,18 +74,7 @@ class AnthropicJob : public GenerationJob {
     for (CompletionOutput& c : out.outputs) {
       if (c.index != 0) continue;
       output_tokens_ = c.num_output_tokens;
-      chat::ChatDelta d;
-      if (parser_) {
-        d = parser_->push(c.text);
-        if (c.finished()) {
-          chat::ChatDelta rest = parser_->finish();
-          d.reasoning += rest.reasoning;
-          d.content += rest.content;
-          for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
-        }
-      } else {
-        d.content = std::move(c.text);
-      }
+      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c.finished());
       apply(d);
       if (c.finished()) {
         finish_ = c.finish_reason;

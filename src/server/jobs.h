@@ -30,4 +30,9 @@ std::string dump_json(const Json& j);
 // "data: <json>\n\n"
 std::string sse_data(const Json& j);
 
+// One sample's new text as reasoning / content / tool-call deltas: through the chat output
+// parser when the request has one (its held remainder appended once the sample finished),
+// else all content.
+chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text, bool finished);
+
 }  // namespace loom::server

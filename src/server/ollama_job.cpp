@@ -39,17 +39,7 @@ class OllamaJob : public GenerationJob {
       if (c.index != 0) continue;
       output_tokens_ = c.num_output_tokens;
       ids_.insert(ids_.end(), c.token_ids.begin(), c.token_ids.end());
-      chat::ChatDelta d;
-      if (parser_) {
-        d = parser_->push(c.text);
-        if (c.finished()) {
-          chat::ChatDelta rest = parser_->finish();
-          d.reasoning += rest.reasoning;
-          d.content += rest.content;
-        }
-      } else {
-        d.content = std::move(c.text);
-      }
+      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c.finished());
       if (c.finished()) finish_ = c.finish_reason;
       content_ += d.content;
       thinking_ += d.reasoning;

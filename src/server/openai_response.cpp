@@ -13,6 +13,22 @@
 
 namespace loom::server {
 
+chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text, bool finished) {
+  chat::ChatDelta d;
+  if (!parser) {
+    d.content = std::move(text);
+    return d;
+  }
+  d = parser->push(text);
+  if (finished) {
+    chat::ChatDelta rest = parser->finish();
+    d.reasoning += rest.reasoning;
+    d.content += rest.content;
+    for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
+  }
+  return d;
+}
+
 std::string dump_json(const Json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -115,14 +131,8 @@ class OpenAiJob : public GenerationJob {
         else if (c.stop_token && !is_eos(*c.stop_token))
           ch.stop_reason = *c.stop_token;
       }
-      chat::ChatDelta d;
-      if (ch.parser) {
-        d = ch.parser->push(text);
-        if (c.finished()) append_delta(&d, ch.parser->finish());
-        ch.num_calls = ch.parser->tool_calls().size();
-      } else {
-        d.content = std::move(text);
-      }
+      chat::ChatDelta d = next_chat_delta(ch.parser.get(), std::move(text), c.finished());
+      if (ch.parser) ch.num_calls = ch.parser->tool_calls().size();
       if (spec_.stream) {
         if (d.empty() && lp.is_null() && !c.finished()) continue;
         Json fin = c.finished() ? Json(finish_reason(ch, c.finish_reason)) : Json();
@@ -213,12 +223,6 @@ class OpenAiJob : public GenerationJob {
   static const char* finish_reason(const Choice& ch, FinishReason r) {
     if (r == FinishReason::kStop && ch.num_calls > 0) return "tool_calls";
     return finish_reason_name(r);
-  }
-
-  static void append_delta(chat::ChatDelta* d, chat::ChatDelta more) {
-    d->reasoning += more.reasoning;
-    d->content += more.content;
-    for (auto& t : more.tool_calls) d->tool_calls.push_back(std::move(t));
   }
 
   // A chat chunk's delta: only what changed; a call's first delta carries id, type and name.
