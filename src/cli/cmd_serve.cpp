@@ -80,6 +80,34 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--disable-log-requests", no_log_requests,
                "no info line per finished request (id, route, status, tokens, TTFT, time) or "
                "error response");
+  app.add_option("--max-request-body", so.max_body_bytes, "largest request body in bytes (413)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 34))
+      ->capture_default_str();
+  app.add_option("--max-stream-buffer", so.max_pending_stream_bytes,
+                 "bytes a stream may queue for a client that stops reading before its request "
+                 "is aborted")
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 34))
+      ->capture_default_str();
+  app.add_option("--max-prompt-tokens", so.max_prompt_tokens,
+                 "longest prompt in tokens (0 = what leaves room in --max-model-len)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--max-n", so.max_n, "largest n (samples per request)")
+      ->check(CLI::Range(1, 128))
+      ->capture_default_str();
+  app.add_option("--max-stop", so.max_stop, "most stop strings plus stop token ids per request")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-stop-bytes", so.max_stop_bytes, "longest stop string in bytes")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-tools", so.max_tools, "most tools per request")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-grammar-bytes", so.max_grammar_bytes,
+                 "largest grammar a request's schema, regex, grammar or tools compile to (bytes)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

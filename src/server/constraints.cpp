@@ -401,6 +401,10 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
                                                  const ChatPromptInfo& prompt,
                                                  GenerationSpec* spec) {
   const bool chat = prompt.chat;
+  if (tools.tools.size() > static_cast<size_t>(ctx.options.max_tools))
+    return bad_request(std::to_string(tools.tools.size()) + " tools, over the server's limit of " +
+                           std::to_string(ctx.options.max_tools) + " (loom serve --max-tools)",
+                       "tools");
   OutputParsing& out = spec->output;
   chat::ChatGrammarRequest g;
   g.answer_gbnf = answer.gbnf;
@@ -442,6 +446,14 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
     gbnf = std::move(built).value();
   }
   if (gbnf.empty()) return std::nullopt;
+  if (gbnf.size() > ctx.options.max_grammar_bytes) {
+    const std::string field = answer.field.empty() ? "tools" : answer.field;
+    return bad_request(field + " compiles to a grammar of " + std::to_string(gbnf.size()) +
+                           " bytes, over the server's limit of " +
+                           std::to_string(ctx.options.max_grammar_bytes) +
+                           " (loom serve --max-grammar-bytes)",
+                       field);
+  }
   if (!ctx.token_vocab || !ctx.grammar_cache)
     return bad_request("this model has no tokenizer, so its output cannot be constrained",
                        answer.field.empty() ? "tools" : answer.field);

@@ -71,6 +71,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
                        "\r\nContent-Type: " + content_type +
                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    // 503 is "loading" or "queue full": both pass, so clients that honour it back off briefly.
+    if (status == 503) head += "Retry-After: 1\r\n";
     enqueue_head_then(std::move(head), std::move(body), /*ends=*/true);
   }
   void begin_stream(std::string content_type) override {

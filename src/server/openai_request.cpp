@@ -73,7 +73,13 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
   if (auto v = r.opt_int("min_tokens")) p.min_tokens = static_cast<int32_t>(*v);
   if (auto v = r.opt_bool("include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = r.opt_bool("skip_special_tokens")) p.skip_special_tokens = *v;
-  if (auto v = r.opt_int("n", 1, kMaxN)) p.n = static_cast<int32_t>(*v);
+  if (auto v = r.opt_int("n", 1, kMaxN)) {
+    if (*v > ctx.options.max_n)
+      r.fail("n " + std::to_string(*v) + " is over the server's limit of " +
+                 std::to_string(ctx.options.max_n) + " (loom serve --max-n)",
+             "n");
+    p.n = static_cast<int32_t>(*v);
+  }
   if (auto v = r.opt_int_list("allowed_token_ids")) p.allowed_token_ids = std::move(*v);
   r.opt_string("user");  // accepted and type-checked, not used
   if (const Json* bias = r.opt_object("logit_bias")) {
@@ -114,6 +120,24 @@ std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int6
     if (pr.empty()) return bad_request("the prompt is empty (no tokens)", "prompt");
     longest = std::max(longest, pr.size());
   }
+  if (ctx.options.max_prompt_tokens > 0 &&
+      static_cast<int64_t>(longest) > ctx.options.max_prompt_tokens)
+    return bad_request(
+        "the prompt has " + std::to_string(longest) + " tokens, over the server's limit of " +
+            std::to_string(ctx.options.max_prompt_tokens) + " (loom serve --max-prompt-tokens)",
+        "prompt");
+  const size_t n_stops = p.stop.size() + p.stop_token_ids.size();
+  if (n_stops > static_cast<size_t>(ctx.options.max_stop))
+    return bad_request(std::to_string(n_stops) + " stop strings and stop token ids, over the " +
+                           "server's limit of " + std::to_string(ctx.options.max_stop) +
+                           " (loom serve --max-stop)",
+                       "stop");
+  for (const std::string& s : p.stop)
+    if (s.size() > static_cast<size_t>(ctx.options.max_stop_bytes))
+      return bad_request(
+          "a stop string of " + std::to_string(s.size()) + " bytes, over the server's limit of " +
+              std::to_string(ctx.options.max_stop_bytes) + " (loom serve --max-stop-bytes)",
+          "stop");
   if (static_cast<int64_t>(longest) >= ctx.max_model_len)
     return bad_request("the prompt has " + std::to_string(longest) +
                            " tokens, which leaves no room to generate within max_model_len " +

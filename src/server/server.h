@@ -35,6 +35,14 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   // Per-stream bytes queued for a slow reader before its request is aborted.
   size_t max_pending_stream_bytes = 8u << 20;
+  // Per-request limits (each a `loom serve` flag): a request over one is a 400 naming it.
+  int32_t max_prompt_tokens = 0;  // 0: whatever leaves room in max_model_len
+  int32_t max_n = 128;
+  int32_t max_stop = 32;          // stop strings, and stop token ids
+  int32_t max_stop_bytes = 1024;  // one stop string
+  int32_t max_tools = 256;
+  // The grammar a request's schema, regex, grammar or tools compile to (GBNF text).
+  size_t max_grammar_bytes = 1u << 20;
   // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
 };

@@ -142,6 +142,7 @@ TEST(ServerConcurrency, OverloadAnswers503) {
   ASSERT_TRUE(c.read_head(&head));
   auto r = post_json(s->port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.headers["retry-after"], "1") << r.body;
   EXPECT_TRUE(r.json()["error"]["message"].is_string());
   c.close();
   EXPECT_EQ(wait_engine_idle(*s), "");
