@@ -88,6 +88,10 @@ int cmd_serve(int argc, char** argv) {
                  "is aborted")
       ->check(CLI::Range(size_t{4096}, size_t{1} << 34))
       ->capture_default_str();
+  app.add_option("--idle-timeout", so.idle_timeout_s,
+                 "seconds a connection may wait before sending a whole request (0 = no limit)")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
   app.add_option("--max-prompt-tokens", so.max_prompt_tokens,
                  "longest prompt in tokens (0 = what leaves room in --max-model-len)")
       ->check(CLI::Range(0, 1 << 30))

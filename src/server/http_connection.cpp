@@ -57,7 +57,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
       : socket_(std::move(socket)),
         limits_(limits),
         handler_(handler),
-        drain_timer_(socket_.get_executor()) {}
+        drain_timer_(socket_.get_executor()),
+        idle_timer_(socket_.get_executor()) {}
 
   void start() {
     asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -172,6 +173,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
 
   void do_read() {
     if (closed_) return;
+    arm_idle_timer();
     parser_.emplace();
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
@@ -208,7 +210,18 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     read_body();
   }
 
+  // Waiting for a request: the idle timeout runs until one has been read whole.
+  void arm_idle_timer() {
+    if (limits_.idle_timeout_s <= 0) return;
+    idle_timer_.expires_after(std::chrono::seconds(limits_.idle_timeout_s));
+    idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->response_active_) return;  // cancelled, or a request came in
+      self->shutdown();                          // the pending read ends with an error
+    });
+  }
+
   void on_read(beast::error_code ec) {
+    idle_timer_.cancel();
     if (ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
       shutdown();
@@ -332,6 +345,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   size_t drained_ = 0;
   std::string scratch_;
   asio::steady_timer drain_timer_;
+  asio::steady_timer idle_timer_;
   std::function<void()> on_disconnect_;
 };
 

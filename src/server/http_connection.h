@@ -29,6 +29,9 @@ struct HttpLimits {
   // One info line per error response (4xx/5xx): method, path, status and the body's start.
   // Successful generation requests are logged when they finish (server/dispatcher.h).
   bool log_errors = true;
+  // A connection that has not sent a whole request within this many seconds of opening or of
+  // its last response is closed (a client holding sockets open costs nothing); 0: never.
+  int idle_timeout_s = 60;
 };
 
 class Listener : public std::enable_shared_from_this<Listener> {

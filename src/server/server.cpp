@@ -54,6 +54,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   HttpLimits limits;
   limits.max_body_bytes = options.max_body_bytes;
+  limits.idle_timeout_s = options.idle_timeout_s;
   limits.log_errors = options.log_requests;
   ServerState* raw = st.get();
   LOOM_ASSIGN_OR_RETURN(

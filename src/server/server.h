@@ -35,6 +35,7 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   // Per-stream bytes queued for a slow reader before its request is aborted.
   size_t max_pending_stream_bytes = 8u << 20;
+  int idle_timeout_s = 60;  // see HttpLimits::idle_timeout_s
   // Per-request limits (each a `loom serve` flag): a request over one is a 400 naming it.
   int32_t max_prompt_tokens = 0;  // 0: whatever leaves room in max_model_len
   int32_t max_n = 128;

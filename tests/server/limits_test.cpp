@@ -3,6 +3,9 @@
 // field and the flag, the same request within them is served, and the server stays healthy.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "server_fixture.h"
 
 namespace loom::test {
@@ -100,6 +103,33 @@ TEST(ServerLimits, EachLimitIsA4xxNamingItsFlag) {
                         {{"messages", msgs}, {"tools", {tool}}, {"max_tokens", 2}});
   EXPECT_EQ(chat.status, 200) << chat.body;
   EXPECT_EQ(wait_engine_idle(*s), "");
+  s->stop();
+}
+
+// --idle-timeout: a connection that sends no whole request in time is closed; one that does is
+// served, and its keep-alive wait starts the clock again.
+TEST(ServerLimits, IdleConnectionsAreClosed) {
+  server::ServerOptions so;
+  so.idle_timeout_s = 1;
+  auto s = start_test_server(so);
+  ASSERT_TRUE(s);
+  TestConnection quiet(s->port());
+  ASSERT_TRUE(quiet.ok());
+  TestConnection half(s->port());
+  ASSERT_TRUE(
+      half.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"));
+  TestConnection busy(s->port());
+  ASSERT_TRUE(busy.send_request("GET", "/health", "", {}, /*keep_alive=*/true));
+  HttpResult r;
+  ASSERT_TRUE(busy.read_head(&r));
+  EXPECT_EQ(r.status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  HttpResult gone;
+  quiet.send_request("GET", "/health", "");
+  EXPECT_FALSE(quiet.read_head(&gone)) << "an idle connection was kept open";
+  EXPECT_FALSE(half.read_head(&gone)) << "a half-sent request was waited for";
+  // A fresh connection is served as always.
+  EXPECT_EQ(http_request(s->port(), "GET", "/health").status, 200);
   s->stop();
 }
 
