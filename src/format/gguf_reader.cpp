@@ -41,16 +41,68 @@ Status read_string(ByteCursor& c, std::string* out, std::string_view what) {
   return Status::ok();
 }
 
-bool valid_type_id(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kF64); }
+// The GGUF specification's rules for a metadata key: an ASCII string of at most 65,535 bytes,
+// hierarchical (segments separated by '.'). Keys are compared byte for byte, so a control byte,
+// a non-ASCII byte or an empty segment would make a key that only looks like another one.
+// (lower_snake_case is what converters write; upper case is read as is.) "" when fine.
+std::string key_error(const std::string& key) {
+  if (key.empty()) return "is empty";
+  if (key.size() > 65535)
+    return "is " + std::to_string(key.size()) + " bytes long; the limit is 65535";
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(key[i]);
+    if (ch < 0x20 || ch > 0x7E) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", ch);
+      return std::string("has byte ") + hex + " at " + std::to_string(i) + ", not printable ASCII";
+    }
+  }
+  if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    return "has an empty segment";
+  return "";
+}
+
+// A key as error messages show it: control and non-ASCII bytes escaped, at most 80 bytes.
+std::string printable_key(const std::string& key) {
+  std::string out;
+  for (size_t i = 0; i < key.size() && out.size() < 80; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(key[i]);
+    if (ch >= 0x20 && ch <= 0x7E) {
+      out += static_cast<char>(ch);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+      out += hex;
+    }
+  }
+  return key.size() > 80 ? out + "..." : out;
+}
+
+bool valid_type_id(uint32_t t) {
+  return t <= static_cast<uint32_t>(GgufType::kF64);
+}
 
 uint64_t scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    case GgufType::kString: return 8;  // at least the length field
-    case GgufType::kArray: return 12;  // at least element type + count
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    case GgufType::kString:
+      return 8;  // at least the length field
+    case GgufType::kArray:
+      return 12;  // at least element type + count
   }
   return 1;
 }
@@ -58,19 +110,54 @@ uint64_t scalar_size(GgufType t) {
 // Integer-like element (signed, unsigned or bool) widened to int64 bits.
 Status read_int_elem(ByteCursor& c, GgufType t, int64_t* out) {
   switch (t) {
-    case GgufType::kU8: { uint8_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "u8 value")); *out = v; break; }
-    case GgufType::kI8: { int8_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "i8 value")); *out = v; break; }
-    case GgufType::kU16: { uint16_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "u16 value")); *out = v; break; }
-    case GgufType::kI16: { int16_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "i16 value")); *out = v; break; }
-    case GgufType::kU32: { uint32_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "u32 value")); *out = v; break; }
-    case GgufType::kI32: { int32_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "i32 value")); *out = v; break; }
+    case GgufType::kU8: {
+      uint8_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "u8 value"));
+      *out = v;
+      break;
+    }
+    case GgufType::kI8: {
+      int8_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "i8 value"));
+      *out = v;
+      break;
+    }
+    case GgufType::kU16: {
+      uint16_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "u16 value"));
+      *out = v;
+      break;
+    }
+    case GgufType::kI16: {
+      int16_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "i16 value"));
+      *out = v;
+      break;
+    }
+    case GgufType::kU32: {
+      uint32_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "u32 value"));
+      *out = v;
+      break;
+    }
+    case GgufType::kI32: {
+      int32_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "i32 value"));
+      *out = v;
+      break;
+    }
     case GgufType::kU64: {
       uint64_t v = 0;
       LOOM_RETURN_IF_ERROR(c.read(&v, "u64 value"));
       *out = static_cast<int64_t>(v);  // bits preserved; as_uint()/the writer read them back
       break;
     }
-    case GgufType::kI64: { int64_t v = 0; LOOM_RETURN_IF_ERROR(c.read(&v, "i64 value")); *out = v; break; }
+    case GgufType::kI64: {
+      int64_t v = 0;
+      LOOM_RETURN_IF_ERROR(c.read(&v, "i64 value"));
+      *out = v;
+      break;
+    }
     case GgufType::kBool: {
       uint8_t v = 0;
       LOOM_RETURN_IF_ERROR(c.read(&v, "bool value"));
@@ -80,7 +167,8 @@ Status read_int_elem(ByteCursor& c, GgufType t, int64_t* out) {
       *out = v;
       break;
     }
-    default: return internal_error("read_int_elem on non-integer type");
+    default:
+      return internal_error("read_int_elem on non-integer type");
   }
   return Status::ok();
 }
@@ -138,7 +226,8 @@ Result<GgufValue> read_value(ByteCursor& c, GgufType t) {
       LOOM_RETURN_IF_ERROR(read_string(c, &s, "string"));
       return GgufValue::of_string(std::move(s));
     }
-    case GgufType::kArray: return read_array(c);
+    case GgufType::kArray:
+      return read_array(c);
     case GgufType::kF32:
     case GgufType::kF64: {
       double d = 0;
@@ -150,12 +239,18 @@ Result<GgufValue> read_value(ByteCursor& c, GgufType t) {
       LOOM_RETURN_IF_ERROR(read_int_elem(c, t, &b));
       return GgufValue::of_bool(b != 0);
     }
-    case GgufType::kU8: case GgufType::kU16: case GgufType::kU32: case GgufType::kU64: {
+    case GgufType::kU8:
+    case GgufType::kU16:
+    case GgufType::kU32:
+    case GgufType::kU64: {
       int64_t v = 0;
       LOOM_RETURN_IF_ERROR(read_int_elem(c, t, &v));
       return GgufValue::of_uint(t, static_cast<uint64_t>(v));
     }
-    case GgufType::kI8: case GgufType::kI16: case GgufType::kI32: case GgufType::kI64: {
+    case GgufType::kI8:
+    case GgufType::kI16:
+    case GgufType::kI32:
+    case GgufType::kI64: {
       int64_t v = 0;
       LOOM_RETURN_IF_ERROR(read_int_elem(c, t, &v));
       return GgufValue::of_int(t, v);
@@ -215,8 +310,9 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
   }
   LOOM_RETURN_IF_ERROR(c.read(&f.version_, "version"));
   if (f.version_ == 1)
-    return unsupported("GGUF version 1 is not supported (only v2 and v3); re-convert the model "
-                       "with a current llama.cpp");
+    return unsupported(
+        "GGUF version 1 is not supported (only v2 and v3); re-convert the model "
+        "with a current llama.cpp");
   if (f.version_ != 2 && f.version_ != 3) {
     std::string hint = (__builtin_bswap32(f.version_) <= 3) ? " (a big-endian file?)" : "";
     return unsupported("GGUF version " + std::to_string(f.version_) +
@@ -239,6 +335,10 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
     std::string key;
     Status s = read_string(c, &key, "metadata key");
     if (!s) return with_context(s, "metadata entry " + std::to_string(i));
+    if (const std::string e = key_error(key); !e.empty())
+      return invalid_file("metadata entry " + std::to_string(i) + ": the key '" +
+                          printable_key(key) + "' " + e +
+                          " (GGUF keys are dot-separated ASCII, at most 65535 bytes)");
     const std::string ctx = "metadata key '" + key + "'";
     uint32_t type_id = 0;
     s = c.read(&type_id, "value type");
@@ -307,12 +407,11 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
 
     if (t.view.ne[0] % info->block_size != 0)
       return invalid_file(ctx + ": ne[0] = " + std::to_string(t.view.ne[0]) +
-                          " is not a multiple of the " + std::string(info->name) +
-                          " block size " + std::to_string(info->block_size));
-    std::optional<uint64_t> nb =
-        checked_product(static_cast<uint64_t>(t.view.ne[0] / info->block_size),
-                        static_cast<uint64_t>(info->block_bytes), t.view.ne[1], t.view.ne[2],
-                        t.view.ne[3]);
+                          " is not a multiple of the " + std::string(info->name) + " block size " +
+                          std::to_string(info->block_size));
+    std::optional<uint64_t> nb = checked_product(
+        static_cast<uint64_t>(t.view.ne[0] / info->block_size),
+        static_cast<uint64_t>(info->block_bytes), t.view.ne[1], t.view.ne[2], t.view.ne[3]);
     if (!nb) return invalid_file(ctx + ": byte size overflows");
     t.view.nbytes = *nb;
     if (!names.insert(t.name).second) return invalid_file("duplicate " + ctx);
@@ -330,8 +429,8 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
                           " is not a multiple of the alignment " + std::to_string(f.alignment_));
     std::optional<uint64_t> begin = checked_add(f.data_offset_, t.offset);
     std::optional<uint64_t> end = begin ? checked_add(*begin, t.view.nbytes) : std::nullopt;
-    if (!end) return invalid_file(ctx + ": data range overflows (offset " +
-                                  std::to_string(t.offset) + ")");
+    if (!end)
+      return invalid_file(ctx + ": data range overflows (offset " + std::to_string(t.offset) + ")");
     if (*end > size)
       return invalid_file(ctx + ": data range " + range_string(*begin, *end) +
                           " exceeds file size " + std::to_string(size));
@@ -347,8 +446,8 @@ Result<GgufFile> GgufFile::parse_range(const uint8_t* data, uint64_t size,
     const GgufTensorInfo* q = by_offset[i];
     if (q->offset < p->offset + p->view.nbytes)  // no overflow: both ranges checked above
       return invalid_file("tensors '" + p->name + "' " +
-                          range_string(p->offset, p->offset + p->view.nbytes) + " and '" +
-                          q->name + "' " + range_string(q->offset, q->offset + q->view.nbytes) +
+                          range_string(p->offset, p->offset + p->view.nbytes) + " and '" + q->name +
+                          "' " + range_string(q->offset, q->offset + q->view.nbytes) +
                           " overlap (offsets relative to the data section)");
   }
   return f;

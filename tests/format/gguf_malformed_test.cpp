@@ -43,8 +43,10 @@ ValidFile make_valid() {
   v.data.push_back(test::random_bytes(rng, 4 * 8 * 2));
   v.data.push_back(test::random_bytes(rng, 34 * 2));
   v.data.push_back(test::random_bytes(rng, 2 * 16));
-  EXPECT_TRUE(w.add_tensor("blk.0.attn_q.weight", Dtype::kF32, {8, 2}, v.data[0].data(), 64).is_ok());
-  EXPECT_TRUE(w.add_tensor("blk.0.ffn_up.weight", Dtype::kQ8_0, {64}, v.data[1].data(), 68).is_ok());
+  EXPECT_TRUE(
+      w.add_tensor("blk.0.attn_q.weight", Dtype::kF32, {8, 2}, v.data[0].data(), 64).is_ok());
+  EXPECT_TRUE(
+      w.add_tensor("blk.0.ffn_up.weight", Dtype::kQ8_0, {64}, v.data[1].data(), 68).is_ok());
   EXPECT_TRUE(w.add_tensor("output_norm.weight", Dtype::kF16, {16}, v.data[2].data(), 32).is_ok());
   v.bytes = w.to_bytes();
   auto f = GgufFile::parse_bytes(share(v.bytes));
@@ -163,8 +165,9 @@ TEST(GgufMalformed, Alignment) {
 }
 
 // One file with the given tensor infos (f32, default alignment) and `data_bytes` of data.
-Status parse_tensors(const std::vector<std::tuple<std::string, std::vector<uint64_t>, uint32_t, uint64_t>>& ts,
-                     size_t data_bytes) {
+Status parse_tensors(
+    const std::vector<std::tuple<std::string, std::vector<uint64_t>, uint32_t, uint64_t>>& ts,
+    size_t data_bytes) {
   Bytes b = test::gguf_header(ts.size(), 0);
   for (const auto& [name, ne, type, off] : ts) test::gguf_tensor_info(b, name, ne, type, off);
   b.pad_to(32).zeros(data_bytes);
@@ -192,15 +195,18 @@ TEST(GgufMalformed, TensorShapesAndTypes) {
   Status s = parse_tensors({{"a", {8}, 4, 0}}, 64);  // 4 was Q4_2, removed from ggml
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_THAT(s.message(), HasSubstr("unknown ggml type id 4"));
-  EXPECT_THAT(parse_tensors({{"a", {8}, 0xFFFFFFFF, 0}}, 64).message(), HasSubstr("unknown ggml type"));
+  EXPECT_THAT(parse_tensors({{"a", {8}, 0xFFFFFFFF, 0}}, 64).message(),
+              HasSubstr("unknown ggml type"));
   EXPECT_THAT(parse_tensors({{"a", {}, kF32, 0}}, 64).message(), HasSubstr("n_dims 0"));
-  EXPECT_THAT(parse_tensors({{"a", {1, 1, 1, 1, 1}, kF32, 0}}, 64).message(), HasSubstr("n_dims 5"));
+  EXPECT_THAT(parse_tensors({{"a", {1, 1, 1, 1, 1}, kF32, 0}}, 64).message(),
+              HasSubstr("n_dims 5"));
   EXPECT_THAT(parse_tensors({{"a", {8, 0}, kF32, 0}}, 64).message(), HasSubstr("ne[1] = 0"));
   EXPECT_THAT(parse_tensors({{"a", {48}, kQ8_0, 0}}, 128).message(), HasSubstr("block size 32"));
   EXPECT_THAT(parse_tensors({{"a", {1ull << 40, 1ull << 40}, kF32, 0}}, 64).message(),
               HasSubstr("overflows"));
   EXPECT_THAT(parse_tensors({{"a", {1ull << 62}, kF32, 0}}, 64).message(), HasSubstr("overflows"));
-  EXPECT_THAT(parse_tensors({{"a", {1ull << 63}, kF32, 0}}, 64).message(), HasSubstr("out of range"));
+  EXPECT_THAT(parse_tensors({{"a", {1ull << 63}, kF32, 0}}, 64).message(),
+              HasSubstr("out of range"));
   {  // huge n_dims must be rejected before reading any ne
     Bytes b = test::gguf_header(1, 0);
     b.str("a").u32(0xFFFFFFFF).zeros(64);
@@ -237,6 +243,38 @@ TEST(GgufMalformed, MetadataTypes) {
   EXPECT_THAT(parse(b.bytes()).message(), HasSubstr("duplicate metadata key 'dup'"));
 }
 
+// Keys follow the specification: ASCII, at most 65,535 bytes, no empty segment; a key that
+// breaks it is refused with the entry's index and the key's bytes escaped.
+TEST(GgufMalformed, KeysFollowTheSpecification) {
+  auto with_key = [](const std::string& key) {
+    Bytes b = test::gguf_header(0, 1);
+    b.str(key).u32(kTypeU32).u32(1).zeros(8);
+    return parse(b.bytes());
+  };
+  EXPECT_TRUE(with_key("general.name").is_ok());
+  EXPECT_TRUE(with_key("Tokenizer.GGML.Model").is_ok());  // upper case is read as is
+  struct Case {
+    std::string key;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"", "metadata entry 0: the key '' is empty"},
+      {"general..name", "has an empty segment"},
+      {".general", "has an empty segment"},
+      {"general.", "has an empty segment"},
+      {std::string("gen\0eral", 8), "'gen\\x00eral' has byte 0x00 at 3"},
+      {"caf\xc3\xa9", "has byte 0xc3 at 3, not printable ASCII"},
+      {"tab\tkey", "has byte 0x09"},
+      {std::string(65536, 'k'), "is 65536 bytes long"},
+  };
+  for (const Case& c : cases) {
+    Status s = with_key(c.key);
+    ASSERT_FALSE(s.is_ok()) << c.says;
+    EXPECT_THAT(s.message(), HasSubstr(c.says));
+    EXPECT_THAT(s.message(), HasSubstr("GGUF keys are dot-separated ASCII"));
+  }
+}
+
 // Random byte flips of a valid file: any outcome but a crash (or an ASan report) is fine, and
 // whatever parses must have views inside the buffer.
 TEST(GgufMalformed, MutationFuzz) {
@@ -251,9 +289,15 @@ TEST(GgufMalformed, MutationFuzz) {
       const uint64_t span = (rng() % 8 == 0) ? b.size() : v.data_offset;
       const size_t pos = rng() % span;
       switch (rng() % 3) {
-        case 0: b[pos] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-        case 1: b[pos] = static_cast<uint8_t>(rng()); break;
-        default: b[pos] = (rng() % 2) ? 0xFF : 0x00; break;
+        case 0:
+          b[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          break;
+        case 1:
+          b[pos] = static_cast<uint8_t>(rng());
+          break;
+        default:
+          b[pos] = (rng() % 2) ? 0xFF : 0x00;
+          break;
       }
     }
     if (rng() % 10 == 0) b.resize(rng() % b.size());
