@@ -61,8 +61,8 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
 }
 
 bool Scheduler::allocate(Request* r, int32_t num_new, SchedulerOutput& out, int32_t& budget) {
-  while (!kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, num_new,
-                             r->cache_salt)) {
+  while (
+      !kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, num_new, r->cache_salt)) {
     Request* victim = pick_victim();
     preempt(victim, out, budget);
     if (victim == r) return false;
