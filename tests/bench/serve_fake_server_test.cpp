@@ -49,7 +49,8 @@ TEST(ServeFake, TimingMetricsMatchKnownDelays) {
   EXPECT_GE(j["median_itl_ms"].get<double>(), 25);
   EXPECT_LT(j["median_itl_ms"].get<double>(), 25 + slack);
   EXPECT_GE(j["median_e2el_ms"].get<double>(), 120 + 5 * 25);
-  EXPECT_LT(j["p99_e2el_ms"].get<double>(), 120 + 5 * 25 + 3 * slack);
+  // Each of the 6 reads of a request can be late on a loaded host (CI measured 334.5 ms once).
+  EXPECT_LT(j["p99_e2el_ms"].get<double>(), 120 + 5 * 25 + 5 * slack);
   ASSERT_EQ(j["itls"].size(), 6u);
   for (const auto& itl : j["itls"]) EXPECT_EQ(itl.size(), 5u);
   for (const auto& t : j["generated_texts"]) EXPECT_EQ(t, "tttttt");
