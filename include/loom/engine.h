@@ -73,6 +73,10 @@ struct EngineConfig {
   // Full attention in every layer, also where the model slides a window (vLLM's
   // --disable-sliding-window); applies to Engine::load.
   bool disable_sliding_window = false;
+  // The KV cache's pages are committed on a background thread while the engine already
+  // serves (a server is ready at once); false waits for them at creation (benchmarks that
+  // must not time page faults).
+  bool commit_kv_in_background = true;
   SpeculativeConfig speculative;
 };
 
@@ -123,6 +127,7 @@ struct EngineMetrics {
   int32_t num_waiting = 0;
   double kv_cache_usage = 0.0;  // 0..1, over every group's memory
   int32_t num_kv_blocks = 0;    // blocks of the largest group (full attention where there is one)
+  uint64_t kv_cache_bytes = 0;  // memory of every group's blocks
   std::vector<KvGroupMetrics> kv_groups;
   int64_t prefix_cache_queries = 0;    // tokens looked up
   int64_t prefix_cache_hits = 0;       // tokens found

@@ -214,6 +214,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   const int32_t n_seqs = std::max(1, o.batch_seqs);
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
                         KvCache::create(c, n_blocks * n_seqs, kBlockSize, Dtype::kF16));
+  kv->wait_committed();  // no page faults inside the timed steps
   const std::vector<int32_t> table = sequence_table(0, n_blocks);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs * std::max(1, o.verify_tokens));
   std::mt19937_64 rng(1234);

@@ -174,6 +174,7 @@ int offline_main(int argc, char** argv) {
   if (c.max_model_len == 0)
     c.max_model_len =
         (o.workload == "self-repeat" ? 2 * o.input_len + o.output_len : o.input_len) + o.output_len;
+  c.commit_kv_in_background = false;  // no page faults inside the timed steps
   auto engine = Engine::load(model, c);
   if (!engine.is_ok()) {
     std::fprintf(stderr, "loom bench offline: %s\n", engine.status().message().c_str());

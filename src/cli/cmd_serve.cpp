@@ -10,8 +10,8 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "cli/engine_flags.h"
 #include "server/server.h"
-#include "spec/spec_flags.h"
 
 namespace loom::cli {
 namespace {
@@ -20,9 +20,7 @@ int cmd_serve(int argc, char** argv) {
   CLI::App app{"Serve a model over HTTP (OpenAI, Anthropic and vLLM APIs)", "loom serve"};
   std::string model;
   server::ServerOptions so;
-  EngineConfig ec;
   std::string chat_template_file;
-  bool no_prefix_cache = false;
   int port = 8000;
   app.add_option("-m,--model", model,
                  "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
@@ -36,31 +34,11 @@ int cmd_serve(int argc, char** argv) {
                  "model name in the API (default: --model)");
   app.add_option("--api-key", so.api_key,
                  "require this key (Authorization: Bearer KEY or x-api-key)");
-  app.add_option("--max-model-len", ec.max_model_len,
-                 "longest prompt + output (0 = the model's context)")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--max-num-seqs", ec.max_num_seqs, "sequences running at once")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", ec.max_num_batched_tokens,
-                 "tokens per engine step (0 = default)")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib,
-                 "KV cache size in GiB (0 = room for max_num_seqs sequences of max_model_len "
-                 "tokens, at most a quarter of RAM; sliding-window layers take only their "
-                 "windows)")
-      ->check(CLI::Range(0.0, 1e6));
-  app.add_option("--block-size", ec.block_size, "tokens per KV block")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_flag("--disable-sliding-window", ec.disable_sliding_window,
-               "full attention in every layer, also where the model slides a window");
-  spec::SpeculativeFlags spec_flags;
-  spec_flags.add_to(app);
-  app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache,
-               "disable prefix caching");
-  app.add_option("-t,--threads", ec.n_threads, "CPU threads (0 = physical cores)")
-      ->check(CLI::Range(0, 1024));
+  EngineFlags engine_flags;
+  engine_flags.add_to(app);
+  bool dry_run = false;
+  app.add_flag("--dry-run", dry_run,
+               "print the memory plan (as `loom plan` does) and exit: 0 when it fits, 1 if not");
   app.add_option("--max-logprobs", so.max_logprobs, "largest logprobs / top_logprobs accepted")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
@@ -116,13 +94,14 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (Status st = spec_flags.apply(ec.speculative); !st.is_ok()) {
+  if (Status st = engine_flags.apply(); !st.is_ok()) {
     std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
     return 1;
   }
+  const EngineConfig& ec = engine_flags.config;
   use_demo_model_if_empty(model, "serve");
+  if (dry_run) return print_memory_plan(model, ec, /*json=*/false, "serve");
   so.log_requests = !no_log_requests;
-  ec.enable_prefix_caching = !no_prefix_cache;
   so.port = static_cast<uint16_t>(port);
   so.model_path = model;
   if (!chat_template_file.empty()) {

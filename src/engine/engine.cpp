@@ -1,7 +1,10 @@
 // Engine: the public synchronous front of EngineCore, plus model + tokenizer loading.
 #include <filesystem>
+#include <sstream>
 
+#include "base/log.h"
 #include "engine/engine_core.h"
+#include "engine/memory_plan.h"
 #include "format/gguf.h"
 #include "tools/synth.h"
 
@@ -30,15 +33,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
 }
 
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& spec, const EngineConfig& config) {
+  return load_engine(spec, config, LogLevel::kDebug);
+}
+
+Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const EngineConfig& config,
+                                            LogLevel plan_log_level) {
   ModelLoadOptions mo;
   mo.n_threads = config.n_threads;
   mo.max_context = config.max_model_len;
   mo.disable_sliding_window = config.disable_sliding_window;
-  std::unique_ptr<Model> model;
+  BoundModel bound;
   std::unique_ptr<Tokenizer> tokenizer;
   std::error_code ec;
   if (spec.rfind("synth:", 0) != 0 && std::filesystem::is_directory(spec, ec)) {
-    LOOM_ASSIGN_OR_RETURN(model, Model::from_hf_dir(spec, mo));
+    LOOM_ASSIGN_OR_RETURN(bound, bind_hf_dir(spec));
     if (auto t = Tokenizer::from_hf_dir(spec); t.is_ok()) tokenizer = std::move(t).value();
   } else {
     GgufFile file;
@@ -52,9 +60,16 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& spec, const Engi
     }
     // A model without a usable vocabulary still runs on token ids.
     if (auto t = Tokenizer::from_gguf(file); t.is_ok()) tokenizer = std::move(t).value();
-    LOOM_ASSIGN_OR_RETURN(model, Model::from_gguf(std::move(file), mo));
+    LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
   }
-  return create(std::move(model), std::move(tokenizer), config);
+  // The memory plan, before anything large is allocated: what cannot fit is refused here.
+  LOOM_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(spec, bound, config));
+  std::istringstream lines(plan.table());
+  for (std::string line; std::getline(lines, line);)
+    log_message(plan_log_level, "%s", line.c_str());
+  if (!plan.fits()) return Status(StatusCode::kResourceExhausted, plan.advice());
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::from_bound(std::move(bound), mo));
+  return Engine::create(std::move(model), std::move(tokenizer), config);
 }
 
 Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}

@@ -5,14 +5,13 @@
 
 #include "base/log.h"
 #include "engine/kv_plan.h"
+#include "engine/memory_plan.h"
 #include "spec/ngram_proposer.h"
 #include "spec/spec_config.h"
 #include "tools/model_spec.h"
 
 namespace loom {
 namespace {
-
-constexpr int32_t kCpuDefaultBatchedTokens = 2048;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -28,21 +27,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   EngineConfig& c = e->config_;
   c = config;
   const ModelConfig& mc = model->config();
-  if (c.block_size <= 0 || c.block_size > 1024)
-    return invalid_argument("--block-size must be in [1, 1024], got " +
-                            std::to_string(c.block_size));
-  if (c.max_num_seqs <= 0)
-    return invalid_argument("--max-num-seqs must be positive, got " +
-                            std::to_string(c.max_num_seqs));
-  if (c.kv_dtype != Dtype::kF32 && c.kv_dtype != Dtype::kF16 && c.kv_dtype != Dtype::kBF16)
-    return invalid_argument("KV cache dtype must be f32, f16 or bf16, got " +
-                            std::string(dtype_name(c.kv_dtype)));
-  if (c.max_model_len <= 0) c.max_model_len = mc.context_length;
-  if (c.max_model_len > mc.context_length)
-    return invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
-                            " is over the model's context length " +
-                            std::to_string(mc.context_length));
-  if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = kCpuDefaultBatchedTokens;
+  LOOM_RETURN_IF_ERROR(resolve_engine_config(mc, c));
   LOOM_RETURN_IF_ERROR(spec::finalize_speculative_config(c.speculative));
   if (c.speculative.enabled())
     e->totals_.spec_accepted_per_pos.assign(c.speculative.num_speculative_tokens, 0);
@@ -50,6 +35,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   LOOM_ASSIGN_OR_RETURN(const KvPlan plan, plan_kv_cache(mc, c));
   if (!plan.warning.empty()) LOOM_LOG_WARN("%s", plan.warning.c_str());
   LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype));
+  if (!c.commit_kv_in_background) e->kv_->wait_committed();
   e->kv_manager_ =
       std::make_unique<KvCoordinator>(plan.groups, c.block_size, c.enable_prefix_caching);
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel) {
@@ -544,6 +530,7 @@ EngineMetrics EngineCore::metrics() const {
   m.num_waiting = scheduler_->num_waiting();
   m.kv_cache_usage = kv_manager_->usage();
   m.num_kv_blocks = kv_manager_->num_blocks();
+  m.kv_cache_bytes = kv_->bytes();
   for (int g = 0; g < kv_manager_->num_groups(); ++g) {
     const KvGroupManager& gm = kv_manager_->group(g);
     m.kv_groups.push_back(

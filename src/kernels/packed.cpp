@@ -154,6 +154,12 @@ PackedMatrix PackedMatrix::copy_rows(const TensorView& w) {
   return m;
 }
 
+uint64_t PackedMatrix::packed_bytes(const TensorView& w) {
+  if (!packable(w)) return w.nbytes;
+  const int64_t groups = (w.rows() + kPackRows - 1) / kPackRows;
+  return group_bytes(w.dtype, w.cols()) * groups;
+}
+
 PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   LOOM_CHECK(packable(w));
   const int64_t rows = w.rows();

@@ -17,6 +17,8 @@
 
 namespace loom {
 
+struct BoundModel;  // model/bind.h
+
 // Which layers share block tables: layer l's K/V live in the blocks of group layer_group[l],
 // which has num_blocks[g] of them (the engine's KvCoordinator has one manager per group).
 struct KvLayout {
@@ -51,6 +53,11 @@ class KvCache {
   KvBackend backend() const { return backend_; }
   // Bytes one block takes over all layers, K and V (for sizing the pool from a memory budget).
   static uint64_t bytes_per_block(const ModelConfig& config, int32_t block_size, Dtype dtype);
+  // The cache's memory is committed in the background after creation (start-up does not wait
+  // for it); this blocks until it is, for measurements that must not include page faults.
+  virtual void wait_committed() {}
+  // Memory of every group's blocks as allocated (what the memory plan's KV line predicts).
+  virtual uint64_t bytes() const = 0;
 
  protected:
   KvLayout layout_;
@@ -85,6 +92,9 @@ class Model {
   // From a Hugging Face directory (config.json + model.safetensors or its index).
   static Result<std::unique_ptr<Model>> from_hf_dir(const std::string& dir,
                                                     const ModelLoadOptions& options = {});
+  // From weights already bound (model/bind.h): the backend makes its kernel-ready copies.
+  static Result<std::unique_ptr<Model>> from_bound(BoundModel bound,
+                                                   const ModelLoadOptions& options = {});
   virtual ~Model() = default;
 
   virtual const ModelConfig& config() const = 0;
@@ -100,6 +110,13 @@ class Model {
     uint64_t active_params = 0;
   };
   virtual WeightStats weight_stats() const = 0;
+  // Memory the backend holds beside the file mapping: its kernel-ready weight copies and its
+  // scratch (activations), as allocated now (what `loom plan` predicts; tests compare them).
+  struct MemoryUse {
+    uint64_t weight_copies = 0;
+    uint64_t scratch = 0;
+  };
+  virtual MemoryUse memory_use() const = 0;
 
   // Forward calls from now on add their phases' wall time to `profile` (nullptr: stop).
   void set_profile(ForwardProfile* profile) { profile_ = profile; }

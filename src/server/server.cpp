@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "engine/memory_plan.h"
 #include "format/gguf.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
@@ -187,7 +188,7 @@ std::string model_chat_template(const std::string& spec) {
 
 Status Server::load(const std::string& model_spec, const EngineConfig& config) {
   auto t0 = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(auto engine, Engine::load(model_spec, config));
+  LOOM_ASSIGN_OR_RETURN(auto engine, load_engine(model_spec, config, LogLevel::kInfo));
   const ModelConfig& mc = engine->model().config();
   LOOM_LOG_INFO("loaded %s (%s, %d layers, vocab %d%s) in %.2f s", model_spec.c_str(),
                 mc.arch.c_str(), mc.n_layer, mc.n_vocab,

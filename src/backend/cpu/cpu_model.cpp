@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/cpu/kv_storage.h"
+#include "base/resize_exact.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -56,26 +57,80 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   attn_heads_.resize(static_cast<size_t>(pool_.size()) * 2 * config_.n_head_kv);
 }
 
+// The matrices that get kernel-ready copies (a MoE layer has no dense FFN, a dense one no
+// router): every view f is called with.
+template <class W, class F>
+void for_each_repacked(W& weights, F&& f) {
+  for (auto& L : weights.layers) {
+    for (auto* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+                    &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
+      if (w->data) f(*w);
+    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp})
+      for (auto& w : *experts) f(w);
+  }
+  f(weights.output);
+}
+
 // At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/Q4_K/
 // Q6_K/F16/BF16 in the kernels' interleaved layout (prefill's GEMM ~2-3x, decode bandwidth-bound),
 // the others as they are (decode streams them faster than from the file mapping). The copy
 // costs well under a second per GB; the file's pages stay in the page cache, reclaimable.
 void CpuModel::repack_weights() {
   std::vector<TensorView*> todo;
-  for (LayerWeights& L : weights_.layers) {
-    for (TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                          &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
-      if (w->data) todo.push_back(w);  // a MoE layer has no dense FFN, a dense one no router
-    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp})
-      for (TensorView& w : *experts) todo.push_back(&w);
-  }
-  todo.push_back(&weights_.output);
+  for_each_repacked(weights_, [&](TensorView& w) { todo.push_back(&w); });
   packed_.resize(todo.size());
   pool_.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t i, int) {
     packed_[i] = kernels::packable(*todo[i]) ? kernels::PackedMatrix::pack_rows16(*todo[i])
                                              : kernels::PackedMatrix::copy_rows(*todo[i]);
   });
   for (size_t i = 0; i < todo.size(); ++i) *todo[i] = packed_[i].view();
+}
+
+uint64_t CpuModel::weight_copy_bytes(const Weights& weights) {
+  uint64_t bytes = 0;
+  for_each_repacked(weights,
+                    [&](const TensorView& w) { bytes += kernels::PackedMatrix::packed_bytes(w); });
+  return bytes;
+}
+
+// Keep in step with reserve() and CpuMoeFfn (MemoryPlan tests compare this with what a full
+// step allocates).
+uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t logits_rows,
+                                 int32_t max_kv, int n_threads) {
+  const int64_t E = c.n_embd, D = c.head_dim;
+  // One RoPE table per distinct (base, scaled) pair of the layers that rotate.
+  std::vector<std::pair<float, bool>> variants;
+  for (const LayerSpec& l : c.layers)
+    if (l.rope && std::find(variants.begin(), variants.end(),
+                            std::pair(l.rope_theta, l.rope_scaled)) == variants.end())
+      variants.emplace_back(l.rope_theta, l.rope_scaled);
+  const int64_t rope_tables = std::max<int64_t>(1, static_cast<int64_t>(variants.size()));
+  const int64_t n_rot = c.n_rot > 0 ? c.n_rot : D;
+  uint64_t floats =
+      rows * (3 * E + 2 * c.n_head * D + 2 * c.n_head_kv * D + 2 * c.n_ff + n_rot * rope_tables) +
+      logits_rows * E;
+  const int32_t group = c.n_head / c.n_head_kv;
+  const int queries_per_task = std::max(std::max(1, 32 / group) * group, c.n_head);
+  floats += static_cast<uint64_t>(n_threads) *
+            kernels::attention_scratch_floats(queries_per_task, max_kv, D);
+  if (c.moe.n_expert > 0) {
+    const int64_t X = c.moe.n_expert, K = c.moe.n_expert_used, F = c.moe.n_ff_exp;
+    const int64_t task_rows = std::min<int64_t>(rows * K, CpuMoeFfn::kRowsPerTask);
+    floats += rows * X + 2 * rows * K + rows * K * E + 2 * rows * c.moe.n_ff_shexp +
+              static_cast<uint64_t>(n_threads) * task_rows * (2 * E + 2 * F);
+  }
+  return floats * sizeof(float);
+}
+
+Model::MemoryUse CpuModel::memory_use() const {
+  MemoryUse m;
+  for (const kernels::PackedMatrix& p : packed_) m.weight_copies += p.view().nbytes;
+  uint64_t floats = 0;
+  for (const std::vector<float>* v :
+       {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
+    floats += v->capacity();
+  m.scratch = floats * sizeof(float) + moe_.scratch_bytes();
+  return m;
 }
 
 Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
@@ -119,25 +174,25 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
   const int64_t D = c.head_dim;
   if (n_rows > cap_rows_) {
     cap_rows_ = n_rows;
-    x_.resize(n_rows * c.n_embd);
-    xn_.resize(n_rows * c.n_embd);
-    q_.resize(n_rows * c.n_head * D);
-    k_.resize(n_rows * c.n_head_kv * D);
-    v_.resize(n_rows * c.n_head_kv * D);
-    attn_.resize(n_rows * c.n_head * D);
-    proj_.resize(n_rows * c.n_embd);
-    gate_.resize(n_rows * c.n_ff);
-    up_.resize(n_rows * c.n_ff);
-    rope_cs_.resize(n_rows * n_rot_ * std::max<size_t>(1, rope_tables_.size()));
+    resize_exact(x_, n_rows * c.n_embd);
+    resize_exact(xn_, n_rows * c.n_embd);
+    resize_exact(q_, n_rows * c.n_head * D);
+    resize_exact(k_, n_rows * c.n_head_kv * D);
+    resize_exact(v_, n_rows * c.n_head_kv * D);
+    resize_exact(attn_, n_rows * c.n_head * D);
+    resize_exact(proj_, n_rows * c.n_embd);
+    resize_exact(gate_, n_rows * c.n_ff);
+    resize_exact(up_, n_rows * c.n_ff);
+    resize_exact(rope_cs_, n_rows * n_rot_ * std::max<size_t>(1, rope_tables_.size()));
   }
   if (n_logits > cap_logits_) {
     cap_logits_ = n_logits;
-    final_.resize(n_logits * c.n_embd);
+    resize_exact(final_, n_logits * c.n_embd);
   }
   if (max_kv > cap_kv_) {
     cap_kv_ = max_kv;
     attn_scratch_per_thread_ = kernels::attention_scratch_floats(attn_queries_per_task_, max_kv, D);
-    attn_scratch_.resize(static_cast<size_t>(pool_.size()) * attn_scratch_per_thread_);
+    resize_exact(attn_scratch_, static_cast<size_t>(pool_.size()) * attn_scratch_per_thread_);
   }
 }
 

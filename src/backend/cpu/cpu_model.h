@@ -29,6 +29,13 @@ class CpuModel final : public Model {
             weights_.active_params(config_.moe.n_expert_used)};
   }
   const Weights& weights() const { return weights_; }
+  MemoryUse memory_use() const override;
+
+  // What loading `weights` will allocate for kernel-ready copies, and the scratch of a step of
+  // `rows` tokens of which `logits_rows` need logits, attending over at most max_kv positions.
+  static uint64_t weight_copy_bytes(const Weights& weights);
+  static uint64_t scratch_bytes(const ModelConfig& config, int64_t rows, int64_t logits_rows,
+                                int32_t max_kv, int n_threads);
 
  private:
   Status validate(const Batch& batch, const KvCache& kv) const;

@@ -41,6 +41,9 @@ class CpuKvCache : public KvCache {
   // cache with one group).
   void copy_block(int32_t src, int32_t dst);
 
+  void wait_committed() override;
+  uint64_t bytes() const override { return bytes_; }
+
  private:
   int32_t n_head_kv_ = 0;
   int32_t head_dim_ = 0;
@@ -48,6 +51,8 @@ class CpuKvCache : public KvCache {
   uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
   std::vector<HugeBuffer> k_, v_;
+  uint64_t bytes_ = 0;
+  std::unique_ptr<BackgroundCommit> commit_;  // after k_ and v_: stopped before they are freed
 };
 
 }  // namespace loom

@@ -5,38 +5,26 @@
 #include <memory>
 
 #include "backend/cpu/cpu_model.h"
-#include "model/arch.h"
-#include "model/config_reader.h"
-#include "model/hf_tensors.h"
+#include "model/bind.h"
 #include "model/model.h"
-#include "model/tensor_names.h"
-#include "model/weights.h"
 
 namespace loom {
 
 Result<std::unique_ptr<Model>> Model::from_gguf(GgufFile file, const ModelLoadOptions& options) {
-  auto holder = std::make_shared<GgufFile>(std::move(file));
-  LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_gguf(*holder));
-  const ArchSpec* arch = find_arch(config.arch);
-  TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    const GgufTensorInfo* t = holder->find_tensor(name);
-    return t ? &t->view : nullptr;
-  };
-  LOOM_ASSIGN_OR_RETURN(Weights weights, Weights::bind(config, *arch, find));
-  weights.keepalive = holder;
-  return std::unique_ptr<Model>(new CpuModel(std::move(config), std::move(weights), options));
+  LOOM_ASSIGN_OR_RETURN(BoundModel b, bind_gguf(std::move(file)));
+  return from_bound(std::move(b), options);
 }
 
 Result<std::unique_ptr<Model>> Model::from_hf_dir(const std::string& dir,
                                                   const ModelLoadOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(dir));
-  const ArchSpec* arch = find_arch(config.arch);
-  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch));
-  TensorLookup find = [&](std::string_view name) { return holder->find(name); };
-  LOOM_ASSIGN_OR_RETURN(Weights weights,
-                        Weights::bind(config, *arch, find, arch->hf_norm_plus_one));
-  weights.keepalive = holder;
-  return std::unique_ptr<Model>(new CpuModel(std::move(config), std::move(weights), options));
+  LOOM_ASSIGN_OR_RETURN(BoundModel b, bind_hf_dir(dir));
+  return from_bound(std::move(b), options);
+}
+
+Result<std::unique_ptr<Model>> Model::from_bound(BoundModel bound,
+                                                 const ModelLoadOptions& options) {
+  return std::unique_ptr<Model>(
+      new CpuModel(std::move(bound.config), std::move(bound.weights), options));
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& spec,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/resize_exact.h"
 #include "kernels/matmul.h"
 #include "model/layers/moe.h"
 #include "model/layers/steps.h"
@@ -14,9 +15,9 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
                     float* out, ThreadPool& pool) {
   const MoeConfig& m = c.moe;
   const int64_t E = c.n_embd, X = m.n_expert, K = m.n_expert_used;
-  logits_.resize(n * X);
-  ids_.resize(n * K);
-  weights_.resize(n * K);
+  resize_exact(logits_, n * X);
+  resize_exact(ids_, n * K);
+  resize_exact(weights_, n * K);
   kernels::matmul(L.router, xn, n, logits_.data(), n > 1 ? &pool : nullptr);
   for (int64_t i = 0; i < n; ++i)
     layers::route_token(m, &logits_[i * X], &ids_[i * K], &weights_[i * K]);
@@ -25,7 +26,7 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   expert_begin_.assign(X + 1, 0);
   for (int32_t e : ids_) ++expert_begin_[e + 1];
   for (int64_t e = 0; e < X; ++e) expert_begin_[e + 1] += expert_begin_[e];
-  rows_of_expert_.resize(n * K);
+  resize_exact(rows_of_expert_, n * K);
   std::vector<int32_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t s = 0; s < n * K; ++s) rows_of_expert_[fill[ids_[s]]++] = static_cast<int32_t>(s);
   tasks_.clear();
@@ -36,7 +37,7 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   std::stable_sort(tasks_.begin(), tasks_.end(),
                    [](const Task& a, const Task& b) { return a.end - a.begin > b.end - b.begin; });
 
-  slot_out_.resize(n * K * E);
+  resize_exact(slot_out_, n * K * E);
   scratch_.resize(pool.size());
   pool.parallel_for(static_cast<int64_t>(tasks_.size()),
                     [&](int64_t t, int thread) { run_task(c, L, tasks_[t], xn, thread); });
@@ -54,15 +55,26 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   }
 }
 
+uint64_t CpuMoeFfn::scratch_bytes() const {
+  uint64_t bytes = (logits_.capacity() + weights_.capacity() + slot_out_.capacity() +
+                    sh_gate_.capacity() + sh_up_.capacity() + sh_out_.capacity()) *
+                       sizeof(float) +
+                   (ids_.capacity() + rows_of_expert_.capacity()) * sizeof(int32_t);
+  for (const Scratch& s : scratch_)
+    bytes +=
+        (s.x.capacity() + s.gate.capacity() + s.up.capacity() + s.y.capacity()) * sizeof(float);
+  return bytes;
+}
+
 void CpuMoeFfn::run_task(const ModelConfig& c, const LayerWeights& L, const Task& t,
                          const float* xn, int thread) {
   const int64_t E = c.n_embd, F = c.moe.n_ff_exp, K = c.moe.n_expert_used;
   const int64_t rows = t.end - t.begin;
   Scratch& s = scratch_[thread];
-  s.x.resize(rows * E);
-  s.gate.resize(rows * F);
-  s.up.resize(rows * F);
-  s.y.resize(rows * E);
+  resize_exact(s.x, rows * E);
+  resize_exact(s.gate, rows * F);
+  resize_exact(s.up, rows * F);
+  resize_exact(s.y, rows * E);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t row = rows_of_expert_[t.begin + r] / K;
     std::memcpy(&s.x[r * E], &xn[row * E], E * sizeof(float));
@@ -81,8 +93,8 @@ void CpuMoeFfn::run_task(const ModelConfig& c, const LayerWeights& L, const Task
 void CpuMoeFfn::shared_expert(const ModelConfig& c, const LayerWeights& L, const float* xn,
                               int64_t n, float* out, ThreadPool& pool) {
   const int64_t E = c.n_embd, F = c.moe.n_ff_shexp;
-  sh_gate_.resize(n * F);
-  sh_up_.resize(n * F);
+  resize_exact(sh_gate_, n * F);
+  resize_exact(sh_up_, n * F);
   const kernels::MatmulTarget gate_up[] = {{&L.w_gate_shexp, sh_gate_.data()},
                                            {&L.w_up_shexp, sh_up_.data()}};
   kernels::matmul_multi(gate_up, 2, xn, n, &pool);

@@ -25,6 +25,8 @@ class CpuMoeFfn {
   // xn: n rows of the normed FFN input (n_embd floats each); out: n rows of the FFN output.
   void run(const ModelConfig& c, const LayerWeights& L, const float* xn, int64_t n, float* out,
            ThreadPool& pool);
+  // Bytes of scratch held now (grown to the largest step so far).
+  uint64_t scratch_bytes() const;
 
  private:
   struct Task {

@@ -1,0 +1,208 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "backend/cpu/cpu_model.h"
+#include "base/thread_pool.h"
+#include "tools/synth.h"
+
+namespace loom {
+namespace {
+
+constexpr int32_t kCpuDefaultBatchedTokens = 2048;
+constexpr double kGiB = double(uint64_t{1} << 30);
+
+// MemTotal and MemAvailable from /proc/meminfo, in bytes (0 where unknown).
+void read_meminfo(uint64_t* total, uint64_t* available) {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib) {
+    std::getline(f, unit);
+    if (key == "MemTotal:") *total = kib * 1024;
+    if (key == "MemAvailable:") *available = kib * 1024;
+  }
+}
+
+std::string human(uint64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= kGiB)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / kGiB);
+  else if (b >= double(1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " B", bytes);
+  return buf;
+}
+
+}  // namespace
+
+Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c) {
+  if (c.block_size <= 0 || c.block_size > 1024)
+    return invalid_argument("--block-size must be in [1, 1024], got " +
+                            std::to_string(c.block_size));
+  if (c.max_num_seqs <= 0)
+    return invalid_argument("--max-num-seqs must be positive, got " +
+                            std::to_string(c.max_num_seqs));
+  if (c.kv_dtype != Dtype::kF32 && c.kv_dtype != Dtype::kF16 && c.kv_dtype != Dtype::kBF16)
+    return invalid_argument("KV cache dtype must be f32, f16 or bf16, got " +
+                            std::string(dtype_name(c.kv_dtype)));
+  if (c.max_model_len <= 0) c.max_model_len = mc.context_length;
+  if (c.max_model_len > mc.context_length)
+    return invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
+                            " is over the model's context length " +
+                            std::to_string(mc.context_length));
+  if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = kCpuDefaultBatchedTokens;
+  return Status();
+}
+
+Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
+                               EngineConfig c, uint64_t available) {
+  const ModelConfig& mc = bound.config;
+  LOOM_RETURN_IF_ERROR(resolve_engine_config(mc, c));
+  MemoryPlan p;
+  p.model = model_name;
+  p.arch = mc.arch;
+  const Weights& w = bound.weights;
+  p.weight_copies = CpuModel::weight_copy_bytes(w);
+  // The embeddings stay in the mapping (rows read on lookup); a tied output matrix is copied.
+  p.weights_mapped = w.token_embd.nbytes;
+  p.weights_stored = w.total_bytes() + (w.output.data == w.token_embd.data ? 0 : p.weights_mapped);
+  LOOM_ASSIGN_OR_RETURN(p.kv, plan_kv_cache(mc, c));
+  p.kv_bytes = p.kv.bytes;
+  p.kv_bytes_per_token =
+      KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(c.block_size);
+  p.kv_tokens = static_cast<int64_t>(p.kv.groups[0].num_blocks) * c.block_size;
+  // A step's rows that need logits: one per running sequence, plus one per draft token.
+  const int64_t k = c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0;
+  const int64_t logits_rows =
+      std::min<int64_t>(c.max_num_batched_tokens, int64_t{c.max_num_seqs} * (1 + k));
+  const int threads = c.n_threads > 0 ? c.n_threads : ThreadPool::physical_cores();
+  p.scratch_bytes =
+      CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads) +
+      static_cast<uint64_t>(logits_rows) * mc.n_vocab * sizeof(float);
+  p.config = c;
+  read_meminfo(&p.mem_total, &p.mem_available);
+  if (available > 0) p.mem_available = available;
+  return p;
+}
+
+Result<MemoryPlan> plan_memory(const std::string& spec, const EngineConfig& c) {
+  BoundModel bound;
+  std::error_code ec;
+  if (spec.rfind("synth:", 0) == 0) {
+    LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
+    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
+    LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
+  } else if (std::filesystem::is_directory(spec, ec)) {
+    LOOM_ASSIGN_OR_RETURN(bound, bind_hf_dir(spec));
+  } else {
+    if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);
+    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(spec));
+    LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
+  }
+  return plan_memory(spec, bound, c);
+}
+
+std::string MemoryPlan::advice() const {
+  if (fits()) return "";
+  const uint64_t fixed = weight_copies + weights_mapped + state_bytes + scratch_bytes;
+  std::ostringstream s;
+  s << "this configuration needs " << human(total()) << " but the machine has "
+    << human(mem_available) << " available";
+  if (fixed >= mem_available) {
+    s << ": the weights and a step's scratch alone take " << human(fixed)
+      << "; use a smaller quantization of the model (loom quantize --type q4_0)";
+    if (config.max_num_batched_tokens > 512) s << " or a lower --max-num-batched-tokens";
+    return s.str();
+  }
+  // What the KV cache may take, and the settings that keep it within that.
+  const uint64_t kv_budget = mem_available - fixed;
+  const double share = static_cast<double>(kv_budget) / static_cast<double>(kv_bytes);
+  char gib[32];  // a little under the budget, rounded down to 0.01 GiB
+  std::snprintf(gib, sizeof gib, "%.2f",
+                std::floor(static_cast<double>(kv_budget) / kGiB * 0.95 * 100) / 100);
+  s << "; the KV cache (" << human(kv_bytes) << ") may take at most " << human(kv_budget)
+    << ". Set --kv-cache-memory " << gib;
+  if (config.kv_cache_memory_gib <= 0) {
+    const int32_t seqs = static_cast<int32_t>(config.max_num_seqs * share);
+    if (seqs >= 1) s << ", or --max-num-seqs " << seqs;
+    const int64_t len =
+        static_cast<int64_t>(config.max_model_len * share) / config.block_size * config.block_size;
+    if (len >= config.block_size) s << ", or --max-model-len " << len;
+  }
+  if (config.kv_dtype == Dtype::kF32 && share >= 0.5) s << ", or use --kv-cache-dtype f16";
+  return s.str();
+}
+
+std::string MemoryPlan::table() const {
+  std::ostringstream s;
+  auto line = [&](const char* what, uint64_t bytes, const std::string& note) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  %-26s %12s", what, human(bytes).c_str());
+    s << buf << (note.empty() ? "" : "  " + note) << "\n";
+  };
+  s << "memory plan for " << model << " (" << arch << ")\n";
+  line("weights in the file", weights_stored, "");
+  line("kernel-ready weights", weight_copies, "resident copies made at load");
+  line("embeddings", weights_mapped, "read from the file mapping");
+  line("KV cache per token", kv_bytes_per_token,
+       std::string(dtype_name(config.kv_dtype)) + ", every layer's K and V");
+  line("KV cache", kv_bytes,
+       std::to_string(kv_tokens) + " tokens in blocks of " + std::to_string(config.block_size) +
+           " (max_num_seqs " + std::to_string(config.max_num_seqs) + ", max_model_len " +
+           std::to_string(config.max_model_len) + ")");
+  line("recurrent states", state_bytes, "");
+  line("scratch", scratch_bytes,
+       "a step of " + std::to_string(config.max_num_batched_tokens) + " tokens");
+  line("total", total(), "");
+  line("machine available", mem_available, "of " + human(mem_total));
+  s << "  fits: " << (fits() ? "yes" : "no") << "\n";
+  if (!kv.warning.empty()) s << "  note: " << kv.warning << "\n";
+  if (!fits()) s << "  " << advice() << "\n";
+  return s.str();
+}
+
+std::string MemoryPlan::to_json() const {
+  nlohmann::json j = {
+      {"model", model},
+      {"arch", arch},
+      {"weights",
+       {{"stored_bytes", weights_stored},
+        {"kernel_copy_bytes", weight_copies},
+        {"mapped_bytes", weights_mapped}}},
+      {"kv_cache",
+       {{"dtype", std::string(dtype_name(config.kv_dtype))},
+        {"bytes_per_token", kv_bytes_per_token},
+        {"tokens", kv_tokens},
+        {"block_size", config.block_size},
+        {"bytes", kv_bytes}}},
+      {"recurrent_state_bytes", state_bytes},
+      {"scratch_bytes", scratch_bytes},
+      {"total_bytes", total()},
+      {"config",
+       {{"max_model_len", config.max_model_len},
+        {"max_num_seqs", config.max_num_seqs},
+        {"max_num_batched_tokens", config.max_num_batched_tokens},
+        {"kv_cache_memory_gib", config.kv_cache_memory_gib}}},
+      {"machine", {{"total_bytes", mem_total}, {"available_bytes", mem_available}}},
+      {"fits", fits()},
+  };
+  if (!fits()) j["advice"] = advice();
+  if (!kv.warning.empty()) j["note"] = kv.warning;
+  return j.dump(2);
+}
+
+}  // namespace loom

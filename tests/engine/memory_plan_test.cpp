@@ -1,0 +1,150 @@
+// The memory plan (engine/memory_plan.h) against what the engine then allocates, and its
+// advice when a configuration does not fit: each suggested setting must make the plan fit.
+#include "engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "loom/engine.h"
+#include "model/model.h"
+#include "tools/synth.h"
+
+namespace loom {
+namespace {
+
+BoundModel bind_synth(const std::string& preset) {
+  auto so = parse_synth_spec("synth:" + preset);
+  EXPECT_TRUE(so.is_ok());
+  auto bytes = synth_model_bytes(*so);
+  EXPECT_TRUE(bytes.is_ok());
+  auto file = GgufFile::parse_bytes(*bytes);
+  EXPECT_TRUE(file.is_ok());
+  auto bound = bind_gguf(std::move(*file));
+  EXPECT_TRUE(bound.is_ok()) << bound.status().message();
+  return std::move(*bound);
+}
+
+// The value written after `flag ` in `text` (-1 when absent).
+double suggested(const std::string& text, const std::string& flag) {
+  const size_t at = text.find(flag + " ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(text.c_str() + at + flag.size() + 1, nullptr);
+}
+
+class MemoryPlanMatches : public ::testing::TestWithParam<const char*> {};
+
+// Weights' copies and the KV cache exactly, scratch within 1% (a full-length prompt in full
+// chunks reaches the step the plan sizes for), and the total within 1%; for MoE an upper bound.
+TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
+  const std::string spec = std::string("synth:") + GetParam();
+  EngineConfig c;
+  c.max_num_seqs = 3;
+  c.max_model_len = 192;
+  c.max_num_batched_tokens = 64;
+  c.n_threads = 2;
+  auto plan = plan_memory(spec, c);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_TRUE(plan->fits());
+  auto engine = Engine::load(spec, c);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  Engine& e = **engine;
+
+  // Three sequences, one of them max_model_len long: steps of 64 rows, attention over 192.
+  for (int s = 0; s < 3; ++s) {
+    GenerateRequest r;
+    r.request_id = "r" + std::to_string(s);
+    const int len = s == 0 ? c.max_model_len - 1 : 20 + s;
+    for (int i = 0; i < len; ++i) r.prompt.push_back((i * 7 + s * 13 + 1) % 500);
+    r.params.max_tokens = 1;
+    r.params.temperature = 0;
+    ASSERT_TRUE(e.add_request(std::move(r)).is_ok());
+  }
+  while (e.has_unfinished()) ASSERT_TRUE(e.step().is_ok());
+
+  const Model::MemoryUse use = e.model().memory_use();
+  EXPECT_EQ(use.weight_copies, plan->weight_copies);
+  EXPECT_EQ(e.metrics().kv_cache_bytes, plan->kv_bytes);
+  const uint64_t logits = static_cast<uint64_t>(c.max_num_seqs) * e.model().config().n_vocab * 4;
+  const double scratch = static_cast<double>(use.scratch + logits);
+  const double total = static_cast<double>(use.weight_copies + e.metrics().kv_cache_bytes +
+                                           use.scratch + logits + plan->weights_mapped);
+  if (e.model().config().moe.n_expert == 0) {
+    EXPECT_NEAR(scratch / static_cast<double>(plan->scratch_bytes), 1.0, 0.01)
+        << "allocated " << use.scratch + logits << ", planned " << plan->scratch_bytes;
+    EXPECT_NEAR(total / static_cast<double>(plan->total()), 1.0, 0.01);
+  } else {
+    // An expert's task scratch depends on how many rows the router sends it: the plan takes
+    // the most a task can have, so it bounds what a step uses.
+    EXPECT_LE(scratch, static_cast<double>(plan->scratch_bytes));
+    EXPECT_GT(scratch, 0.9 * static_cast<double>(plan->scratch_bytes));
+    EXPECT_LE(total, static_cast<double>(plan->total()));
+    EXPECT_GT(total, 0.97 * static_cast<double>(plan->total()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, MemoryPlanMatches, ::testing::Values("tiny", "tiny-moe"));
+
+TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.kv_cache_memory_gib = 2.0;
+  const uint64_t available = uint64_t{1} << 30;
+  auto plan = plan_memory("tiny", b, c, available);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_FALSE(plan->fits());
+  const std::string advice = plan->advice();
+  const double gib = suggested(advice, "--kv-cache-memory");
+  ASSERT_GT(gib, 0.5) << advice;
+  EXPECT_LT(gib, 1.0) << advice;
+  c.kv_cache_memory_gib = gib;
+  auto fixed = plan_memory("tiny", b, c, available);
+  ASSERT_TRUE(fixed.is_ok());
+  EXPECT_TRUE(fixed->fits()) << fixed->table();
+}
+
+TEST(MemoryPlan, AdviceForDefaultSizingNamesSeqsAndLength) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.max_num_seqs = 512;
+  c.max_model_len = 512;
+  c.kv_dtype = Dtype::kF32;
+  auto full = plan_memory("tiny", b, c, 0);
+  ASSERT_TRUE(full.is_ok());
+  // A machine with room for the weights and scratch and a third of that KV cache.
+  const uint64_t available = full->total() - full->kv_bytes + full->kv_bytes / 3;
+  auto plan = plan_memory("tiny", b, c, available);
+  ASSERT_TRUE(plan.is_ok());
+  ASSERT_FALSE(plan->fits());
+  const std::string advice = plan->advice();
+  const double seqs = suggested(advice, "--max-num-seqs");
+  const double len = suggested(advice, "--max-model-len");
+  ASSERT_GE(seqs, 1) << advice;
+  ASSERT_GE(len, 16) << advice;
+  EXPECT_EQ(advice.find("--kv-cache-dtype f16"), std::string::npos)
+      << advice;  // halving: not enough
+  EngineConfig by_seqs = c;
+  by_seqs.max_num_seqs = static_cast<int32_t>(seqs);
+  EXPECT_TRUE(plan_memory("tiny", b, by_seqs, available)->fits()) << advice;
+  EngineConfig by_len = c;
+  by_len.max_model_len = static_cast<int32_t>(len);
+  EXPECT_TRUE(plan_memory("tiny", b, by_len, available)->fits()) << advice;
+  // And too generous a suggestion would be wrong: one more sequence no longer fits.
+  by_seqs.max_num_seqs = static_cast<int32_t>(seqs) + 8;
+  EXPECT_FALSE(plan_memory("tiny", b, by_seqs, available)->fits()) << advice;
+}
+
+TEST(MemoryPlan, WeightsThatCannotFitSayTheModelIsTooLarge) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.max_num_seqs = 1;
+  c.max_model_len = 64;
+  auto plan = plan_memory("tiny", b, c, /*available=*/4096);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_FALSE(plan->fits());
+  EXPECT_NE(plan->advice().find("smaller quantization"), std::string::npos) << plan->advice();
+}
+
+}  // namespace
+}  // namespace loom
