@@ -112,6 +112,11 @@ int cmd_serve(int argc, char** argv) {
                  "largest grammar a request's schema, regex, grammar or tools compile to (bytes)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
+  app.add_option("--max-stored-responses", so.max_stored_responses,
+                 "Responses API: most responses kept for previous_response_id (store: true), "
+                 "least recently used dropped first; 0 refuses store")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

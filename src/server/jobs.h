@@ -3,6 +3,7 @@
 //   openai_response.cpp  /v1/completions and /v1/chat/completions (chunks, usage, [DONE])
 //   anthropic_route.cpp  /v1/messages (message_start ... message_stop events)
 //   ollama_job.cpp       /api/generate and /api/chat (NDJSON)
+//   responses_job.cpp    /v1/responses (response.created ... response.completed events)
 #pragma once
 
 #include <memory>
@@ -23,6 +24,8 @@ std::shared_ptr<GenerationJob> make_anthropic_job(const ServerContext& ctx, Gene
                                                   std::string id, std::shared_ptr<Responder> out);
 std::shared_ptr<GenerationJob> make_ollama_job(const ServerContext& ctx, GenerationSpec spec,
                                                std::string id, std::shared_ptr<Responder> out);
+std::shared_ptr<GenerationJob> make_responses_job(const ServerContext& ctx, GenerationSpec spec,
+                                                  std::string id, std::shared_ptr<Responder> out);
 
 // Serialise for the wire: invalid UTF-8 (never expected: the detokenizer emits valid text, but
 // a single token's bytes may be a partial character) becomes U+FFFD instead of throwing.

@@ -1,6 +1,7 @@
 // route_request (see router.h).
 #include "server/router.h"
 
+#include <cstring>
 #include <exception>
 
 #include "base/log.h"
@@ -40,8 +41,9 @@ struct Route {
   const char* method;
   const char* path;
   Handler handler;
-  bool auth;          // protected by --api-key
-  ErrorShape errors;  // the API family's error body
+  bool auth;            // protected by --api-key
+  ErrorShape errors;    // the API family's error body
+  bool prefix = false;  // path is a prefix ("/v1/responses/" + id)
 };
 constexpr ErrorShape kOpenAI = ErrorShape::kOpenAI, kAnthropic = ErrorShape::kAnthropic,
                      kOllama = ErrorShape::kOllama;
@@ -64,6 +66,10 @@ const Route kRoutes[] = {
     {"POST", "/api/show", handle_ollama_show, true, kOllama},
     {"POST", "/api/generate", handle_ollama_generate, true, kOllama},
     {"POST", "/api/chat", handle_ollama_chat, true, kOllama},
+    // OpenAI's Responses API (responses_api.h).
+    {"POST", "/v1/responses", handle_responses_create, true, kOpenAI},
+    {"GET", "/v1/responses/", handle_responses_get, true, kOpenAI, true},
+    {"DELETE", "/v1/responses/", handle_responses_delete, true, kOpenAI, true},
 };
 
 }  // namespace
@@ -72,7 +78,9 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
   const Route* match = nullptr;
   bool path_known = false;
   for (const Route& r : kRoutes) {
-    if (req.path != r.path) continue;
+    if (r.prefix ? req.path.rfind(r.path, 0) != 0 || req.path.size() == std::strlen(r.path)
+                 : req.path != r.path)
+      continue;
     path_known = true;
     if (req.method == r.method) match = &r;
   }
