@@ -13,6 +13,7 @@
 // between response.created + response.in_progress and the terminal response.completed
 // (response.incomplete when max_output_tokens cut it short, response.failed on an engine
 // error). Every event carries a sequence_number counting from 0.
+#include <algorithm>
 #include <ctime>
 #include <random>
 
@@ -125,25 +126,18 @@ class ResponsesJob : public GenerationJob {
     std::string arguments;  // kCall: streamed, then the parsed call's once complete
   };
 
-  // One delta's parts in the order the model wrote them: more arguments for the call that was
-  // open before this text, then reasoning, answer text, and the calls begun in this text.
   void apply(const chat::ChatDelta& d) {
-    size_t i = 0;
-    for (; i < d.tool_calls.size() && d.tool_calls[i].id.empty(); ++i)
-      call_arguments(d.tool_calls[i]);
-    if (!d.reasoning.empty()) append_text(Kind::kReasoning, d.reasoning);
-    if (!d.content.empty()) append_text(Kind::kMessage, d.content);
-    for (; i < d.tool_calls.size(); ++i) {
-      const auto& t = d.tool_calls[i];
-      if (!t.id.empty()) {
-        Item it{Kind::kCall};
-        it.call = t.index;
-        it.call_id = t.id;
-        it.name = t.name;
-        open_item(std::move(it));
-      }
-      call_arguments(t);
-    }
+    visit_in_order(
+        d, [&](const auto& t) { call_arguments(t); },
+        [&](const std::string& s) { append_text(Kind::kReasoning, s); },
+        [&](const std::string& s) { append_text(Kind::kMessage, s); },
+        [&](const auto& t) {
+          Item it{Kind::kCall};
+          it.call = t.index;
+          it.call_id = t.id;
+          it.name = t.name;
+          open_item(std::move(it));
+        });
   }
 
   void call_arguments(const chat::ChatDelta::ToolCallDelta& t) {

@@ -429,10 +429,7 @@ TEST(Responses, StoreKeepsTheLeastRecentlyUsedWithinItsSize) {
 
 TEST(Responses, ReasoningItemsFromAReasoningTemplate) {
   server::ServerOptions so;
-  // The prompt opens <think> (DeepSeek-R1 style): what the model writes is reasoning.
-  so.chat_template =
-      "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
-      "{%- if add_generation_prompt -%}<|assistant|><think>\n{%- endif -%}";
+  so.chat_template = kTestReasoningChatTemplate;  // the prompt opens <think>
   auto s = start_test_server(so);
   ASSERT_TRUE(s);
   const json body = {{"input", "Hi"},
