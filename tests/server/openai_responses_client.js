@@ -138,7 +138,7 @@ async function main() {
     required: ['ok', 'n'], additionalProperties: false };
   let documents = 0;
   for (const seed of [1, 2, 3]) {
-    const j = await client.responses.create({ model, input: 'Answer in JSON', max_output_tokens: 60, seed,
+    const j = await client.responses.create({ model, input: 'Answer in JSON', max_output_tokens: 100, seed,
       text: { format: { type: 'json_schema', name: 'answer', schema, strict: true } } });
     if (j.status !== 'completed') continue;
     const doc = JSON.parse(j.output_text);

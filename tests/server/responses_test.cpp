@@ -23,7 +23,9 @@ void expect_error(const HttpResult& r, int status, const std::string& param,
   EXPECT_EQ(r.status, status) << r.body;
   const json e = r.json()["error"];
   ASSERT_TRUE(e.is_object()) << r.body;
-  if (!param.empty()) EXPECT_EQ(e["param"], param) << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.body;
+  }
   EXPECT_NE(e["message"].get<std::string>().find(needle), std::string::npos) << r.body;
 }
 
@@ -108,9 +110,10 @@ json check_stream_order(const std::vector<Event>& ev) {
     EXPECT_EQ(ev[i].type, "response.output_item.done") << i;
     EXPECT_EQ(ev[i].data["item"]["id"], id);
     EXPECT_NE(ev[i].data["item"]["status"], "in_progress");
-    if (item["type"] == "function_call")
+    if (item["type"] == "function_call") {
       EXPECT_EQ(json::parse(ev[i].data["item"]["arguments"].get<std::string>()),
                 json::parse(streamed));
+    }
     ++i;
     ++index;
   }
@@ -316,7 +319,7 @@ TEST(Responses, TextFormatJsonSchemaAndJsonObject) {
   for (int seed : {1, 2, 3}) {
     auto r = post_json(port, "/v1/responses",
                        {{"input", "Answer in JSON"},
-                        {"max_output_tokens", 60},
+                        {"max_output_tokens", 100},
                         {"seed", seed},
                         {"text",
                          {{"format",
@@ -336,7 +339,7 @@ TEST(Responses, TextFormatJsonSchemaAndJsonObject) {
   }
   auto o = post_json(port, "/v1/responses",
                      {{"input", "JSON please"},
-                      {"max_output_tokens", 60},
+                      {"max_output_tokens", 100},
                       {"seed", 4},
                       {"text", {{"format", {{"type", "json_object"}}}}}});
   ASSERT_EQ(o.status, 200) << o.body;
