@@ -41,11 +41,18 @@ void handle_responses_create(ServerContext& ctx, const HttpRequest& req, Respond
 void handle_responses_get(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
   const std::string id = response_id(req.path);
   if (id.empty()) return send_error(*out, route_not_found(req.method, req.path));
-  if (!req.query.empty())
-    return send_error(*out, bad_request("query parameters (" + req.query +
-                                            ") are not supported: a stored response is returned "
-                                            "whole, not streamed again",
-                                        req.query.substr(0, req.query.find('='))));
+  // stream=true would replay the events; a stored response is returned whole.
+  for (size_t pos = 0; pos < req.query.size();) {
+    size_t end = req.query.find('&', pos);
+    if (end == std::string::npos) end = req.query.size();
+    const std::string param = req.query.substr(pos, end - pos);
+    if (!param.empty() && param != "stream=false")
+      return send_error(*out, bad_request("query parameter '" + param +
+                                              "' is not supported (a stored response is "
+                                              "returned whole, never streamed again)",
+                                          param.substr(0, param.find('='))));
+    pos = end + 1;
+  }
   auto r = ctx.responses.get(id);
   if (!r) return send_error(*out, response_not_found(id));
   out->send(200, "application/json", dump_json(r->response));

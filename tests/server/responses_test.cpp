@@ -366,6 +366,9 @@ TEST(Responses, StoreGetDeleteAndPreviousResponseId) {
   auto got = http_request(port, "GET", "/v1/responses/" + id);
   ASSERT_EQ(got.status, 200) << got.body;
   EXPECT_EQ(got.json(), r1);
+  EXPECT_EQ(http_request(port, "GET", "/v1/responses/" + id + "?stream=false").json(), r1);
+  expect_error(http_request(port, "GET", "/v1/responses/" + id + "?stream=true"), 400, "stream",
+               "stream=true");
 
   // The follow-up sees the first exchange: its prompt is the three-turn conversation's.
   auto second = post_json(port, "/v1/responses",
