@@ -1,8 +1,8 @@
 // The official npm clients against a real loom server: `openai` (tests/server/openai_client.js,
-// openai_tools_client.js, openai_responses_client.js), `@anthropic-ai/sdk` (anthropic_client.js) and `ollama`
-// (ollama_client.js). Each test installs
-// its package into the build directory once and runs the script with node. Skips only when
-// node or npm is not installed.
+// openai_tools_client.js, openai_responses_client.js), `@anthropic-ai/sdk`
+// (anthropic_client.js) and `ollama` (ollama_client.js). Each test installs its package into
+// the build directory once and runs the script with node. Skips only when node or npm is not
+// installed.
 #include <gtest/gtest.h>
 
 #include "common/node_packages.h"
