@@ -26,9 +26,10 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     auto& cached = models_[GetParam()];
     if (!cached)
       cached = test_model_bytes({.preset = GetParam(),
-                                 .arch = GetParam() == "tiny-swa"   ? "gemma3"
-                                         : GetParam() == "tiny-moe" ? "qwen3moe"
-                                                                    : ""});
+                                 .arch = GetParam() == "tiny-swa"       ? "gemma3"
+                                         : GetParam() == "tiny-moe"     ? "qwen3moe"
+                                         : GetParam() == "tiny-gpt-oss" ? "gpt-oss"
+                                                                        : ""});
     bytes_ = cached;
   }
   static void TearDownTestSuite() { models_.clear(); }
@@ -380,7 +381,8 @@ TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa", "tiny-moe"),
+INSTANTIATE_TEST_SUITE_P(Models, EngineTest,
+                         ::testing::Values("tiny", "tiny-swa", "tiny-moe", "tiny-gpt-oss"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

@@ -193,11 +193,60 @@ TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
   std::filesystem::remove(tmp);
 }
 
+// gpt-oss converted as llama.cpp converts it: the experts MXFP4 (32 E2M1 values per E8M0
+// scale), every other matrix Q8_0, routers F32. 4-bit experts move the logits far more than
+// Q8_0 does, so the bound is on how often the argmax survives and on the rows' error
+// (measured when written: see the printed figures).
+TEST(HfReferenceGptOss, ConvertedMxfp4GgufIsCloseToTransformers) {
+  auto tmp = std::filesystem::temp_directory_path() /
+             ("loom_convert_mxfp4_" + std::to_string(::getpid()) + ".gguf");
+  ConvertOptions opts;
+  opts.type = Dtype::kMXFP4;
+  ASSERT_TRUE(convert_hf_to_gguf(fixture("gpt_oss"), tmp.string(), opts).is_ok());
+  {
+    auto f = GgufFile::open(tmp.string());
+    ASSERT_TRUE(f.is_ok());
+    int mxfp4 = 0;
+    for (const auto& t : f->tensors()) {
+      const bool expert = t.name.find("_exps.weight") != std::string::npos;
+      if (expert) ++mxfp4;
+      if (expert) {
+        EXPECT_EQ(t.view.dtype, Dtype::kMXFP4) << t.name;
+      } else if (t.name.find("ffn_gate_inp") != std::string::npos || t.view.n_dims < 2) {
+        EXPECT_EQ(t.view.dtype, Dtype::kF32) << t.name;
+      } else {
+        EXPECT_EQ(t.view.dtype, Dtype::kQ8_0) << t.name;
+      }
+    }
+    EXPECT_EQ(mxfp4, 6);  // gate, up, down of 2 layers
+  }
+  auto m = Model::load(tmp.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  int same_argmax = 0, rows = 0;
+  for (const HfCase& c : read_cases(fixture("gpt_oss"))) {
+    auto kv = KvCache::create((*m)->config(), 4, 16, Dtype::kF32).value();
+    auto got = test::run_sequence(**m, *kv, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok());
+    const double err = row_rel_err(*got, c.logits, V);
+    for (size_t r = 0; r * V < c.logits.size(); ++r, ++rows)
+      same_argmax += test::argmax(&(*got)[r * V], V) == test::argmax(&c.logits[r * V], V);
+    std::printf("  gpt_oss mxfp4: row rel err %.3g\n", err);
+    EXPECT_GT(err, 1e-6);  // quantized: not the f32 file by mistake
+    EXPECT_LT(err, 0.6);
+  }
+  std::printf("  gpt_oss mxfp4: argmax kept on %d of %d rows\n", same_argmax, rows);
+  EXPECT_GE(same_argmax, rows / 2);
+  std::filesystem::remove(tmp);
+}
+
 // Mixture of Experts (issue 16): softmax routers with and without top-k renormalization, a
-// gated shared expert (Qwen2-MoE), Mixtral stored as llama with experts.
+// gated shared expert (Qwen2-MoE), Mixtral stored as llama with experts; gpt-oss (biases
+// everywhere, attention sinks, alternating sliding windows of 8, YaRN, clamped SwiGLU).
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
-                                           "smollm3", "qwen3_moe", "qwen2_moe", "mixtral"));
+                                           "smollm3", "qwen3_moe", "qwen2_moe", "mixtral",
+                                           "gpt_oss"));
 
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys
