@@ -271,8 +271,9 @@ Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
   using Mode = ChatGrammarRequest::ToolMode;
   if (req.tool_mode == Mode::kAuto && req.answer_gbnf.empty()) return std::string();
   if (req.tool_mode == Mode::kAuto)
-    return invalid_argument("tools with tool_choice auto cannot be combined with a constrained "
-                            "answer for this model's harmony format");
+    return invalid_argument(
+        "tools with tool_choice auto cannot be combined with a constrained "
+        "answer for this model's harmony format");
   GbnfBuilder b;
   const std::string root = b.reserve("root");
   LOOM_ASSIGN_OR_RETURN(std::string thought,
@@ -283,8 +284,8 @@ Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
                       " )?");
   std::string answer;
   if (req.tool_mode == Mode::kNone) {
-    answer = b.add_rule("final", lit(std::string(kHarmonyChannel) + "final" + kHarmonyMessage) +
-                                     " answer-root");
+    answer = b.add_rule(
+        "final", lit(std::string(kHarmonyChannel) + "final" + kHarmonyMessage) + " answer-root");
   } else {
     LOOM_ASSIGN_OR_RETURN(std::vector<Tool> tools, read_tools(req.tools));
     if (req.tool_mode == Mode::kNamed) {
@@ -299,9 +300,8 @@ Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
     std::string alts;
     for (const Tool& t : tools) {
       LOOM_ASSIGN_OR_RETURN(std::string args, add_arguments(b, t));
-      const std::string head = std::string(kHarmonyChannel) + "commentary to=" +
-                               kHarmonyFunctions + t.name + " " + kHarmonyConstrain + "json" +
-                               kHarmonyMessage;
+      const std::string head = std::string(kHarmonyChannel) + "commentary to=" + kHarmonyFunctions +
+                               t.name + " " + kHarmonyConstrain + "json" + kHarmonyMessage;
       alts += (alts.empty() ? "" : " | ") + b.add_rule("call-" + t.name, lit(head) + " " + args);
     }
     answer = b.add_rule("call", alts);

@@ -17,7 +17,9 @@ int cmd_convert(int argc, char** argv) {
   ConvertOptions opts;
   app.add_option("hf_dir", in_dir, "Hugging Face model directory")->required();
   app.add_option("out", out_path, "output GGUF file")->required();
-  app.add_option("--type", type, "weight-matrix type: f32, f16, bf16, q8_0, mxfp4 (experts; the rest q8_0)")->capture_default_str();
+  app.add_option("--type", type,
+                 "weight-matrix type: f32, f16, bf16, q8_0, mxfp4 (experts; the rest q8_0)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

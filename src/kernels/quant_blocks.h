@@ -22,7 +22,8 @@ struct BlockMxfp4 {
   uint8_t e;  // E8M0: 2^(e - 127)
   uint8_t qs[kQK32 / 2];
 };
-inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
 // 2^(e - 128) exactly (subnormal for e < 2), as ggml's GGML_E8M0_TO_FP32_HALF.
 inline float e8m0_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;

@@ -85,8 +85,8 @@ Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::s
     if (!t->is_boolean()) return invalid_file(source + ": yarn \"truncate\" must be a boolean");
     s.yarn_truncate = t->get<bool>();
   }
-  s.attn_factor = static_cast<float>(
-      num(rp, "attention_factor").value_or(yarn_default_attn_factor(s.factor)));
+  s.attn_factor =
+      static_cast<float>(num(rp, "attention_factor").value_or(yarn_default_attn_factor(s.factor)));
   return Status::ok();
 }
 
@@ -346,8 +346,7 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> fr
   double yarn_low = 0, yarn_high = 0;
   if (s.type == RopeScalingType::kYarn && freq_factors.empty()) {
     auto dim_of = [&](double rotations) {
-      return n_rot * std::log(s.original_context / (rotations * 2 * M_PI)) /
-             (2 * std::log(theta));
+      return n_rot * std::log(s.original_context / (rotations * 2 * M_PI)) / (2 * std::log(theta));
     };
     yarn_low = dim_of(s.beta_fast);
     yarn_high = dim_of(s.beta_slow);

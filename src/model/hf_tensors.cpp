@@ -68,8 +68,7 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   const size_t hash = hf.find('#');
   const std::string op = hf.substr(hash);
   const TensorView* t = st_.find(hf.substr(0, hash));
-  if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1)
-    return nullptr;
+  if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1) return nullptr;
   const int64_t es = dtype_info(t->dtype).block_bytes;
   auto s = std::make_unique<Stacked>();
   s->view = *t;
@@ -92,7 +91,8 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
       const int64_t E = t->ne[1], X = t->ne[2];
       for (int64_t x = 0; x < X; ++x)
         for (int64_t f = 0; f < F; ++f)
-          for (int64_t i = 0; i < E; ++i) copy((x * F + f) * E + i, (x * E + i) * 2 * F + 2 * f + parity);
+          for (int64_t i = 0; i < E; ++i)
+            copy((x * F + f) * E + i, (x * E + i) * 2 * F + 2 * f + parity);
       s->view.ne = {E, F, X, 1};
     } else if (t->n_dims == 2) {
       const int64_t X = t->ne[1];

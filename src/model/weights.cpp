@@ -274,8 +274,7 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
     if (t.kind == TensorKind::kNorm)
       LOOM_RETURN_IF_ERROR(b.norm(t.name, t.ne[0], true, dst));
     else
-      LOOM_RETURN_IF_ERROR(
-          b.vector(t.name, t.ne[0], true, dst, t.ne.size() > 1 ? t.ne[1] : 1));
+      LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, dst, t.ne.size() > 1 ? t.ne[1] : 1));
   }
   if (c.tied_embeddings) w.output = w.token_embd;
   return w;

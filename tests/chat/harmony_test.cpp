@@ -77,8 +77,7 @@ TEST(HarmonyParser, UnterminatedCallIsContent) {
   Collected c = parse_all_splits(harmony(), text);
   EXPECT_EQ(c.reasoning, "go");
   EXPECT_TRUE(c.calls.empty());
-  EXPECT_EQ(c.content,
-            "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": ");
+  EXPECT_EQ(c.content, "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": ");
 }
 
 // Reasoning cut off: what was written is reasoning; a model that writes no harmony at all

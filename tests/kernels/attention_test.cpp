@@ -140,12 +140,12 @@ TEST_P(AttentionMulti, SinksMatchReference) {
       attention_multi(qs.data(), qs.size(), cache.k_head(), cache.v_head(), hd, 0.4f,
                       scratch.data());
       for (size_t i = 0; i < lens.size(); ++i) {
-        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f,
-                       want.data(), begins[i], 0.0f, sinks[i]);
+        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f, want.data(),
+                       begins[i], 0.0f, sinks[i]);
         EXPECT_LT(rel_error(&out[i * hd], want.data(), hd), 2e-6) << "query " << i;
         // The sink takes weight away from the values: the output shrinks against no sink.
-        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f,
-                       plain.data(), begins[i]);
+        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f, plain.data(),
+                       begins[i]);
         double n_sink = 0, n_plain = 0;
         for (int64_t d = 0; d < hd; ++d) {
           n_sink += double(want[d]) * want[d];

@@ -51,9 +51,11 @@ TEST(Mxfp4, QuantizesToNearestValueOnRandomData) {
   std::mt19937 rng(7);
   std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<float> x(32 * 64);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = n(rng) * std::ldexp(1.0f, static_cast<int>(i / 256) - 4);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = n(rng) * std::ldexp(1.0f, static_cast<int>(i / 256) - 4);
   std::vector<uint8_t> q(*row_bytes(Dtype::kMXFP4, static_cast<int64_t>(x.size())));
-  ASSERT_TRUE(quantize_row(Dtype::kMXFP4, x.data(), q.data(), static_cast<int64_t>(x.size())).is_ok());
+  ASSERT_TRUE(
+      quantize_row(Dtype::kMXFP4, x.data(), q.data(), static_cast<int64_t>(x.size())).is_ok());
   std::vector<float> y(x.size());
   dequantize_row(Dtype::kMXFP4, q.data(), y.data(), static_cast<int64_t>(x.size()));
   for (size_t blk = 0; blk < x.size() / 32; ++blk) {
@@ -64,7 +66,8 @@ TEST(Mxfp4, QuantizesToNearestValueOnRandomData) {
     for (int j = 0; j < 32; ++j) {
       const float v = x[blk * 32 + j];
       float best = INFINITY;
-      for (int c = 0; c < 16; ++c) best = std::min(best, std::fabs(e2m1(c) * std::ldexp(1.0f, e) - v));
+      for (int c = 0; c < 16; ++c)
+        best = std::min(best, std::fabs(e2m1(c) * std::ldexp(1.0f, e) - v));
       EXPECT_NEAR(std::fabs(y[blk * 32 + j] - v), best, 1e-6f * amax) << blk << " " << j;
     }
   }

@@ -34,13 +34,12 @@ void quantize_mxfp4(const float* x, BlockMxfp4* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK32) {
     float amax = 0.0f;
     for (int j = 0; j < kQK32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const uint8_t e =
-        amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+    const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
     const float d = e8m0_half(e);
     y[i].e = e;
     for (int j = 0; j < kQK32 / 2; ++j)
-      y[i].qs[j] = static_cast<uint8_t>(nearest_value(x[j], d) |
-                                        (nearest_value(x[j + kQK32 / 2], d) << 4));
+      y[i].qs[j] =
+          static_cast<uint8_t>(nearest_value(x[j], d) | (nearest_value(x[j + kQK32 / 2], d) << 4));
   }
 }
 

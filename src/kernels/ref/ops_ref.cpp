@@ -90,8 +90,7 @@ void rope_rotate_partial(float* x, int64_t n_heads, int64_t head_dim, int64_t n_
 }
 
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap,
-               float sink) {
+               int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap, float sink) {
   const int32_t n = std::max(0, n_kv - kv_begin);
   std::vector<double> s(n);
   double mx = -INFINITY;

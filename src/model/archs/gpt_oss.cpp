@@ -72,8 +72,9 @@ Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   LOOM_ASSIGN_OR_RETURN(int32_t window, gguf_window(c, even_layers_slide));
   if (window > 0) gguf_set_u32(w, c, names::kSlidingWindow, window);
   if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.yarn_truncate)
-    return unsupported("convert: gpt-oss's GGUF files imply YaRN without truncation (truncate "
-                       "false); this config truncates");
+    return unsupported(
+        "convert: gpt-oss's GGUF files imply YaRN without truncation (truncate "
+        "false); this config truncates");
   return Status::ok();
 }
 
