@@ -69,7 +69,8 @@ TEST(HarmonyParser, ToolsDisabledCallIsContent) {
   EXPECT_EQ(c.content, "{\"a\":1}");
 }
 
-// Cut off inside the arguments (finish_reason "length"): no call, its raw text is content.
+// Cut off inside the arguments (finish_reason "length"): no call, the raw text of its
+// message (header included) is content.
 TEST(HarmonyParser, UnterminatedCallIsContent) {
   const std::string text =
       "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>commentary "
@@ -77,7 +78,9 @@ TEST(HarmonyParser, UnterminatedCallIsContent) {
   Collected c = parse_all_splits(harmony(), text);
   EXPECT_EQ(c.reasoning, "go");
   EXPECT_TRUE(c.calls.empty());
-  EXPECT_EQ(c.content, "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": ");
+  EXPECT_EQ(c.content,
+            "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+            "{\"a\": ");
 }
 
 // Reasoning cut off: what was written is reasoning; a model that writes no harmony at all

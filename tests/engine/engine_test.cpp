@@ -26,10 +26,9 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     auto& cached = models_[GetParam()];
     if (!cached)
       cached = test_model_bytes({.preset = GetParam(),
-                                 .arch = GetParam() == "tiny-swa"       ? "gemma3"
-                                         : GetParam() == "tiny-moe"     ? "qwen3moe"
-                                         : GetParam() == "tiny-gpt-oss" ? "gpt-oss"
-                                                                        : ""});
+                                 .arch = GetParam() == "tiny-swa"   ? "gemma3"
+                                         : GetParam() == "tiny-moe" ? "qwen3moe"
+                                                                    : ""});
     bytes_ = cached;
   }
   static void TearDownTestSuite() { models_.clear(); }
@@ -381,8 +380,7 @@ TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EngineTest,
-                         ::testing::Values("tiny", "tiny-swa", "tiny-moe", "tiny-gpt-oss"),
+INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa", "tiny-moe"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
