@@ -46,6 +46,8 @@ struct ServerOptions {
   size_t max_grammar_bytes = 1u << 20;
   // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
+  // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (404).
+  bool webui = true;
 };
 
 struct ServerState;
