@@ -92,6 +92,10 @@ function storedConversations(page) {
   return page.evaluate(() => JSON.parse(localStorage.getItem('loom.conversations') || '[]'));
 }
 
+const t0 = Date.now();
+const laps = [];
+const lap = (name) => laps.push(`${name} ${Date.now() - t0} ms`);
+
 (async () => {
   const browser = await chromium.launch({
     executablePath: chromiumPath,
@@ -119,6 +123,7 @@ function storedConversations(page) {
     await page.fill('#temperature', '0');
     await page.fill('#top-p', '0.9');
 
+    lap('loaded');
     // ---- 1. A long reply streams; Stop ends it, and the server aborts the request.
     const abortsBefore = await abortedRequests();
     const requestP = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
@@ -152,6 +157,7 @@ function storedConversations(page) {
     const stoppedReply = convs[0].messages[1];
     check(stoppedReply.stopped === true && stoppedReply.content.length > 0, 'partial reply stored');
 
+    lap('stopped');
     // ---- 2. A second turn with max_tokens: the final usage chunk becomes the context figure.
     await page.fill('#temperature', '0.7');
     await page.fill('#max-tokens', '12');
@@ -172,6 +178,7 @@ function storedConversations(page) {
     if (turn2.streamed.finish === 'length')
       check((await page.textContent(`${kAssistant}:last-child .note`)).includes('token limit'), 'length noted');
 
+    lap('usage');
     // ---- 3. Reasoning: shown folded, its text exactly the reasoning deltas.
     await page.click('#new-chat');
     await page.fill('#system-prompt', 'Think first.');
@@ -187,6 +194,7 @@ function storedConversations(page) {
           'reasoning text equals the deltas');
     check((await details.locator('summary').textContent()).startsWith('Reasoning ('), 'reasoning summary');
 
+    lap('reasoning');
     // ---- 4. Markdown, code highlighting and sanitising, on a stored conversation.
     await page.evaluate(() => {
       const list = JSON.parse(localStorage.getItem('loom.conversations'));
@@ -249,9 +257,11 @@ function storedConversations(page) {
     check(!(await page.locator(kAssistant + ' details.reasoning').evaluate((d) => d.open)), 'stored reasoning folded');
     check((await page.textContent('#context-text')) === 'context 218 / 4,096', 'example context');
 
+    lap('reloaded');
     await page.click('#toggle-settings');
     await page.fill('#system-prompt', 'You are a concise C++ expert.');
     await page.fill('#max-tokens', '1024');
+    await page.locator('#max-tokens').blur();
     await page.screenshot({path: screenshotPath});
 
     // Expected console errors, both from the hostile image tag: its src "x" is a 404, and
@@ -261,6 +271,8 @@ function storedConversations(page) {
         (p) => !(p.includes('404') && p.includes('/x"')) &&
             !(p.includes('inline event handler') && p.includes('/webui/lib/purify.min.js')));
     check(unexpected.length === 0, 'no page errors: ' + JSON.stringify(unexpected));
+    lap('done');
+    console.log(laps.join(', '));
     console.log(`streamed lengths seen: ${seen.join(', ')}; usage ${JSON.stringify(usage)}`);
     console.log('WEBUI_BROWSER_OK');
   } finally {
