@@ -445,7 +445,6 @@ function init() {
   marked.use({gfm: true});
   loadSettings();
   loadConversations();
-  if (state.conversations.length) state.currentId = null;  // start on a fresh chat
   $('composer').addEventListener('submit', (e) => {
     e.preventDefault();
     submit();

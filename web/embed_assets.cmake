@@ -9,8 +9,8 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 function(hex_bytes file out_var)
   file(READ ${file} hex HEX)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
-  string(REGEX REPLACE "((0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,)(0x..,))"
-         "\\1\n" hex "${hex}")
+  string(REPEAT "0x..," 24 line)
+  string(REGEX REPLACE "(${line})" "\\1\n" hex "${hex}")
   set(${out_var} "${hex}" PARENT_SCOPE)
 endfunction()
 
@@ -50,8 +50,10 @@ foreach(i RANGE 0 ${last} 2)
   hex_bytes(${src} raw)
   hex_bytes(${WORK_DIR}/${k}.gz gz)
   # Bytes 4-7 of a gzip header are its MTIME: zero means "none".
-  string(REGEX REPLACE "^(0x..,0x..,0x..,0x..,)0x..,0x..,0x..,0x..," "\\10x00,0x00,0x00,0x00,"
-         gz "${gz}")
+  # (REGEX REPLACE would re-anchor "^" after each match: cut the string instead.)
+  string(SUBSTRING "${gz}" 0 20 gz_magic)
+  string(SUBSTRING "${gz}" 40 -1 gz_rest)
+  set(gz "${gz_magic}0x00,0x00,0x00,0x00,${gz_rest}")
   file(SIZE ${src} raw_size)
   file(SIZE ${WORK_DIR}/${k}.gz gz_size)
   content_type(${rel} type)
