@@ -117,6 +117,8 @@ int cmd_serve(int argc, char** argv) {
                  "least recently used dropped first; 0 refuses store")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
+  bool no_webui = false;
+  app.add_flag("--no-webui", no_webui, "no web chat page at / (then / answers 404)");
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -127,6 +129,7 @@ int cmd_serve(int argc, char** argv) {
   }
   use_demo_model_if_empty(model, "serve");
   so.log_requests = !no_log_requests;
+  so.webui = !no_webui;
   ec.enable_prefix_caching = !no_prefix_cache;
   so.port = static_cast<uint16_t>(port);
   so.model_path = model;

@@ -11,6 +11,7 @@
 #include "server/jobs.h"
 #include "server/routes.h"
 #include "server/server_context.h"
+#include "server/webui_assets.h"
 
 namespace loom::server {
 
@@ -59,7 +60,7 @@ const Route kRoutes[] = {
     {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, kAnthropic},
     {"POST", "/tokenize", handle_tokenize, true, kOpenAI},
     {"POST", "/detokenize", handle_detokenize, true, kOpenAI},
-    // Ollama's API (ollama_api.h); HEAD / and GET / answer as Ollama's root does.
+    // Ollama's API (ollama_api.h).
     {"GET", "/api/version", handle_ollama_version, false, kOllama},
     {"GET", "/api/tags", handle_ollama_tags, true, kOllama},
     {"GET", "/api/ps", handle_ollama_ps, true, kOllama},
@@ -84,6 +85,8 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
     path_known = true;
     if (req.method == r.method) match = &r;
   }
+  // The chat page's files: static, so served without an API key and while the model loads.
+  if (!path_known && ctx.options.webui && serve_web_asset(req, *out)) return;
   if (!match) {
     send_error(*out, path_known ? method_not_allowed(req.method, req.path)
                                 : route_not_found(req.method, req.path));

@@ -49,6 +49,8 @@ struct ServerOptions {
   int32_t max_stored_responses = 1024;
   // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
+  // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (404).
+  bool webui = true;
 };
 
 struct ServerState;
