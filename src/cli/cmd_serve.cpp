@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "hub/hf_option.h"
 #include "server/server.h"
 #include "spec/spec_flags.h"
 
@@ -28,6 +29,8 @@ int cmd_serve(int argc, char** argv) {
                  "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
                  "the random-weight demo model " +
                      std::string(kDemoModel) + ")");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", port, "port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
@@ -127,6 +130,12 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
     return 1;
   }
+  if (Status st = hub::resolve_hf_option(hf_repo, &model, false); !st.is_ok()) {
+    std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  // Clients name the model as it was asked for (the repository), not by its cache path.
+  if (!hf_repo.empty() && so.served_model_name.empty()) so.served_model_name = hf_repo;
   use_demo_model_if_empty(model, "serve");
   so.log_requests = !no_log_requests;
   so.webui = !no_webui;
