@@ -7,6 +7,7 @@ pkgs=(
   nlohmann-json3-dev libpcre2-dev libxxhash-dev libcli11-dev
   libboost-dev
   libcurl4-openssl-dev libssl-dev
+  python3  # tests/load: the load and fault scripts (standard library only)
 )
 # Node.js (for the tests that drive the server with the official openai npm package):
 # the machine's own nodejs ships npm; Debian's npm would conflict with it.

@@ -48,6 +48,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-num-batched-tokens", ec.max_num_batched_tokens,
                  "tokens per engine step (0 = default)")
       ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--shared-prefill-tokens", ec.shared_prefill_tokens,
+                 "prompt tokens per engine step while more than one request runs or waits, so "
+                 "that a burst of prompts does not stall every first token and decode (default: "
+                 "256 on CPU; 0 = only --max-num-batched-tokens limits them)")
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--kv-cache-memory", ec.kv_cache_memory_gib,
                  "KV cache size in GiB (0 = room for max_num_seqs sequences of max_model_len "
                  "tokens, at most a quarter of RAM; sliding-window layers take only their "
