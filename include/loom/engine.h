@@ -67,6 +67,11 @@ struct EngineConfig {
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 256;          // sequences running at once
   int32_t max_num_batched_tokens = 0;  // tokens per step; 0 = backend default (CPU: 2048)
+  // Prompt tokens per step while more than one request is running or waiting; -1 = backend
+  // default (CPU: 256), 0 = only max_num_batched_tokens limits them. On CPU a step's time grows
+  // with its tokens, so a burst of prompts prefilled in one step would hold every first token
+  // (and every running decode) until the whole burst is done.
+  int32_t shared_prefill_tokens = -1;
   bool enable_prefix_caching = true;
   Dtype kv_dtype = Dtype::kF16;  // f32, f16 or bf16
   int n_threads = 0;             // CPU threads for Engine::load; 0 = physical cores

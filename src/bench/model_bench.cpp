@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 
+#include "hub/hf_option.h"
 #include "model/model.h"
 #include "tools/model_spec.h"
 
@@ -511,8 +512,9 @@ int model_main(int argc, char** argv) {
   ModelBenchOptions o;
   std::string format = "md";
   int64_t bw_mib = o.bw_bytes >> 20;
-  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
-      ->required();
+  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")
       ->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")
@@ -548,6 +550,10 @@ int model_main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (Status st = hub::resolve_hf_option(hf_repo, &o.model, true); !st.is_ok()) {
+    std::fprintf(stderr, "loom bench model: %s\n", st.message().c_str());
+    return 1;
+  }
   o.bw_bytes = bw_mib << 20;
   auto r = run_model_bench(o);
   if (!r.is_ok()) {

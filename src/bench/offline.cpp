@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "hub/hf_option.h"
 #include "model/model.h"
 #include "spec/spec_flags.h"
 
@@ -126,8 +127,9 @@ int offline_main(int argc, char** argv) {
   OfflineOptions o;
   EngineConfig c;
   bool no_prefix_cache = false;
-  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
-      ->required();
+  app.add_option("-m,--model", model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("--num-prompts", o.num_prompts, "number of requests")->capture_default_str();
   app.add_option("--input-len", o.input_len, "prompt tokens per request")->capture_default_str();
   app.add_option("--output-len", o.output_len, "generated tokens per request")
@@ -158,6 +160,10 @@ int offline_main(int argc, char** argv) {
   app.add_option("-t,--threads", c.n_threads, "CPU threads (0 = physical cores)");
   app.add_option("--output-json", output_json, "write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
+  if (Status st = hub::resolve_hf_option(hf_repo, &model, true); !st.is_ok()) {
+    std::fprintf(stderr, "loom bench offline: %s\n", st.message().c_str());
+    return 1;
+  }
 
   auto dt = parse_dtype(kv_dtype);
   if (!dt) {

@@ -263,12 +263,64 @@ std::string prefix_rules(std::string_view g, const std::string& prefix) {
   return out;
 }
 
+// harmony (gpt-oss): an optional analysis message, then either one call (a commentary message
+// to functions.NAME whose body is the arguments; generation stops at its <|call|>) or the
+// final message holding the constrained answer. Calls in free text (auto) are not
+// constrained: the caller gets "" for them.
+Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
+  using Mode = ChatGrammarRequest::ToolMode;
+  if (req.tool_mode == Mode::kAuto && req.answer_gbnf.empty()) return std::string();
+  if (req.tool_mode == Mode::kAuto)
+    return invalid_argument(
+        "tools with tool_choice auto cannot be combined with a constrained "
+        "answer for this model's harmony format");
+  GbnfBuilder b;
+  const std::string root = b.reserve("root");
+  LOOM_ASSIGN_OR_RETURN(std::string thought,
+                        structured::add_text_without(b, {kHarmonyEnd}, "thought"));
+  std::string seq = b.add_rule(
+      "analysis", "( " + lit(std::string(kHarmonyChannel) + "analysis" + kHarmonyMessage) + " " +
+                      thought + " " + lit(std::string(kHarmonyEnd) + kHarmonyStart + "assistant") +
+                      " )?");
+  std::string answer;
+  if (req.tool_mode == Mode::kNone) {
+    answer = b.add_rule(
+        "final", lit(std::string(kHarmonyChannel) + "final" + kHarmonyMessage) + " answer-root");
+  } else {
+    LOOM_ASSIGN_OR_RETURN(std::vector<Tool> tools, read_tools(req.tools));
+    if (req.tool_mode == Mode::kNamed) {
+      auto it = std::find_if(tools.begin(), tools.end(),
+                             [&](const Tool& t) { return t.name == req.function_name; });
+      if (it == tools.end())
+        return invalid_argument("tool_choice names function '" + req.function_name +
+                                "', which is not among the request's tools");
+      tools = {*it};
+    }
+    if (tools.empty()) return invalid_argument("tool_choice requires tools, but none were given");
+    std::string alts;
+    for (const Tool& t : tools) {
+      LOOM_ASSIGN_OR_RETURN(std::string args, add_arguments(b, t));
+      const std::string head = std::string(kHarmonyChannel) + "commentary to=" + kHarmonyFunctions +
+                               t.name + " " + kHarmonyConstrain + "json" + kHarmonyMessage;
+      alts += (alts.empty() ? "" : " | ") + b.add_rule("call-" + t.name, lit(head) + " " + args);
+    }
+    answer = b.add_rule("call", alts);
+  }
+  b.define(root, seq + " " + answer);
+  std::string out = b.str();
+  if (!req.answer_gbnf.empty()) out += "\n" + prefix_rules(req.answer_gbnf, "answer-");
+  return out;
+}
+
 }  // namespace
 
 Result<std::string> build_chat_grammar(const ChatGrammarRequest& req) {
   using Mode = ChatGrammarRequest::ToolMode;
   const bool wants_tools = req.tool_mode != Mode::kNone;
   if (!wants_tools && req.answer_gbnf.empty()) return std::string();
+  if (req.format.tools == ToolCallFormat::kHarmony ||
+      req.format.reasoning == ReasoningFormat::kHarmony)
+    return build_harmony_grammar(req);
   const ToolCallFormat f = req.format.tools;
   if (wants_tools && f == ToolCallFormat::kNone) {
     return invalid_argument(

@@ -31,4 +31,17 @@ inline constexpr const char* kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
 inline constexpr const char* kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
 inline constexpr const char* kDeepSeekSep = "<｜tool▁sep｜>";
 
+// harmony (gpt-oss): messages "<|start|>ROLE [to=RECIPIENT]<|channel|>CHANNEL [to=RECIPIENT]
+// [<|constrain|>json]<|message|>BODY" ended by <|end|>, <|return|> (the final answer) or
+// <|call|> (a tool call). Channels: analysis (reasoning), commentary (tool calls, preambles),
+// final (the answer).
+inline constexpr const char* kHarmonyStart = "<|start|>";
+inline constexpr const char* kHarmonyChannel = "<|channel|>";
+inline constexpr const char* kHarmonyMessage = "<|message|>";
+inline constexpr const char* kHarmonyConstrain = "<|constrain|>";
+inline constexpr const char* kHarmonyEnd = "<|end|>";
+inline constexpr const char* kHarmonyReturn = "<|return|>";
+inline constexpr const char* kHarmonyCall = "<|call|>";
+inline constexpr const char* kHarmonyFunctions = "functions.";  // recipient prefix of a tool
+
 }  // namespace loom::chat::markup

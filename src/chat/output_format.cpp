@@ -22,6 +22,7 @@ constexpr ToolName kToolNames[] = {
     {"mistral", ToolCallFormat::kMistral},
     {"deepseek_v3", ToolCallFormat::kDeepSeekV3},
     {"qwen3_coder", ToolCallFormat::kQwen3Coder},
+    {"openai", ToolCallFormat::kHarmony},
 };
 struct ReasoningName {
   const char* name;
@@ -31,10 +32,15 @@ constexpr ReasoningName kReasoningNames[] = {
     {"none", ReasoningFormat::kNone},
     {"deepseek_r1", ReasoningFormat::kDeepSeekR1},
     {"qwen3", ReasoningFormat::kQwen3},
+    {"openai_gptoss", ReasoningFormat::kHarmony},
 };
 
 bool contains(std::string_view s, std::string_view what) {
   return s.find(what) != std::string_view::npos;
+}
+// gpt-oss's template renders harmony's channel and message markers literally.
+bool is_harmony_template(std::string_view t) {
+  return contains(t, markup::kHarmonyChannel) && contains(t, markup::kHarmonyMessage);
 }
 
 }  // namespace
@@ -76,6 +82,7 @@ const char* reasoning_format_name(ReasoningFormat f) {
 }
 
 ToolCallFormat detect_tool_call_format(std::string_view t) {
+  if (is_harmony_template(t)) return ToolCallFormat::kHarmony;
   // Order matters: Qwen3-Coder's template also contains <tool_call>; Hermes-2-Pro's is a
   // Llama-3 model with ChatML + <tool_call>, so <tool_call> wins over Llama markers.
   if (contains(t, markup::kToolCallOpen) && contains(t, markup::kFunctionOpen) &&
@@ -93,6 +100,7 @@ ToolCallFormat detect_tool_call_format(std::string_view t) {
 }
 
 ReasoningFormat detect_reasoning_format(std::string_view t) {
+  if (is_harmony_template(t)) return ReasoningFormat::kHarmony;
   // Only templates that write the opening tag are reasoning models: DeepSeek V3's template
   // strips "</think>" from history but V3 does not think.
   if (!contains(t, markup::kThinkOpen)) return ReasoningFormat::kNone;
@@ -103,7 +111,8 @@ ReasoningFormat detect_reasoning_format(std::string_view t) {
 }
 
 bool prompt_opens_reasoning(ReasoningFormat f, std::string_view prompt) {
-  if (f == ReasoningFormat::kNone) return false;
+  // harmony: each message's channel says what it is; the parser starts at a header.
+  if (f == ReasoningFormat::kNone || f == ReasoningFormat::kHarmony) return false;
   size_t end = prompt.find_last_not_of(" \t\r\n");
   if (end == std::string_view::npos) return false;
   std::string_view open = markup::kThinkOpen;

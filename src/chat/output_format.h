@@ -26,15 +26,18 @@ enum class ToolCallFormat {
   kMistral,     // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
   kDeepSeekV3,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
   kQwen3Coder,  // <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n</function>\n</tool_call>
+  kHarmony,     // gpt-oss: <|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>
 };
 enum class ReasoningFormat {
   kNone,
   kDeepSeekR1,  // <think> ... </think>; the prompt may already open <think>
   kQwen3,       // <think> ... </think> written by the model; absent when thinking is off
+  kHarmony,     // gpt-oss: the analysis channel's messages are reasoning, final's the answer
 };
 
-// vLLM's names: "hermes", "llama3_json", "mistral", "deepseek_v3", "qwen3_coder"; "deepseek_r1",
-// "qwen3". Unknown names: an error listing the known ones.
+// vLLM's names: "hermes", "llama3_json", "mistral", "deepseek_v3", "qwen3_coder", "openai"
+// (harmony); "deepseek_r1", "qwen3", "openai_gptoss" (harmony). Unknown names: an error
+// listing the known ones.
 Result<ToolCallFormat> tool_call_format_from_name(std::string_view name);
 Result<ReasoningFormat> reasoning_format_from_name(std::string_view name);
 const char* tool_call_format_name(ToolCallFormat f);

@@ -10,6 +10,7 @@
 // released (a plain answer keeps its bytes); held reasoning whitespace is dropped.
 #include <random>
 
+#include "chat/harmony.h"
 #include "chat/markup.h"
 #include "chat/output_format.h"
 #include "chat/tool_syntax.h"
@@ -47,12 +48,13 @@ std::string normalize_arguments(const std::string& raw) {
 
 }  // namespace
 
-struct ChatOutputParser::Impl final : detail::CallSink {
+struct ChatOutputParser::Impl final : detail::HarmonySink {
   enum class State { kStart, kReasoning, kContent, kCall, kFinished };
 
   OutputFormat format;
   std::unique_ptr<detail::ToolSyntax> syntax;  // null: tool markup is plain content
   std::vector<std::string> openers, start_openers;
+  std::unique_ptr<detail::HarmonyParser> harmony;  // gpt-oss: replaces the states below
 
   std::string buf;  // output text; buf[pos..] unconsumed
   size_t pos = 0;
@@ -70,6 +72,11 @@ struct ChatOutputParser::Impl final : detail::CallSink {
   ChatDelta out;
 
   Impl(OutputFormat f, bool tools_enabled, bool starts_in_reasoning) : format(f) {
+    if (f.tools == ToolCallFormat::kHarmony || f.reasoning == ReasoningFormat::kHarmony) {
+      harmony = std::make_unique<detail::HarmonyParser>(tools_enabled &&
+                                                        f.tools == ToolCallFormat::kHarmony);
+      return;
+    }
     if (tools_enabled) set_tools(nullptr);
     if (f.reasoning != ReasoningFormat::kNone && starts_in_reasoning) {
       state = State::kReasoning;
@@ -116,8 +123,28 @@ struct ChatOutputParser::Impl final : detail::CallSink {
     open_call = -1;
   }
 
+  // ---- harmony ----
+  void body_start() override {
+    held_ws.clear();
+    drop_ws = true;
+  }
+  void call_cut(size_t end) override {
+    call_start = harmony->call_start();  // in the buffer as trimmed
+    unterminated(end);
+  }
+  void run_harmony(bool eof) {
+    harmony->run(buf, &pos, eof, *this);
+    const size_t keep = std::min(harmony->call_start(), pos);
+    if (keep > 0 && keep * 2 >= buf.size()) {
+      buf.erase(0, keep);
+      pos -= keep;
+      harmony->shift(keep);
+    }
+    if (eof) state = State::kFinished;
+  }
+
   // ---- text runs ----
-  void text(bool reasoning, std::string_view s) {
+  void text(bool reasoning, std::string_view s) override {
     if (drop_ws) {
       size_t first = s.find_first_not_of(" \t\r\n");
       if (first == std::string_view::npos) return;
@@ -267,6 +294,7 @@ struct ChatOutputParser::Impl final : detail::CallSink {
   }
 
   void run(bool eof) {
+    if (harmony) return run_harmony(eof);
     for (;;) {
       bool progressed = false;
       switch (state) {

@@ -287,6 +287,8 @@ std::unique_ptr<ToolSyntax> make_tool_syntax(ToolCallFormat format,
       return make_deepseek_v3_syntax();
     case ToolCallFormat::kQwen3Coder:
       return make_qwen3_coder_syntax(tools);
+    case ToolCallFormat::kHarmony:  // whole messages, not call regions: chat/harmony.h
+      return nullptr;
   }
   return nullptr;
 }

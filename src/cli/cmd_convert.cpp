@@ -1,4 +1,4 @@
-// `loom convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0]`: a Hugging Face checkpoint
+// `loom convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0|mxfp4]`: a Hugging Face checkpoint
 // directory to one GGUF file (logic in tools/convert.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -17,7 +17,9 @@ int cmd_convert(int argc, char** argv) {
   ConvertOptions opts;
   app.add_option("hf_dir", in_dir, "Hugging Face model directory")->required();
   app.add_option("out", out_path, "output GGUF file")->required();
-  app.add_option("--type", type, "weight-matrix type: f32, f16, bf16, q8_0")->capture_default_str();
+  app.add_option("--type", type,
+                 "weight-matrix type: f32, f16, bf16, q8_0, mxfp4 (experts; the rest q8_0)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,7 +27,7 @@ int cmd_convert(int argc, char** argv) {
   }
   auto dt = parse_dtype(type);
   if (!dt) {
-    std::fprintf(stderr, "loom convert: unknown --type '%s' (f32, f16, bf16, q8_0)\n",
+    std::fprintf(stderr, "loom convert: unknown --type '%s' (f32, f16, bf16, q8_0, mxfp4)\n",
                  type.c_str());
     return 1;
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "hub/hf_option.h"
 #include "model/model.h"
 #include "tools/model_spec.h"
 
@@ -37,8 +38,9 @@ int cmd_eval(int argc, char** argv) {
   std::string model_spec, tokens_str, logits_out;
   int threads = 0;
   app.add_option("-m,--model", model_spec,
-                 "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]")
-      ->required();
+                 "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("--tokens", tokens_str, "token ids separated by spaces or commas")->required();
   app.add_option("--logits-out", logits_out, "write float32 LE logits [n_tokens][n_vocab] here");
   app.add_option("-t,--threads", threads, "CPU threads (0 = physical cores)");
@@ -46,6 +48,10 @@ int cmd_eval(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (Status st = hub::resolve_hf_option(hf_repo, &model_spec, true); !st.is_ok()) {
+    std::fprintf(stderr, "loom eval: %s\n", st.message().c_str());
+    return 1;
   }
   std::vector<int32_t> tokens;
   if (!parse_tokens(tokens_str, &tokens) || tokens.empty()) {

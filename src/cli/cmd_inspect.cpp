@@ -7,6 +7,7 @@
 #include "base/checked.h"
 #include "cli/commands.h"
 #include "format/gguf.h"
+#include "hub/hf_option.h"
 
 namespace loom::cli {
 namespace {
@@ -34,12 +35,18 @@ int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Print a GGUF file's header, metadata and tensor table.", "loom inspect"};
   std::string path;
   int max_items = 5;
-  app.add_option("file", path, "GGUF file")->required();
+  std::string hf_repo;
+  app.add_option("file", path, "GGUF file");
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("--items", max_items, "array items to show per key")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (Status st = hub::resolve_hf_option(hf_repo, &path, true); !st.is_ok()) {
+    std::fprintf(stderr, "loom inspect: %s\n", st.message().c_str());
+    return 1;
   }
   auto f = GgufFile::open(path);
   if (!f.is_ok()) {

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "hub/hf_option.h"
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
 #include "model/model.h"
@@ -72,6 +73,8 @@ int cmd_run(int argc, char** argv) {
                  "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
                  "the random-weight demo model " +
                      std::string(kDemoModel) + ")");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("-p,--prompt", prompt, "prompt text")->capture_default_str();
   app.add_option("-n,--n-predict", n_predict, "tokens to generate")
       ->check(CLI::Range(1, 1 << 20))
@@ -100,6 +103,10 @@ int cmd_run(int argc, char** argv) {
     return 1;
   }
 
+  if (Status st = hub::resolve_hf_option(hf_repo, &model, false); !st.is_ok()) {
+    std::fprintf(stderr, "loom run: %s\n", st.message().c_str());
+    return 1;
+  }
   const bool demo = use_demo_model_if_empty(model, "run");
 
   EngineConfig config;

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 #include "cli/engine_flags.h"
+#include "hub/hf_option.h"
 #include "server/server.h"
 
 namespace loom::cli {
@@ -26,6 +27,8 @@ int cmd_serve(int argc, char** argv) {
                  "GGUF file, Hugging Face directory or synth:PRESET[:TYPE] (optional; default: "
                  "the random-weight demo model " +
                      std::string(kDemoModel) + ")");
+  std::string hf_repo;
+  hub::add_hf_option(app, &hf_repo);
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", port, "port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
@@ -90,6 +93,13 @@ int cmd_serve(int argc, char** argv) {
                  "largest grammar a request's schema, regex, grammar or tools compile to (bytes)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
+  app.add_option("--max-stored-responses", so.max_stored_responses,
+                 "Responses API: most responses kept for previous_response_id (store: true), "
+                 "least recently used dropped first; 0 refuses store")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  bool no_webui = false;
+  app.add_flag("--no-webui", no_webui, "no web chat page at / (then / answers 404)");
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -99,9 +109,16 @@ int cmd_serve(int argc, char** argv) {
     return 1;
   }
   const EngineConfig& ec = engine_flags.config;
+  if (Status st = hub::resolve_hf_option(hf_repo, &model, false); !st.is_ok()) {
+    std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  // Clients name the model as it was asked for (the repository), not by its cache path.
+  if (!hf_repo.empty() && so.served_model_name.empty()) so.served_model_name = hf_repo;
   use_demo_model_if_empty(model, "serve");
   if (dry_run) return print_memory_plan(model, ec, /*json=*/false, "serve");
   so.log_requests = !no_log_requests;
+  so.webui = !no_webui;
   so.port = static_cast<uint16_t>(port);
   so.model_path = model;
   if (!chat_template_file.empty()) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "hub/hf_option.h"
 #include "loom/tokenizer.h"
 
 namespace loom::cli {
@@ -17,7 +18,9 @@ int cmd_tokenize(int argc, char** argv) {
   CLI::App app{"Print the token ids of a text", "loom tokenize"};
   std::string model, file, text;
   bool add_special = false, parse_special = false;
-  app.add_option("-m,--model", model, "GGUF file, or a directory with tokenizer.json")->required();
+  std::string hf_repo;
+  app.add_option("-m,--model", model, "GGUF file, or a directory with tokenizer.json");
+  hub::add_hf_option(app, &hf_repo);
   auto* file_opt = app.add_option("-f,--file", file, "read the text from this file (exact bytes)");
   auto* text_opt = app.add_option("text", text, "the text to tokenize");
   file_opt->excludes(text_opt);
@@ -25,6 +28,10 @@ int cmd_tokenize(int argc, char** argv) {
   app.add_flag("--parse-special", parse_special, "turn special-token text (e.g. <|im_start|>) into tokens");
   CLI11_PARSE(app, argc, argv);
 
+  if (Status st = hub::resolve_hf_option(hf_repo, &model, true); !st.is_ok()) {
+    std::fprintf(stderr, "loom tokenize: %s\n", st.message().c_str());
+    return 1;
+  }
   if (file_opt->count() == 0 && text_opt->count() == 0) {
     std::fprintf(stderr, "loom tokenize: give the text as an argument or with --file PATH\n");
     return 1;

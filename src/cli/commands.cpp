@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/version.h"
 #include "kernels/cpu/isa.h"
@@ -54,7 +55,18 @@ int run_main(int argc, char** argv) {
     print_usage();
     return 1;
   }
-  return it->second.fn(argc - 1, argv + 1);
+  // -hf / -hfr (llama.cpp's spelling) → --hf-repo: CLI11 reads a single dash as one letter.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-hf" || a == "-hfr")
+      a = "--hf-repo";
+    else if (a.rfind("-hf=", 0) == 0 || a.rfind("-hfr=", 0) == 0)
+      a = "--hf-repo" + a.substr(a.find('='));
+  }
+  std::vector<char*> args_c;
+  for (std::string& a : args) args_c.push_back(a.data());
+  args_c.push_back(nullptr);
+  return it->second.fn(static_cast<int>(args.size()), args_c.data());
 }
 
 }  // namespace loom::cli

@@ -27,6 +27,11 @@ struct EngineFlags {
     app.add_option("--max-num-batched-tokens", config.max_num_batched_tokens,
                    "tokens per engine step (0 = 2048)")
         ->check(CLI::Range(0, 1 << 30));
+    app.add_option("--shared-prefill-tokens", config.shared_prefill_tokens,
+                   "prompt tokens per engine step while more than one request runs or waits, so "
+                   "that a burst of prompts does not stall every first token and decode (default: "
+                   "256 on CPU; 0 = only --max-num-batched-tokens limits them)")
+        ->check(CLI::Range(0, 1 << 30));
     app.add_option("--kv-cache-memory", config.kv_cache_memory_gib,
                    "KV cache size in GiB (0 = room for max_num_seqs sequences of max_model_len "
                    "tokens, at most a quarter of RAM; sliding-window layers take only their "

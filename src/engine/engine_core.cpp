@@ -68,7 +68,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                                                          c.speculative.prompt_lookup_max);
   }
   e->scheduler_ = std::make_unique<Scheduler>(
-      SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens}, *e->kv_manager_);
+      SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.shared_prefill_tokens},
+      *e->kv_manager_);
 
   // End of generation: the tokenizer's set (eos, eot/eom, <end_of_turn>, <|end|>, ...; see
   // tokenizer/end_of_generation.h) plus the model config's eos, so that <end_of_turn> stops
@@ -84,10 +85,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(c.block_size);
   LOOM_LOG_INFO(
       "engine: KV cache %.1f MiB (%s, %llu bytes per token over %d layers), max_model_len %d, "
-      "max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s",
+      "max_num_seqs %d, max_num_batched_tokens %d (prompts %d while shared), prefix caching %s",
       static_cast<double>(plan.bytes) / (1 << 20), std::string(dtype_name(c.kv_dtype)).c_str(),
       static_cast<unsigned long long>(kv_token_bytes), mc.n_layer, c.max_model_len, c.max_num_seqs,
-      c.max_num_batched_tokens, c.enable_prefix_caching ? "on" : "off");
+      c.max_num_batched_tokens, c.shared_prefill_tokens, c.enable_prefix_caching ? "on" : "off");
   for (const KvGroupConfig& g : plan.groups) {
     if (g.window == 0)
       LOOM_LOG_INFO("engine: KV group: %d full-attention layers, %d blocks of %d tokens",

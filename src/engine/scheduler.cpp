@@ -82,6 +82,11 @@ int32_t Scheduler::allocate_draft(Request* r, int32_t budget) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
+  // Prompt tokens (anything but a one-token decode) of this step. A lone sequence takes the
+  // whole budget: chunking it would only re-read the weights more often.
+  const bool shared = running_.size() + waiting_.size() > 1;
+  int32_t prefill_budget =
+      shared && config_.shared_prefill_tokens > 0 ? config_.shared_prefill_tokens : budget;
   auto add = [&](Request* r, int32_t n) {
     out.seqs.push_back({r, n});
     out.num_tokens += n;
@@ -99,7 +104,9 @@ SchedulerOutput Scheduler::schedule() {
   for (Request* r : order) {
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this loop
-    const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    const int32_t remaining = r->num_tokens() - r->num_computed_tokens;
+    const int32_t num_new =
+        remaining == 1 ? std::min(1, budget) : std::min({remaining, budget, prefill_budget});
     if (num_new <= 0) continue;
     if (num_new == 1 && !r->draft.empty())
       if (const int32_t k = allocate_draft(r, budget); k > 0) {
@@ -111,12 +118,15 @@ SchedulerOutput Scheduler::schedule() {
         continue;
       }
     r->draft.clear();
-    if (allocate(r, num_new, out, budget)) add(r, num_new);
+    if (allocate(r, num_new, out, budget)) {
+      add(r, num_new);
+      if (remaining != 1) prefill_budget -= num_new;
+    }
   }
 
   // Waiting sequences, only when nothing had to be preempted (there is no room to spare).
   if (!out.preempted.empty()) return out;
-  while (!waiting_.empty() && budget > 0 &&
+  while (!waiting_.empty() && budget > 0 && prefill_budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
     CachedPrefix prefix;
@@ -126,7 +136,7 @@ SchedulerOutput Scheduler::schedule() {
       prefix = kv_.find_cached_prefix(r->tokens, r->cache_salt);
       computed = prefix.num_tokens;
     }
-    const int32_t num_new = std::min(r->num_tokens() - computed, budget);
+    const int32_t num_new = std::min({r->num_tokens() - computed, budget, prefill_budget});
     if (!kv_.allocate_slots(r->seq_id, r->tokens, computed, num_new, r->cache_salt,
                             fresh ? &prefix : nullptr))
       break;  // FCFS: nobody overtakes the head of the queue
@@ -136,6 +146,7 @@ SchedulerOutput Scheduler::schedule() {
     waiting_.pop_front();
     add_running(r);
     add(r, num_new);
+    prefill_budget -= num_new;
   }
   return out;
 }

@@ -1,6 +1,9 @@
 // Scheduler: decides, each step, which sequences run and how many tokens each computes.
 // Running sequences first (those needing one token, i.e. decodes, before partial prompts),
 // then waiting ones in FCFS order (lower priority value first), all within a token budget.
+// While sequences share the engine, prompt tokens get a smaller budget of their own
+// (shared_prefill_tokens), so that a step stays short: a burst of new prompts is prefilled
+// over a few steps, first come first done, beside the decodes of those already generating.
 // When the KV pool has no room, the most recently admitted running sequence is preempted:
 // its blocks are freed and it goes back to the head of the waiting queue to be recomputed.
 #pragma once
@@ -17,6 +20,9 @@ namespace loom {
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
+  // Prompt tokens (chunks of running prompts and admissions) per step while more than one
+  // sequence is running or waiting; 0 = only the token budget limits them.
+  int32_t shared_prefill_tokens = 0;
 };
 
 struct ScheduledSeq {

@@ -11,7 +11,7 @@ namespace loom {
 namespace {
 
 // Block layouts from ggml's public headers (ggml-common.h): QK_K = 256 super-blocks.
-constexpr std::array<DtypeInfo, 19> kInfos = {{
+constexpr std::array<DtypeInfo, 20> kInfos = {{
     {Dtype::kF32, "f32", 1, 4, false},
     {Dtype::kF16, "f16", 1, 2, false},
     {Dtype::kQ4_0, "q4_0", 32, 18, true},
@@ -31,6 +31,7 @@ constexpr std::array<DtypeInfo, 19> kInfos = {{
     {Dtype::kI32, "i32", 1, 4, false},
     {Dtype::kF64, "f64", 1, 8, false},
     {Dtype::kBF16, "bf16", 1, 2, false},
+    {Dtype::kMXFP4, "mxfp4", 32, 17, true},
 }};
 
 }  // namespace

@@ -27,6 +27,7 @@ enum class Dtype : uint32_t {
   kI32 = 26,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,  // OCP microscaling FP4: 32 E2M1 values sharing one E8M0 scale (gpt-oss experts)
 };
 
 struct DtypeInfo {

@@ -67,11 +67,18 @@ class GgufValue {
 struct GgufTensorInfo {
   std::string name;
   TensorView view;      // data points into the mapping
-  uint64_t offset = 0;  // relative to the start of the data section
+  uint64_t offset = 0;  // relative to the start of the data section (of its part, when split)
 };
+
+// The keys of a model split into several files (llama.cpp's gguf-split, LLM_KV_SPLIT_*).
+inline constexpr std::string_view kSplitNo = "split.no";                        // 0-based part
+inline constexpr std::string_view kSplitCount = "split.count";                  // parts
+inline constexpr std::string_view kSplitTensorsCount = "split.tensors.count";  // in all parts
 
 class GgufFile {
  public:
+  // A split model's first part (PREFIX-00001-of-0000N.gguf) opens all its parts as one file:
+  // the first part's metadata, every part's tensors, file_size() the sum.
   static Result<GgufFile> open(const std::string& path);
   // Parses a buffer that `owner` keeps alive (tests use in-memory files).
   static Result<GgufFile> parse(std::shared_ptr<const MappedFile> owner);
@@ -102,6 +109,7 @@ class GgufFile {
   std::shared_ptr<const void> keepalive_;
 
   // The parser proper: `data` stays valid as long as `keepalive` lives.
+  static Result<GgufFile> open_split(const std::string& path, GgufFile first);
   static Result<GgufFile> parse_range(const uint8_t* data, uint64_t size,
                                       std::shared_ptr<const void> keepalive);
 };
@@ -139,5 +147,11 @@ class GgufWriter {
   // Everything before the tensor data (magic .. padding); fills `offsets` per tensor.
   std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets) const;
 };
+
+// Writes `in` as `n_parts` files PREFIX-00001-of-0000N.gguf .. as llama.cpp's gguf-split does:
+// the first part carries all metadata, every part the split keys, tensors dealt out in order
+// (each part at least one). Returns the paths written.
+Result<std::vector<std::string>> write_gguf_split(const GgufFile& in, int n_parts,
+                                                  const std::string& prefix);
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <unordered_set>
 
 #include "base/checked.h"
@@ -275,7 +276,63 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> mf, MappedFile::open(path));
   Result<GgufFile> r = parse(std::move(mf));
   if (!r) return with_context(r.status(), "'" + path + "'");
+  if (r->find(kSplitCount) != nullptr) return open_split(path, std::move(r).value());
   return r;
+}
+
+// A model split by llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf holds the metadata and
+// the first tensors, the other parts (same folder) more tensors; all carry split.no (0-based),
+// split.count and split.tensors.count. They load as one file.
+Result<GgufFile> GgufFile::open_split(const std::string& path, GgufFile first) {
+  const auto count = first.get_int(kSplitCount);
+  const auto no = first.get_int(kSplitNo);
+  if (!count || *count < 1 || *count > 99999)
+    return invalid_file("'" + path + "': split.count must be an integer in 1..99999");
+  if (*count == 1) return first;
+  if (!no || *no != 0)
+    return invalid_argument("'" + path + "' is part " + std::to_string(no.value_or(-1) + 1) +
+                            " of a split model: open its first part (-00001-of-...)");
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "-00001-of-%05d.gguf", static_cast<int>(*count));
+  if (path.size() <= std::strlen(suffix) ||
+      path.compare(path.size() - std::strlen(suffix), std::string::npos, suffix) != 0)
+    return invalid_file("'" + path + "' is the first of " + std::to_string(*count) +
+                        " parts but is not named PREFIX" + suffix +
+                        " (how the other parts are found)");
+  const std::string prefix = path.substr(0, path.size() - std::strlen(suffix));
+  auto owners = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+  owners->push_back(first.keepalive_);
+  std::unordered_set<std::string> names;
+  for (const GgufTensorInfo& t : first.tensors_) names.insert(t.name);
+  for (int64_t i = 1; i < *count; ++i) {
+    std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", static_cast<int>(i + 1),
+                  static_cast<int>(*count));
+    const std::string part_path = prefix + suffix;
+    auto mf = MappedFile::open(part_path);
+    if (!mf.is_ok())
+      return with_context(mf.status(),
+                          "part " + std::to_string(i + 1) + " of split model '" + path + "'");
+    Result<GgufFile> part = parse(std::move(mf).value());
+    if (!part) return with_context(part.status(), "'" + part_path + "'");
+    if (part->get_int(kSplitNo) != i || part->get_int(kSplitCount) != *count)
+      return invalid_file("'" + part_path + "' does not say it is part " + std::to_string(i + 1) +
+                          " of " + std::to_string(*count) + " (split.no, split.count)");
+    for (GgufTensorInfo& t : part->tensors_) {
+      if (!names.insert(t.name).second)
+        return invalid_file("tensor '" + t.name + "' appears in two parts of split model '" + path +
+                            "' (again in '" + part_path + "')");
+      first.tensors_.push_back(std::move(t));
+    }
+    first.size_ += part->size_;
+    owners->push_back(part->keepalive_);
+  }
+  if (auto n = first.get_int(kSplitTensorsCount);
+      n && *n != static_cast<int64_t>(first.tensors_.size()))
+    return invalid_file("split model '" + path + "' declares " + std::to_string(*n) +
+                        " tensors (split.tensors.count) but its parts hold " +
+                        std::to_string(first.tensors_.size()));
+  first.keepalive_ = std::move(owners);
+  return first;
 }
 
 Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> owner) {

@@ -79,7 +79,7 @@ void attention_multi_heads(const AttentionQuery* queries, int n_q, const PagedHe
   const int per_head = n_q / n_heads;
   for (int i = 0; i < n_q; ++i)
     attention(queries[i].q, k[i / per_head], v[i / per_head], head_dim, queries[i].n_kv, scale,
-              scratch, queries[i].out, queries[i].kv_begin, softcap);
+              scratch, queries[i].out, queries[i].kv_begin, softcap, queries[i].sink);
 }
 
 }  // namespace loom::kernels

@@ -3,6 +3,7 @@
 // K/V token is read from the cache and converted to float once for all of them.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +19,10 @@ struct AttentionQuery {
   // before it are never read (the cache may have reused their blocks); the softmax runs over
   // [kv_begin, n_kv) only. kv_begin >= n_kv gives zeros.
   int32_t kv_begin = 0;
+  // Attention sink (gpt-oss): a logit with no value that joins the softmax's denominator,
+  // exp(sink - m) with m the max over the scores and the sink. -inf: none (the bits are those
+  // of the kernel without sinks).
+  float sink = -INFINITY;
 };
 
 // Floats of scratch attention_multi needs for n_q queries of at most max_n_kv tokens.

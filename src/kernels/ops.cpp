@@ -158,7 +158,7 @@ void load_kv(Dtype dtype, const void* src, float* dst, int64_t n) {
 
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
                int32_t n_kv, float scale, float* scratch, float* out, int32_t kv_begin,
-               float softcap) {
+               float softcap, float sink) {
   LOOM_CHECK(kv_begin >= 0);
   float* scores = scratch;      // scores[j - kv_begin] for j in [kv_begin, n_kv)
   float* row = scratch + n_kv;  // one K or V token converted to float
@@ -182,7 +182,17 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
     s = dot(q, kj, head_dim) * scale;
     if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
   }
-  if (n_kv > kv_begin) softmax(scores, n_kv - kv_begin);
+  if (n_kv > kv_begin && sink == -INFINITY) {
+    softmax(scores, n_kv - kv_begin);
+  } else if (n_kv > kv_begin) {  // the sink's term joins the max and the denominator
+    const int32_t n = n_kv - kv_begin;
+    float mx = sink;
+    for (int32_t j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
+    float sum = std::exp(sink - mx);
+    for (int32_t j = 0; j < n; ++j) sum += scores[j] = std::exp(scores[j] - mx);
+    const float inv = 1.0f / sum;
+    for (int32_t j = 0; j < n; ++j) scores[j] *= inv;
+  }
   std::fill(out, out + head_dim, 0.0f);
   for (int32_t j = kv_begin; j < n_kv; ++j) {
     const float* vj = reinterpret_cast<const float*>(v.token(j));

@@ -6,6 +6,7 @@
 // size or thread count), so a token's result is bit-identical whichever batch it is in.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "format/dtype.h"
@@ -66,9 +67,10 @@ struct PagedHead {
 // Causal attention of one query head over tokens [kv_begin, n_kv) (kv_begin > 0: a sliding
 // window): out = sum_j softmax_j(s_j) v_j with s_j = scale * q·k_j, or
 // softcap * tanh(scale * q·k_j / softcap) when softcap > 0 (see kernels/attention.h).
+// sink > -inf: one more softmax term with no value (attention sinks, kernels/attention.h).
 // scratch must hold n_kv + head_dim floats.
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
                int32_t n_kv, float scale, float* scratch, float* out, int32_t kv_begin = 0,
-               float softcap = 0.0f);
+               float softcap = 0.0f, float sink = -INFINITY);
 
 }  // namespace loom::kernels

@@ -15,6 +15,23 @@ struct BlockQ4_0 {
   uint16_t d;  // fp16
   uint8_t qs[kQK32 / 2];
 };
+// MXFP4 (ggml's block_mxfp4): value = kMxfp4Values[q] * e8m0_half(e); qs[j] holds element j
+// (low nibble) and j + 16 (high nibble), as Q4_0. The table is E2M1 doubled (so it is
+// integer), and the scale halved to match: 2^(e - 128).
+struct BlockMxfp4 {
+  uint8_t e;  // E8M0: 2^(e - 127)
+  uint8_t qs[kQK32 / 2];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) exactly (subnormal for e < 2), as ggml's GGML_E8M0_TO_FP32_HALF.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 // value = q * d + m
 struct BlockQ4_1 {
   uint16_t d;  // fp16
@@ -92,6 +109,7 @@ struct BlockQ8_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);

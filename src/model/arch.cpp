@@ -11,7 +11,7 @@ namespace {
 constexpr const ArchSpec* kArchs[] = {
     &archs::kLlama,   &archs::kQwen2,    &archs::kQwen3,    &archs::kGemma2,
     &archs::kGemma3,  &archs::kPhi3,     &archs::kGranite,  &archs::kOlmo2,
-    &archs::kSmolLm3, &archs::kQwen2Moe, &archs::kQwen3Moe,
+    &archs::kSmolLm3, &archs::kQwen2Moe, &archs::kQwen3Moe, &archs::kGptOss,
 };
 
 }  // namespace

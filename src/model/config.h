@@ -10,7 +10,7 @@ namespace loom {
 
 enum class RopeStyle { kInterleaved, kNeox };  // pairs (2i, 2i+1) vs halves (i, i + d/2)
 
-enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope };
+enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope, kYarn };
 
 struct RopeScaling {  // factor == 0 means none
   RopeScalingType type = RopeScalingType::kNone;
@@ -23,9 +23,19 @@ struct RopeScaling {  // factor == 0 means none
   // rope_factors_{short,long}.weight), and the factor cos and sin are multiplied by.
   std::vector<float> short_factor, long_factor;
   float attn_factor = 1.0f;
+  // YaRN (gpt-oss): frequencies blend from interpolated (divided by factor) to extrapolated
+  // between the dimensions that rotate beta_fast and beta_slow times over original_context;
+  // attn_factor (0.1·ln(factor) + 1 unless given) multiplies cos and sin. truncate: the
+  // blend's bounds are rounded out to whole dimensions (transformers' default; gpt-oss's
+  // config says false).
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  bool yarn_truncate = true;
 };
 
-enum class Activation { kSilu, kGeluTanh };  // of the gated FFN: act(gate) * up
+// Of the gated FFN: act(gate) * up. kSwigluOai (gpt-oss, llama.cpp's swiglu_oai): gate
+// clamped to <= 7, up to [-7, 7], then gate·sigmoid(1.702·gate)·(up + 1).
+enum class Activation { kSilu, kGeluTanh, kSwigluOai };
 
 // Where a block's RMSNorms sit around attention and the FFN:
 //   kPre      x += f(norm(x))                       (Llama, Qwen)
@@ -57,6 +67,8 @@ struct MoeConfig {
   // norm_topk_prob, Mixtral's softmax over the top-k); off, they stay as the softmax over all
   // experts gave them (Qwen2-MoE).
   bool norm_topk = true;
+  bool router_bias = false;  // the router's logits get a bias (ffn_gate_inp.bias, gpt-oss)
+  bool expert_bias = false;  // each expert's gate, up and down outputs get biases (gpt-oss)
 };
 
 struct ModelConfig {
@@ -88,6 +100,12 @@ struct ModelConfig {
   float attn_softcap = 0.0f;      // scores become c·tanh(s/c) (Gemma 2); 0: off
   float final_softcap = 0.0f;     // the same on the logits
   float logit_scale = 1.0f;       // logits are divided by it (Granite's logits_scaling)
+  bool attn_out_bias = false;     // the attention output projection has a bias (gpt-oss)
+  // Attention sinks (gpt-oss): a learned logit per query head joins each softmax as one more
+  // term of its denominator, with no value (attn_sinks.weight, n_head floats).
+  bool attn_sinks = false;
+  // llama.cpp names the pre-FFN RMSNorm post_attention_norm.weight (gpt-oss), not ffn_norm.
+  bool ffn_norm_named_post_attention = false;
   std::vector<LayerSpec> layers;  // n_layer entries (filled by the config readers)
   MoeConfig moe;
   int32_t bos_token = -1;

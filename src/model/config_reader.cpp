@@ -1,6 +1,7 @@
 // GGUF / config.json → ModelConfig.
 #include "model/config_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,11 @@
 #include "model/tensor_names.h"
 
 namespace loom {
+
+float yarn_default_attn_factor(float factor) {
+  return factor <= 1.0f ? 1.0f : static_cast<float>(0.1 * std::log(factor) + 1.0);
+}
+
 namespace {
 
 using names::arch_key;
@@ -49,6 +55,38 @@ Status read_longrope(const nlohmann::json& j, const nlohmann::json& rp, const st
   s.attn_factor = static_cast<float>(
       num(rp, "attention_factor")
           .value_or(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original))));
+  return Status::ok();
+}
+
+// YaRN from config.json as transformers reads it: factor (else max_position_embeddings /
+// original), beta_fast / beta_slow (32 / 1), truncate (true), attention_factor (else
+// 0.1·ln(factor) + 1). mscale / mscale_all_dim (DeepSeek's variant) are not supported here.
+Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::string& source,
+                 ModelConfig& c) {
+  auto num = [](const nlohmann::json& o, const char* k) -> std::optional<double> {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>())
+                                            : std::nullopt;
+  };
+  for (const char* k : {"mscale", "mscale_all_dim"})
+    if (num(rp, k).value_or(0) != 0)
+      return unsupported(source + ": yarn with \"" + k + "\" is not supported");
+  RopeScaling& s = c.rope_scaling;
+  s.type = RopeScalingType::kYarn;
+  const double original = num(rp, "original_max_position_embeddings").value_or(0);
+  if (!(original > 0))
+    return invalid_file(source + ": yarn needs original_max_position_embeddings");
+  s.original_context = static_cast<int32_t>(original);
+  const double max_pos = num(j, "max_position_embeddings").value_or(0);
+  s.factor = static_cast<float>(num(rp, "factor").value_or(max_pos / original));
+  s.beta_fast = static_cast<float>(num(rp, "beta_fast").value_or(32.0));
+  s.beta_slow = static_cast<float>(num(rp, "beta_slow").value_or(1.0));
+  if (auto t = rp.find("truncate"); t != rp.end() && !t->is_null()) {
+    if (!t->is_boolean()) return invalid_file(source + ": yarn \"truncate\" must be a boolean");
+    s.yarn_truncate = t->get<bool>();
+  }
+  s.attn_factor =
+      static_cast<float>(num(rp, "attention_factor").value_or(yarn_default_attn_factor(s.factor)));
   return Status::ok();
 }
 
@@ -124,13 +162,25 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       c.rope_scaling.high_freq_factor = static_cast<float>(*v);
     c.rope_scaling.original_context =
         opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
+  } else if (type && *type == "yarn") {
+    RopeScaling& y = c.rope_scaling;
+    y.type = RopeScalingType::kYarn;
+    y.factor = static_cast<float>(factor.value_or(0));
+    y.original_context = opt_int(key(names::kRopeScalingOrigCtx), y.original_context);
+    if (auto v = f.get_float(key(names::kRopeScalingYarnBetaFast)))
+      y.beta_fast = static_cast<float>(*v);
+    if (auto v = f.get_float(key(names::kRopeScalingYarnBetaSlow)))
+      y.beta_slow = static_cast<float>(*v);
+    y.attn_factor = yarn_default_attn_factor(y.factor);
   } else if ((type && *type == "linear") || (!type && factor && *factor != 1.0 && *factor != 0.0)) {
     c.rope_scaling.type = RopeScalingType::kLinear;
     c.rope_scaling.factor = static_cast<float>(factor.value_or(0));
   } else if (type && *type != "none") {
-    return unsupported("rope scaling type '" + *type + "' is not supported (llama3, linear, none)");
+    return unsupported("rope scaling type '" + *type +
+                       "' is not supported (llama3, linear, yarn, none)");
   }
-  if (auto a = f.get_float(key(names::kRopeScalingAttnFactor))) {
+  if (auto a = f.get_float(key(names::kRopeScalingAttnFactor));
+      a && c.rope_scaling.type != RopeScalingType::kYarn) {
     c.rope_scaling.attn_factor = static_cast<float>(*a);
     c.rope_scaling.original_context =
         opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
@@ -246,9 +296,11 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
       c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));
     } else if (rt == "longrope" || rt == "su") {
       LOOM_RETURN_IF_ERROR(read_longrope(j, *rp, source, c));
+    } else if (rt == "yarn") {
+      LOOM_RETURN_IF_ERROR(read_yarn(j, *rp, source, c));
     } else if (rt != "default") {
       return unsupported(source + ": rope_type '" + rt +
-                         "' is not supported (default, linear, llama3, longrope)");
+                         "' is not supported (default, linear, llama3, longrope, yarn)");
     }
   }
   LOOM_RETURN_IF_ERROR(err);
@@ -288,12 +340,33 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> fr
   const auto& s = layer.rope_scaled ? c.rope_scaling : none;
   if (!layer.rope_scaled) freq_factors = {};
   const double theta = layer.rope_theta > 0 ? layer.rope_theta : c.rope_theta;
+  // YaRN's blend: pair i is extrapolated (kept) below dimension `low`, interpolated (divided
+  // by factor) above `high`, linearly mixed between; the bounds are where a pair turns
+  // beta_fast / beta_slow times over the original context (transformers' find_correction_dim).
+  double yarn_low = 0, yarn_high = 0;
+  if (s.type == RopeScalingType::kYarn && freq_factors.empty()) {
+    auto dim_of = [&](double rotations) {
+      return n_rot * std::log(s.original_context / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+    };
+    yarn_low = dim_of(s.beta_fast);
+    yarn_high = dim_of(s.beta_slow);
+    if (s.yarn_truncate) {
+      yarn_low = std::floor(yarn_low);
+      yarn_high = std::ceil(yarn_high);
+    }
+    yarn_low = std::max(yarn_low, 0.0);
+    yarn_high = std::min(yarn_high, n_rot - 1.0);
+    if (yarn_low == yarn_high) yarn_high += 0.001;
+  }
   for (int i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(theta, 2.0 * i / n_rot);
     if (!freq_factors.empty()) {
       f /= freq_factors[i];
     } else if (s.type == RopeScalingType::kLinear) {
       f /= s.factor;
+    } else if (s.type == RopeScalingType::kYarn) {
+      const double ramp = std::clamp((i - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+      f = f / s.factor * ramp + f * (1.0 - ramp);
     } else if (s.type == RopeScalingType::kLlama3) {
       const double low_wavelen = s.original_context / s.low_freq_factor;
       const double high_wavelen = s.original_context / s.high_freq_factor;

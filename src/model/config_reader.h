@@ -23,6 +23,9 @@ Result<ModelConfig> config_from_gguf(const GgufFile& file);
 Result<ModelConfig> config_from_hf_json(std::string_view json_text, const std::string& source);
 Result<ModelConfig> config_from_hf_dir(const std::string& dir);
 
+// YaRN's attention factor when the config gives none: 0.1·ln(factor) + 1 (1 for factor <= 1).
+float yarn_default_attn_factor(float factor);
+
 // Angular frequency of each rotated pair i < n_rot/2 of `layer`, scaling folded in.
 // freq_factors (a GGUF rope_freqs.weight, may be empty) divides each frequency and then
 // replaces the config's scaling, as llama.cpp does for Llama 3.1 files; neither applies to a

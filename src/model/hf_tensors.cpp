@@ -18,8 +18,10 @@ std::string HfTensors::hf_name(std::string_view gguf_name) const {
 const TensorView* HfTensors::find(std::string_view gguf_name) {
   auto hf = names::gguf_to_hf(arch_, gguf_name);
   if (!hf) return nullptr;
-  if (hf->find(names::kExpertIndex) == std::string::npos) return st_.find(*hf);
+  const bool derived = hf->find('#') != std::string::npos;
+  if (!derived && hf->find(names::kExpertIndex) == std::string::npos) return st_.find(*hf);
   if (auto it = stacked_.find(gguf_name); it != stacked_.end()) return &it->second->view;
+  if (derived) return derive(std::string(gguf_name), *hf);
   return stack_experts(std::string(gguf_name), *hf);
 }
 
@@ -51,6 +53,64 @@ const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
   const TensorView* out = &s->view;
   stacked_.emplace(gguf_name, std::move(s));
   return out;
+}
+
+}  // namespace loom
+
+namespace loom {
+
+// gpt-oss's experts as llama.cpp's converter writes them. Elements are copied as bytes, so
+// any plain dtype (F32, F16, BF16) keeps its type. "#even" / "#odd": the even (gate) or odd
+// (up) columns of [X][E][2F] (ne {2F, E, X}), transposed to ne {E, F, X}; or of a bias
+// [X][2F] (ne {2F, X}) as ne {F, X}. "#t": each expert's [F][E] (ne {E, F, X}) transposed to
+// ne {F, E, X}.
+const TensorView* HfTensors::derive(const std::string& gguf_name, const std::string& hf) {
+  const size_t hash = hf.find('#');
+  const std::string op = hf.substr(hash);
+  const TensorView* t = st_.find(hf.substr(0, hash));
+  if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1) return nullptr;
+  const int64_t es = dtype_info(t->dtype).block_bytes;
+  auto s = std::make_unique<Stacked>();
+  s->view = *t;
+  const auto* in = static_cast<const uint8_t*>(t->data);
+  s->bytes.resize(t->nbytes);
+  uint8_t* out = s->bytes.data();
+  auto copy = [&](int64_t dst, int64_t src) { std::memcpy(out + dst * es, in + src * es, es); };
+  if (op == names::kDeriveTransposed) {
+    if (t->n_dims != 3) return nullptr;
+    const int64_t E = t->ne[0], F = t->ne[1], X = t->ne[2];
+    for (int64_t x = 0; x < X; ++x)
+      for (int64_t f = 0; f < F; ++f)
+        for (int64_t o = 0; o < E; ++o) copy((x * E + o) * F + f, (x * F + f) * E + o);
+    s->view.ne = {F, E, X, 1};
+  } else if (op == names::kDeriveEvenCols || op == names::kDeriveOddCols) {
+    const int64_t parity = op == names::kDeriveOddCols ? 1 : 0;
+    if (t->ne[0] % 2 != 0) return nullptr;
+    const int64_t F = t->ne[0] / 2;
+    if (t->n_dims == 3) {
+      const int64_t E = t->ne[1], X = t->ne[2];
+      for (int64_t x = 0; x < X; ++x)
+        for (int64_t f = 0; f < F; ++f)
+          for (int64_t i = 0; i < E; ++i)
+            copy((x * F + f) * E + i, (x * E + i) * 2 * F + 2 * f + parity);
+      s->view.ne = {E, F, X, 1};
+    } else if (t->n_dims == 2) {
+      const int64_t X = t->ne[1];
+      for (int64_t x = 0; x < X; ++x)
+        for (int64_t f = 0; f < F; ++f) copy(x * F + f, x * 2 * F + 2 * f + parity);
+      s->view.ne = {F, X, 1, 1};
+    } else {
+      return nullptr;
+    }
+    s->bytes.resize(t->nbytes / 2);
+  } else {
+    return nullptr;
+  }
+  s->view.data = s->bytes.data();
+  s->view.nbytes = s->bytes.size();
+  const TensorView* result = &s->view;
+  stacked_.emplace(gguf_name, std::move(s));
+  return result;
 }
 
 }  // namespace loom

@@ -1,7 +1,9 @@
 // The tensors of a Hugging Face checkpoint under their GGUF names (model/tensor_names.h), for
 // loading and for loom convert. Most are the checkpoint's own views into its mapped
 // safetensors files; a GGUF tensor that stacks a layer's experts ({cols, rows, n_expert}) has
-// one HF tensor per expert, so it is built here once, in memory owned by this object.
+// one HF tensor per expert, so it is built here once, in memory owned by this object; so are
+// the tensors derived from gpt-oss's fused experts (names::kDeriveEvenCols and the like: the
+// gate or up columns of gate_up_proj, transposed to GGUF's rows; down_proj transposed).
 #pragma once
 
 #include <map>
@@ -30,6 +32,7 @@ class HfTensors {
  private:
   HfTensors(SafetensorsModel st, const ArchSpec& arch) : st_(std::move(st)), arch_(arch) {}
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
+  const TensorView* derive(const std::string& gguf_name, const std::string& hf);
 
   SafetensorsModel st_;
   const ArchSpec& arch_;

@@ -57,6 +57,9 @@ inline constexpr std::string_view kExpertFeedForwardLength = "expert_feed_forwar
 inline constexpr std::string_view kExpertSharedFeedForwardLength =
     "expert_shared_feed_forward_length";
 inline constexpr std::string_view kExpertWeightsNorm = "expert_weights_norm";  // bool
+// YaRN RoPE (gpt-oss): llama.cpp's keys; absent, beta_fast 32 and beta_slow 1.
+inline constexpr std::string_view kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
+inline constexpr std::string_view kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
 
 std::string arch_key(std::string_view arch, std::string_view suffix);  // "llama.block_count"
 
@@ -112,6 +115,13 @@ inline constexpr std::string_view kFfnGateInpShexp = "ffn_gate_inp_shexp.weight"
 inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp.weight";         // {E, Fs}
 inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp.weight";             // {E, Fs}
 inline constexpr std::string_view kFfnDownShexp = "ffn_down_shexp.weight";         // {Fs, E}
+// gpt-oss: output-projection bias, attention sinks, router and expert biases.
+inline constexpr std::string_view kAttnOutputBias = "attn_output.bias";        // {E}
+inline constexpr std::string_view kAttnSinks = "attn_sinks.weight";            // {n_head}
+inline constexpr std::string_view kFfnGateInpBias = "ffn_gate_inp.bias";       // {X}
+inline constexpr std::string_view kFfnGateExpsBias = "ffn_gate_exps.bias";     // {Fx, X}
+inline constexpr std::string_view kFfnUpExpsBias = "ffn_up_exps.bias";         // {Fx, X}
+inline constexpr std::string_view kFfnDownExpsBias = "ffn_down_exps.bias";     // {E, X}
 
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 
@@ -129,6 +139,13 @@ std::optional<LayerTensorName> parse_layer_tensor(std::string_view name);
 // experts of a layer maps to an HF name with kExpertIndex where each expert's number goes
 // ("model.layers.3.mlp.experts.{e}.gate_proj.weight"): see model/hf_tensors.h.
 inline constexpr std::string_view kExpertIndex = "{e}";
+// An HF name ending in one of these is derived from the tensor named before it (gpt-oss's
+// experts: model/hf_tensors.h): the even (gate) or odd (up) columns of each expert's fused
+// gate_up matrix [X][E][2F] or bias [X][2F], transposed to GGUF's rows for matrices; or each
+// expert's matrix [X][F][E] transposed.
+inline constexpr std::string_view kDeriveEvenCols = "#even";
+inline constexpr std::string_view kDeriveOddCols = "#odd";
+inline constexpr std::string_view kDeriveTransposed = "#t";
 std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
 // The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
 std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);

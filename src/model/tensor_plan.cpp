@@ -44,8 +44,12 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
       add(n::kAttnKNorm, {whole_qk ? KD : D}, TensorKind::kNorm, TensorRole::kKNorm);
     }
     add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
+    if (c.attn_out_bias) add(n::kAttnOutputBias, {E}, TensorKind::kBias, TensorRole::kBo);
+    if (c.attn_sinks) add(n::kAttnSinks, {c.n_head}, TensorKind::kBias, TensorRole::kSinks);
     if (post_norms) add(n::kAttnPostNorm, {E}, TensorKind::kNorm, TensorRole::kAttnPostNorm);
-    if (pre_norms) add(n::kFfnNorm, {E}, TensorKind::kNorm, TensorRole::kFfnNorm);
+    if (pre_norms)
+      add(c.ffn_norm_named_post_attention ? n::kAttnPostNorm : n::kFfnNorm, {E}, TensorKind::kNorm,
+          TensorRole::kFfnNorm);
     if (l < static_cast<int32_t>(c.layers.size()) && c.layers[l].moe) {
       const MoeConfig& m = c.moe;
       const int64_t X = m.n_expert, Fx = m.n_ff_exp, Fs = m.n_ff_shexp;
@@ -53,6 +57,12 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
       add(n::kFfnGateExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kGateExps);
       add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
       add(n::kFfnUpExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kUpExps);
+      if (m.router_bias) add(n::kFfnGateInpBias, {X}, TensorKind::kBias, TensorRole::kRouterBias);
+      if (m.expert_bias) {
+        add(n::kFfnGateExpsBias, {Fx, X}, TensorKind::kBias, TensorRole::kGateExpsBias);
+        add(n::kFfnDownExpsBias, {E, X}, TensorKind::kBias, TensorRole::kDownExpsBias);
+        add(n::kFfnUpExpsBias, {Fx, X}, TensorKind::kBias, TensorRole::kUpExpsBias);
+      }
       if (m.shexp_gate) add(n::kFfnGateInpShexp, {E}, TensorKind::kBias, TensorRole::kShexpGate);
       if (Fs > 0) {
         add(n::kFfnGateShexp, {E, Fs}, TensorKind::kMatrix, TensorRole::kWGateShexp);

@@ -50,6 +50,14 @@ enum class TensorRole {
   kWGateShexp,
   kWUpShexp,
   kWDownShexp,
+  // gpt-oss: the output projection's bias, attention sinks, router and expert biases ({F, X}
+  // and {E, X}: one row per expert).
+  kBo,
+  kSinks,
+  kRouterBias,
+  kGateExpsBias,
+  kUpExpsBias,
+  kDownExpsBias,
 };
 
 struct PlannedWeight {

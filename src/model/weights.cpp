@@ -54,19 +54,21 @@ class Binder {
     return Status::ok();
   }
 
-  // A 1-D tensor of n elements, converted to float. Absent + !required → empty vector.
-  Status vector(std::string_view name, int64_t n, bool required, std::vector<float>* out) {
+  // A 1-D tensor of n elements (or {n, rows}: rows of n), converted to float. Absent +
+  // !required → empty vector.
+  Status vector(std::string_view name, int64_t n, bool required, std::vector<float>* out,
+                int64_t rows = 1) {
     const TensorView* t = find_(name);
     if (!t) return required ? missing(name) : Status::ok();
-    if (t->numel() != n || (t->n_dims > 1 && t->ne[0] != n))
+    if (t->numel() != n * rows || (t->n_dims > 1 && t->ne[0] != n))
       return invalid_file("tensor " + std::string(name) + " has shape " + shape_string(*t) +
                           ", expected " + dims({n}));
     if (t->dtype != Dtype::kF32 && t->dtype != Dtype::kF16 && t->dtype != Dtype::kBF16)
       return unsupported("tensor " + std::string(name) + " has dtype " +
                          std::string(dtype_name(t->dtype)) +
                          "; 1-D tensors must be f32, f16 or bf16");
-    out->resize(n);
-    kernels::load_kv(t->dtype, t->data, out->data(), n);
+    out->resize(n * rows);
+    kernels::load_kv(t->dtype, t->data, out->data(), n * rows);
     return Status::ok();
   }
 
@@ -248,13 +250,31 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       case TensorRole::kShexpGate:
         dst = &L->shexp_gate;
         break;
+      case TensorRole::kBo:
+        dst = &L->bo;
+        break;
+      case TensorRole::kSinks:
+        dst = &L->attn_sinks;
+        break;
+      case TensorRole::kRouterBias:
+        dst = &L->router_bias;
+        break;
+      case TensorRole::kGateExpsBias:
+        dst = &L->gate_exp_bias;
+        break;
+      case TensorRole::kUpExpsBias:
+        dst = &L->up_exp_bias;
+        break;
+      case TensorRole::kDownExpsBias:
+        dst = &L->down_exp_bias;
+        break;
       default:
         return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
     if (t.kind == TensorKind::kNorm)
       LOOM_RETURN_IF_ERROR(b.norm(t.name, t.ne[0], true, dst));
     else
-      LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, dst));
+      LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, dst, t.ne.size() > 1 ? t.ne[1] : 1));
   }
   if (c.tied_embeddings) w.output = w.token_embd;
   return w;

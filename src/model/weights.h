@@ -41,6 +41,12 @@ struct LayerWeights {
   TensorView w_gate_shexp, w_up_shexp;       // (Fs, E)
   TensorView w_down_shexp;                   // (E, Fs)
   std::vector<float> shexp_gate;             // (E); empty without a gated shared expert
+  // gpt-oss (empty elsewhere): output-projection bias, one sink logit per query head, router
+  // bias, and per-expert biases of gate / up (n_expert, Fx) and down (n_expert, E).
+  std::vector<float> bo;           // (E)
+  std::vector<float> attn_sinks;   // (n_head)
+  std::vector<float> router_bias;  // (n_expert)
+  std::vector<float> gate_exp_bias, up_exp_bias, down_exp_bias;
 };
 
 struct Weights {

@@ -126,27 +126,19 @@ class AnthropicJob : public GenerationJob {
     std::string arguments;  // kToolUse: the streamed argument text
   };
 
-  // One delta's parts in the order the model wrote them: more arguments for the call that was
-  // open before this text (it must close before anything else can follow), then reasoning,
-  // answer text, and the calls begun in this text.
   void apply(const chat::ChatDelta& d) {
-    size_t i = 0;
-    for (; i < d.tool_calls.size() && d.tool_calls[i].id.empty(); ++i)
-      call_arguments(d.tool_calls[i]);
-    if (!d.reasoning.empty()) append_text(Kind::kThinking, d.reasoning);
-    if (!d.content.empty()) append_text(Kind::kText, d.content);
-    for (; i < d.tool_calls.size(); ++i) {
-      const auto& t = d.tool_calls[i];
-      if (!t.id.empty()) {
-        Block b{Kind::kToolUse};
-        b.call = t.index;
-        b.call_id = t.id;
-        b.id = tool_use_id(t.id);
-        b.name = t.name;
-        open_block(std::move(b));
-      }
-      call_arguments(t);
-    }
+    visit_in_order(
+        d, [&](const auto& t) { call_arguments(t); },
+        [&](const std::string& s) { append_text(Kind::kThinking, s); },
+        [&](const std::string& s) { append_text(Kind::kText, s); },
+        [&](const auto& t) {
+          Block b{Kind::kToolUse};
+          b.call = t.index;
+          b.call_id = t.id;
+          b.id = tool_use_id(t.id);
+          b.name = t.name;
+          open_block(std::move(b));
+        });
   }
 
   void call_arguments(const chat::ChatDelta::ToolCallDelta& t) {

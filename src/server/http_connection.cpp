@@ -66,12 +66,17 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
 
   // ---- Responder (any thread) ----
   void send(int status, std::string content_type, std::string body) override {
+    send_with_headers(status, std::move(content_type), "", std::move(body));
+  }
+  void send_with_headers(int status, std::string content_type, std::string extra_headers,
+                         std::string body) override {
     if (status >= 400 && limits_.log_errors)
       LOOM_LOG_INFO("request %s %s: %d %.200s", method_.c_str(), path_.c_str(), status,
                     body.c_str());
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
                        "\r\nContent-Type: " + content_type +
                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    head += extra_headers;
     // 503 is "loading" or "queue full": both pass, so clients that honour it back off briefly.
     if (status == 503) head += "Retry-After: 1\r\n";
     enqueue_head_then(std::move(head), std::move(body), /*ends=*/true);

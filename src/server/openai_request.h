@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,8 +19,9 @@
 namespace loom::server {
 
 struct ServerContext;
+struct ResponsesContext;  // responses_api.h
 
-enum class ApiKind { kCompletion, kChat, kAnthropic, kOllamaGenerate, kOllamaChat };
+enum class ApiKind { kCompletion, kChat, kAnthropic, kOllamaGenerate, kOllamaChat, kResponses };
 
 // How each sequence's text becomes API output in chat APIs: reasoning, content and tool calls
 // (a chat::ChatOutputParser per sequence when enabled; plain content otherwise).
@@ -42,6 +44,7 @@ struct GenerationSpec {
   bool echo = false;           // completions: prepend the prompt to the text
   bool chat_logprobs = false;  // chat: logprobs=true
   OutputParsing output;
+  std::shared_ptr<const ResponsesContext> responses;  // kResponses only
 };
 
 // Parse a body into JSON; invalid JSON or UTF-8 → 400; anything but an object → 400.

@@ -25,7 +25,11 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
                shape);
     return;
   }
-  const char* prefix = anthropic ? "msg_" : spec.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
+  const bool responses = spec.kind == ApiKind::kResponses;
+  const char* prefix = anthropic                     ? "msg_"
+                       : responses                   ? "resp_"
+                       : spec.kind == ApiKind::kChat ? "chatcmpl-"
+                                                     : "cmpl-";
   const std::string id = ctx.new_id(prefix);
   std::vector<std::string> ids;
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -46,13 +50,15 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
     streams.push_back(std::move(s).value());
   }
   const char* route = anthropic                               ? "/v1/messages"
+                      : responses                             ? "/v1/responses"
                       : spec.kind == ApiKind::kOllamaChat     ? "/api/chat"
                       : spec.kind == ApiKind::kOllamaGenerate ? "/api/generate"
                       : spec.kind == ApiKind::kChat           ? "/v1/chat/completions"
                                                               : "/v1/completions";
-  auto job = anthropic ? make_anthropic_job(ctx, std::move(spec), id, out)
-             : ollama  ? make_ollama_job(ctx, std::move(spec), id, out)
-                       : make_openai_job(ctx, std::move(spec), id, out);
+  auto job = anthropic   ? make_anthropic_job(ctx, std::move(spec), id, out)
+             : ollama    ? make_ollama_job(ctx, std::move(spec), id, out)
+             : responses ? make_responses_job(ctx, std::move(spec), id, out)
+                         : make_openai_job(ctx, std::move(spec), id, out);
   job->request_ids = std::move(ids);
   job->streams = std::move(streams);
   job->in_flight = &ctx.in_flight;

@@ -16,6 +16,9 @@ class Responder {
  public:
   virtual ~Responder() = default;
   virtual void send(int status, std::string content_type, std::string body) = 0;
+  // send() with more header lines, each ending in "\r\n" (e.g. "Content-Encoding: gzip\r\n").
+  virtual void send_with_headers(int status, std::string content_type, std::string extra_headers,
+                                 std::string body) = 0;
   virtual void begin_stream(std::string content_type) = 0;  // 200, chunked
   virtual void write(std::string data) = 0;                 // one chunk of the stream
   virtual void end_stream() = 0;

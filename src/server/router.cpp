@@ -1,6 +1,7 @@
 // route_request (see router.h).
 #include "server/router.h"
 
+#include <cstring>
 #include <exception>
 
 #include "base/log.h"
@@ -10,6 +11,7 @@
 #include "server/jobs.h"
 #include "server/routes.h"
 #include "server/server_context.h"
+#include "server/webui_assets.h"
 
 namespace loom::server {
 
@@ -40,8 +42,9 @@ struct Route {
   const char* method;
   const char* path;
   Handler handler;
-  bool auth;          // protected by --api-key
-  ErrorShape errors;  // the API family's error body
+  bool auth;            // protected by --api-key
+  ErrorShape errors;    // the API family's error body
+  bool prefix = false;  // path is a prefix ("/v1/responses/" + id)
 };
 constexpr ErrorShape kOpenAI = ErrorShape::kOpenAI, kAnthropic = ErrorShape::kAnthropic,
                      kOllama = ErrorShape::kOllama;
@@ -57,13 +60,17 @@ const Route kRoutes[] = {
     {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, kAnthropic},
     {"POST", "/tokenize", handle_tokenize, true, kOpenAI},
     {"POST", "/detokenize", handle_detokenize, true, kOpenAI},
-    // Ollama's API (ollama_api.h); HEAD / and GET / answer as Ollama's root does.
+    // Ollama's API (ollama_api.h).
     {"GET", "/api/version", handle_ollama_version, false, kOllama},
     {"GET", "/api/tags", handle_ollama_tags, true, kOllama},
     {"GET", "/api/ps", handle_ollama_ps, true, kOllama},
     {"POST", "/api/show", handle_ollama_show, true, kOllama},
     {"POST", "/api/generate", handle_ollama_generate, true, kOllama},
     {"POST", "/api/chat", handle_ollama_chat, true, kOllama},
+    // OpenAI's Responses API (responses_api.h).
+    {"POST", "/v1/responses", handle_responses_create, true, kOpenAI},
+    {"GET", "/v1/responses/", handle_responses_get, true, kOpenAI, true},
+    {"DELETE", "/v1/responses/", handle_responses_delete, true, kOpenAI, true},
 };
 
 }  // namespace
@@ -72,10 +79,14 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
   const Route* match = nullptr;
   bool path_known = false;
   for (const Route& r : kRoutes) {
-    if (req.path != r.path) continue;
+    if (r.prefix ? req.path.rfind(r.path, 0) != 0 || req.path.size() == std::strlen(r.path)
+                 : req.path != r.path)
+      continue;
     path_known = true;
     if (req.method == r.method) match = &r;
   }
+  // The chat page's files: static, so served without an API key and while the model loads.
+  if (!path_known && ctx.options.webui && serve_web_asset(req, *out)) return;
   if (!match) {
     send_error(*out, path_known ? method_not_allowed(req.method, req.path)
                                 : route_not_found(req.method, req.path));

@@ -32,6 +32,12 @@ void handle_ollama_show(ServerContext& ctx, const HttpRequest& req, ResponderPtr
 void handle_ollama_generate(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_ollama_chat(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 
+// responses_routes.cpp (responses_api.h)
+void handle_responses_create(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+// GET and DELETE /v1/responses/{id}
+void handle_responses_get(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_responses_delete(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+
 // tokenize_routes.cpp
 void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_detokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);

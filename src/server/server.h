@@ -44,8 +44,13 @@ struct ServerOptions {
   int32_t max_tools = 256;
   // The grammar a request's schema, regex, grammar or tools compile to (GBNF text).
   size_t max_grammar_bytes = 1u << 20;
+  // Responses API: finished responses kept for previous_response_id and GET (store: true),
+  // least recently used dropped first; 0 refuses store: true.
+  int32_t max_stored_responses = 1024;
   // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
+  // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (404).
+  bool webui = true;
 };
 
 struct ServerState;

@@ -13,6 +13,7 @@
 #include "loom/engine.h"
 #include "server/dispatcher.h"
 #include "server/metrics.h"
+#include "server/responses_store.h"
 #include "server/server.h"
 #include "structured/matcher.h"
 
@@ -43,6 +44,7 @@ struct ServerContext {
   std::unique_ptr<Dispatcher> dispatcher;
   std::atomic<int64_t> in_flight{0};  // engine requests submitted and not yet finished
   std::atomic<uint64_t> next_id{0};
+  ResponsesStore responses;  // Responses API, store: true
 
   // "cmpl-" + 24 hex digits: unique per server, unguessable enough for logs.
   std::string new_id(const char* prefix);

@@ -56,6 +56,13 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
     m.set_string(key(n::kRopeScalingType), "linear");
     m.set_f32(key(n::kRopeScalingFactor), s.factor);
   }
+  if (s.type == RopeScalingType::kYarn) {  // as llama.cpp's converter writes gpt-oss's
+    m.set_string(key(n::kRopeScalingType), "yarn");
+    m.set_f32(key(n::kRopeScalingFactor), s.factor);
+    m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
+    if (s.beta_fast != 32.0f) m.set_f32(key(n::kRopeScalingYarnBetaFast), s.beta_fast);
+    if (s.beta_slow != 1.0f) m.set_f32(key(n::kRopeScalingYarnBetaSlow), s.beta_slow);
+  }
   if (s.type == RopeScalingType::kLongRope) {  // the factor lists go in as tensors
     m.set_f32(key(n::kRopeScalingAttnFactor), s.attn_factor);
     m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
@@ -74,8 +81,8 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   ConvertReport local;
   ConvertReport& rep = report ? *report : local;
   if (o.type != Dtype::kF32 && o.type != Dtype::kF16 && o.type != Dtype::kBF16 &&
-      o.type != Dtype::kQ8_0)
-    return invalid_argument("convert --type must be f32, f16, bf16 or q8_0");
+      o.type != Dtype::kQ8_0 && o.type != Dtype::kMXFP4)
+    return invalid_argument("convert --type must be f32, f16, bf16, q8_0 or mxfp4");
   LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(hf_dir));
   const ArchSpec* arch = find_arch(config.arch);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> st, HfTensors::open(hf_dir, *arch));
@@ -121,7 +128,8 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     Dtype dt = Dtype::kF32;
     const std::vector<int64_t>& ne = t.ne;
     if (t.kind == TensorKind::kMatrix && t.role != TensorRole::kRouter) {
-      dt = o.type;
+      // mxfp4: the experts only, the rest q8_0 (tools/synth.h matrix_type_for).
+      dt = matrix_type_for(o.type, t.ne.size() == 3);
       if (!row_bytes(dt, ne[0])) {
         rep.notes.push_back(name + ": row length " + std::to_string(ne[0]) + " does not fit " +
                             std::string(dtype_name(dt)) + " blocks; written as f16");

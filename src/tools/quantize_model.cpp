@@ -7,6 +7,7 @@
 #include "base/thread_pool.h"
 #include "model/tensor_names.h"
 #include "tools/gguf_build.h"
+#include "tools/synth.h"
 
 namespace loom {
 namespace {
@@ -24,6 +25,8 @@ constexpr TargetRow kTargets[] = {
     {"Q4_0", Dtype::kQ4_0, false, 2},   {"Q4_K", Dtype::kQ4_K, false, 14},
     {"Q5_K", Dtype::kQ5_K, false, 16},  {"Q6_K", Dtype::kQ6_K, false, 18},
     {"Q4_K_M", Dtype::kQ4_K, true, 15}, {"Q5_K_M", Dtype::kQ5_K, true, 17},
+    // llama.cpp's MXFP4_MOE: the experts' matrices MXFP4, every other matrix Q8_0.
+    {"MXFP4_MOE", Dtype::kMXFP4, false, 38},
 };
 
 bool use_more_bits(int i, int n) {
@@ -156,6 +159,7 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
       return unsupported("tensor " + t.name + " has type " + std::string(dtype_name(v.dtype)) +
                          ", which loom does not quantize");
     Dtype want = target.base;
+    if (want == Dtype::kMXFP4) want = matrix_type_for(want, v.n_dims == 3);
     if (target.mix_m) {
       auto l = names::parse_layer_tensor(t.name);
       const bool is_output =

@@ -242,7 +242,10 @@ Result<Plan> make_plan(const SynthOptions& o) {
                                                     : Init::kRopeFreqs;
     // Routers stay F32, as llama.cpp's quantizer leaves them.
     const bool quantized = init == Init::kMatrix && t.role != TensorRole::kRouter;
-    LOOM_RETURN_IF_ERROR(add_tensor(p, t.name, quantized ? o.type : Dtype::kF32, t.ne, init));
+    const bool expert = t.role == TensorRole::kGateExps || t.role == TensorRole::kUpExps ||
+                        t.role == TensorRole::kDownExps;
+    LOOM_RETURN_IF_ERROR(add_tensor(
+        p, t.name, quantized ? matrix_type_for(o.type, expert) : Dtype::kF32, t.ne, init));
   }
   for (auto& line : p.fallbacks.lines()) p.report.notes.push_back(std::move(line));
   return p;
@@ -342,10 +345,16 @@ bool is_synth_weight_type(Dtype t) {
     case Dtype::kQ4_K:
     case Dtype::kQ5_K:
     case Dtype::kQ6_K:
+    case Dtype::kMXFP4:
       return true;
     default:
       return false;
   }
+}
+
+Dtype matrix_type_for(Dtype file_type, bool expert) {
+  if (file_type != Dtype::kMXFP4) return file_type;
+  return expert ? Dtype::kMXFP4 : Dtype::kQ8_0;
 }
 
 uint32_t gguf_file_type_for(Dtype t) {
@@ -376,6 +385,8 @@ uint32_t gguf_file_type_for(Dtype t) {
       return 18;
     case Dtype::kBF16:
       return 32;
+    case Dtype::kMXFP4:
+      return 38;  // MOSTLY_MXFP4_MOE
     default:
       return 0;
   }

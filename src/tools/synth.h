@@ -62,7 +62,13 @@ std::vector<float> llama3_rope_freq_divisors(int head_dim, float theta, float fa
                                              float low_freq_factor, float high_freq_factor,
                                              int original_context);
 
-// GGUF general.file_type (llama_ftype) for a model whose matrices are all of type t.
+// GGUF general.file_type (llama_ftype) for a model whose matrices are all of type t; for
+// MXFP4, llama.cpp's MOSTLY_MXFP4_MOE (38): see matrix_type_for.
 uint32_t gguf_file_type_for(Dtype t);
+
+// The type a weight matrix gets in a file of `file_type`: that type, except MXFP4, which (as
+// llama.cpp's gpt-oss files and its MXFP4_MOE quantization) only the experts' matrices
+// (ffn_{gate,up,down}_exps) take, the others Q8_0.
+Dtype matrix_type_for(Dtype file_type, bool expert);
 
 }  // namespace loom

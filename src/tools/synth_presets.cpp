@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 16> kPresets = {{
+constexpr std::array<SynthPreset, 18> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -99,6 +99,15 @@ constexpr std::array<SynthPreset, 16> kPresets = {{
     // at a size a 2-core machine runs).
     {"qwen3moe-2b", "qwen3moe", 16, 1024, 16, 4, 128, 3072, 32000, true, 4096, 1e6f, 1e-6f,
      false,         "",         0,  1,    4,  0, 0,   0,    {},    64,   8,    512},
+    // gpt-oss (biases, attention sinks, windows on even layers). Tiny: 4 experts of width 64,
+    // 2 per token, windows of 8.
+    {"tiny-gpt-oss", "gpt-oss", 2, 64, 4, 2, 16, 128, 512, false, 512, 150000.0f, 1e-5f,
+     false,          "",        0, 1,  4, 0, 8,  0,   {},  4,     2,   64},
+    // gpt-oss-20b's proportions (24 layers, hidden 2880, 64 heads of 64 / 8 KV, 32 experts of
+    // width 2880, 4 per token, window 128) at half the depth and hidden 1024, vocab 32000:
+    // 1.3B parameters, ~0.2B active.
+    {"gpt-oss-1b", "gpt-oss", 12, 1024, 16, 2, 64, 1024, 32000, true, 4096, 150000.0f, 1e-5f,
+     false,        "",        0,  1,    4,  0, 128, 0,  {},  32,    4,    1024},
 }};
 
 }  // namespace

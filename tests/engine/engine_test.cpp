@@ -26,9 +26,10 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     auto& cached = models_[GetParam()];
     if (!cached)
       cached = test_model_bytes({.preset = GetParam(),
-                                 .arch = GetParam() == "tiny-swa"   ? "gemma3"
-                                         : GetParam() == "tiny-moe" ? "qwen3moe"
-                                                                    : ""});
+                                 .arch = GetParam() == "tiny-swa"       ? "gemma3"
+                                         : GetParam() == "tiny-moe"     ? "qwen3moe"
+                                         : GetParam() == "tiny-gpt-oss" ? "gpt-oss"
+                                                                        : ""});
     bytes_ = cached;
   }
   static void TearDownTestSuite() { models_.clear(); }
@@ -339,6 +340,10 @@ TEST_P(EngineTest, StopTokenIdsMinTokensAndLogprobs) {
 TEST_P(EngineTest, WindowsAreAppliedWhereTheModelHasThem) {
   auto e = engine(base_config());
   const ModelConfig& c = e->model().config();
+  if (GetParam() == "tiny-gpt-oss") {  // even layers slide (their effect: hf_reference_test)
+    for (size_t l = 0; l < c.layers.size(); ++l) EXPECT_EQ(c.layers[l].window, l % 2 ? 0 : 8);
+    return;
+  }
   if (GetParam() != "tiny-swa") {
     for (const LayerSpec& s : c.layers) EXPECT_EQ(s.window, 0);
     return;
@@ -380,7 +385,8 @@ TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EngineTest, ::testing::Values("tiny", "tiny-swa", "tiny-moe"),
+INSTANTIATE_TEST_SUITE_P(Models, EngineTest,
+                         ::testing::Values("tiny", "tiny-swa", "tiny-moe", "tiny-gpt-oss"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

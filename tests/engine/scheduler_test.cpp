@@ -13,9 +13,10 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void make(int32_t num_blocks, int32_t budget, int32_t max_seqs = 16, bool caching = true) {
+  void make(int32_t num_blocks, int32_t budget, int32_t max_seqs = 16, bool caching = true,
+            int32_t shared_prefill = 0) {
     kv_ = std::make_unique<KvCoordinator>(num_blocks, 4, caching);
-    sched_ = std::make_unique<Scheduler>(SchedulerConfig{max_seqs, budget}, *kv_);
+    sched_ = std::make_unique<Scheduler>(SchedulerConfig{max_seqs, budget, shared_prefill}, *kv_);
   }
   Request* add(int32_t prompt_len, uint32_t seed, int32_t priority = 0) {
     auto r = std::make_unique<Request>();
@@ -193,6 +194,66 @@ TEST_F(SchedulerTest, WaitingHeadBlocksQueueWhenNoRoom) {
   EXPECT_EQ(scheduled(o, a), 12);
   EXPECT_EQ(scheduled(o, b), 0);
   EXPECT_EQ(scheduled(o, c), 0);
+}
+
+// A burst of prompts while others share the engine: prompt tokens get their own smaller budget
+// per step (FCFS, the head's chunk first), decodes are not counted against it.
+TEST_F(SchedulerTest, SharedPrefillBudgetSpreadsABurstOverSteps) {
+  make(64, 100, 16, true, /*shared_prefill=*/8);
+  Request* a = add(5, 1);
+  Request* b = add(5, 2);
+  Request* c = add(5, 3);
+  Request* d = add(5, 4);
+  auto o1 = step();
+  EXPECT_EQ(scheduled(o1, a), 5);
+  EXPECT_EQ(scheduled(o1, b), 3);  // a partial chunk fills the prompt budget
+  EXPECT_EQ(scheduled(o1, c), 0);
+  EXPECT_EQ(o1.num_tokens, 8);
+  auto o2 = step();
+  EXPECT_EQ(scheduled(o2, a), 1);  // a decodes, outside the prompt budget
+  EXPECT_EQ(scheduled(o2, b), 2);  // b's rest first (running), then the queue in order
+  EXPECT_EQ(scheduled(o2, c), 5);
+  EXPECT_EQ(scheduled(o2, d), 1);
+  EXPECT_EQ(o2.num_tokens, 9);
+  auto o3 = step();
+  EXPECT_EQ(scheduled(o3, a), 1);
+  EXPECT_EQ(scheduled(o3, b), 1);
+  EXPECT_EQ(scheduled(o3, c), 1);
+  EXPECT_EQ(scheduled(o3, d), 4);
+  EXPECT_EQ(a->num_output_tokens(), 3);
+  EXPECT_EQ(d->num_output_tokens(), 1);
+}
+
+TEST_F(SchedulerTest, LoneSequenceTakesTheWholeBudget) {
+  make(64, 100, 16, true, /*shared_prefill=*/8);
+  Request* a = add(40, 1);
+  auto o1 = step();
+  EXPECT_EQ(scheduled(o1, a), 40);  // nobody to share with: no smaller chunks
+  Request* b = add(30, 2);
+  auto o2 = step();  // now shared: a decodes, b's prompt comes in chunks of 8
+  EXPECT_EQ(scheduled(o2, a), 1);
+  EXPECT_EQ(scheduled(o2, b), 8);
+  auto o3 = step();
+  EXPECT_EQ(scheduled(o3, b), 8);
+}
+
+TEST_F(SchedulerTest, ManyDecodesAndTheSharedPrefillBudget) {
+  // 12 sequences decoding and a new prompt: every decode runs, plus 4 prompt tokens, within
+  // a token budget of 16 the decodes alone nearly fill.
+  make(64, 16, 16, true, /*shared_prefill=*/6);
+  std::vector<Request*> decoding;
+  for (int i = 0; i < 12; ++i) decoding.push_back(add(2, 10 + i));
+  step();
+  step();
+  step();  // the 12 prompts of 2 tokens: 3 per step
+  step();
+  for (Request* r : decoding) ASSERT_GE(r->num_output_tokens(), 1);
+  Request* p = add(20, 99);
+  auto o = step();
+  for (Request* r : decoding) EXPECT_EQ(scheduled(o, r), 1);
+  EXPECT_EQ(scheduled(o, p), 4);  // what the budget of 16 leaves
+  auto o2 = step();
+  EXPECT_EQ(scheduled(o2, p), 4);
 }
 
 }  // namespace

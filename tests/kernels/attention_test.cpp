@@ -121,6 +121,41 @@ TEST_P(AttentionMulti, MatchesReferenceForEveryKvDtypeAndHeadSize) {
     }
 }
 
+// Attention sinks (gpt-oss): each query's learned logit joins its softmax as a term with no
+// value; sinks below, among and above the scores, windows included, against the reference.
+TEST_P(AttentionMulti, SinksMatchReference) {
+  for (const Layout& lay : kLayouts)
+    for (int64_t hd : {16, 64}) {
+      const int32_t max_kv = 40;
+      Cache cache(Dtype::kF16, hd, max_kv, 13, lay);
+      const std::vector<int32_t> lens = {1, 9, 16, 40, 23};
+      const std::vector<int32_t> begins = {0, 0, 8, 32, 3};
+      const std::vector<float> sinks = {0.7f, -3.0f, 2.5f, 9.0f, -0.2f};
+      const auto q = random_normal(lens.size() * hd, 8, 0.6f);
+      std::vector<float> out(lens.size() * hd), plain(hd), want(hd);
+      std::vector<AttentionQuery> qs;
+      for (size_t i = 0; i < lens.size(); ++i)
+        qs.push_back({&q[i * hd], &out[i * hd], lens[i], begins[i], sinks[i]});
+      std::vector<float> scratch(attention_scratch_floats(qs.size(), max_kv, hd));
+      attention_multi(qs.data(), qs.size(), cache.k_head(), cache.v_head(), hd, 0.4f,
+                      scratch.data());
+      for (size_t i = 0; i < lens.size(); ++i) {
+        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f, want.data(),
+                       begins[i], 0.0f, sinks[i]);
+        EXPECT_LT(rel_error(&out[i * hd], want.data(), hd), 2e-6) << "query " << i;
+        // The sink takes weight away from the values: the output shrinks against no sink.
+        ref::attention(&q[i * hd], cache.k_head(), cache.v_head(), hd, lens[i], 0.4f, plain.data(),
+                       begins[i]);
+        double n_sink = 0, n_plain = 0;
+        for (int64_t d = 0; d < hd; ++d) {
+          n_sink += double(want[d]) * want[d];
+          n_plain += double(plain[d]) * plain[d];
+        }
+        EXPECT_LT(n_sink, n_plain) << "query " << i;
+      }
+    }
+}
+
 TEST_P(AttentionMulti, QueryResultDoesNotDependOnTheOtherQueries) {
   for (const Layout& lay : kLayouts) {
     const int64_t hd = 128;

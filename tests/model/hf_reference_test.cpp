@@ -9,10 +9,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/cpu/cpu_model.h"
 #include "format/gguf.h"
+#include "kernels/quant.h"
+#include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
@@ -184,7 +188,11 @@ TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
       close += test::rel_err(&(*got)[r * V], &c.logits[r * V], V) < 0.15;
     std::printf("  %s q8_0: row rel err %.3g, %d of %d rows within 0.15\n", GetParam().c_str(), err,
                 close, rows);
-    if ((*m)->config().moe.n_expert > 0)
+    // gpt-oss routes each token to 2 of only 4 experts with biased logits: near-ties are
+    // more common (measured 16-23 of 24 rows within the bound).
+    if (GetParam() == "gpt_oss")
+      EXPECT_GE(close, rows * 2 / 3);
+    else if ((*m)->config().moe.n_expert > 0)
       EXPECT_GE(close, rows * 3 / 4);
     else
       EXPECT_LT(err, 0.15);
@@ -193,11 +201,92 @@ TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
   std::filesystem::remove(tmp);
 }
 
+// gpt-oss converted as llama.cpp converts it: the experts MXFP4 (32 E2M1 values per E8M0
+// scale), every other matrix Q8_0, routers and biases F32. The MXFP4 model is compared with
+// its twin whose experts are those same MXFP4 values dequantized to F32 (what remains is the
+// kernels' int8 activations); against transformers' F32 weights 4-bit experts move the logits
+// far (and the router then picks other experts), so that comparison is only printed. The
+// kernel itself is checked against kernels/ref on random data (tests/kernels).
+TEST(HfReferenceGptOss, ConvertedMxfp4GgufMatchesItsDequantizedTwin) {
+  auto tmp = std::filesystem::temp_directory_path() /
+             ("loom_convert_mxfp4_" + std::to_string(::getpid()) + ".gguf");
+  ConvertOptions opts;
+  opts.type = Dtype::kMXFP4;
+  ASSERT_TRUE(convert_hf_to_gguf(fixture("gpt_oss"), tmp.string(), opts).is_ok());
+  auto f = GgufFile::open(tmp.string());
+  ASSERT_TRUE(f.is_ok());
+  int n_mxfp4 = 0;
+  std::map<std::string, std::vector<float>, std::less<>> dequantized;
+  std::map<std::string, TensorView, std::less<>> twin_views;
+  for (const auto& t : f->tensors()) {
+    const bool expert = t.name.find("_exps.weight") != std::string::npos;
+    if (expert) {
+      EXPECT_EQ(t.view.dtype, Dtype::kMXFP4) << t.name;
+      std::vector<float>& d = dequantized[t.name];
+      d.resize(t.view.numel());
+      for (int64_t r = 0; r < t.view.rows(); ++r)
+        kernels::dequantize_row(Dtype::kMXFP4, t.view.row(r), &d[r * t.view.cols()], t.view.cols());
+      TensorView v = t.view;
+      v.dtype = Dtype::kF32;
+      v.data = d.data();
+      v.nbytes = d.size() * sizeof(float);
+      twin_views[t.name] = v;
+      ++n_mxfp4;
+    } else if (t.name.find("ffn_gate_inp") != std::string::npos ||
+               t.name.find(".bias") != std::string::npos || t.view.n_dims < 2) {
+      EXPECT_EQ(t.view.dtype, Dtype::kF32) << t.name;
+    } else {
+      EXPECT_EQ(t.view.dtype, Dtype::kQ8_0) << t.name;
+    }
+  }
+  EXPECT_EQ(n_mxfp4, 6);  // gate, up, down of 2 layers
+  auto cfg = config_from_gguf(*f);
+  ASSERT_TRUE(cfg.is_ok());
+  TensorLookup find = [&](std::string_view name) -> const TensorView* {
+    if (auto it = twin_views.find(name); it != twin_views.end()) return &it->second;
+    for (const auto& t : f->tensors())
+      if (t.name == name) return &t.view;
+    return nullptr;
+  };
+  auto w = Weights::bind(*cfg, *find_arch(cfg->arch), find);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  CpuModel twin(*cfg, std::move(*w), ModelLoadOptions{2});
+  auto m = Model::load(tmp.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  int same_argmax = 0, close = 0, rows = 0;
+  for (const HfCase& c : read_cases(fixture("gpt_oss"))) {
+    auto kv = KvCache::create((*m)->config(), 4, 16, Dtype::kF32).value();
+    auto kv2 = KvCache::create(twin.config(), 4, 16, Dtype::kF32).value();
+    auto got = test::run_sequence(**m, *kv, c.tokens, 64);
+    auto want = test::run_sequence(twin, *kv2, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok() && want.is_ok());
+    for (size_t r = 0; r * V < c.logits.size(); ++r, ++rows) {
+      close += test::rel_err(&(*got)[r * V], &(*want)[r * V], V) < 0.02;
+      same_argmax += test::argmax(&(*got)[r * V], V) == test::argmax(&c.logits[r * V], V);
+    }
+    std::printf("  gpt_oss mxfp4: row rel err %.3g against its twin, %.3g against transformers\n",
+                row_rel_err(*got, *want, V), row_rel_err(*got, c.logits, V));
+    EXPECT_GT(row_rel_err(*got, c.logits, V), 1e-6);  // quantized: not the f32 file by mistake
+  }
+  std::printf(
+      "  gpt_oss mxfp4: %d of %d rows within 0.02 of the twin; transformers' argmax on %d\n", close,
+      rows, same_argmax);
+  // This fixture is as sensitive as the Q8_0 test shows (0.4% weight error moves rows by up
+  // to 0.9 once a router near-tie flips); the kernels' int8 activations do the same here.
+  // Measured: 39 of 72 rows within 0.02, whole cases within 0.035-0.5. A wrong nibble order or
+  // scale would move every row far (> 0.3).
+  EXPECT_GE(close, rows / 2);
+  std::filesystem::remove(tmp);
+}
+
 // Mixture of Experts (issue 16): softmax routers with and without top-k renormalization, a
-// gated shared expert (Qwen2-MoE), Mixtral stored as llama with experts.
+// gated shared expert (Qwen2-MoE), Mixtral stored as llama with experts; gpt-oss (biases
+// everywhere, attention sinks, alternating sliding windows of 8, YaRN, clamped SwiGLU).
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
-                                           "smollm3", "qwen3_moe", "qwen2_moe", "mixtral"));
+                                           "smollm3", "qwen3_moe", "qwen2_moe", "mixtral",
+                                           "gpt_oss"));
 
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys

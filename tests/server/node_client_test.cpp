@@ -1,8 +1,8 @@
 // The official npm clients against a real loom server: `openai` (tests/server/openai_client.js,
-// openai_tools_client.js), `@anthropic-ai/sdk` (anthropic_client.js) and `ollama`
-// (ollama_client.js). Each test installs
-// its package into the build directory once and runs the script with node. Skips only when
-// node or npm is not installed.
+// openai_tools_client.js, openai_responses_client.js), `@anthropic-ai/sdk`
+// (anthropic_client.js) and `ollama` (ollama_client.js). Each test installs its package into
+// the build directory once and runs the script with node. Skips only when node or npm is not
+// installed.
 #include <gtest/gtest.h>
 
 #include "common/node_packages.h"
@@ -46,6 +46,16 @@ TEST(ServerNodeClient, OfficialOpenAiPackageToolsAndSchemas) {
   const std::string modules = openai_modules(&skip);
   if (modules.empty()) GTEST_SKIP() << skip;
   run_client_script(modules, "openai_tools_client.js", "OPENAI_TOOLS_CLIENT_OK");
+}
+
+// The Responses API through the SDK: responses.create (text, a tool round trip with
+// function_call_output and previous_response_id, json_schema), responses.stream's events in the
+// documented order, retrieve / delete.
+TEST(ServerNodeClient, OfficialOpenAiPackageResponses) {
+  std::string skip;
+  const std::string modules = openai_modules(&skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "openai_responses_client.js", "OPENAI_RESPONSES_CLIENT_OK");
 }
 
 // Tools with tool_choice any, a streamed final message, a tool_result turn, a typed error.

@@ -198,9 +198,7 @@ TEST(Ollama, ThinkGoesToItsOwnField) {
   // The test model speaks inside <think> when the prompt opens it (a DeepSeek-R1-style
   // template): that text is "thinking", never "content".
   server::ServerOptions so;
-  so.chat_template =
-      "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
-      "{%- if add_generation_prompt -%}<|assistant|><think>\n{%- endif -%}";
+  so.chat_template = kTestReasoningChatTemplate;
   auto s = start_test_server(so);
   ASSERT_TRUE(s);
   auto r = post_json(s->port(), "/api/chat",

@@ -37,6 +37,12 @@ inline constexpr const char* kTestChatTemplate =
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
     "{%- endif -%}";
 
+// A DeepSeek-R1-style template whose generation prompt opens <think>: what the test model
+// writes is reasoning (until it happens to write </think>).
+inline constexpr const char* kTestReasoningChatTemplate =
+    "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|><think>\n{%- endif -%}";
+
 inline constexpr int32_t kTestMaxModelLen = 256;
 inline constexpr const char* kTestModelName = "tiny-test";
 

@@ -39,6 +39,7 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     factors = ctx > rs.original_context ? rs.long_factor : rs.short_factor;
     rope_scale_ = rs.attn_factor;
   }
+  if (rs.type == RopeScalingType::kYarn) rope_scale_ = rs.attn_factor;
   layer_rope_.assign(config_.n_layer, -1);
   for (int l = 0; l < config_.n_layer; ++l) {
     const LayerSpec spec =
@@ -309,7 +310,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
         for (int64_t t = 0; t < n_tables; ++t) {
           float* cs = &rope_cs_[(i * n_tables + t) * R];
           kernels::rope_angles(b.pos[i], rope_tables_[t].data(), R / 2, cs, cs + R / 2);
-          if (rope_scale_ != 1.0f)  // LongRoPE's attention factor scales cos and sin
+          if (rope_scale_ != 1.0f)  // LongRoPE's / YaRN's attention factor scales cos and sin
             for (int64_t j = 0; j < R; ++j) cs[j] *= rope_scale_;
         }
       } else {
@@ -365,7 +366,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
           const int32_t begin = layers::window_begin(spec, b.pos[i]);
           for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
             queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1,
-                              begin};
+                              begin, L.attn_sinks.empty() ? -INFINITY : L.attn_sinks[h]};
         }
       }
       kernels::attention_multi_heads(
@@ -402,6 +403,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
 
     const auto ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
+      if (!L.bo.empty()) layers::add_bias(&proj_[i * E], L.bo.data(), E);
       layers::add_block_output(c, x, &proj_[i * E], L.attn_post_norm);
       layers::block_input(c, x, L.ffn_norm, xn);
     };

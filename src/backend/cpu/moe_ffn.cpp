@@ -19,8 +19,10 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   resize_exact(ids_, n * K);
   resize_exact(weights_, n * K);
   kernels::matmul(L.router, xn, n, logits_.data(), n > 1 ? &pool : nullptr);
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) {
+    if (!L.router_bias.empty()) layers::add_bias(&logits_[i * X], L.router_bias.data(), X);
     layers::route_token(m, &logits_[i * X], &ids_[i * K], &weights_[i * K]);
+  }
 
   // Slots grouped by expert (counting sort), in row order within an expert.
   expert_begin_.assign(X + 1, 0);
@@ -82,8 +84,18 @@ void CpuMoeFfn::run_task(const ModelConfig& c, const LayerWeights& L, const Task
   const kernels::MatmulTarget gate_up[] = {{&L.gate_exp[t.expert], s.gate.data()},
                                            {&L.up_exp[t.expert], s.up.data()}};
   kernels::matmul_multi(gate_up, 2, s.x.data(), rows, nullptr);
-  for (int64_t r = 0; r < rows; ++r) layers::gated_activation(c, &s.gate[r * F], &s.up[r * F], F);
+  const bool bias = !L.gate_exp_bias.empty();  // gpt-oss: each expert's gate/up/down biases
+  for (int64_t r = 0; r < rows; ++r) {
+    if (bias) {
+      layers::add_bias(&s.gate[r * F], &L.gate_exp_bias[t.expert * F], F);
+      layers::add_bias(&s.up[r * F], &L.up_exp_bias[t.expert * F], F);
+    }
+    layers::gated_activation(c, &s.gate[r * F], &s.up[r * F], F);
+  }
   kernels::matmul(L.down_exp[t.expert], s.gate.data(), rows, s.y.data(), nullptr);
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      layers::add_bias(&s.y[r * E], &L.down_exp_bias[t.expert * E], E);
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(&slot_out_[rows_of_expert_[t.begin + r] * E], &s.y[r * E], E * sizeof(float));
 }

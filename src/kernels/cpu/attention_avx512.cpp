@@ -226,13 +226,15 @@ inline void softcap_scores(float* s, int32_t begin, int32_t n, float softcap) {
 
 // Replaces s[begin, n) by exp(s - max) and returns 1 / their sum. s is 16-float aligned to
 // the token index (lane j mod 16 sums e_j), so the sum does not depend on where s starts.
-inline float softmax_unnormalized(float* s, int32_t begin, int32_t n) {
+// A sink (> -inf) joins the max and adds exp(sink - max) to the sum after the lanes reduce.
+inline float softmax_unnormalized(float* s, int32_t begin, int32_t n, float sink) {
   const int32_t first = begin / 16 * 16;
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int32_t j = first; j < n; j += 16)
     mx = _mm512_max_ps(
         mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), range_mask(begin - j, n - j), s + j));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  const float m_all = std::max(_mm512_reduce_max_ps(mx), sink);
+  const __m512 m = _mm512_set1_ps(m_all);
   __m512 sum = _mm512_setzero_ps();
   for (int32_t j = first; j < n; j += 16) {
     const __mmask16 k = range_mask(begin - j, n - j);
@@ -241,7 +243,8 @@ inline float softmax_unnormalized(float* s, int32_t begin, int32_t n) {
     _mm512_mask_storeu_ps(s + j, k, e);
     sum = _mm512_add_ps(sum, e);
   }
-  return 1.0f / _mm512_reduce_add_ps(sum);
+  if (sink == -INFINITY) return 1.0f / _mm512_reduce_add_ps(sum);
+  return 1.0f / (_mm512_reduce_add_ps(sum) + std::exp(sink - m_all));
 }
 
 // The largest divisor of c that is at most limit.
@@ -426,7 +429,7 @@ void attention_c(const AttentionQuery* qs, int n_q, const PagedHead* kh, const P
     float* row = scores + static_cast<size_t>(i) * padded;
     const int32_t begin = qs[i].kv_begin - j_lo, end = qs[i].n_kv - j_lo;
     if (softcap > 0.0f) softcap_scores(row, begin, end, softcap);
-    inv_sum[i] = softmax_unnormalized(row, begin, end);
+    inv_sum[i] = softmax_unnormalized(row, begin, end, qs[i].sink);
   }
 
   // Weighted sum of V, one V tile at a time; out holds the running sum. Blocks of up to 4

@@ -33,6 +33,7 @@ constexpr MatmulKernel kF32{ActFormat::kF32, float_tile_dispatch<LoadF32, 4, 4>,
 constexpr MatmulKernel kBF16{ActFormat::kF32, float_tile_dispatch<LoadBF16, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ8_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ4_0>, 4, 4>, 4, 4};
+constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackMxfp4>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ5_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 4>, 4, 4};
@@ -47,6 +48,7 @@ const MatmulKernel* avx512_kernel(Dtype w) {
     case Dtype::kBF16: return &kBF16;
     case Dtype::kQ8_0: return &kQ8_0;
     case Dtype::kQ4_0: return &kQ4_0;
+    case Dtype::kMXFP4: return &kMxfp4;
     case Dtype::kQ5_0: return &kQ5_0;
     case Dtype::kQ4_1: return &kQ4_1;
     case Dtype::kQ5_1: return &kQ5_1;

@@ -67,6 +67,20 @@ float dot_q4_0(const uint8_t* w, const uint8_t* x, int64_t cols) {
   return acc;
 }
 
+// MXFP4: the E2M1 table doubled is integer (quant_blocks.h), so each block is one int8 dot
+// product scaled by 2^(e-128) · d_x.
+float dot_mxfp4(const uint8_t* w, const uint8_t* x, int64_t cols) {
+  const auto* b = reinterpret_cast<const BlockMxfp4*>(w);
+  const ActQ8_32Row a = act_q8_32_row(x, cols);
+  float acc = 0;
+  for (int64_t i = 0; i < cols / 32; ++i) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += kMxfp4Values[q4_elem(b[i].qs, j)] * a.qs[32 * i + j];
+    acc += (e8m0_half(b[i].e) * a.d[i]) * static_cast<float>(sum);
+  }
+  return acc;
+}
+
 float dot_q4_1(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ4_1*>(w);
   const ActQ8_32Row a = act_q8_32_row(x, cols);
@@ -247,6 +261,7 @@ constexpr MatmulKernel kBF16{ActFormat::kF32, tile<dot_bf16>, 4, 4};
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32, tile<dot_q8_0>, 4, 4};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile<dot_q4_0>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile<dot_q4_1>, 4, 4};
+constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile<dot_mxfp4>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile<dot_q5_0>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile<dot_q5_1>, 4, 4};
 constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile<dot_q2_k>, 4, 4};
@@ -265,6 +280,7 @@ const MatmulKernel* scalar_kernel(Dtype w) {
     case Dtype::kQ8_0: return &kQ8_0;
     case Dtype::kQ4_0: return &kQ4_0;
     case Dtype::kQ4_1: return &kQ4_1;
+    case Dtype::kMXFP4: return &kMxfp4;
     case Dtype::kQ5_0: return &kQ5_0;
     case Dtype::kQ5_1: return &kQ5_1;
     case Dtype::kQ2_K: return &kQ2_K;

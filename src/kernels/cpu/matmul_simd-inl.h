@@ -191,6 +191,17 @@ struct UnpackQ4_0 {
     return _mm256_sub_epi8(unpack_nibbles(blk->qs), _mm256_set1_epi8(8));
   }
 };
+// MXFP4: the nibbles index the doubled E2M1 table (integers in [-12, 12]) with one byte
+// shuffle; the block scale is 2^(e-128).
+struct UnpackMxfp4 {
+  static constexpr int kBytes = sizeof(BlockMxfp4);
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockMxfp4*>(row) + b;
+    *d = e8m0_half(blk->e);
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), unpack_nibbles(blk->qs));
+  }
+};
 struct UnpackQ5_0 {
   static constexpr int kBytes = sizeof(BlockQ5_0);
   static __m256i q(const uint8_t* row, int64_t b, float* d) {

@@ -6,6 +6,7 @@
 #include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/ref.h"
 
 namespace loom::kernels::ref {
@@ -195,7 +196,7 @@ bool can_dequantize(Dtype t) {
     case Dtype::kQ4_0: case Dtype::kQ4_1: case Dtype::kQ5_0: case Dtype::kQ5_1:
     case Dtype::kQ8_0: case Dtype::kQ8_1:
     case Dtype::kQ2_K: case Dtype::kQ3_K: case Dtype::kQ4_K: case Dtype::kQ5_K:
-    case Dtype::kQ6_K: case Dtype::kQ8_K:
+    case Dtype::kQ6_K: case Dtype::kQ8_K: case Dtype::kMXFP4:
       return true;
     default:
       return false;
@@ -229,6 +230,7 @@ void dequantize_row(Dtype t, const void* src, float* dst, int64_t n) {
     case Dtype::kQ5_K: return dq_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case Dtype::kQ6_K: return dq_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case Dtype::kQ8_K: return dq_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
+    case Dtype::kMXFP4: return dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, nb);
     default: LOOM_CHECK(false && "dtype has no dequantizer");
   }
 }

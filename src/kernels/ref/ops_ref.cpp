@@ -90,7 +90,7 @@ void rope_rotate_partial(float* x, int64_t n_heads, int64_t head_dim, int64_t n_
 }
 
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap) {
+               int32_t n_kv, float scale, float* out, int32_t kv_begin, float softcap, float sink) {
   const int32_t n = std::max(0, n_kv - kv_begin);
   std::vector<double> s(n);
   double mx = -INFINITY;
@@ -101,7 +101,8 @@ void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t h
     if (softcap > 0) s[j] = softcap * std::tanh(s[j] / softcap);
     mx = std::fmax(mx, s[j]);
   }
-  double sum = 0;
+  mx = std::fmax(mx, static_cast<double>(sink));  // a sink is one more softmax term, no value
+  double sum = sink == -INFINITY ? 0.0 : std::exp(sink - mx);
   for (auto& x : s) sum += x = std::exp(x - mx);
   for (int64_t i = 0; i < head_dim; ++i) {
     double acc = 0;

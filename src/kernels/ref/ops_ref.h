@@ -2,6 +2,7 @@
 // Tests compare the fast ops against these on random inputs.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/ops.h"
@@ -21,6 +22,7 @@ void rope_rotate_partial(float* x, int64_t n_heads, int64_t head_dim, int64_t n_
 // No scratch: allocates (reference code, not for the hot path). Tokens [kv_begin, n_kv);
 // softcap > 0 caps each score s as softcap * tanh(s / softcap) (kernels/attention.h).
 void attention(const float* q, const PagedHead& k, const PagedHead& v, int64_t head_dim,
-               int32_t n_kv, float scale, float* out, int32_t kv_begin = 0, float softcap = 0.0f);
+               int32_t n_kv, float scale, float* out, int32_t kv_begin = 0, float softcap = 0.0f,
+               float sink = -INFINITY);
 
 }  // namespace loom::kernels::ref

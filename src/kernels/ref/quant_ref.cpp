@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/ref/quant_ref_k.h"
+#include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/ref.h"
 
 namespace loom::kernels::ref {
@@ -175,6 +176,7 @@ void quantize_row(Dtype t, const float* src, void* dst, int64_t n) {
     case Dtype::kQ4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
     case Dtype::kQ5_K: return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
     case Dtype::kQ6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
+    case Dtype::kMXFP4: return quantize_mxfp4(src, static_cast<BlockMxfp4*>(dst), nb);
     default: LOOM_CHECK(false && "dtype has no quantizer");
   }
 }

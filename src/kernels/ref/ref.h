@@ -10,7 +10,7 @@
 
 namespace loom::kernels::ref {
 
-// True for dtypes with a reference dequantizer (F32, F16, BF16, Q4_0 ... Q8_K).
+// True for dtypes with a reference dequantizer (F32, F16, BF16, Q4_0 ... Q8_K, MXFP4).
 bool can_dequantize(Dtype t);
 // True for dtypes loom can quantize to (everything dequantizable except Q8_1).
 bool can_quantize(Dtype t);

@@ -1,6 +1,7 @@
 #include "model/layers/steps.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/activation.h"
 #include "kernels/ops.h"
@@ -59,10 +60,24 @@ void prepare_qkv(const ModelConfig& c, const LayerWeights& L, float* q, float* k
 }
 
 void gated_activation(const ModelConfig& c, float* gate, const float* up, int64_t n) {
+  if (c.activation == Activation::kSwigluOai) {
+    // transformers' GptOssExperts: alpha 1.702, limit 7 (constants of the model, not config).
+    constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float g = std::min(gate[j], kLimit);
+      const float u = std::clamp(up[j], -kLimit, kLimit);
+      gate[j] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
+    }
+    return;
+  }
   if (c.activation == Activation::kGeluTanh)
     kernels::gelu_tanh_mul(gate, up, gate, n);
   else
     kernels::silu_mul(gate, up, gate, n);
+}
+
+void add_bias(float* x, const float* b, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] += b[j];
 }
 
 void finish_logits(const ModelConfig& c, float* logits) {

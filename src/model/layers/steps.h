@@ -34,8 +34,13 @@ void scale_embedding(const ModelConfig& c, float* x);
 void prepare_qkv(const ModelConfig& c, const LayerWeights& L, float* q, float* k, float* v,
                  const float* cs, bool rope);
 
-// "ffn_act": gate ← act(gate) · up over n (the gated FFN's activation, SiLU or GELU-tanh).
+// "ffn_act": gate ← act(gate) · up over n (the gated FFN's activation, SiLU or GELU-tanh;
+// gpt-oss's clamped variant, Activation::kSwigluOai).
 void gated_activation(const ModelConfig& c, float* gate, const float* up, int64_t n);
+
+// "bias": x += b over b's length (nothing when b is empty): gpt-oss's output-projection and
+// expert biases.
+void add_bias(float* x, const float* b, int64_t n);
 
 // "logits": one row of n_vocab logits divided by logit_scale and soft-capped where set.
 void finish_logits(const ModelConfig& c, float* logits);
