@@ -26,7 +26,7 @@ enum class ToolCallFormat {
   kMistral,     // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
   kDeepSeekV3,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
   kQwen3Coder,  // <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n</function>\n</tool_call>
-  kHarmony,     // gpt-oss: <|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>
+  kHarmony,  // gpt-oss: <|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>
 };
 enum class ReasoningFormat {
   kNone,

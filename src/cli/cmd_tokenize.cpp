@@ -1,7 +1,6 @@
 // `loom tokenize`: print the token ids of a text (argument or file) for a GGUF file (full model
 // or vocabulary only) or a directory holding tokenizer.json.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -25,7 +24,8 @@ int cmd_tokenize(int argc, char** argv) {
   auto* text_opt = app.add_option("text", text, "the text to tokenize");
   file_opt->excludes(text_opt);
   app.add_flag("--add-special", add_special, "add BOS/EOS as the vocabulary asks");
-  app.add_flag("--parse-special", parse_special, "turn special-token text (e.g. <|im_start|>) into tokens");
+  app.add_flag("--parse-special", parse_special,
+               "turn special-token text (e.g. <|im_start|>) into tokens");
   CLI11_PARSE(app, argc, argv);
 
   if (Status st = hub::resolve_hf_option(hf_repo, &model, true); !st.is_ok()) {

@@ -12,26 +12,16 @@ namespace {
 
 // Block layouts from ggml's public headers (ggml-common.h): QK_K = 256 super-blocks.
 constexpr std::array<DtypeInfo, 20> kInfos = {{
-    {Dtype::kF32, "f32", 1, 4, false},
-    {Dtype::kF16, "f16", 1, 2, false},
-    {Dtype::kQ4_0, "q4_0", 32, 18, true},
-    {Dtype::kQ4_1, "q4_1", 32, 20, true},
-    {Dtype::kQ5_0, "q5_0", 32, 22, true},
-    {Dtype::kQ5_1, "q5_1", 32, 24, true},
-    {Dtype::kQ8_0, "q8_0", 32, 34, true},
-    {Dtype::kQ8_1, "q8_1", 32, 36, true},
-    {Dtype::kQ2_K, "q2_k", 256, 84, true},
-    {Dtype::kQ3_K, "q3_k", 256, 110, true},
-    {Dtype::kQ4_K, "q4_k", 256, 144, true},
-    {Dtype::kQ5_K, "q5_k", 256, 176, true},
-    {Dtype::kQ6_K, "q6_k", 256, 210, true},
-    {Dtype::kQ8_K, "q8_k", 256, 292, true},
-    {Dtype::kI8, "i8", 1, 1, false},
-    {Dtype::kI16, "i16", 1, 2, false},
-    {Dtype::kI32, "i32", 1, 4, false},
-    {Dtype::kF64, "f64", 1, 8, false},
-    {Dtype::kBF16, "bf16", 1, 2, false},
-    {Dtype::kMXFP4, "mxfp4", 32, 17, true},
+    {Dtype::kF32, "f32", 1, 4, false},      {Dtype::kF16, "f16", 1, 2, false},
+    {Dtype::kQ4_0, "q4_0", 32, 18, true},   {Dtype::kQ4_1, "q4_1", 32, 20, true},
+    {Dtype::kQ5_0, "q5_0", 32, 22, true},   {Dtype::kQ5_1, "q5_1", 32, 24, true},
+    {Dtype::kQ8_0, "q8_0", 32, 34, true},   {Dtype::kQ8_1, "q8_1", 32, 36, true},
+    {Dtype::kQ2_K, "q2_k", 256, 84, true},  {Dtype::kQ3_K, "q3_k", 256, 110, true},
+    {Dtype::kQ4_K, "q4_k", 256, 144, true}, {Dtype::kQ5_K, "q5_k", 256, 176, true},
+    {Dtype::kQ6_K, "q6_k", 256, 210, true}, {Dtype::kQ8_K, "q8_k", 256, 292, true},
+    {Dtype::kI8, "i8", 1, 1, false},        {Dtype::kI16, "i16", 1, 2, false},
+    {Dtype::kI32, "i32", 1, 4, false},      {Dtype::kF64, "f64", 1, 8, false},
+    {Dtype::kBF16, "bf16", 1, 2, false},    {Dtype::kMXFP4, "mxfp4", 32, 17, true},
 }};
 
 }  // namespace
@@ -49,7 +39,9 @@ const DtypeInfo& dtype_info(Dtype t) {
   return kInfos[0];
 }
 
-std::string_view dtype_name(Dtype t) { return dtype_info(t).name; }
+std::string_view dtype_name(Dtype t) {
+  return dtype_info(t).name;
+}
 
 std::optional<Dtype> parse_dtype(std::string_view name) {
   std::string lower;

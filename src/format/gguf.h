@@ -19,8 +19,19 @@
 namespace loom {
 
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 std::string_view gguf_type_name(GgufType t);
 
@@ -30,13 +41,13 @@ std::string_view gguf_type_name(GgufType t);
 class GgufValue {
  public:
   GgufValue() = default;
-  static GgufValue of_uint(GgufType t, uint64_t v);   // kU8/kU16/kU32/kU64
-  static GgufValue of_int(GgufType t, int64_t v);     // kI8/kI16/kI32/kI64
-  static GgufValue of_float(GgufType t, double v);    // kF32/kF64
+  static GgufValue of_uint(GgufType t, uint64_t v);  // kU8/kU16/kU32/kU64
+  static GgufValue of_int(GgufType t, int64_t v);    // kI8/kI16/kI32/kI64
+  static GgufValue of_float(GgufType t, double v);   // kF32/kF64
   static GgufValue of_bool(bool v);
   static GgufValue of_string(std::string v);
   static GgufValue of_string_array(std::vector<std::string> v);
-  static GgufValue of_int_array(GgufType elem, std::vector<int64_t> v);   // signed or unsigned elem
+  static GgufValue of_int_array(GgufType elem, std::vector<int64_t> v);  // signed or unsigned elem
   static GgufValue of_float_array(GgufType elem, std::vector<double> v);
   static GgufValue of_bool_array(std::vector<bool> v);
 
@@ -45,13 +56,14 @@ class GgufValue {
   size_t array_size() const;
 
   // Lossless conversions; nullopt when the value is not of a compatible type.
-  std::optional<int64_t> as_int() const;     // any integer or bool
-  std::optional<uint64_t> as_uint() const;   // any non-negative integer
-  std::optional<double> as_float() const;    // float or integer
+  std::optional<int64_t> as_int() const;    // any integer or bool
+  std::optional<uint64_t> as_uint() const;  // any non-negative integer
+  std::optional<double> as_float() const;   // float or integer
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const std::vector<std::string>* as_string_array() const;
-  const std::vector<int64_t>* as_int_array() const;   // integer/bool arrays (u64 > INT64_MAX stored as bits)
+  const std::vector<int64_t>* as_int_array()
+      const;  // integer/bool arrays (u64 > INT64_MAX stored as bits)
   const std::vector<double>* as_float_array() const;  // f32/f64 arrays
 
   std::string to_display_string(size_t max_items = 8) const;  // for `loom inspect`
@@ -71,8 +83,8 @@ struct GgufTensorInfo {
 };
 
 // The keys of a model split into several files (llama.cpp's gguf-split, LLM_KV_SPLIT_*).
-inline constexpr std::string_view kSplitNo = "split.no";                        // 0-based part
-inline constexpr std::string_view kSplitCount = "split.count";                  // parts
+inline constexpr std::string_view kSplitNo = "split.no";                       // 0-based part
+inline constexpr std::string_view kSplitCount = "split.count";                 // parts
 inline constexpr std::string_view kSplitTensorsCount = "split.tensors.count";  // in all parts
 
 class GgufFile {
@@ -119,9 +131,15 @@ class GgufFile {
 class GgufWriter {
  public:
   void set(std::string key, GgufValue value);  // replaces an existing key, keeps order
-  void set_string(std::string key, std::string v) { set(std::move(key), GgufValue::of_string(std::move(v))); }
-  void set_u32(std::string key, uint32_t v) { set(std::move(key), GgufValue::of_uint(GgufType::kU32, v)); }
-  void set_f32(std::string key, float v) { set(std::move(key), GgufValue::of_float(GgufType::kF32, v)); }
+  void set_string(std::string key, std::string v) {
+    set(std::move(key), GgufValue::of_string(std::move(v)));
+  }
+  void set_u32(std::string key, uint32_t v) {
+    set(std::move(key), GgufValue::of_uint(GgufType::kU32, v));
+  }
+  void set_f32(std::string key, float v) {
+    set(std::move(key), GgufValue::of_float(GgufType::kF32, v));
+  }
   void set_bool(std::string key, bool v) { set(std::move(key), GgufValue::of_bool(v)); }
   void set_alignment(uint64_t a) { alignment_ = a; }
 

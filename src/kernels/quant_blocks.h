@@ -6,8 +6,8 @@
 
 namespace loom::kernels {
 
-constexpr int kQK32 = 32;   // elements per block of the legacy formats (Q4_0 ... Q8_1)
-constexpr int kQKK = 256;   // elements per K-quant super-block
+constexpr int kQK32 = 32;         // elements per block of the legacy formats (Q4_0 ... Q8_1)
+constexpr int kQKK = 256;         // elements per K-quant super-block
 constexpr int kKScaleBytes = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
 
 // value = (q - 8) * d;  qs[j] holds element j (low nibble) and j + 16 (high nibble).

@@ -94,13 +94,13 @@ struct ModelConfig {
   bool fused_gate_up = false;  // ffn_up holds gate then up rows (bound as two views)
   Activation activation = Activation::kSilu;
   NormPlacement norm_placement = NormPlacement::kPre;
-  float embd_scale = 1.0f;        // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
-  float residual_scale = 1.0f;    // x += residual_scale * block output (Granite)
-  float attn_scale = 0.0f;        // softmax scale of q·k; 0: 1/sqrt(head_dim)
-  float attn_softcap = 0.0f;      // scores become c·tanh(s/c) (Gemma 2); 0: off
-  float final_softcap = 0.0f;     // the same on the logits
-  float logit_scale = 1.0f;       // logits are divided by it (Granite's logits_scaling)
-  bool attn_out_bias = false;     // the attention output projection has a bias (gpt-oss)
+  float embd_scale = 1.0f;      // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
+  float residual_scale = 1.0f;  // x += residual_scale * block output (Granite)
+  float attn_scale = 0.0f;      // softmax scale of q·k; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;    // scores become c·tanh(s/c) (Gemma 2); 0: off
+  float final_softcap = 0.0f;   // the same on the logits
+  float logit_scale = 1.0f;     // logits are divided by it (Granite's logits_scaling)
+  bool attn_out_bias = false;   // the attention output projection has a bias (gpt-oss)
   // Attention sinks (gpt-oss): a learned logit per query head joins each softmax as one more
   // term of its denominator, with no value (attn_sinks.weight, n_head floats).
   bool attn_sinks = false;

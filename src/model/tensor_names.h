@@ -116,12 +116,12 @@ inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp.weight";      
 inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp.weight";             // {E, Fs}
 inline constexpr std::string_view kFfnDownShexp = "ffn_down_shexp.weight";         // {Fs, E}
 // gpt-oss: output-projection bias, attention sinks, router and expert biases.
-inline constexpr std::string_view kAttnOutputBias = "attn_output.bias";        // {E}
-inline constexpr std::string_view kAttnSinks = "attn_sinks.weight";            // {n_head}
-inline constexpr std::string_view kFfnGateInpBias = "ffn_gate_inp.bias";       // {X}
-inline constexpr std::string_view kFfnGateExpsBias = "ffn_gate_exps.bias";     // {Fx, X}
-inline constexpr std::string_view kFfnUpExpsBias = "ffn_up_exps.bias";         // {Fx, X}
-inline constexpr std::string_view kFfnDownExpsBias = "ffn_down_exps.bias";     // {E, X}
+inline constexpr std::string_view kAttnOutputBias = "attn_output.bias";     // {E}
+inline constexpr std::string_view kAttnSinks = "attn_sinks.weight";         // {n_head}
+inline constexpr std::string_view kFfnGateInpBias = "ffn_gate_inp.bias";    // {X}
+inline constexpr std::string_view kFfnGateExpsBias = "ffn_gate_exps.bias";  // {Fx, X}
+inline constexpr std::string_view kFfnUpExpsBias = "ffn_up_exps.bias";      // {Fx, X}
+inline constexpr std::string_view kFfnDownExpsBias = "ffn_down_exps.bias";  // {E, X}
 
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 

@@ -20,11 +20,16 @@ struct TargetRow {
 };
 
 constexpr TargetRow kTargets[] = {
-    {"F32", Dtype::kF32, false, 0},     {"F16", Dtype::kF16, false, 1},
-    {"BF16", Dtype::kBF16, false, 32},  {"Q8_0", Dtype::kQ8_0, false, 7},
-    {"Q4_0", Dtype::kQ4_0, false, 2},   {"Q4_K", Dtype::kQ4_K, false, 14},
-    {"Q5_K", Dtype::kQ5_K, false, 16},  {"Q6_K", Dtype::kQ6_K, false, 18},
-    {"Q4_K_M", Dtype::kQ4_K, true, 15}, {"Q5_K_M", Dtype::kQ5_K, true, 17},
+    {"F32", Dtype::kF32, false, 0},
+    {"F16", Dtype::kF16, false, 1},
+    {"BF16", Dtype::kBF16, false, 32},
+    {"Q8_0", Dtype::kQ8_0, false, 7},
+    {"Q4_0", Dtype::kQ4_0, false, 2},
+    {"Q4_K", Dtype::kQ4_K, false, 14},
+    {"Q5_K", Dtype::kQ5_K, false, 16},
+    {"Q6_K", Dtype::kQ6_K, false, 18},
+    {"Q4_K_M", Dtype::kQ4_K, true, 15},
+    {"Q5_K_M", Dtype::kQ5_K, true, 17},
     // llama.cpp's MXFP4_MOE: the experts' matrices MXFP4, every other matrix Q8_0.
     {"MXFP4_MOE", Dtype::kMXFP4, false, 38},
 };

@@ -106,8 +106,8 @@ constexpr std::array<SynthPreset, 18> kPresets = {{
     // gpt-oss-20b's proportions (24 layers, hidden 2880, 64 heads of 64 / 8 KV, 32 experts of
     // width 2880, 4 per token, window 128) at half the depth and hidden 1024, vocab 32000:
     // 1.3B parameters, ~0.2B active.
-    {"gpt-oss-1b", "gpt-oss", 12, 1024, 16, 2, 64, 1024, 32000, true, 4096, 150000.0f, 1e-5f,
-     false,        "",        0,  1,    4,  0, 128, 0,  {},  32,    4,    1024},
+    {"gpt-oss-1b", "gpt-oss", 12, 1024, 16, 2, 64,  1024, 32000, true, 4096, 150000.0f, 1e-5f,
+     false,        "",        0,  1,    4,  0, 128, 0,    {},    32,   4,    1024},
 }};
 
 }  // namespace

@@ -25,13 +25,15 @@ inline constexpr const char* kTestChatTemplate =
     "{%- if mode is defined and mode == 'recurse' -%}"
     "{%- macro f(x) -%}{{ f(x) }}{%- endmacro -%}{{ f(1) }}"
     "{%- elif mode is defined and mode == 'huge' -%}"
-    "{%- for i in range(100000) -%}{%- for j in range(1000) -%}0123456789abcdef{%- endfor -%}{%- endfor -%}"
+    "{%- for i in range(100000) -%}{%- for j in range(1000) -%}0123456789abcdef{%- endfor -%}{%- "
+    "endfor -%}"
     "{%- elif mode is defined and mode == 'spin' -%}"
     "{%- for i in range(100000) -%}{%- for j in range(100000) -%}{%- endfor -%}{%- endfor -%}"
     "{%- else -%}"
     "{%- for m in messages -%}"
     "<|{{ m['role'] }}|>{{ m['content'] }}"
-    "{%- if m['role'] == 'user' and enable_thinking is defined and not enable_thinking %} /no_think{% endif %}"
+    "{%- if m['role'] == 'user' and enable_thinking is defined and not enable_thinking %} "
+    "/no_think{% endif %}"
     "{{ '\\n' }}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
@@ -46,7 +48,8 @@ inline constexpr const char* kTestReasoningChatTemplate =
 inline constexpr int32_t kTestMaxModelLen = 256;
 inline constexpr const char* kTestModelName = "tiny-test";
 
-inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions so, bool load = true) {
+inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions so,
+                                                         bool load = true) {
   so.port = 0;
   if (so.served_model_name.empty()) so.served_model_name = kTestModelName;
   so.model_path = "synth:tiny";
@@ -92,11 +95,14 @@ inline server::Server& shared_server() {
   return *s;
 }
 
-inline uint16_t shared_port() { return shared_server().port(); }
+inline uint16_t shared_port() {
+  return shared_server().port();
+}
 
 // Waits until the engine has nothing running or waiting and every KV block is free; returns
 // "" or what is still held.
-inline std::string wait_engine_idle(server::Server& s, std::chrono::seconds timeout = std::chrono::seconds(20)) {
+inline std::string wait_engine_idle(server::Server& s,
+                                    std::chrono::seconds timeout = std::chrono::seconds(20)) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -105,8 +111,8 @@ inline std::string wait_engine_idle(server::Server& s, std::chrono::seconds time
       last = s.engine()->engine().check_kv_drained();
       if (last.empty()) return "";
     } else {
-      last = "running " + std::to_string(m.num_running) + ", waiting " + std::to_string(m.num_waiting) +
-             ", kv usage " + std::to_string(m.kv_cache_usage);
+      last = "running " + std::to_string(m.num_running) + ", waiting " +
+             std::to_string(m.num_waiting) + ", kv usage " + std::to_string(m.kv_cache_usage);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -37,19 +37,32 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 2, 2>, 2, 2};
 
 const MatmulKernel* avx2_kernel(Dtype w) {
   switch (w) {
-    case Dtype::kF32: return &kF32;
-    case Dtype::kF16: return &kF16;
-    case Dtype::kBF16: return &kBF16;
-    case Dtype::kQ8_0: return &kQ8_0;
-    case Dtype::kQ4_0: return &kQ4_0;
-    case Dtype::kMXFP4: return &kMxfp4;
-    case Dtype::kQ5_0: return &kQ5_0;
-    case Dtype::kQ4_1: return &kQ4_1;
-    case Dtype::kQ5_1: return &kQ5_1;
-    case Dtype::kQ4_K: return &kQ4_K;
-    case Dtype::kQ5_K: return &kQ5_K;
-    case Dtype::kQ6_K: return &kQ6_K;
-    default: return nullptr;
+    case Dtype::kF32:
+      return &kF32;
+    case Dtype::kF16:
+      return &kF16;
+    case Dtype::kBF16:
+      return &kBF16;
+    case Dtype::kQ8_0:
+      return &kQ8_0;
+    case Dtype::kQ4_0:
+      return &kQ4_0;
+    case Dtype::kMXFP4:
+      return &kMxfp4;
+    case Dtype::kQ5_0:
+      return &kQ5_0;
+    case Dtype::kQ4_1:
+      return &kQ4_1;
+    case Dtype::kQ5_1:
+      return &kQ5_1;
+    case Dtype::kQ4_K:
+      return &kQ4_K;
+    case Dtype::kQ5_K:
+      return &kQ5_K;
+    case Dtype::kQ6_K:
+      return &kQ6_K;
+    default:
+      return nullptr;
   }
 }
 

@@ -44,15 +44,24 @@ const MatmulKernel* avx512_kernel(Dtype w) {
   if (const MatmulKernel* k = avx512_zmm_float_kernel(w)) return k;
   if (const MatmulKernel* k = avx512_zmm_kquant_kernel(w)) return k;
   switch (w) {
-    case Dtype::kF32: return &kF32;
-    case Dtype::kBF16: return &kBF16;
-    case Dtype::kQ8_0: return &kQ8_0;
-    case Dtype::kQ4_0: return &kQ4_0;
-    case Dtype::kMXFP4: return &kMxfp4;
-    case Dtype::kQ5_0: return &kQ5_0;
-    case Dtype::kQ4_1: return &kQ4_1;
-    case Dtype::kQ5_1: return &kQ5_1;
-    default: return nullptr;
+    case Dtype::kF32:
+      return &kF32;
+    case Dtype::kBF16:
+      return &kBF16;
+    case Dtype::kQ8_0:
+      return &kQ8_0;
+    case Dtype::kQ4_0:
+      return &kQ4_0;
+    case Dtype::kMXFP4:
+      return &kMxfp4;
+    case Dtype::kQ5_0:
+      return &kQ5_0;
+    case Dtype::kQ4_1:
+      return &kQ4_1;
+    case Dtype::kQ5_1:
+      return &kQ5_1;
+    default:
+      return nullptr;
   }
 }
 

@@ -38,7 +38,9 @@ float dot_bf16(const uint8_t* w, const uint8_t* x, int64_t cols) {
 }
 
 // Element j of a legacy 32-block as an integer, with its offset (q - 8 etc.) or not.
-inline int q4_elem(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+inline int q4_elem(const uint8_t* qs, int j) {
+  return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+}
 inline int q5_elem(const uint8_t* qs, uint32_t qh, int j) {
   return q4_elem(qs, j) | (((qh >> j) & 1) << 4);
 }
@@ -163,7 +165,8 @@ float dot_q3_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
       const uint8_t hbit = static_cast<uint8_t>(1 << (j / 2));
       int s = 0;
       for (int l = 0; l < 16; ++l) {
-        const int q = ((b[i].qs[base + l] >> shift) & 3) - ((b[i].hmask[16 * (j % 2) + l] & hbit) ? 0 : 4);
+        const int q =
+            ((b[i].qs[base + l] >> shift) & 3) - ((b[i].hmask[16 * (j % 2) + l] & hbit) ? 0 : 4);
         s += q * a[i].qs[16 * j + l];
       }
       isum += sc[j] * s;
@@ -238,7 +241,8 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
       for (int l = 0; l < 16; ++l) {
         const int lp = 16 * half + l;
         const uint8_t lo = b[i].ql[64 * g + 32 * (p % 2) + lp];
-        const int q = ((p < 2 ? lo & 0xF : lo >> 4) | (((b[i].qh[32 * g + lp] >> (2 * p)) & 3) << 4)) - 32;
+        const int q =
+            ((p < 2 ? lo & 0xF : lo >> 4) | (((b[i].qh[32 * g + lp] >> (2 * p)) & 3) << 4)) - 32;
         s += q * a[i].qs[16 * j + l];
       }
       isum += b[i].scales[j] * s;
@@ -274,21 +278,36 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile<dot_q6_k>, 4, 4};
 
 const MatmulKernel* scalar_kernel(Dtype w) {
   switch (w) {
-    case Dtype::kF32: return &kF32;
-    case Dtype::kF16: return &kF16;
-    case Dtype::kBF16: return &kBF16;
-    case Dtype::kQ8_0: return &kQ8_0;
-    case Dtype::kQ4_0: return &kQ4_0;
-    case Dtype::kQ4_1: return &kQ4_1;
-    case Dtype::kMXFP4: return &kMxfp4;
-    case Dtype::kQ5_0: return &kQ5_0;
-    case Dtype::kQ5_1: return &kQ5_1;
-    case Dtype::kQ2_K: return &kQ2_K;
-    case Dtype::kQ3_K: return &kQ3_K;
-    case Dtype::kQ4_K: return &kQ4_K;
-    case Dtype::kQ5_K: return &kQ5_K;
-    case Dtype::kQ6_K: return &kQ6_K;
-    default: return nullptr;
+    case Dtype::kF32:
+      return &kF32;
+    case Dtype::kF16:
+      return &kF16;
+    case Dtype::kBF16:
+      return &kBF16;
+    case Dtype::kQ8_0:
+      return &kQ8_0;
+    case Dtype::kQ4_0:
+      return &kQ4_0;
+    case Dtype::kQ4_1:
+      return &kQ4_1;
+    case Dtype::kMXFP4:
+      return &kMxfp4;
+    case Dtype::kQ5_0:
+      return &kQ5_0;
+    case Dtype::kQ5_1:
+      return &kQ5_1;
+    case Dtype::kQ2_K:
+      return &kQ2_K;
+    case Dtype::kQ3_K:
+      return &kQ3_K;
+    case Dtype::kQ4_K:
+      return &kQ4_K;
+    case Dtype::kQ5_K:
+      return &kQ5_K;
+    case Dtype::kQ6_K:
+      return &kQ6_K;
+    default:
+      return nullptr;
   }
 }
 

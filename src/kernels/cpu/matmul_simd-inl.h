@@ -23,7 +23,9 @@ namespace {
 
 // Local copies of small shared helpers: an external inline function compiled here with wider
 // ISA flags could be the copy the linker keeps for baseline callers too.
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+inline float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 inline void scale_min6(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
@@ -116,7 +118,8 @@ void tile_dispatch(const TileArgs& a, int n_rows, int n_tok) {
   using Fn = void (*)(const TileArgs&);
   static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, R * T>{&tile_rt<K, I / T + 1, I % T + 1>...};
-  }(std::make_index_sequence<R * T>{});
+  }
+  (std::make_index_sequence<R * T>{});
   table[(n_rows - 1) * T + (n_tok - 1)](a);
 }
 
@@ -164,7 +167,9 @@ struct Signed32 {
     return w;
   }
   static C unpack(const W&, const uint8_t*, int64_t, int) { return 0; }
-  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) { return load_x32(xrow, cols, b); }
+  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) {
+    return load_x32(xrow, cols, b);
+  }
   static void step(S&, const W&, const C&, const X&, int) {}
   static void end_block(Acc& acc, const S&, const W& w, const uint8_t* xrow, int64_t cols,
                         int64_t b) {
@@ -235,7 +240,9 @@ struct Min32 {
     return w;
   }
   static C unpack(const W&, const uint8_t*, int64_t, int) { return 0; }
-  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) { return load_x32(xrow, cols, b); }
+  static X load_x(const uint8_t* xrow, int64_t cols, int64_t b, int) {
+    return load_x32(xrow, cols, b);
+  }
   static void step(S&, const W&, const C&, const X&, int) {}
   static void end_block(Acc& acc, const S&, const W& w, const uint8_t* xrow, int64_t cols,
                         int64_t b) {
@@ -320,8 +327,8 @@ inline void prep_mins(KWMins& w, const uint8_t* scales) {
   u[0] &= 0x3f3f3f3f;
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
   w.sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
-  const __m128i dup = _mm_shuffle_epi8(v, _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10,
-                                                       10, 9, 9, 8, 8));
+  const __m128i dup =
+      _mm_shuffle_epi8(v, _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8));
   w.mins16 = _mm256_cvtepu8_epi16(dup);
 }
 
@@ -382,8 +389,7 @@ struct KMins {
     s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc16, 2 * c));
     s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc16, 2 * c + 1));
   }
-  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t,
-                        int64_t b) {
+  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t, int64_t b) {
     const BlockQ8_K* x = q8k(xrow, b);
     int32_t isum, msum;
     reduce2(s, _mm256_madd_epi16(load32(x->bsums), w.mins16), &isum, &msum);
@@ -446,8 +452,7 @@ struct Q6K {
     s = acc_u8s8_scaled(s, wc.lo, x.lo, scale_pair(w, 4 * c));
     s = acc_u8s8_scaled(s, wc.hi, x.hi, scale_pair(w, 4 * c + 2));
   }
-  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t,
-                        int64_t b) {
+  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t, int64_t b) {
     const BlockQ8_K* x = q8k(xrow, b);
     // sum (q - 32) x = sum q x - 32 sum x, per sub-block scale.
     const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(load32(x->bsums), w.sc16), 5);
@@ -494,7 +499,8 @@ void float_tile_dispatch(const TileArgs& a, int n_rows, int n_tok) {
   using Fn = void (*)(const TileArgs&);
   static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, R * T>{&float_tile_rt<Load, I / T + 1, I % T + 1>...};
-  }(std::make_index_sequence<R * T>{});
+  }
+  (std::make_index_sequence<R * T>{});
   table[(n_rows - 1) * T + (n_tok - 1)](a);
 }
 
@@ -503,7 +509,9 @@ struct LoadF32 {
   static __m256 load8(const uint8_t* row, int64_t k) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
   }
-  static float load1(const uint8_t* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+  static float load1(const uint8_t* row, int64_t k) {
+    return reinterpret_cast<const float*>(row)[k];
+  }
 };
 struct LoadF16 {
   static constexpr int kBytes = 2;

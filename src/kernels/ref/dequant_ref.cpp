@@ -192,11 +192,22 @@ void dq_q8_k(const BlockQ8_K* b, float* y, int64_t nb) {
 
 bool can_dequantize(Dtype t) {
   switch (t) {
-    case Dtype::kF32: case Dtype::kF16: case Dtype::kBF16:
-    case Dtype::kQ4_0: case Dtype::kQ4_1: case Dtype::kQ5_0: case Dtype::kQ5_1:
-    case Dtype::kQ8_0: case Dtype::kQ8_1:
-    case Dtype::kQ2_K: case Dtype::kQ3_K: case Dtype::kQ4_K: case Dtype::kQ5_K:
-    case Dtype::kQ6_K: case Dtype::kQ8_K: case Dtype::kMXFP4:
+    case Dtype::kF32:
+    case Dtype::kF16:
+    case Dtype::kBF16:
+    case Dtype::kQ4_0:
+    case Dtype::kQ4_1:
+    case Dtype::kQ5_0:
+    case Dtype::kQ5_1:
+    case Dtype::kQ8_0:
+    case Dtype::kQ8_1:
+    case Dtype::kQ2_K:
+    case Dtype::kQ3_K:
+    case Dtype::kQ4_K:
+    case Dtype::kQ5_K:
+    case Dtype::kQ6_K:
+    case Dtype::kQ8_K:
+    case Dtype::kMXFP4:
       return true;
     default:
       return false;
@@ -207,7 +218,9 @@ void dequantize_row(Dtype t, const void* src, float* dst, int64_t n) {
   const int64_t nb = n / dtype_info(t).block_size;
   LOOM_CHECK(nb * dtype_info(t).block_size == n);
   switch (t) {
-    case Dtype::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case Dtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
     case Dtype::kF16: {
       const auto* h = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(h[i]);
@@ -218,20 +231,34 @@ void dequantize_row(Dtype t, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
       return;
     }
-    case Dtype::kQ4_0: return dq_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case Dtype::kQ4_1: return dq_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
-    case Dtype::kQ5_0: return dq_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
-    case Dtype::kQ5_1: return dq_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
-    case Dtype::kQ8_0: return dq_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case Dtype::kQ8_1: return dq_q8_1(static_cast<const BlockQ8_1*>(src), dst, nb);
-    case Dtype::kQ2_K: return dq_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
-    case Dtype::kQ3_K: return dq_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
-    case Dtype::kQ4_K: return dq_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case Dtype::kQ5_K: return dq_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
-    case Dtype::kQ6_K: return dq_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
-    case Dtype::kQ8_K: return dq_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
-    case Dtype::kMXFP4: return dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, nb);
-    default: LOOM_CHECK(false && "dtype has no dequantizer");
+    case Dtype::kQ4_0:
+      return dq_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case Dtype::kQ4_1:
+      return dq_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+    case Dtype::kQ5_0:
+      return dq_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case Dtype::kQ5_1:
+      return dq_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
+    case Dtype::kQ8_0:
+      return dq_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case Dtype::kQ8_1:
+      return dq_q8_1(static_cast<const BlockQ8_1*>(src), dst, nb);
+    case Dtype::kQ2_K:
+      return dq_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
+    case Dtype::kQ3_K:
+      return dq_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
+    case Dtype::kQ4_K:
+      return dq_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case Dtype::kQ5_K:
+      return dq_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case Dtype::kQ6_K:
+      return dq_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+    case Dtype::kQ8_K:
+      return dq_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
+    case Dtype::kMXFP4:
+      return dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, nb);
+    default:
+      LOOM_CHECK(false && "dtype has no dequantizer");
   }
 }
 

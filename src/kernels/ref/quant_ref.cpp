@@ -8,8 +8,8 @@
 #include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
-#include "kernels/ref/quant_ref_k.h"
 #include "kernels/ref/mxfp4_ref.h"
+#include "kernels/ref/quant_ref_k.h"
 #include "kernels/ref/ref.h"
 
 namespace loom::kernels::ref {
@@ -148,13 +148,17 @@ void q_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
 
 }  // namespace
 
-bool can_quantize(Dtype t) { return t != Dtype::kQ8_1 && can_dequantize(t); }
+bool can_quantize(Dtype t) {
+  return t != Dtype::kQ8_1 && can_dequantize(t);
+}
 
 void quantize_row(Dtype t, const float* src, void* dst, int64_t n) {
   const int64_t nb = n / dtype_info(t).block_size;
   LOOM_CHECK(nb * dtype_info(t).block_size == n);
   switch (t) {
-    case Dtype::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case Dtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
     case Dtype::kF16: {
       auto* h = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(src[i]);
@@ -165,19 +169,32 @@ void quantize_row(Dtype t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
       return;
     }
-    case Dtype::kQ4_0: return q_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
-    case Dtype::kQ4_1: return q_q4_1(src, static_cast<BlockQ4_1*>(dst), nb);
-    case Dtype::kQ5_0: return q_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
-    case Dtype::kQ5_1: return q_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
-    case Dtype::kQ8_0: return q_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
-    case Dtype::kQ8_K: return q_q8_k(src, static_cast<BlockQ8_K*>(dst), nb);
-    case Dtype::kQ2_K: return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), nb);
-    case Dtype::kQ3_K: return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), nb);
-    case Dtype::kQ4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
-    case Dtype::kQ5_K: return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
-    case Dtype::kQ6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
-    case Dtype::kMXFP4: return quantize_mxfp4(src, static_cast<BlockMxfp4*>(dst), nb);
-    default: LOOM_CHECK(false && "dtype has no quantizer");
+    case Dtype::kQ4_0:
+      return q_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case Dtype::kQ4_1:
+      return q_q4_1(src, static_cast<BlockQ4_1*>(dst), nb);
+    case Dtype::kQ5_0:
+      return q_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case Dtype::kQ5_1:
+      return q_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
+    case Dtype::kQ8_0:
+      return q_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+    case Dtype::kQ8_K:
+      return q_q8_k(src, static_cast<BlockQ8_K*>(dst), nb);
+    case Dtype::kQ2_K:
+      return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), nb);
+    case Dtype::kQ3_K:
+      return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), nb);
+    case Dtype::kQ4_K:
+      return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
+    case Dtype::kQ5_K:
+      return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
+    case Dtype::kQ6_K:
+      return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
+    case Dtype::kMXFP4:
+      return quantize_mxfp4(src, static_cast<BlockMxfp4*>(dst), nb);
+    default:
+      LOOM_CHECK(false && "dtype has no quantizer");
   }
 }
 
