@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/checked.h"
+#include "base/format_bytes.h"
 #include "cli/commands.h"
 #include "format/gguf.h"
 #include "hub/hf_option.h"
@@ -16,19 +17,6 @@ std::string type_string(const GgufValue& v) {
   if (v.type() != GgufType::kArray) return std::string(gguf_type_name(v.type()));
   return "array[" + std::string(gguf_type_name(v.array_type())) + "," +
          std::to_string(v.array_size()) + "]";
-}
-
-std::string human_bytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
 }
 
 int cmd_inspect(int argc, char** argv) {
@@ -58,7 +46,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("alignment: %llu\n", static_cast<unsigned long long>(f->alignment()));
   std::printf("data offset: %llu\n", static_cast<unsigned long long>(f->data_offset()));
   std::printf("file size: %llu (%s)\n", static_cast<unsigned long long>(f->file_size()),
-              human_bytes(f->file_size()).c_str());
+              format_bytes(f->file_size(), 2).c_str());
   std::printf("tensor count: %zu\n", f->tensors().size());
   std::printf("metadata: %zu keys\n", f->metadata().size());
 
@@ -97,12 +85,12 @@ int cmd_inspect(int argc, char** argv) {
   }
   std::printf("total: %llu params (%.3f B), %llu bytes of tensor data (%s)\n",
               static_cast<unsigned long long>(params), params / 1e9,
-              static_cast<unsigned long long>(bytes), human_bytes(bytes).c_str());
+              static_cast<unsigned long long>(bytes), format_bytes(bytes, 2).c_str());
   if (used > 0)
     std::printf(
         "active per token (%lld experts of each MoE layer): %llu params (%.3f B), %s read\n",
         static_cast<long long>(used), static_cast<unsigned long long>(active_params),
-        active_params / 1e9, human_bytes(active_bytes).c_str());
+        active_params / 1e9, format_bytes(active_bytes, 2).c_str());
   return 0;
 }
 

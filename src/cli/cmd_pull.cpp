@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/format_bytes.h"
 #include "cli/commands.h"
 #include "hub/progress.h"
 #include "hub/pull.h"
@@ -43,7 +44,7 @@ int cmd_pull(int argc, char** argv) {
     else
       std::fprintf(stderr, "loom pull: %s at commit %s: %zu file(s), %s downloaded\n",
                    spec_text.c_str(), r->commit.c_str(), r->files.size(),
-                   hub::human_size(r->bytes_downloaded).c_str());
+                   format_bytes(r->bytes_downloaded).c_str());
   }
   std::printf("%s\n", r->model_path.c_str());  // what -m takes
   return 0;

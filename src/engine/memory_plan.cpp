@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_model.h"
+#include "base/format_bytes.h"
 #include "base/thread_pool.h"
 #include "tools/synth.h"
 
@@ -34,20 +35,6 @@ void read_meminfo(uint64_t* total, uint64_t* available) {
     if (key == "MemTotal:") *total = kib * 1024;
     if (key == "MemAvailable:") *available = kib * 1024;
   }
-}
-
-std::string human(uint64_t bytes) {
-  char buf[32];
-  const double b = static_cast<double>(bytes);
-  if (b >= kGiB)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / kGiB);
-  else if (b >= double(1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1 << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%" PRIu64 " B", bytes);
-  return buf;
 }
 
 }  // namespace
@@ -125,10 +112,10 @@ std::string MemoryPlan::advice() const {
   if (fits()) return "";
   const uint64_t fixed = weight_copies + weights_mapped + state_bytes + scratch_bytes;
   std::ostringstream s;
-  s << "this configuration needs " << human(total()) << " but the machine has "
-    << human(mem_available) << " available";
+  s << "this configuration needs " << format_bytes(total()) << " but the machine has "
+    << format_bytes(mem_available) << " available";
   if (fixed >= mem_available) {
-    s << ": the weights and a step's scratch alone take " << human(fixed)
+    s << ": the weights and a step's scratch alone take " << format_bytes(fixed)
       << "; use a smaller quantization of the model (loom quantize --type q4_0)";
     if (config.max_num_batched_tokens > 512) s << " or a lower --max-num-batched-tokens";
     return s.str();
@@ -139,8 +126,8 @@ std::string MemoryPlan::advice() const {
   char gib[32];  // a little under the budget, rounded down to 0.01 GiB
   std::snprintf(gib, sizeof gib, "%.2f",
                 std::floor(static_cast<double>(kv_budget) / kGiB * 0.95 * 100) / 100);
-  s << "; the KV cache (" << human(kv_bytes) << ") may take at most " << human(kv_budget)
-    << ". Set --kv-cache-memory " << gib;
+  s << "; the KV cache (" << format_bytes(kv_bytes) << ") may take at most "
+    << format_bytes(kv_budget) << ". Set --kv-cache-memory " << gib;
   if (config.kv_cache_memory_gib <= 0) {
     const int32_t seqs = static_cast<int32_t>(config.max_num_seqs * share);
     if (seqs >= 1) s << ", or --max-num-seqs " << seqs;
@@ -156,7 +143,7 @@ std::string MemoryPlan::table() const {
   std::ostringstream s;
   auto line = [&](const char* what, uint64_t bytes, const std::string& note) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "  %-26s %12s", what, human(bytes).c_str());
+    std::snprintf(buf, sizeof buf, "  %-26s %12s", what, format_bytes(bytes).c_str());
     s << buf << (note.empty() ? "" : "  " + note) << "\n";
   };
   s << "memory plan for " << model << " (" << arch << ")\n";
@@ -173,7 +160,7 @@ std::string MemoryPlan::table() const {
   line("scratch", scratch_bytes,
        "a step of " + std::to_string(config.max_num_batched_tokens) + " tokens");
   line("total", total(), "");
-  line("machine available", mem_available, "of " + human(mem_total));
+  line("machine available", mem_available, "of " + format_bytes(mem_total));
   s << "  fits: " << (fits() ? "yes" : "no") << "\n";
   if (!kv.warning.empty()) s << "  note: " << kv.warning << "\n";
   if (!fits()) s << "  " << advice() << "\n";

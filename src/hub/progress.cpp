@@ -4,20 +4,9 @@
 
 #include <cstdio>
 
-namespace loom::hub {
+#include "base/format_bytes.h"
 
-std::string human_size(uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
+namespace loom::hub {
 
 DownloadProgress DownloadProgress::for_stderr(bool quiet) {
   return DownloadProgress(!quiet, isatty(STDERR_FILENO) != 0);
@@ -32,10 +21,10 @@ void DownloadProgress::start(const std::string& name, uint64_t total, uint64_t r
   if (!enabled_) return;
   if (resumed_from > 0)
     std::fprintf(stderr, "loom pull: resuming %s at %s of %s\n", name.c_str(),
-                 human_size(resumed_from).c_str(), human_size(total).c_str());
+                 format_bytes(resumed_from).c_str(), format_bytes(total).c_str());
   else if (!tty_)
     std::fprintf(stderr, "loom pull: downloading %s (%s)\n", name.c_str(),
-                 human_size(total).c_str());
+                 format_bytes(total).c_str());
   draw();
 }
 
@@ -59,7 +48,7 @@ void DownloadProgress::draw() {
     std::string bar(filled, '#');
     bar.resize(kWidth, '-');
     std::fprintf(stderr, "\r%-32.32s [%s] %3d%% %10s/s\033[K", name_.c_str(), bar.c_str(),
-                 static_cast<int>(frac * 100), human_size(static_cast<uint64_t>(rate)).c_str());
+                 static_cast<int>(frac * 100), format_bytes(static_cast<uint64_t>(rate)).c_str());
     return;
   }
   const int quarter = static_cast<int>(frac * 4);
@@ -67,7 +56,7 @@ void DownloadProgress::draw() {
   last_quarter_ = quarter;
   if (quarter == 0) return;  // the "downloading" line said it
   std::fprintf(stderr, "loom pull: %s %d%% (%s of %s)\n", name_.c_str(), quarter * 25,
-               human_size(have_).c_str(), human_size(total_).c_str());
+               format_bytes(have_).c_str(), format_bytes(total_).c_str());
 }
 
 void DownloadProgress::finish(bool ok) {

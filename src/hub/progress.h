@@ -29,6 +29,4 @@ class DownloadProgress {
   void draw();
 };
 
-std::string human_size(uint64_t bytes);
-
 }  // namespace loom::hub

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/format_bytes.h"
 #include "hub/cache.h"
 #include "hub/http.h"
 #include "hub/progress.h"
@@ -136,7 +137,7 @@ Status fetch_blob(const RepoSpec& spec, const HubSettings& s, const PullOptions&
   if (!complete)
     return io_error("downloading " + spec.repo + "/" + f.path + " failed after " +
                     std::to_string(o.max_attempts) + " attempts (" + last_error +
-                    "); run the command again to resume from " + human_size(have));
+                    "); run the command again to resume from " + format_bytes(have));
   *downloaded += have >= at_start ? have - at_start : have;
   if (have != f.size) {
     fs::remove(partial, ec);
