@@ -3,16 +3,21 @@
 # the llama-0.5b Q8_0 preset with --max-num-seqs 16 (a 7 GiB KV cache before the quarter-of-RAM
 # cap; ~6 GiB after it), from a warm page cache; REPS runs, median printed. For reference, the
 # same run's time to read the file once (cat to /dev/null, warm) and what the server logged
-# about loading and committing its KV cache in the background.
+# about loading and committing its KV cache in the background. PRESET and TYPE pick another
+# synthetic model: the 8 GB check is PRESET=llama-8b TYPE=q8_0 (8.5 GB), whose loading must
+# cost about one read of the file.
 #   LOOM=build/loom REPS=5 bench/startup.sh
+#   LOOM=build/loom REPS=3 PRESET=llama-8b TYPE=q8_0 bench/startup.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-5}
 PORT=${PORT:-18431}
 DIR=${DIR:-/tmp/loom-startup}
 mkdir -p "$DIR"
-f="$DIR/llama-0.5b-q8_0.gguf"
-[ -f "$f" ] || "$LOOM" synth --preset llama-0.5b --type q8_0 -o "$f" >/dev/null
+PRESET=${PRESET:-llama-0.5b}
+TYPE=${TYPE:-q8_0}
+f="$DIR/$PRESET-$TYPE.gguf"
+[ -f "$f" ] || "$LOOM" synth --preset "$PRESET" --type "$TYPE" -o "$f" >/dev/null
 cat "$f" >/dev/null  # warm the page cache
 t0=$(date +%s.%N); cat "$f" >/dev/null; t1=$(date +%s.%N)
 echo "read $(du -h "$f" | cut -f1) once (warm): $(echo "$t1 - $t0" | bc) s"
