@@ -132,7 +132,7 @@ SchedulerOutput Scheduler::schedule() {
     CachedPrefix prefix;
     const bool fresh = !kv_.has_blocks(r->seq_id);
     int32_t computed = r->num_computed_tokens;
-    if (fresh) {
+    if (fresh && !r->skip_prefix_cache) {
       prefix = kv_.find_cached_prefix(r->tokens, r->cache_salt);
       computed = prefix.num_tokens;
     }

@@ -13,10 +13,11 @@ namespace {
 
 // Runs tests/server/<script> PORT MODEL KEY [extra] against a fresh server; expects `marker`.
 void run_client_script(const std::string& modules, const char* script_name, const char* marker,
-                       const std::string& extra_args = "") {
+                       const std::string& extra_args = "",
+                       const std::string& model = "synth:tiny") {
   server::ServerOptions so;
   so.api_key = "node-key";
-  auto s = start_test_server(so);
+  auto s = start_test_server(so, true, model);
   ASSERT_TRUE(s);
   const std::string script = std::string(LOOM_SOURCE_DIR) + "/tests/server/" + script_name;
   int rc = 0;
@@ -76,6 +77,25 @@ TEST(ServerNodeClient, OfficialOllamaPackage) {
       npm_modules("node_ollama", "ollama@0.6", "ollama/package.json", &skip);
   if (modules.empty()) GTEST_SKIP() << skip;
   run_client_script(modules, "ollama_client.js", "OLLAMA_CLIENT_OK");
+}
+
+// Embeddings through both packages, on an embedding model (pooling_type last in its metadata):
+// openai's embeddings.create as floats and base64, ollama's embed.
+TEST(ServerNodeClient, OfficialOpenAiPackageEmbeddings) {
+  std::string skip;
+  const std::string modules = openai_modules(&skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "openai_embeddings_client.js", "OPENAI_EMBEDDINGS_CLIENT_OK", "",
+                    "synth:tiny-qwen3-embed");
+}
+
+TEST(ServerNodeClient, OfficialOllamaPackageEmbed) {
+  std::string skip;
+  const std::string modules =
+      npm_modules("node_ollama", "ollama@0.6", "ollama/package.json", &skip);
+  if (modules.empty()) GTEST_SKIP() << skip;
+  run_client_script(modules, "ollama_embed_client.js", "OLLAMA_EMBED_CLIENT_OK", "",
+                    "synth:tiny-qwen3-embed");
 }
 
 }  // namespace
