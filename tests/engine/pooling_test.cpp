@@ -54,6 +54,7 @@ TEST(Pooling, LastTokenTimesLmHeadIsTransformersLogits) {
   EngineConfig ec;
   ec.n_threads = 1;
   ec.max_num_seqs = 4;
+  ec.kv_dtype = Dtype::kF32;  // as transformers computed them
   auto engine = Engine::load(dir, ec);
   ASSERT_TRUE(engine.is_ok()) << engine.status().message();
   auto st = SafetensorsModel::open(dir);
@@ -110,6 +111,7 @@ TEST(Pooling, MeanClsAndLastMatchReferenceHiddenStates) {
   EngineConfig ec;
   ec.n_threads = 1;
   ec.max_num_batched_tokens = 8;
+  ec.kv_dtype = Dtype::kF32;  // the reference keeps K/V in double
   auto engine = make_engine(ec, bytes);
   ASSERT_TRUE(engine);
   const ModelConfig& mc = engine->model().config();

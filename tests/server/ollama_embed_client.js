@@ -14,6 +14,8 @@ const ollama = new Ollama({
 const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 
 async function main() {
+  const show = await ollama.show({ model });
+  assert.deepStrictEqual(show.capabilities, ['embedding']);
   const many = await ollama.embed({ model, input: ['Why is the sky blue?', 'Why is grass green?'] });
   assert.strictEqual(many.model, model);
   assert.strictEqual(many.embeddings.length, 2);
