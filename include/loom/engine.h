@@ -117,6 +117,9 @@ struct RequestOutput {
   double time_to_first_token_s = 0.0;  // 0 until the first token exists
   double elapsed_s = 0.0;              // arrival → this output
   std::string error;                   // set if the engine failed this request
+  // A pooling request's result, on its final output: the pooled hidden state (n_embd floats),
+  // or the requested logits, or the classifier's outputs.
+  std::vector<float> pooled;
 };
 
 // One KV layer group (full attention, or one sliding window).
@@ -152,10 +155,31 @@ struct EngineMetrics {
   double spec_draft_seconds = 0;  // time in a draft model's forward passes
 };
 
+// An embedding or scoring request: no sampling. The prompt runs through the model (prefill
+// only, scheduled, batched and chunked like any other request) and the final output carries
+// RequestOutput::pooled. Hidden states are the final-norm ones (what the LM head would read).
+struct PoolingParams {
+  enum class Mode {
+    kLast,  // the last token's hidden state (Qwen3-Embedding)
+    kMean,  // the mean over every position (never served from the prefix cache)
+    kCls,   // the first token's
+  };
+  Mode mode = Mode::kLast;
+  bool normalize = true;  // L2-normalise the pooled vector (embeddings' default)
+  // Score instead of embed: these tokens' logits at the last position (a Qwen3-Reranker's
+  // "yes" and "no"), in this order. Then mode must be kLast and normalize is ignored.
+  std::vector<int32_t> logit_tokens;
+  // Score instead of embed: the model's classifier head (cls.output) on the last token's
+  // hidden state, its n_cls_out raw outputs.
+  bool classify = false;
+};
+
 struct GenerateRequest {
   std::string request_id;       // unique among unfinished requests
   std::vector<int32_t> prompt;  // token ids (non-empty)
   SamplingParams params;
+  // Set: a pooling request (params are then unused, except that n must stay 1).
+  std::optional<PoolingParams> pooling;
   int32_t priority = 0;     // lower runs first; ties FCFS
   uint64_t cache_salt = 0;  // separates prefix caches (e.g. per tenant / LoRA)
 };

@@ -100,6 +100,10 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   bool no_webui = false;
   app.add_flag("--no-webui", no_webui, "no web chat page at / (then / answers 404)");
+  app.add_option("--task", so.task,
+                 "generate (chat and completions), embed (/v1/embeddings, /api/embed) or rerank "
+                 "(/v1/rerank); default: from the model's pooling metadata")
+      ->check(CLI::IsMember({"generate", "embed", "rerank"}));
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

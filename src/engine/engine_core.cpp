@@ -112,6 +112,7 @@ Status EngineCore::validate(const GenerateRequest& req) const {
                               " is outside the "
                               "vocabulary [0, " +
                               std::to_string(mc.n_vocab) + ")");
+  if (req.pooling) return validate_pooling(req);
   LOOM_RETURN_IF_ERROR(req.params.validate(mc.n_vocab));
   if (req.params.grammar && req.params.grammar->vocab().size() != mc.n_vocab)
     return invalid_argument("the grammar was compiled for a vocabulary of " +
@@ -154,7 +155,12 @@ Status EngineCore::add_request(GenerateRequest req) {
     g->text[i] = std::make_unique<SeqTextState>(tokenizer_.get(), g->params);
     g->pending[i].index = i;
   }
+  if (req.pooling) {
+    g->pooling = std::move(req.pooling);
+    g->pooler = std::make_unique<SeqPooler>(*g->pooling, model_->config().n_embd);
+  }
   auto r = std::make_unique<Request>();
+  r->skip_prefix_cache = g->pooling && g->pooling->mode != PoolingParams::Mode::kLast;
   r->seq_id = next_seq_id_++;
   r->group = g.get();
   r->index = 0;
@@ -240,6 +246,9 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
   batch_.clear();
   sample_seqs_.clear();
   sample_drafts_.clear();
+  hidden_owner_.clear();
+  pooling_logits_seqs_.clear();
+  pooling_logits_batch_rows_.clear();
   for (const ScheduledSeq& s : so.seqs) {
     Request& r = *s.req;
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
@@ -259,6 +268,10 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
       batch_.seq.push_back(seq_index);
     }
     batch_.sequences.push_back(bs);
+    if (r.group->pooling) {
+      add_pooling_rows(r, s.num_new);
+      continue;
+    }
     // Only a sequence whose last known token runs now needs logits (one row, plus one per
     // proposal it verifies); a prompt chunk that stops short of the end needs none.
     if (r.num_computed_tokens + s.num_new == r.num_tokens()) {
@@ -268,6 +281,7 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
       sample_drafts_.push_back(s.num_draft);
     }
   }
+  append_pooling_logits_rows();
 }
 
 void EngineCore::start_masks() {
@@ -383,6 +397,7 @@ RequestOutput EngineCore::make_output(RequestGroup& g) {
   o.queue_time_s = std::max(0.0, g.queue_time_s);
   o.time_to_first_token_s = g.ttft_s;
   o.elapsed_s = seconds_since(g.arrival);
+  if (o.finished && !g.aborted) o.pooled = std::move(g.pooled);
   for (size_t i = 0; i < g.pending.size(); ++i) {
     if (!g.dirty[i]) continue;
     CompletionOutput& c = g.pending[i];
@@ -427,9 +442,12 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   const int32_t n_vocab = model_->config().n_vocab;
   const size_t need = batch_.logits_rows.size() * static_cast<size_t>(n_vocab);
   if (logits_.size() < need) logits_.resize(need);
+  const size_t need_hidden =
+      batch_.hidden_rows.size() * static_cast<size_t>(model_->config().n_embd);
+  if (hidden_.size() < need_hidden) hidden_.resize(need_hidden);
   start_masks();  // overlaps the forward pass
   const auto forward_start = std::chrono::steady_clock::now();
-  Status st = model_->forward(batch_, *kv_, logits_.data());
+  Status st = model_->forward(batch_, *kv_, logits_.data(), hidden_.data());
   totals_.forward_seconds += seconds_since(forward_start);
   mask_worker_.wait();
   if (!st.is_ok()) {
@@ -444,6 +462,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
 
   if (keep_logits_) last_logits_.clear();
   std::vector<RequestGroup*> touched;
+  collect_pooling(so, touched);
   int32_t row = 0;
   for (size_t i = 0; i < sample_seqs_.size(); ++i) {
     Request& r = *sample_seqs_[i];

@@ -12,6 +12,7 @@
 
 #include "engine/mask_worker.h"
 #include "engine/output_processor.h"
+#include "engine/pooling.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/kv_coordinator.h"
@@ -41,6 +42,11 @@ struct RequestGroup {
   std::vector<CompletionOutput> pending;            // per sequence index: unsent delta
   std::vector<bool> dirty;                          // pending has something to send
   bool aborted = false;
+  // Pooling requests (GenerateRequest::pooling): the hidden states gathered so far and, once
+  // the prompt is through, the result for the final output.
+  std::optional<PoolingParams> pooling;
+  std::unique_ptr<SeqPooler> pooler;
+  std::vector<float> pooled;
 };
 
 class EngineCore {
@@ -75,6 +81,13 @@ class EngineCore {
   // each proposed token the sample agrees with; returns how many proposals it kept.
   int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
   void build_batch(const SchedulerOutput& so);
+  // engine_pooling.cpp: a pooling sequence's rows of this step (hidden states it pools, its
+  // last row's logits when it scores with them), and after the forward pass, what they gave;
+  // the sequences whose prompt is through finish (their groups are appended to `touched`).
+  void add_pooling_rows(Request& r, int32_t num_new);
+  void append_pooling_logits_rows();
+  void collect_pooling(const SchedulerOutput& so, std::vector<RequestGroup*>& touched);
+  Status validate_pooling(const GenerateRequest& req) const;
   // Starts filling the grammar masks of the constrained rows of this step (see masks_).
   void start_masks();
   // Appends a sampled token to `r` and decides whether it stops there.
@@ -105,6 +118,16 @@ class EngineCore {
   std::vector<Request*> sample_seqs_;   // sequences that sample this step, in logits-row order
   std::vector<int32_t> sample_drafts_;  // per sample_seqs_ entry: proposals verified (rows - 1)
   std::vector<uint32_t> verify_mask_;   // a verify's masks after its first row
+  // Pooling rows of this step: hidden_rows' owners and positions, the sequences scoring with
+  // their last row's logits (those rows follow the sampled ones), the hidden states.
+  struct HiddenRow {
+    Request* req;
+    int32_t pos;
+  };
+  std::vector<HiddenRow> hidden_owner_;
+  std::vector<Request*> pooling_logits_seqs_;
+  std::vector<int32_t> pooling_logits_batch_rows_;
+  std::vector<float> hidden_;
   std::vector<float> logits_;
   std::vector<int32_t> suppressed_;
   // Grammar masks of the rows in sample_seqs_ (bitmask_words(n_vocab) words per row; empty

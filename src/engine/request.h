@@ -35,6 +35,9 @@ struct Request {
   RequestStatus status = RequestStatus::kWaiting;
   bool ever_scheduled = false;
   int32_t num_cached_tokens = 0;  // prefix-cache hit at first admission
+  // Every position must run through the model (mean / CLS pooling needs each hidden state),
+  // so the prefix cache is not read for it.
+  bool skip_prefix_cache = false;
 
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.

@@ -132,15 +132,15 @@ SchedulerOutput Scheduler::schedule() {
     CachedPrefix prefix;
     const bool fresh = !kv_.has_blocks(r->seq_id);
     int32_t computed = r->num_computed_tokens;
-    if (fresh) {
+    if (fresh && !r->skip_prefix_cache) {
       prefix = kv_.find_cached_prefix(r->tokens, r->cache_salt);
       computed = prefix.num_tokens;
     }
     const int32_t num_new = std::min({r->num_tokens() - computed, budget, prefill_budget});
     if (!kv_.allocate_slots(r->seq_id, r->tokens, computed, num_new, r->cache_salt,
-                            fresh ? &prefix : nullptr))
+                            fresh && !r->skip_prefix_cache ? &prefix : nullptr))
       break;  // FCFS: nobody overtakes the head of the queue
-    if (fresh) kv_.record_prefix_query(r->num_tokens(), prefix.num_tokens);
+    if (fresh && !r->skip_prefix_cache) kv_.record_prefix_query(r->num_tokens(), prefix.num_tokens);
     if (!r->ever_scheduled) r->num_cached_tokens = prefix.num_tokens;
     r->num_computed_tokens = computed;
     waiting_.pop_front();

@@ -34,6 +34,9 @@ struct Batch {
   std::vector<int32_t> seq;     // [n_rows] index into `sequences`
   std::vector<BatchSequence> sequences;
   std::vector<int32_t> logits_rows;  // rows whose logits are wanted, in output order
+  // Rows whose final hidden state (after the output norm, before the LM head: what embedding
+  // models pool) is wanted, in output order; n_embd floats each.
+  std::vector<int32_t> hidden_rows;
 
   int32_t n_rows() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {
@@ -42,6 +45,7 @@ struct Batch {
     seq.clear();
     sequences.clear();
     logits_rows.clear();
+    hidden_rows.clear();
   }
 };
 

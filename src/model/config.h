@@ -71,6 +71,18 @@ struct MoeConfig {
   bool expert_bias = false;  // each expert's gate, up and down outputs get biases (gpt-oss)
 };
 
+// How an embedding or scoring model reduces a sequence's final hidden states, with llama.cpp's
+// numbering of {arch}.pooling_type (LLAMA_POOLING_TYPE_*). kUnspecified: the file says nothing
+// (a generative model).
+enum class PoolingType : int32_t {
+  kUnspecified = -1,
+  kNone = 0,
+  kMean = 1,
+  kCls = 2,  // the first token's hidden state
+  kLast = 3,
+  kRank = 4,  // a reranker: the last token through the classifier head (cls.output)
+};
+
 struct ModelConfig {
   std::string arch;  // registry name: "llama", "qwen2", "qwen3" (for display only)
   int32_t n_vocab = 0;
@@ -110,6 +122,14 @@ struct ModelConfig {
   MoeConfig moe;
   int32_t bos_token = -1;
   int32_t eos_token = -1;
+  // Embedding / reranking metadata: {arch}.pooling_type, the classifier head's outputs
+  // (cls.output.weight rows, set from the weights), {arch}.classifier.output_labels, and the
+  // reranker's prompt (tokenizer.chat_template.rerank, with {query} and {document}).
+  PoolingType pooling = PoolingType::kUnspecified;
+  int32_t n_cls_out = 0;
+  bool cls_out_bias = false;
+  std::vector<std::string> classifier_labels;
+  std::string rerank_template;
 };
 
 }  // namespace loom

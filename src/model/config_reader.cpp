@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "model/arch.h"
+#include "model/pooling_config.h"
 #include "model/tensor_names.h"
 
 namespace loom {
@@ -187,6 +188,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   }
   c.bos_token = opt_int(names::kTokenizerBos, -1);
   c.eos_token = opt_int(names::kTokenizerEos, -1);
+  LOOM_RETURN_IF_ERROR(read_gguf_pooling(f, c));
   LOOM_RETURN_IF_ERROR(check_dims(c, "GGUF file"));
   c.layers.assign(c.n_layer, LayerSpec{});
   if (arch->read_gguf) LOOM_RETURN_IF_ERROR(arch->read_gguf(f, c));
@@ -328,7 +330,9 @@ Result<ModelConfig> config_from_hf_dir(const std::string& dir) {
   if (!in) return not_found("cannot open " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return config_from_hf_json(ss.str(), path);
+  LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_from_hf_json(ss.str(), path));
+  LOOM_RETURN_IF_ERROR(read_hf_pooling(dir, ss.str(), c));
+  return c;
 }
 
 std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> freq_factors,

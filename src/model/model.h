@@ -100,7 +100,15 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   // Runs every row of the batch; writes logits for batch.logits_rows, in that order, to
   // `logits` ([logits_rows.size()][n_vocab]). New K/V land in `kv` at each row's position.
-  virtual Status forward(const Batch& batch, KvCache& kv, float* logits) = 0;
+  // `hidden` ([hidden_rows.size()][n_embd]) gets the final-norm hidden states of
+  // batch.hidden_rows (may be null when there are none); they cost no LM head.
+  virtual Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) = 0;
+  Status forward(const Batch& batch, KvCache& kv, float* logits) {
+    return forward(batch, kv, logits, nullptr);
+  }
+  // The classifier head (cls.output, config().n_cls_out outputs) on one final hidden state
+  // (n_embd floats): out[j] = cls_out[j] · hidden (+ bias). An error when the model has none.
+  virtual Status classify(const float* hidden, float* out) const = 0;
   virtual ThreadPool& thread_pool() = 0;
   virtual uint64_t weight_bytes() const = 0;  // bytes of weights read per forward token
   // All weights (a MoE model's every expert), and the matrix parameters, all and per token.

@@ -61,6 +61,11 @@ inline constexpr std::string_view kExpertWeightsNorm = "expert_weights_norm";  /
 inline constexpr std::string_view kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
 inline constexpr std::string_view kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
 
+// Embedding and reranking models (llama.cpp's LLM_KV_POOLING_TYPE,
+// LLM_KV_CLASSIFIER_OUTPUT_LABELS).
+inline constexpr std::string_view kPoolingType = "pooling_type";  // u32, PoolingType
+inline constexpr std::string_view kClassifierOutputLabels = "classifier.output_labels";
+
 std::string arch_key(std::string_view arch, std::string_view suffix);  // "llama.block_count"
 
 inline constexpr std::string_view kTokenizerModel = "tokenizer.ggml.model";
@@ -74,12 +79,19 @@ inline constexpr std::string_view kTokenizerEos = "tokenizer.ggml.eos_token_id";
 inline constexpr std::string_view kTokenizerPad = "tokenizer.ggml.padding_token_id";
 inline constexpr std::string_view kTokenizerAddBos = "tokenizer.ggml.add_bos_token";
 inline constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
+// A named template ("tokenizer.chat_template.NAME"): llama.cpp's converter stores a Qwen3
+// reranker's prompt as "rerank", with {query} and {document} placeholders.
+inline constexpr std::string_view kRerankTemplate = "tokenizer.chat_template.rerank";
 
 // ---- Tensor names ---------------------------------------------------------------------------
 // Shapes in ggml order (ne[0] first); E = n_embd, D = head_dim, V = n_vocab, F = n_ff.
 inline constexpr std::string_view kTokenEmbd = "token_embd.weight";    // {E, V}
 inline constexpr std::string_view kOutputNorm = "output_norm.weight";  // {E}
 inline constexpr std::string_view kOutput = "output.weight";           // {E, V}; absent when tied
+// A classifier head on the pooled hidden state (llama.cpp's CLS_OUT): a converted Qwen3
+// reranker's holds the LM head's "yes" and "no" rows.
+inline constexpr std::string_view kClsOut = "cls.output.weight";    // {E, n_cls_out}
+inline constexpr std::string_view kClsOutBias = "cls.output.bias";  // {n_cls_out}
 inline constexpr std::string_view kRopeFactorsShort = "rope_factors_short.weight";  // LongRoPE
 inline constexpr std::string_view kRopeFactorsLong = "rope_factors_long.weight";    // LongRoPE
 inline constexpr std::string_view kRopeFreqs =

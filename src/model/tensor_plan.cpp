@@ -83,6 +83,11 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
   }
   global(n::kOutputNorm, {E}, TensorKind::kNorm, TensorRole::kOutputNorm);
   if (!c.tied_embeddings) global(n::kOutput, {E, V}, TensorKind::kMatrix, TensorRole::kOutput);
+  if (c.n_cls_out > 0) {
+    global(n::kClsOut, {E, c.n_cls_out}, TensorKind::kMatrix, TensorRole::kClsOut);
+    if (c.cls_out_bias)
+      global(n::kClsOutBias, {c.n_cls_out}, TensorKind::kBias, TensorRole::kClsOutBias);
+  }
   return plan;
 }
 

@@ -58,6 +58,9 @@ enum class TensorRole {
   kGateExpsBias,
   kUpExpsBias,
   kDownExpsBias,
+  // A classifier head on the pooled hidden state (rerankers converted by llama.cpp).
+  kClsOut,
+  kClsOutBias,
 };
 
 struct PlannedWeight {

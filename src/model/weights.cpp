@@ -122,6 +122,11 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   // Optional groups are decided by what the file holds (layer 0 for per-layer groups), then
   // required everywhere by the plan.
   if (!c.tied_embeddings && !b.has(n::kOutput)) c.tied_embeddings = true;
+  // A classifier head: as many outputs as the file's cls.output has rows.
+  if (const TensorView* cls = find(n::kClsOut); cls && cls->n_dims == 2) {
+    c.n_cls_out = static_cast<int32_t>(cls->ne[1]);
+    c.cls_out_bias = b.has(n::kClsOutBias);
+  }
   auto group_present = [&](TensorNeed need, std::string_view suffix) {
     return need == TensorNeed::kRequired ||
            (need == TensorNeed::kOptional && b.has(n::layer_tensor(0, suffix)));
@@ -191,6 +196,9 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
         case TensorRole::kRouter:
           L->router = m;
           break;
+        case TensorRole::kClsOut:
+          w.cls_out = m;
+          break;
         case TensorRole::kWGateShexp:
           L->w_gate_shexp = m;
           break;
@@ -216,6 +224,9 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       }
       case TensorRole::kOutputNorm:
         dst = &w.output_norm;
+        break;
+      case TensorRole::kClsOutBias:
+        dst = &w.cls_out_bias;
         break;
       case TensorRole::kRopeFreqs:
         dst = &w.rope_freqs;

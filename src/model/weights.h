@@ -50,10 +50,12 @@ struct LayerWeights {
 };
 
 struct Weights {
-  TensorView token_embd;           // (V, E), any dtype; rows dequantized on lookup
-  std::vector<float> output_norm;  // (E)
-  TensorView output;               // (V, E); the same view as token_embd when tied
-  std::vector<float> rope_freqs;   // (D/2) frequency divisors; empty when absent
+  TensorView token_embd;            // (V, E), any dtype; rows dequantized on lookup
+  std::vector<float> output_norm;   // (E)
+  TensorView output;                // (V, E); the same view as token_embd when tied
+  std::vector<float> rope_freqs;    // (D/2) frequency divisors; empty when absent
+  TensorView cls_out;               // (n_cls_out, E) classifier head; absent (null) without
+  std::vector<float> cls_out_bias;  // (n_cls_out); empty without
   std::vector<LayerWeights> layers;
   std::shared_ptr<const void> keepalive;  // the mapping / buffer the views point into
 

@@ -102,7 +102,8 @@ std::optional<std::vector<std::string>> FieldReader::opt_string_or_list(const ch
     return out;
   }
   if (!v->is_array()) {
-    fail(std::string(key) + " must be a string or a list of strings, got " + json_type_name(*v), key);
+    fail(std::string(key) + " must be a string or a list of strings, got " + json_type_name(*v),
+         key);
     return std::nullopt;
   }
   for (const auto& e : *v) {

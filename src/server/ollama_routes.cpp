@@ -102,10 +102,16 @@ void handle_ollama_show(ServerContext& ctx, const HttpRequest& req, ResponderPtr
     return send_error(*out, e, ErrorShape::kOllama);
   }
   const ModelConfig& c = ctx.engine->engine().model().config();
-  Json capabilities = Json::array({"completion"});
-  if (ctx.output_format.tools != chat::ToolCallFormat::kNone) capabilities.push_back("tools");
-  if (ctx.output_format.reasoning != chat::ReasoningFormat::kNone)
-    capabilities.push_back("thinking");
+  // Ollama's capabilities: an embedding server embeds and does nothing else.
+  Json capabilities = Json::array();
+  if (ctx.pooling.task == ServerTask::kEmbed) {
+    capabilities.push_back("embedding");
+  } else if (ctx.pooling.task == ServerTask::kGenerate) {
+    capabilities.push_back("completion");
+    if (ctx.output_format.tools != chat::ToolCallFormat::kNone) capabilities.push_back("tools");
+    if (ctx.output_format.reasoning != chat::ReasoningFormat::kNone)
+      capabilities.push_back("thinking");
+  }
   const std::string a = c.arch;
   Json info = {
       {"general.architecture", a},

@@ -15,6 +15,15 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
   const ErrorShape shape = anthropic ? ErrorShape::kAnthropic
                            : ollama  ? ErrorShape::kOllama
                                      : ErrorShape::kOpenAI;
+  if (ctx.pooling.task != ServerTask::kGenerate) {
+    send_error(
+        *out,
+        bad_request("this server runs task " + std::string(server_task_name(ctx.pooling.task)) +
+                        ": text generation needs `loom serve --task generate`",
+                    "model"),
+        shape);
+    return;
+  }
   const int64_t n_req = static_cast<int64_t>(spec.prompts.size());
   const int64_t limit = static_cast<int64_t>(ctx.max_num_seqs) + ctx.options.max_queue;
   if (ctx.in_flight.fetch_add(n_req) + n_req > limit) {

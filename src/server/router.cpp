@@ -60,6 +60,12 @@ const Route kRoutes[] = {
     {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, kAnthropic},
     {"POST", "/tokenize", handle_tokenize, true, kOpenAI},
     {"POST", "/detokenize", handle_detokenize, true, kOpenAI},
+    // Embeddings and rerank (embeddings_api.h); the rerank aliases are vLLM's and
+    // llama-server's.
+    {"POST", "/v1/embeddings", handle_embeddings, true, kOpenAI},
+    {"POST", "/v1/rerank", handle_rerank, true, kOpenAI},
+    {"POST", "/rerank", handle_rerank, true, kOpenAI},
+    {"POST", "/v2/rerank", handle_rerank, true, kOpenAI},
     // Ollama's API (ollama_api.h).
     {"GET", "/api/version", handle_ollama_version, false, kOllama},
     {"GET", "/api/tags", handle_ollama_tags, true, kOllama},
@@ -67,6 +73,7 @@ const Route kRoutes[] = {
     {"POST", "/api/show", handle_ollama_show, true, kOllama},
     {"POST", "/api/generate", handle_ollama_generate, true, kOllama},
     {"POST", "/api/chat", handle_ollama_chat, true, kOllama},
+    {"POST", "/api/embed", handle_ollama_embed, true, kOllama},
     // OpenAI's Responses API (responses_api.h).
     {"POST", "/v1/responses", handle_responses_create, true, kOpenAI},
     {"GET", "/v1/responses/", handle_responses_get, true, kOpenAI, true},

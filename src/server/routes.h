@@ -38,6 +38,11 @@ void handle_responses_create(ServerContext& ctx, const HttpRequest& req, Respond
 void handle_responses_get(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_responses_delete(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 
+// embeddings_routes.cpp (embeddings_api.h)
+void handle_embeddings(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_embed(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_rerank(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+
 // tokenize_routes.cpp
 void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_detokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);

@@ -128,6 +128,13 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
     ctx.chat.emplace(std::move(r).value());
   }
   LOOM_RETURN_IF_ERROR(resolve_output_format(ctx));
+  LOOM_ASSIGN_OR_RETURN(ctx.pooling,
+                        resolve_pooling_setup(ctx.options.task, engine->model().config(), tok));
+  if (ctx.pooling.task != ServerTask::kGenerate)
+    LOOM_LOG_INFO("task %s: %s", std::string(server_task_name(ctx.pooling.task)).c_str(),
+                  ctx.pooling.task == ServerTask::kEmbed ? "/v1/embeddings and /api/embed"
+                  : ctx.pooling.rerank_classify ? "/v1/rerank, scored by the classifier head"
+                                                : "/v1/rerank, scored by the yes/no logits");
   if (tok) {
     ctx.token_vocab =
         structured::TokenVocab::from_tokenizer(*tok, engine->model().config().n_vocab);

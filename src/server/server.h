@@ -51,6 +51,10 @@ struct ServerOptions {
   bool log_requests = true;
   // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (404).
   bool webui = true;
+  // What the server does with the model (vLLM's --task): "generate", "embed" (/v1/embeddings,
+  // /api/embed) or "rerank" (/v1/rerank); "" = from the model's pooling metadata
+  // ({arch}.pooling_type, sentence-transformers modules, a reranker's name).
+  std::string task;
 };
 
 struct ServerState;

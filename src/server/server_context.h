@@ -12,6 +12,7 @@
 #include "chat/renderer.h"
 #include "loom/engine.h"
 #include "server/dispatcher.h"
+#include "server/embeddings_api.h"
 #include "server/metrics.h"
 #include "server/responses_store.h"
 #include "server/server.h"
@@ -39,6 +40,8 @@ struct ServerContext {
   int32_t n_vocab = 0;
   int32_t block_size = 16;
   int32_t max_num_seqs = 0;
+  // The task (--task, else from the model's pooling metadata) and how it pools and scores.
+  PoolingSetup pooling;
 
   ServerMetrics metrics;
   std::unique_ptr<Dispatcher> dispatcher;

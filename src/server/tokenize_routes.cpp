@@ -21,7 +21,8 @@ void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr ou
   if (!r.ok()) return send_error(*out, *r.error());
   if (!ctx.tokenizer) return send_error(*out, bad_request("this model has no tokenizer"));
   if (prompt.has_value() == (messages != nullptr))
-    return send_error(*out, bad_request("send exactly one of 'prompt' (a string) or 'messages'", "prompt"));
+    return send_error(
+        *out, bad_request("send exactly one of 'prompt' (a string) or 'messages'", "prompt"));
   std::vector<int32_t> tokens;
   if (prompt) {
     tokens = ctx.tokenizer->encode(*prompt, add_special.value_or(true), /*parse_special=*/true);
@@ -29,7 +30,9 @@ void handle_tokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr ou
     Json norm;
     if (auto e = normalize_messages(*messages, &norm, "messages")) return send_error(*out, *e);
     auto text = ctx.chat->render(norm, tools, add_generation_prompt, kwargs);
-    if (!text.is_ok()) return send_error(*out, bad_request("chat template error: " + text.status().message(), "messages"));
+    if (!text.is_ok())
+      return send_error(*out,
+                        bad_request("chat template error: " + text.status().message(), "messages"));
     // Chat prompts carry their own special tokens (like /v1/chat/completions).
     tokens = ctx.tokenizer->encode(*text, add_special.value_or(false), /*parse_special=*/true);
   }
@@ -49,9 +52,10 @@ void handle_detokenize(ServerContext& ctx, const HttpRequest& req, ResponderPtr 
   if (!ctx.tokenizer) return send_error(*out, bad_request("this model has no tokenizer"));
   for (int32_t t : *tokens)
     if (t < 0 || t >= ctx.n_vocab)
-      return send_error(*out, bad_request("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                              std::to_string(ctx.n_vocab) + ")",
-                                          "tokens"));
+      return send_error(
+          *out, bad_request("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                std::to_string(ctx.n_vocab) + ")",
+                            "tokens"));
   out->send(200, "application/json", dump_json(Json{{"prompt", ctx.tokenizer->decode(*tokens)}}));
 }
 

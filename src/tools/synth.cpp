@@ -1,5 +1,6 @@
 #include "tools/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "kernels/quant.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/tensor_names.h"
@@ -69,7 +71,9 @@ class Xoshiro {
 
 // ---- the plan: tensors and metadata -------------------------------------------------------------
 
-enum class Init { kMatrix, kNorm, kBias, kRopeFreqs };
+// kClsFromEmbd: a reranker's cls.output, the token embedding's rows of Plan::cls_tokens (as
+// llama.cpp's converter takes them from a tied LM head).
+enum class Init { kMatrix, kNorm, kBias, kRopeFreqs, kClsFromEmbd };
 
 constexpr float kMatrixStd = 0.02f;  // GPT-2 / Llama init scale
 constexpr float kNormStd = 0.02f;    // norms = 1 ± small noise
@@ -84,6 +88,7 @@ struct Plan {
   FallbackNotes fallbacks;
   uint64_t seed = 0;
   SynthReport report;
+  std::vector<int64_t> cls_tokens;  // "yes", "no" (rerank_head presets)
 };
 
 // K-quants need rows that are multiples of 256, Q8_0/Q4_0 of 32; fall back the way
@@ -218,6 +223,29 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_f32(key(names::kRopeScalingLowFreqFactor), ps.rope_low_freq_factor);
     m.set_f32(key(names::kRopeScalingHighFreqFactor), ps.rope_high_freq_factor);
   }
+  if (ps.pooling_type >= 0)
+    m.set_u32(key(names::kPoolingType), static_cast<uint32_t>(ps.pooling_type));
+  if (ps.rerank_head) {
+    const GgufValue* tokens = nullptr;
+    for (const auto& [k, v] : vocab.kv)
+      if (k == names::kTokenizerTokens) tokens = &v;
+    const std::vector<std::string>* list = tokens ? tokens->as_string_array() : nullptr;
+    for (const char* label : {"yes", "no"}) {
+      auto it = list ? std::find(list->begin(), list->end(), label) : list->end();
+      if (!list || it == list->end())
+        return invalid_argument("synth preset " + std::string(ps.name) +
+                                " needs a vocabulary with the tokens \"yes\" and \"no\"");
+      p.cls_tokens.push_back(it - list->begin());
+    }
+    m.set(key(names::kClassifierOutputLabels), GgufValue::of_string_array({"yes", "no"}));
+    m.set_string(std::string(names::kRerankTemplate),
+                 "<|im_start|>system\nJudge whether the Document meets the requirements based on "
+                 "the Query and the Instruct provided. Note that the answer can only be \"yes\" "
+                 "or \"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web search "
+                 "query, retrieve relevant passages that answer the query\n<Query>: "
+                 "{query}\n<Document>: {document}<|im_end|>\n<|im_start|>assistant\n<think>"
+                 "\n\n</think>\n\n");
+  }
   m.set_string("loom.synth.preset", std::string(ps.name));
   m.set("loom.synth.seed", GgufValue::of_uint(GgufType::kU64, o.seed));
   m.set_string("loom.synth.vocab", vocab.source);
@@ -233,13 +261,15 @@ Result<Plan> make_plan(const SynthOptions& o) {
   c.qk_norm = group(ar.qk_norm, ar.defaults.qk_norm);
   c.tied_embeddings = tied;
   c.n_vocab = static_cast<int32_t>(V);
+  if (ps.rerank_head) c.n_cls_out = 2;
   TensorPlanOptions po;
   po.rope_freqs = llama3_rope;
   for (const PlannedWeight& t : tensor_plan(c, po)) {
-    const Init init = t.kind == TensorKind::kMatrix ? Init::kMatrix
-                      : t.kind == TensorKind::kNorm ? Init::kNorm
-                      : t.kind == TensorKind::kBias ? Init::kBias
-                                                    : Init::kRopeFreqs;
+    const Init init = t.role == TensorRole::kClsOut   ? Init::kClsFromEmbd
+                      : t.kind == TensorKind::kMatrix ? Init::kMatrix
+                      : t.kind == TensorKind::kNorm   ? Init::kNorm
+                      : t.kind == TensorKind::kBias   ? Init::kBias
+                                                      : Init::kRopeFreqs;
     // Routers stay F32, as llama.cpp's quantizer leaves them.
     const bool quantized = init == Init::kMatrix && t.role != TensorRole::kRouter;
     const bool expert = t.role == TensorRole::kGateExps || t.role == TensorRole::kUpExps ||
@@ -253,9 +283,35 @@ Result<Plan> make_plan(const SynthOptions& o) {
 
 // Fills every tensor of the plan; values depend only on (seed, tensor name, chunk), so every
 // dtype of the same seed starts from the same floats.
+Status fill_tensor(const Plan& p, ThreadPool& pool, size_t i, uint8_t* dst);
+
+// cls.output: the token embedding's rows of the classifier's tokens, re-encoded in its type.
+Status fill_cls_from_embd(const Plan& p, ThreadPool& pool, const PlannedTensor& t, uint8_t* dst) {
+  size_t e = 0;
+  while (e < p.tensors.size() && p.tensors[e].name != names::kTokenEmbd) ++e;
+  if (e == p.tensors.size()) return internal_error("synth: no token_embd for cls.output");
+  const PlannedTensor& embd = p.tensors[e];
+  std::vector<uint8_t> buf(embd.nbytes);
+  LOOM_RETURN_IF_ERROR(fill_tensor(p, pool, e, buf.data()));
+  const int64_t cols = t.ne[0];
+  const uint64_t embd_rb = embd.nbytes / static_cast<uint64_t>(embd.ne[1]);
+  const uint64_t rb = t.nbytes / static_cast<uint64_t>(t.ne[1]);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (size_t j = 0; j < p.cls_tokens.size(); ++j) {
+    kernels::dequantize_row(embd.dtype, buf.data() + p.cls_tokens[j] * embd_rb, row.data(), cols);
+    LOOM_RETURN_IF_ERROR(encode_rows(t.dtype, row.data(), dst + j * rb, 1, cols));
+  }
+  return Status::ok();
+}
+
 TensorFillFn make_fill(const Plan& p, ThreadPool& pool) {
-  return [&p, &pool](size_t i, uint8_t* dst) -> Status {
+  return [&p, &pool](size_t i, uint8_t* dst) { return fill_tensor(p, pool, i, dst); };
+}
+
+Status fill_tensor(const Plan& p, ThreadPool& pool, size_t i, uint8_t* dst) {
+  {
     const PlannedTensor& t = p.tensors[i];
+    if (p.init[i] == Init::kClsFromEmbd) return fill_cls_from_embd(p, pool, t, dst);
     const int64_t cols = t.ne[0];
     int64_t rows = 1;
     for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
@@ -292,7 +348,7 @@ TensorFillFn make_fill(const Plan& p, ThreadPool& pool) {
           }
           return encode_rows(t.dtype, buf.data(), dst + static_cast<uint64_t>(r0) * rb, nr, cols);
         });
-  };
+  }
 }
 
 GgufWriter make_writer(const Plan& p) {

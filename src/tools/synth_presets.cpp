@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 18> kPresets = {{
+constexpr std::array<SynthPreset, 20> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -23,6 +23,12 @@ constexpr std::array<SynthPreset, 18> kPresets = {{
     // generation tests need a real byte-level BPE vocabulary behind a fast random model.
     {"tiny-qwen3", "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0},
+    // tiny-qwen3 as an embedding model (last-token pooling, as Qwen3-Embedding) and as a
+    // reranker converted by llama.cpp (pooling rank, cls.output = the yes/no rows).
+    {"tiny-qwen3-embed",      "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,
+     "ggml-vocab-qwen3.gguf", 0,       1, 4,  0, 0, 0,  {},  0,      0,    0,    3,    false},
+    {"tiny-qwen3-rerank",     "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,
+     "ggml-vocab-qwen3.gguf", 0,       1, 4,  0, 0, 0,  {},  0,      0,    0,    4,    true},
     {"llama-0.5b", "llama", 28, 1024, 16, 8, 128, 3072, 32000, false, 4096, 10000.0f, 1e-5f, false,
      "ggml-vocab-llama-spm.gguf", 0, 1, 4, 0},
     {"qwen3-0.6b", "qwen3", 28, 1024, 16, 8, 128, 3072, 151936, true, 40960, 1e6f, 1e-6f, true,

@@ -45,6 +45,11 @@ struct SynthPreset {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
+  // Embedding / reranking models: {arch}.pooling_type (-1: not written, a generative model)
+  // and, for a reranker, the head llama.cpp's converter gives a Qwen3-Reranker: cls.output
+  // holding the LM head's "yes" and "no" rows, classifier.output_labels and the rerank prompt.
+  int32_t pooling_type = -1;
+  bool rerank_head = false;
 };
 
 const SynthPreset* find_synth_preset(std::string_view name);

@@ -1,13 +1,17 @@
 // Hyperparameter readers (GGUF metadata, HF config.json), the tensor-name table, weight
 // binding errors, RoPE frequency scaling and the llama Q/K row permutation.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/model.h"
+#include "model/pooling_config.h"
 #include "model/tensor_names.h"
 #include "model/tiny_model.h"
 #include "model/weights.h"
@@ -229,6 +233,82 @@ TEST(LoadTest, SynthSpecMatchesReference) {
   auto ref = reference::forward(c, reference::gguf_lookup(f), tokens);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   EXPECT_LT(test::rel_err(fast->data(), ref->data(), ref->size()), 1e-4);
+}
+
+// Embedding metadata from GGUF: pooling_type, classifier labels, the rerank prompt, and the
+// classifier head bound from cls.output (synth's tiny-qwen3-rerank, as llama.cpp's converter
+// writes a Qwen3-Reranker); an out-of-range pooling_type names its key.
+TEST(PoolingConfig, GgufPoolingTypeLabelsAndHead) {
+  SynthOptions so;
+  so.preset = "tiny-qwen3-rerank";
+  so.arch = "qwen3";
+  auto bytes = synth_model_bytes(so);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  auto f = GgufFile::parse_bytes(*bytes);
+  ASSERT_TRUE(f.is_ok());
+  auto m = Model::from_gguf(std::move(*f), {1});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.pooling, PoolingType::kRank);
+  EXPECT_EQ(c.n_cls_out, 2);
+  EXPECT_EQ(c.classifier_labels, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_NE(c.rerank_template.find("{query}"), std::string::npos);
+
+  auto g = GgufFile::parse_bytes(*bytes);
+  GgufWriter w;
+  for (const auto& [k, v] : g->metadata())
+    if (k.rfind("tokenizer.", 0) != 0) w.set(k, v);
+  w.set_u32("qwen3.pooling_type", 7);
+  auto bad = GgufFile::parse_bytes(std::make_shared<std::vector<uint8_t>>(w.to_bytes()));
+  ASSERT_TRUE(bad.is_ok());
+  auto cfg = config_from_gguf(*bad);
+  ASSERT_FALSE(cfg.is_ok());
+  EXPECT_NE(cfg.status().message().find("qwen3.pooling_type"), std::string::npos);
+}
+
+// Hugging Face directories: sentence-transformers' Pooling module, and a Qwen3-Reranker known
+// by its name only.
+TEST(PoolingConfig, HfSentenceTransformersAndRerankerName) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("loom_pooling_" + std::to_string(::getpid()));
+  const fs::path src = fs::path(LOOM_TEST_DATA) / "hf_reference" / "qwen3" / "config.json";
+  auto make_dir = [&](const std::string& name, const std::string& pooling) {
+    const fs::path d = root / name;
+    fs::create_directories(d / "1_Pooling");
+    fs::copy_file(src, d / "config.json", fs::copy_options::overwrite_existing);
+    if (!pooling.empty()) {
+      std::ofstream(d / "modules.json")
+          << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])";
+      std::ofstream(d / "1_Pooling" / "config.json")
+          << R"({"word_embedding_dimension": 64, "pooling_mode_cls_token": false, )"
+          << R"("pooling_mode_mean_tokens": false, "pooling_mode_max_tokens": false, )" << pooling
+          << "}";
+    }
+    return d.string();
+  };
+  struct Case {
+    std::string dir, pooling;
+    PoolingType want;
+  };
+  const Case cases[] = {
+      {"Qwen3-Embedding-0.6B", R"("pooling_mode_lasttoken": true)", PoolingType::kLast},
+      {"gte", R"("pooling_mode_mean_tokens": true)", PoolingType::kMean},
+      {"bge", R"("pooling_mode_cls_token": true)", PoolingType::kCls},
+      {"Qwen3-Reranker-0.6B", "", PoolingType::kRank},
+      {"Qwen3-0.6B", "", PoolingType::kUnspecified},
+  };
+  for (const Case& k : cases) {
+    auto c = config_from_hf_dir(make_dir(k.dir, k.pooling));
+    ASSERT_TRUE(c.is_ok()) << k.dir << ": " << c.status().message();
+    EXPECT_EQ(c->pooling, k.want) << k.dir;
+  }
+  auto max = config_from_hf_dir(make_dir("maxpool", R"("pooling_mode_max_tokens": true)"));
+  EXPECT_FALSE(max.is_ok());
+  EXPECT_EQ(parse_pooling_type("last"), PoolingType::kLast);
+  EXPECT_EQ(pooling_type_name(PoolingType::kRank), "rank");
+  fs::remove_all(root);
 }
 
 }  // namespace

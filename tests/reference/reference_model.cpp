@@ -161,7 +161,7 @@ TensorLookup gguf_lookup(const GgufFile& file) {
 }
 
 Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& find,
-                                   std::span<const int32_t> tokens) {
+                                   std::span<const int32_t> tokens, std::vector<float>* hidden) {
   LOOM_RETURN_IF_ERROR(check_supported(c));
   LOOM_ASSIGN_OR_RETURN(const PlannedTensors w, PlannedTensors::bind(c, find));
   const int64_t E = c.n_embd, D = c.head_dim, H = c.n_head, HK = c.n_head_kv;
@@ -250,8 +250,11 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
     LOOM_ASSIGN_OR_RETURN(out_w, w.mat(TensorRole::kOutput));
   }
   std::vector<float> logits(T * V);
+  if (hidden) hidden->assign(T * E, 0.0f);
   for (int64_t t = 0; t < T; ++t) {
     rmsnorm(x[t], 0, E, out_norm, c.rms_eps);
+    if (hidden)
+      for (int64_t i = 0; i < E; ++i) (*hidden)[t * E + i] = static_cast<float>(x[t][i]);
     Vec lg = matvec(out_w, x[t]);
     for (int64_t i = 0; i < V; ++i) logits[t * V + i] = static_cast<float>(lg[i]);
   }

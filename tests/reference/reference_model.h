@@ -25,7 +25,9 @@ TensorLookup gguf_lookup(const GgufFile& file);
 // Logits for every position of `tokens` (positions 0..n-1): [n][n_vocab] row-major.
 // Uses the config's hyperparameters and feature flags; computes RoPE frequencies (including
 // llama3 scaling and a rope_freqs.weight tensor) itself.
+// hidden (optional): the final-norm hidden states, [n][n_embd] (what embedding models pool).
 Result<std::vector<float>> forward(const ModelConfig& config, const TensorLookup& tensors,
-                                   std::span<const int32_t> tokens);
+                                   std::span<const int32_t> tokens,
+                                   std::vector<float>* hidden = nullptr);
 
 }  // namespace loom::reference

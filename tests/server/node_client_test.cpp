@@ -5,6 +5,8 @@
 // installed.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "common/node_packages.h"
 #include "server_fixture.h"
 
@@ -76,6 +78,32 @@ TEST(ServerNodeClient, OfficialOllamaPackage) {
       npm_modules("node_ollama", "ollama@0.6", "ollama/package.json", &skip);
   if (modules.empty()) GTEST_SKIP() << skip;
   run_client_script(modules, "ollama_client.js", "OLLAMA_CLIENT_OK");
+}
+
+// Embeddings through both packages against one embedding server (pooling_type last in its
+// metadata): openai's embeddings.create as floats and base64, ollama's embed.
+TEST(ServerNodeClient, OfficialPackagesEmbeddings) {
+  std::string skip;
+  const std::string openai = openai_modules(&skip);
+  if (openai.empty()) GTEST_SKIP() << skip;
+  const std::string ollama = npm_modules("node_ollama", "ollama@0.6", "ollama/package.json", &skip);
+  if (ollama.empty()) GTEST_SKIP() << skip;
+  server::ServerOptions so;
+  so.api_key = "node-key";
+  auto s = start_test_server(so, true, "synth:tiny-qwen3-embed");
+  ASSERT_TRUE(s);
+  for (auto [modules, script, marker] :
+       {std::tuple{openai, "openai_embeddings_client.js", "OPENAI_EMBEDDINGS_CLIENT_OK"},
+        std::tuple{ollama, "ollama_embed_client.js", "OLLAMA_EMBED_CLIENT_OK"}}) {
+    int rc = 0;
+    const std::string out = run_command(
+        "NODE_PATH='" + modules + "' node '" + std::string(LOOM_SOURCE_DIR) + "/tests/server/" +
+            script + "' " + std::to_string(s->port()) + " " + kTestModelName + " node-key",
+        &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find(marker), std::string::npos) << out;
+  }
+  s->stop();
 }
 
 }  // namespace

@@ -48,11 +48,11 @@ inline constexpr const char* kTestReasoningChatTemplate =
 inline constexpr int32_t kTestMaxModelLen = 256;
 inline constexpr const char* kTestModelName = "tiny-test";
 
-inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions so,
-                                                         bool load = true) {
+inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions so, bool load = true,
+                                                         const std::string& model = "synth:tiny") {
   so.port = 0;
   if (so.served_model_name.empty()) so.served_model_name = kTestModelName;
-  so.model_path = "synth:tiny";
+  so.model_path = model;
   if (so.chat_template.empty()) so.chat_template = kTestChatTemplate;
   so.io_threads = 2;
   auto s = server::Server::start(so);
@@ -63,7 +63,7 @@ inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions s
     ec.max_model_len = kTestMaxModelLen;
     ec.max_num_seqs = 64;
     ec.n_threads = 1;
-    Status st = (*s)->load("synth:tiny", ec);
+    Status st = (*s)->load(model, ec);
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
   return std::move(s).value();

@@ -167,6 +167,8 @@ Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
   }
   for (int32_t r : b.logits_rows)
     if (r < 0 || r >= n) return invalid_argument("batch: logits row out of range");
+  for (int32_t r : b.hidden_rows)
+    if (r < 0 || r >= n) return invalid_argument("batch: hidden-state row out of range");
   return Status::ok();
 }
 
@@ -267,7 +269,22 @@ void CpuModel::for_rows(int64_t n, int64_t row_floats, F&& fn) {
     for (int64_t i = 0; i < n; ++i) fn(i, 0);
 }
 
-Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
+Status CpuModel::classify(const float* hidden, float* out) const {
+  const TensorView& w = weights_.cls_out;
+  if (!w.data || config_.n_cls_out <= 0)
+    return invalid_argument("this model has no classifier head (cls.output.weight)");
+  const int64_t E = config_.n_embd;
+  std::vector<float> row(E);
+  for (int32_t j = 0; j < config_.n_cls_out; ++j) {
+    kernels::dequantize_row(w.dtype, w.row(j), row.data(), E);
+    double acc = weights_.cls_out_bias.empty() ? 0.0 : weights_.cls_out_bias[j];
+    for (int64_t k = 0; k < E; ++k) acc += static_cast<double>(row[k]) * hidden[k];
+    out[j] = static_cast<float>(acc);
+  }
+  return Status::ok();
+}
+
+Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float* hidden) {
   if (kv_base.backend() != KvBackend::kCpu)
     return invalid_argument("forward: KV cache was not created for the CPU model");
   auto* kv = static_cast<CpuKvCache*>(&kv_base);
@@ -424,11 +441,36 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits) {
     clock.end(ForwardProfile::kDown);
   }
 
+  // Final hidden states (embedding models): the last residual add in place, then the output
+  // norm, the same two steps the logits rows take below (so they agree bit for bit).
+  residual_done_.clear();
+  if (!b.hidden_rows.empty()) {
+    if (!hidden) return invalid_argument("forward: hidden rows asked for without an output buffer");
+    residual_done_.assign(n, 0);
+    const int64_t n_hidden = static_cast<int64_t>(b.hidden_rows.size());
+    for (int64_t r = 0; r < n_hidden; ++r) residual_done_[b.hidden_rows[r]] = 1;
+    for (int64_t i = 0; i < n; ++i) {  // each row once, even when listed twice
+      if (!residual_done_[i]) continue;
+      float* x = &x_[i * E];
+      if (c.n_layer == 0)
+        kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
+      else
+        layers::add_block_output(c, x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
+    }
+    for_rows(n_hidden, E, [&](int64_t r, int) {
+      kernels::rms_norm(&x_[static_cast<int64_t>(b.hidden_rows[r]) * E],
+                        weights_.output_norm.data(), hidden + r * E, E, c.rms_eps);
+    });
+    clock.end(ForwardProfile::kOutput);
+  }
+
   if (n_logits == 0) return Status::ok();
   const auto output_norm_row = [&](int64_t r, float* xn) {
     const int64_t i = b.logits_rows[r];
     float* x = &x_[i * E];
-    if (c.n_layer == 0) {
+    if (!residual_done_.empty() && residual_done_[i]) {
+      // already added by the hidden-state pass
+    } else if (c.n_layer == 0) {
       kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
     } else {
       layers::add_block_output(c, x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);

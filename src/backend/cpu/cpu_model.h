@@ -21,7 +21,9 @@ class CpuModel final : public Model {
   CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
-  Status forward(const Batch& batch, KvCache& kv, float* logits) override;
+  using Model::forward;
+  Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) override;
+  Status classify(const float* hidden, float* out) const override;
   ThreadPool& thread_pool() override { return pool_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
   WeightStats weight_stats() const override {
@@ -64,6 +66,9 @@ class CpuModel final : public Model {
   std::vector<float> gate_;   // (rows, F)
   std::vector<float> up_;     // (rows, F)
   std::vector<float> final_;  // (logits rows, E)
+  // Per row of the step: its last residual add was done by the hidden-state pass (so the
+  // logits pass must not add it again). Empty in steps without hidden rows.
+  std::vector<uint8_t> residual_done_;
   std::vector<float>
       rope_cs_;  // (rows, tables, n_rot) cos then sin of each RoPE pair at the row's position
   std::vector<float> attn_scratch_;  // per thread: kernels::attention_scratch_floats
