@@ -32,6 +32,14 @@ inline float sum_squares(const float* a, int64_t n) {
 
 }  // namespace
 
+float vec_dot(const float* a, const float* b, int64_t n) {
+  return dot(a, b, n);
+}
+
+void vec_axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
   float mean = sum_squares(x, n) / static_cast<float>(n);
   float scale = 1.0f / std::sqrt(mean + eps);

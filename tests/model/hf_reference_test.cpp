@@ -286,7 +286,7 @@ TEST(HfReferenceGptOss, ConvertedMxfp4GgufMatchesItsDequantizedTwin) {
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
                                            "smollm3", "qwen3_moe", "qwen2_moe", "mixtral",
-                                           "gpt_oss"));
+                                           "gpt_oss", "deepseek_v3"));
 
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys

@@ -1,0 +1,152 @@
+#include "backend/cpu/mla_attention.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/resize_exact.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/layers/mla.h"
+
+namespace loom {
+namespace {
+
+// Heads per attention task: enough tasks for ~4 per thread, each as many heads as allows (a
+// cached row is converted once per task for all of its heads).
+int64_t heads_per_task(int64_t n_head, int64_t rows, int n_threads) {
+  return std::clamp<int64_t>(n_head * rows / (4 * static_cast<int64_t>(n_threads)), 1, n_head);
+}
+
+}  // namespace
+
+const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, int layer,
+                                  const Batch& b, CpuKvCache& kv, int kv_group, const float* xn,
+                                  const float* rope_cs, int64_t cs_stride, float scale,
+                                  ThreadPool& pool) {
+  const MlaConfig& a = c.mla;
+  const int64_t n = b.n_rows(), H = c.n_head, R = a.kv_lora_rank, P = a.qk_rope_head_dim;
+  const int64_t N = a.qk_nope_head_dim, Dv = a.v_head_dim, Dq = N + P, row = R + P;
+  resize_exact(q_, n * H * Dq);
+  resize_exact(kva_, n * row);
+  resize_exact(qcat_, n * H * row);
+  resize_exact(lat_, n * H * R);
+  resize_exact(out_, n * H * Dv);
+  ThreadPool* p = &pool;
+
+  // "mla_q", "mla_kv_a": the query (through the low-rank path when there is one) and the
+  // latent row's projection.
+  if (L.wq_a.data) {
+    resize_exact(qa_, n * a.q_lora_rank);
+    const kernels::MatmulTarget first[] = {{&L.wq_a, qa_.data()}, {&L.wkv_a, kva_.data()}};
+    kernels::matmul_multi(first, 2, xn, n, p);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::rms_norm(&qa_[i * a.q_lora_rank], L.q_a_norm.data(), &qa_[i * a.q_lora_rank],
+                        a.q_lora_rank, c.rms_eps);
+    kernels::matmul(L.wq_b, qa_.data(), n, q_.data(), p);
+  } else {
+    const kernels::MatmulTarget first[] = {{&L.wq, q_.data()}, {&L.wkv_a, kva_.data()}};
+    kernels::matmul_multi(first, 2, xn, n, p);
+  }
+
+  // "mla_latent", "mla_q_rope": each row's cached row (stored now; attention reads every
+  // position back from the cache) and its rotated queries.
+  const int32_t bs = kv.block_size();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* cs = rope_cs + i * cs_stride;
+    float* r = &kva_[i * row];
+    layers::mla_latent_row(c, L, r, cs, r);
+    layers::mla_rope_query(c, &q_[i * H * Dq], cs);
+    const int32_t* table = b.sequences[b.seq[i]].table(kv_group);
+    kv.store_latent(layer, table[b.pos[i] / bs], b.pos[i] % bs, r);
+  }
+
+  scratch_.resize(pool.size());
+  // "mla_q_absorbed": per head, the nope queries of every row through attn_k_b into latent
+  // space; the rope part is copied beside them.
+  pool.parallel_for(H, [&](int64_t h, int thread) {
+    Scratch& s = scratch_[thread];
+    resize_exact(s.in, n * N);
+    resize_exact(s.out, n * R);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(&s.in[i * N], &q_[(i * H + h) * Dq], N * sizeof(float));
+    kernels::matmul(L.k_b[h], s.in.data(), n, s.out.data(), nullptr);
+    for (int64_t i = 0; i < n; ++i) {
+      float* qc = &qcat_[(i * H + h) * row];
+      std::memcpy(qc, &s.out[i * R], R * sizeof(float));
+      std::memcpy(qc + R, &q_[(i * H + h) * Dq + N], P * sizeof(float));
+    }
+  });
+
+  // Attention per (row, heads): every head of a row reads the same cached rows.
+  const int64_t hpt = heads_per_task(H, n, pool.size());
+  const int64_t tasks_per_row = (H + hpt - 1) / hpt;
+  pool.parallel_for(n * tasks_per_row, [&](int64_t t, int thread) {
+    const int64_t i = t / tasks_per_row, h0 = (t % tasks_per_row) * hpt;
+    const kernels::PagedHead rows = kv.latent_head(layer, b.sequences[b.seq[i]].table(kv_group));
+    attend(c, rows, i, b.pos[i] + 1, h0, std::min(H, h0 + hpt), scale, thread);
+  });
+
+  // "mla_v": per head, the latent sums through attn_v_b to the head's value.
+  pool.parallel_for(H, [&](int64_t h, int thread) {
+    Scratch& s = scratch_[thread];
+    resize_exact(s.in, n * R);
+    resize_exact(s.out, n * Dv);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(&s.in[i * R], &lat_[(i * H + h) * R], R * sizeof(float));
+    kernels::matmul(L.v_b[h], s.in.data(), n, s.out.data(), nullptr);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(&out_[(i * H + h) * Dv], &s.out[i * Dv], Dv * sizeof(float));
+  });
+  return out_.data();
+}
+
+void CpuMlaAttention::attend(const ModelConfig& c, const kernels::PagedHead& rows, int64_t i,
+                             int32_t n_kv, int64_t h0, int64_t h1, float scale, int thread) {
+  const int64_t H = c.n_head, R = c.mla.kv_lora_rank, row = c.mla.latent_row();
+  Scratch& s = scratch_[thread];
+  resize_exact(s.scores, (h1 - h0) * n_kv);
+  resize_exact(s.row, row);
+  const bool in_place = rows.dtype == Dtype::kF32;
+  auto load = [&](int32_t j) -> const float* {
+    if (in_place) return reinterpret_cast<const float*>(rows.token(j));
+    kernels::load_kv(rows.dtype, rows.token(j), s.row.data(), row);
+    return s.row.data();
+  };
+  for (int32_t j = 0; j < n_kv; ++j) {
+    const float* r = load(j);
+    for (int64_t h = h0; h < h1; ++h)
+      s.scores[(h - h0) * n_kv + j] = kernels::vec_dot(&qcat_[(i * H + h) * row], r, row) * scale;
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    kernels::softmax(&s.scores[(h - h0) * n_kv], n_kv);
+    std::fill(&lat_[(i * H + h) * R], &lat_[(i * H + h) * R] + R, 0.0f);
+  }
+  for (int32_t j = 0; j < n_kv; ++j) {
+    const float* r = load(j);
+    for (int64_t h = h0; h < h1; ++h)
+      kernels::vec_axpy(s.scores[(h - h0) * n_kv + j], r, &lat_[(i * H + h) * R], R);
+  }
+}
+
+uint64_t CpuMlaAttention::scratch_bytes() const {
+  uint64_t floats = qa_.capacity() + q_.capacity() + kva_.capacity() + qcat_.capacity() +
+                    lat_.capacity() + out_.capacity();
+  for (const Scratch& s : scratch_)
+    floats += s.in.capacity() + s.out.capacity() + s.scores.capacity() + s.row.capacity();
+  return floats * sizeof(float);
+}
+
+uint64_t CpuMlaAttention::scratch_bytes_for(const ModelConfig& c, int64_t rows, int32_t max_kv,
+                                            int n_threads) {
+  const MlaConfig& a = c.mla;
+  if (a.kv_lora_rank == 0) return 0;
+  const int64_t H = c.n_head, R = a.kv_lora_rank, P = a.qk_rope_head_dim, row = R + P;
+  const int64_t N = a.qk_nope_head_dim, Dv = a.v_head_dim;
+  uint64_t floats = rows * (a.q_lora_rank + H * (N + P) + row + H * row + H * R + H * Dv);
+  // A task's scores: at most every head's (a decode step of one row) over max_kv positions.
+  const int64_t per_thread =
+      rows * std::max(N, R) + rows * std::max(R, Dv) + H * static_cast<int64_t>(max_kv) + row;
+  return (floats + static_cast<uint64_t>(n_threads) * per_thread) * sizeof(float);
+}
+
+}  // namespace loom
