@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 18> kPresets = {{
+constexpr std::array<SynthPreset, 20> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -108,6 +108,52 @@ constexpr std::array<SynthPreset, 18> kPresets = {{
     // 1.3B parameters, ~0.2B active.
     {"gpt-oss-1b", "gpt-oss", 12, 1024, 16, 2, 64,  1024, 32000, true, 4096, 150000.0f, 1e-5f,
      false,        "",        0,  1,    4,  0, 128, 0,    {},    32,   4,    1024},
+    // DeepSeek-V3's layout (Multi-head Latent Attention, a leading dense layer, sigmoid routing
+    // over expert groups, a shared expert). Tiny: a dense and a MoE layer, 4 heads of 16 + 8
+    // (value 16), query rank 32, latent 32 + 8; 8 experts of width 32 in 4 groups (2 used),
+    // 2 per token.
+    {"tiny-mla", "deepseek2", 2,  64, 4,  4, 24, 128, 512, false, 512, 10000.0f,
+     1e-6f,      false,       "", 0,  1,  4, 0,  0,   8,   {},    8,   2,
+     32,         32,          32, 8,  16, 1, 1,  4,   2,   2.5f},
+    // DeepSeek-V3's proportions (61 layers, hidden 7168, 128 heads of 128 + 64, query rank
+    // 1536, latent 512 + 64, 256 experts of 2048 in 8 groups, 8 per token, 1 shared, 3 dense)
+    // at a size a 2-core machine runs: 16 layers, hidden 1024, 16 heads of 64 + 32 (value 64),
+    // query rank 512, latent 256 + 32, 64 experts of 512 in 8 groups (4 used), 6 per token,
+    // 1 shared, 1 dense layer of 4096, vocab 32000: 1.6B parameters, ~0.26B active.
+    {"deepseek3-2b",
+     "deepseek2",
+     16,
+     1024,
+     16,
+     16,
+     96,
+     4096,
+     32000,
+     true,
+     4096,
+     10000.0f,
+     1e-6f,
+     false,
+     "",
+     0,
+     1,
+     4,
+     0,
+     0,
+     32,
+     {},
+     64,
+     6,
+     512,
+     512,
+     256,
+     32,
+     64,
+     1,
+     1,
+     8,
+     4,
+     2.5f},
 }};
 
 }  // namespace

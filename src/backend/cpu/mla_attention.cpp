@@ -17,6 +17,16 @@ int64_t heads_per_task(int64_t n_head, int64_t rows, int n_threads) {
   return std::clamp<int64_t>(n_head * rows / (4 * static_cast<int64_t>(n_threads)), 1, n_head);
 }
 
+// Runs fn(task, thread) for n tasks of about `work` multiply-adds in all: on the pool when
+// that pays for the hand-off, else on the calling thread (a tiny model's decode step).
+template <class F>
+void run_tasks(ThreadPool& pool, int64_t n, int64_t work, F&& fn) {
+  if (n > 1 && work >= (int64_t{1} << 15))
+    pool.parallel_for(n, fn);
+  else
+    for (int64_t t = 0; t < n; ++t) fn(t, 0);
+}
+
 }  // namespace
 
 const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, int layer,
@@ -63,7 +73,7 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
   scratch_.resize(pool.size());
   // "mla_q_absorbed": per head, the nope queries of every row through attn_k_b into latent
   // space; the rope part is copied beside them.
-  pool.parallel_for(H, [&](int64_t h, int thread) {
+  run_tasks(pool, H, n * H * N * R, [&](int64_t h, int thread) {
     Scratch& s = scratch_[thread];
     resize_exact(s.in, n * N);
     resize_exact(s.out, n * R);
@@ -80,14 +90,16 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
   // Attention per (row, heads): every head of a row reads the same cached rows.
   const int64_t hpt = heads_per_task(H, n, pool.size());
   const int64_t tasks_per_row = (H + hpt - 1) / hpt;
-  pool.parallel_for(n * tasks_per_row, [&](int64_t t, int thread) {
+  int64_t positions = 0;
+  for (int64_t i = 0; i < n; ++i) positions += b.pos[i] + 1;
+  run_tasks(pool, n * tasks_per_row, positions * H * (row + R), [&](int64_t t, int thread) {
     const int64_t i = t / tasks_per_row, h0 = (t % tasks_per_row) * hpt;
     const kernels::PagedHead rows = kv.latent_head(layer, b.sequences[b.seq[i]].table(kv_group));
     attend(c, rows, i, b.pos[i] + 1, h0, std::min(H, h0 + hpt), scale, thread);
   });
 
   // "mla_v": per head, the latent sums through attn_v_b to the head's value.
-  pool.parallel_for(H, [&](int64_t h, int thread) {
+  run_tasks(pool, H, n * H * R * Dv, [&](int64_t h, int thread) {
     Scratch& s = scratch_[thread];
     resize_exact(s.in, n * R);
     resize_exact(s.out, n * Dv);
