@@ -79,6 +79,12 @@ struct ModelLoadOptions {
   // context length. LongRoPE picks its long factors when this exceeds the original context,
   // as llama.cpp does from its context size (transformers switches per sequence length).
   int32_t max_context = 0;
+  // Multi-head Latent Attention: a sequence computing at least this many rows in one step
+  // (a prompt chunk) attends with each head's K and V decompressed from its cached latent
+  // rows instead of in the absorbed form decode uses: fewer operations per query-key pair for
+  // long prompts, but a row's bits then depend on how its prompt was chunked (the two forms
+  // round differently). 0: always absorbed, chunk- and batch-invariant.
+  int32_t mla_decompress_rows = 0;
 };
 
 class Model {

@@ -358,6 +358,37 @@ TEST(HfReferenceDeepseek, GgufHasLlamaCppKeysAndNamesAndF16IsClose) {
   fs::remove_all(tmp);
 }
 
+// MLA's two forms agree: prompts run a token per step (the absorbed form decode uses:
+// queries folded into latent space, the cached latent rows never expanded) and in chunks of
+// 24 or 8 with the decompressed form (ModelLoadOptions::mla_decompress_rows: each head's K
+// and V expanded from the cached rows, earlier chunks' included) give the same logits, and
+// both give transformers'.
+TEST(HfReferenceDeepseek, DecompressedPrefillAgreesWithAbsorbedDecode) {
+  ModelLoadOptions decompress;
+  decompress.n_threads = 2;
+  decompress.mla_decompress_rows = 4;
+  auto absorbed = Model::load(fixture("deepseek_v3"), {2});
+  auto expanded = Model::load(fixture("deepseek_v3"), decompress);
+  ASSERT_TRUE(absorbed.is_ok() && expanded.is_ok());
+  const int64_t V = (*absorbed)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture("deepseek_v3"))) {
+    auto run = [&](Model& m, int chunk) {
+      auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+      return test::run_sequence(m, *kv, c.tokens, chunk).value();
+    };
+    const auto one_by_one = run(**absorbed, 1);
+    for (int chunk : {24, 8}) {
+      const auto chunked = run(**expanded, chunk);
+      const double err = row_rel_err(chunked, one_by_one, V);
+      std::printf("  deepseek_v3 decompressed chunks of %d vs absorbed: row rel err %.3g\n", chunk,
+                  err);
+      EXPECT_LT(err, 1e-5);
+      EXPECT_GT(err, 0.0);  // the two forms do round differently: both paths ran
+      EXPECT_LT(row_rel_err(chunked, c.logits, V), 1e-4);
+    }
+  }
+}
+
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys
 // (llama.cpp aborts on a scaling type it does not know). The file gives the checkpoint's logits.

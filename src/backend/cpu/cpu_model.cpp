@@ -27,6 +27,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
   if (options.disable_sliding_window)
     for (LayerSpec& s : config_.layers) s.window = 0;
+  if (config_.mla.kv_lora_rank > 0)  // from the weights as loaded, so before their repacking
+    mla_.enable_decompress(options.mla_decompress_rows, config_, weights_);
   repack_weights();
   // As repacked (Q6_K grows, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);

@@ -6,6 +6,7 @@
 #include "base/resize_exact.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "model/layers/mla.h"
 
 namespace loom {
@@ -28,6 +29,35 @@ void run_tasks(ThreadPool& pool, int64_t n, int64_t work, F&& fn) {
 }
 
 }  // namespace
+
+void CpuMlaAttention::enable_decompress(int32_t rows, const ModelConfig& c, const Weights& w) {
+  decompress_rows_ = rows;
+  if (rows <= 0) return;
+  const int64_t R = c.mla.kv_lora_rank, N = c.mla.qk_nope_head_dim, H = c.n_head;
+  w_uk_.assign(c.n_layer, {});
+  w_uk_views_.assign(c.n_layer, {});
+  std::vector<float> kb(N);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    if (L.k_b.empty()) continue;
+    std::vector<float>& t = w_uk_[l];
+    t.resize(H * N * R);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < R; ++r) {  // k_b[h] row r holds W_UK[h][:, r]
+        kernels::dequantize_row(L.k_b[h].dtype, L.k_b[h].row(r), kb.data(), N);
+        for (int64_t d = 0; d < N; ++d) t[(h * N + d) * R + r] = kb[d];
+      }
+    for (int64_t h = 0; h < H; ++h) {
+      TensorView v;
+      v.dtype = Dtype::kF32;
+      v.n_dims = 2;
+      v.ne = {R, N, 1, 1};
+      v.data = &t[h * N * R];
+      v.nbytes = N * R * sizeof(float);
+      w_uk_views_[l].push_back(v);
+    }
+  }
+}
 
 const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, int layer,
                                   const Batch& b, CpuKvCache& kv, int kv_group, const float* xn,
@@ -87,6 +117,16 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
     }
   });
 
+  // Sequences with a long enough chunk take the decompressed path (enable_decompress).
+  row_decompressed_.assign(n, 0);
+  bool any_decompressed = false;
+  if (decompress_rows_ > 0)
+    for (int64_t i = 0; i < n; ++i)
+      if (b.sequences[b.seq[i]].n_new >= decompress_rows_) {
+        row_decompressed_[i] = 1;
+        any_decompressed = true;
+      }
+
   // Attention per (row, heads): every head of a row reads the same cached rows.
   const int64_t hpt = heads_per_task(H, n, pool.size());
   const int64_t tasks_per_row = (H + hpt - 1) / hpt;
@@ -94,6 +134,7 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
   for (int64_t i = 0; i < n; ++i) positions += b.pos[i] + 1;
   run_tasks(pool, n * tasks_per_row, positions * H * (row + R), [&](int64_t t, int thread) {
     const int64_t i = t / tasks_per_row, h0 = (t % tasks_per_row) * hpt;
+    if (row_decompressed_[i]) return;
     const kernels::PagedHead rows = kv.latent_head(layer, b.sequences[b.seq[i]].table(kv_group));
     attend(c, rows, i, b.pos[i] + 1, h0, std::min(H, h0 + hpt), scale, thread);
   });
@@ -109,7 +150,53 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(&out_[(i * H + h) * Dv], &s.out[i * Dv], Dv * sizeof(float));
   });
+  if (any_decompressed)
+    for (int32_t seq = 0; seq < static_cast<int32_t>(b.sequences.size()); ++seq)
+      if (b.sequences[seq].n_new >= decompress_rows_)
+        attend_decompressed(c, L, layer, b, kv.latent_head(layer, b.sequences[seq].table(kv_group)),
+                            seq, scale, pool);
   return out_.data();
+}
+
+void CpuMlaAttention::attend_decompressed(const ModelConfig& c, const LayerWeights& L, int layer,
+                                          const Batch& b, const kernels::PagedHead& rows,
+                                          int32_t seq, float scale, ThreadPool& pool) {
+  const MlaConfig& a = c.mla;
+  const int64_t n = b.n_rows(), H = c.n_head, R = a.kv_lora_rank, P = a.qk_rope_head_dim;
+  const int64_t N = a.qk_nope_head_dim, Dv = a.v_head_dim, Dq = N + P;
+  int32_t n_kv = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (b.seq[i] == seq) n_kv = std::max(n_kv, b.pos[i] + 1);
+  resize_exact(latents_, static_cast<int64_t>(n_kv) * R);
+  resize_exact(rope_keys_, static_cast<int64_t>(n_kv) * P);
+  std::vector<float>& tmp = scratch_[0].row;
+  resize_exact(tmp, R + P);
+  for (int32_t t = 0; t < n_kv; ++t) {
+    kernels::load_kv(rows.dtype, rows.token(t), tmp.data(), R + P);
+    std::memcpy(&latents_[t * R], tmp.data(), R * sizeof(float));
+    std::memcpy(&rope_keys_[t * P], tmp.data() + R, P * sizeof(float));
+  }
+  pool.parallel_for(H, [&](int64_t h, int thread) {
+    Scratch& s = scratch_[thread];
+    resize_exact(s.in, static_cast<int64_t>(n_kv) * N);    // K_nope of every cached row
+    resize_exact(s.out, static_cast<int64_t>(n_kv) * Dv);  // V of every cached row
+    resize_exact(s.scores, n_kv);
+    kernels::matmul(w_uk_views_[layer][h], latents_.data(), n_kv, s.in.data(), nullptr);
+    kernels::matmul(L.v_b[h], latents_.data(), n_kv, s.out.data(), nullptr);
+    for (int64_t i = 0; i < n; ++i) {
+      if (b.seq[i] != seq) continue;
+      const float* q = &q_[(i * H + h) * Dq];
+      const int32_t m = b.pos[i] + 1;
+      for (int32_t t = 0; t < m; ++t)
+        s.scores[t] = (kernels::vec_dot(q, &s.in[t * N], N) +
+                       kernels::vec_dot(q + N, &rope_keys_[t * P], P)) *
+                      scale;
+      kernels::softmax(s.scores.data(), m);
+      float* o = &out_[(i * H + h) * Dv];
+      std::fill(o, o + Dv, 0.0f);
+      for (int32_t t = 0; t < m; ++t) kernels::vec_axpy(s.scores[t], &s.out[t * Dv], o, Dv);
+    }
+  });
 }
 
 void CpuMlaAttention::attend(const ModelConfig& c, const kernels::PagedHead& rows, int64_t i,

@@ -25,6 +25,11 @@ namespace loom {
 
 class CpuMlaAttention {
  public:
+  // Sequences with at least `rows` rows in a step take the decompressed path
+  // (ModelLoadOptions::mla_decompress_rows; 0: never). Needs the weights as loaded, before
+  // their kernel-ready repacking: each head's attn_k_b is kept transposed in F32 for it.
+  void enable_decompress(int32_t rows, const ModelConfig& c, const Weights& w);
+
   // xn: the n rows of the normed attention input (n_embd each). rope_cs: row i's RoPE angles
   // at rope_cs + i * cs_stride (cos then sin, qk_rope_head_dim values). Stores the rows' latents
   // in `kv` (layer, its group's block tables) and returns the heads' values, (n, n_head *
@@ -40,6 +45,12 @@ class CpuMlaAttention {
                                     int n_threads);
 
  private:
+  // The decompressed form for the rows of sequence `seq` (which must have them): per head,
+  // K_nope = W_UK · latent and V = attn_v_b · latent for every cached row, then attention
+  // with the full queries; writes the rows' heads to out_.
+  void attend_decompressed(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
+                           const kernels::PagedHead& rows, int32_t seq, float scale,
+                           ThreadPool& pool);
   // Attention of row `i` for heads [h0, h1) over its sequence's cached rows.
   void attend(const ModelConfig& c, const kernels::PagedHead& rows, int64_t i, int32_t n_kv,
               int64_t h0, int64_t h1, float scale, int thread);
@@ -56,6 +67,14 @@ class CpuMlaAttention {
     std::vector<float> in, out, scores, row;
   };
   std::vector<Scratch> scratch_;
+  // Decompressed path: the threshold, each layer's per-head W_UK (N, R) in F32 (attn_k_b
+  // transposed) and their views, the sequence's cached latents (n_kv, R) and RoPE keys
+  // (n_kv, P) as floats, and which rows take the path.
+  int32_t decompress_rows_ = 0;
+  std::vector<std::vector<float>> w_uk_;
+  std::vector<std::vector<TensorView>> w_uk_views_;
+  std::vector<float> latents_, rope_keys_;
+  std::vector<char> row_decompressed_;
 };
 
 }  // namespace loom
