@@ -12,12 +12,6 @@
 namespace loom {
 namespace {
 
-// Heads per attention task: enough tasks for ~4 per thread, each as many heads as allows (a
-// cached row is converted once per task for all of its heads).
-int64_t heads_per_task(int64_t n_head, int64_t rows, int n_threads) {
-  return std::clamp<int64_t>(n_head * rows / (4 * static_cast<int64_t>(n_threads)), 1, n_head);
-}
-
 // Runs fn(task, thread) for n tasks of about `work` multiply-adds in all: on the pool when
 // that pays for the hand-off, else on the calling thread (a tiny model's decode step).
 template <class F>
@@ -101,22 +95,6 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
   }
 
   scratch_.resize(pool.size());
-  // "mla_q_absorbed": per head, the nope queries of every row through attn_k_b into latent
-  // space; the rope part is copied beside them.
-  run_tasks(pool, H, n * H * N * R, [&](int64_t h, int thread) {
-    Scratch& s = scratch_[thread];
-    resize_exact(s.in, n * N);
-    resize_exact(s.out, n * R);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(&s.in[i * N], &q_[(i * H + h) * Dq], N * sizeof(float));
-    kernels::matmul(L.k_b[h], s.in.data(), n, s.out.data(), nullptr);
-    for (int64_t i = 0; i < n; ++i) {
-      float* qc = &qcat_[(i * H + h) * row];
-      std::memcpy(qc, &s.out[i * R], R * sizeof(float));
-      std::memcpy(qc + R, &q_[(i * H + h) * Dq + N], P * sizeof(float));
-    }
-  });
-
   // Sequences with a long enough chunk take the decompressed path (enable_decompress).
   row_decompressed_.assign(n, 0);
   bool any_decompressed = false;
@@ -127,23 +105,30 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
         any_decompressed = true;
       }
 
-  // Attention per (row, heads): every head of a row reads the same cached rows.
-  const int64_t hpt = heads_per_task(H, n, pool.size());
-  const int64_t tasks_per_row = (H + hpt - 1) / hpt;
+  // One task per head, in one hand-off (a decode step's three phases each on the pool cost
+  // more than their work): "mla_q_absorbed", the nope queries of every row through attn_k_b
+  // into latent space with the rope part beside them; the head's attention for every row over
+  // its sequence's cached rows; "mla_v", the latent sums through attn_v_b to the head's value.
   int64_t positions = 0;
   for (int64_t i = 0; i < n; ++i) positions += b.pos[i] + 1;
-  run_tasks(pool, n * tasks_per_row, positions * H * (row + R), [&](int64_t t, int thread) {
-    const int64_t i = t / tasks_per_row, h0 = (t % tasks_per_row) * hpt;
-    if (row_decompressed_[i]) return;
-    const kernels::PagedHead rows = kv.latent_head(layer, b.sequences[b.seq[i]].table(kv_group));
-    attend(c, rows, i, b.pos[i] + 1, h0, std::min(H, h0 + hpt), scale, thread);
-  });
-
-  // "mla_v": per head, the latent sums through attn_v_b to the head's value.
-  run_tasks(pool, H, n * H * R * Dv, [&](int64_t h, int thread) {
+  const int64_t work = n * H * (N * R + R * Dv) + positions * H * (row + R);
+  run_tasks(pool, H, work, [&](int64_t h, int thread) {
     Scratch& s = scratch_[thread];
-    resize_exact(s.in, n * R);
-    resize_exact(s.out, n * Dv);
+    resize_exact(s.in, n * std::max(N, R));
+    resize_exact(s.out, n * std::max(R, Dv));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(&s.in[i * N], &q_[(i * H + h) * Dq], N * sizeof(float));
+    kernels::matmul(L.k_b[h], s.in.data(), n, s.out.data(), nullptr);
+    for (int64_t i = 0; i < n; ++i) {
+      float* qc = &qcat_[(i * H + h) * row];
+      std::memcpy(qc, &s.out[i * R], R * sizeof(float));
+      std::memcpy(qc + R, &q_[(i * H + h) * Dq + N], P * sizeof(float));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (row_decompressed_[i]) continue;
+      const kernels::PagedHead rows = kv.latent_head(layer, b.sequences[b.seq[i]].table(kv_group));
+      attend(c, rows, i, b.pos[i] + 1, h, h + 1, scale, thread);
+    }
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(&s.in[i * R], &lat_[(i * H + h) * R], R * sizeof(float));
     kernels::matmul(L.v_b[h], s.in.data(), n, s.out.data(), nullptr);
@@ -242,9 +227,9 @@ uint64_t CpuMlaAttention::scratch_bytes_for(const ModelConfig& c, int64_t rows, 
   const int64_t H = c.n_head, R = a.kv_lora_rank, P = a.qk_rope_head_dim, row = R + P;
   const int64_t N = a.qk_nope_head_dim, Dv = a.v_head_dim;
   uint64_t floats = rows * (a.q_lora_rank + H * (N + P) + row + H * row + H * R + H * Dv);
-  // A task's scores: at most every head's (a decode step of one row) over max_kv positions.
+  // A task's gathered rows, and one head's scores over max_kv positions.
   const int64_t per_thread =
-      rows * std::max(N, R) + rows * std::max(R, Dv) + H * static_cast<int64_t>(max_kv) + row;
+      rows * std::max(N, R) + rows * std::max(R, Dv) + static_cast<int64_t>(max_kv) + row;
   return (floats + static_cast<uint64_t>(n_threads) * per_thread) * sizeof(float);
 }
 
