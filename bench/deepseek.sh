@@ -2,7 +2,7 @@
 # DeepSeek-V3's layout at a size a 2-core machine runs: the deepseek3-2b synth preset (16
 # layers, n_embd 1024, 16 heads of 64 + 32 with Multi-head Latent Attention over a 256 + 32
 # latent row, 64 experts of width 512 in 8 groups, 6 per token, 1 shared, 1 dense layer,
-# vocab 32000: 1.6B parameters, ~0.26B active). Q8_0 from loom synth, Q4_K_M as
+# vocab 32000: 1.66B parameters, 0.30B active). Q8_0 from loom synth, Q4_K_M as
 # llama-quantize builds it (synth f16, then loom quantize). loom bench model: pp512 and
 # tg128, 2 threads, REPS repetitions each (medians); the roofline is the bytes a token reads
 # (its 6 experts, not all 64, plus every attention and shared matrix) over the bandwidth

@@ -119,41 +119,12 @@ constexpr std::array<SynthPreset, 20> kPresets = {{
     // 1536, latent 512 + 64, 256 experts of 2048 in 8 groups, 8 per token, 1 shared, 3 dense)
     // at a size a 2-core machine runs: 16 layers, hidden 1024, 16 heads of 64 + 32 (value 64),
     // query rank 512, latent 256 + 32, 64 experts of 512 in 8 groups (4 used), 6 per token,
-    // 1 shared, 1 dense layer of 4096, vocab 32000: 1.6B parameters, ~0.26B active.
-    {"deepseek3-2b",
-     "deepseek2",
-     16,
-     1024,
-     16,
-     16,
-     96,
-     4096,
-     32000,
-     true,
-     4096,
-     10000.0f,
-     1e-6f,
-     false,
-     "",
-     0,
-     1,
-     4,
-     0,
-     0,
-     32,
-     {},
-     64,
-     6,
-     512,
-     512,
-     256,
-     32,
-     64,
-     1,
-     1,
-     8,
-     4,
-     2.5f},
+    // 1 shared, 1 dense layer of 4096, vocab 32000: 1.66B parameters, 0.30B active.
+    // clang-format off
+    {"deepseek3-2b", "deepseek2", 16, 1024, 16, 16, 96, 4096, 32000, true, 4096, 10000.0f, 1e-6f,
+     false, "", 0, 1, 4, 0, 0, 32, {}, 64, 6, 512,
+     512, 256, 32, 64, 1, 1, 8, 4, 2.5f},
+    // clang-format on
 }};
 
 }  // namespace

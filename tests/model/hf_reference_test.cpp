@@ -389,6 +389,52 @@ TEST(HfReferenceDeepseek, DecompressedPrefillAgreesWithAbsorbedDecode) {
   }
 }
 
+// DeepSeek's YaRN (no transformers logits exist for it here: the fixture's config edited):
+// mscale = mscale_all_dim leaves cos and sin unscaled and multiplies the softmax scale by
+// (0.1·mscale_all_dim·ln(factor) + 1)², as transformers' DeepseekV3Attention does; the GGUF
+// says it with rope.scaling.yarn_log_multiplier and gives the directory's logits.
+TEST(HfReferenceDeepseek, YarnMscaleScalesTheSoftmaxAndRoundTrips) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_dsv3_yarn_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("deepseek_v3") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("deepseek_v3") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0},
+                            {"factor", 4.0},       {"original_max_position_embeddings", 64},
+                            {"mscale", 0.707},     {"mscale_all_dim", 0.707},
+                            {"beta_fast", 32.0},   {"beta_slow", 1.0}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  auto c = config_from_hf_dir(dir.string());
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const double m = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(c->attn_scale, m * m / std::sqrt(24.0), 1e-7);
+  EXPECT_NEAR(c->rope_scaling.attn_factor, 1.0, 1e-7);
+  EXPECT_NEAR(c->rope_scaling.yarn_log_mul, 0.0707, 1e-7);
+  const fs::path gguf = dir / "out.gguf";
+  ASSERT_TRUE(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{}).is_ok());
+  auto f = GgufFile::open(gguf.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_NEAR(f->get_float("deepseek2.rope.scaling.yarn_log_multiplier").value_or(0), 0.0707, 1e-7);
+  const auto tokens = read_cases(fixture("deepseek_v3"))[0].tokens;
+  auto run = [&](const std::string& spec) {
+    auto model = Model::load(spec, {2});
+    EXPECT_TRUE(model.is_ok()) << model.status().message();
+    auto kv = KvCache::create((*model)->config(), 4, 16, Dtype::kF32).value();
+    return test::run_sequence(**model, *kv, tokens, 64).value();
+  };
+  const auto from_dir = run(dir.string()), from_gguf = run(gguf.string());
+  EXPECT_LT(row_rel_err(from_gguf, from_dir, 512), 1e-6);
+  EXPECT_GT(row_rel_err(from_dir, read_cases(fixture("deepseek_v3"))[0].logits, 512), 1e-3);
+  // mscale != mscale_all_dim scales cos and sin too, which llama.cpp's files cannot say.
+  cfg["rope_parameters"]["mscale"] = 1.0;
+  std::ofstream(dir / "config.json") << cfg.dump();
+  auto refused = convert_hf_to_gguf(dir.string(), (dir / "bad.gguf").string(), ConvertOptions{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("mscale"), std::string::npos) << refused.message();
+  fs::remove_all(dir);
+}
+
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys
 // (llama.cpp aborts on a scaling type it does not know). The file gives the checkpoint's logits.
