@@ -90,7 +90,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       static_cast<unsigned long long>(kv_token_bytes), mc.n_layer, c.max_model_len, c.max_num_seqs,
       c.max_num_batched_tokens, c.shared_prefill_tokens, c.enable_prefix_caching ? "on" : "off");
   for (const KvGroupConfig& g : plan.groups) {
-    if (g.window == 0)
+    if (g.latent)
+      LOOM_LOG_INFO(
+          "engine: KV group: %d MLA layers (one latent row of %d values per token), %d blocks "
+          "of %d tokens",
+          g.n_layers, mc.mla.latent_row(), g.num_blocks, c.block_size);
+    else if (g.window == 0)
       LOOM_LOG_INFO("engine: KV group: %d full-attention layers, %d blocks of %d tokens",
                     g.n_layers, g.num_blocks, c.block_size);
     else

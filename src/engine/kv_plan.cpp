@@ -17,20 +17,22 @@ int64_t blocks_for(int64_t tokens, int32_t block_size) {
 
 std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_model_len,
                                            std::vector<int32_t>* layer_group) {
-  std::map<int32_t, int32_t> layers_per_window;  // 0 first
-  auto window_of = [&](int l) {
-    const int32_t w = l < static_cast<int>(mc.layers.size()) ? mc.layers[l].window : 0;
-    return w >= max_model_len ? 0 : w;
+  // A group per (window, latent): full attention first, MLA latent layers beside it.
+  std::map<std::pair<int32_t, bool>, int32_t> layers_per_kind;
+  auto kind_of = [&](int l) {
+    const bool known = l < static_cast<int>(mc.layers.size());
+    const int32_t w = known ? mc.layers[l].window : 0;
+    return std::pair(w >= max_model_len ? 0 : w, known && mc.layers[l].mla);
   };
-  for (int l = 0; l < mc.n_layer; ++l) ++layers_per_window[window_of(l)];
+  for (int l = 0; l < mc.n_layer; ++l) ++layers_per_kind[kind_of(l)];
   std::vector<KvGroupConfig> groups;
-  std::map<int32_t, int32_t> group_of_window;
-  for (const auto& [window, n] : layers_per_window) {
-    group_of_window[window] = static_cast<int32_t>(groups.size());
-    groups.push_back({window, 0, n});
+  std::map<std::pair<int32_t, bool>, int32_t> group_of_kind;
+  for (const auto& [kind, n] : layers_per_kind) {
+    group_of_kind[kind] = static_cast<int32_t>(groups.size());
+    groups.push_back({kind.first, 0, n, kind.second});
   }
   layer_group->assign(mc.n_layer, 0);
-  for (int l = 0; l < mc.n_layer; ++l) (*layer_group)[l] = group_of_window[window_of(l)];
+  for (int l = 0; l < mc.n_layer; ++l) (*layer_group)[l] = group_of_kind[kind_of(l)];
   return groups;
 }
 
@@ -41,8 +43,14 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     return invalid_argument("the model has " + std::to_string(plan.groups.size()) +
                             " different attention windows; loom handles at most " +
                             std::to_string(kMaxKvGroups - 1));
-  const uint64_t layer_block_bytes =
-      KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(mc.n_layer);
+  // Bytes of one block of each group, all of its layers (an MLA layer's latent rows are
+  // smaller than another's K and V).
+  std::vector<uint64_t> group_block_bytes(plan.groups.size(), 0);
+  const uint64_t elem = dtype_info(c.kv_dtype).block_bytes;
+  for (int l = 0; l < mc.n_layer; ++l)
+    group_block_bytes[plan.layout.layer_group[l]] +=
+        KvCache::layer_elems_per_token(mc, l) * c.block_size * elem;
+  const uint64_t block_bytes = KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype);
   const int64_t per_seq = blocks_for(c.max_model_len, c.block_size);
   // A sliding-window group's blocks when the full-attention group has n: as many sequences'
   // windows as n blocks hold full-length sequences (each window: the 7 tokens before a query
@@ -62,7 +70,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
   auto bytes_for = [&](int64_t n) {
     uint64_t b = 0;
     for (size_t g = 0; g < plan.groups.size(); ++g)
-      b += static_cast<uint64_t>(window_blocks(g, n)) * plan.groups[g].n_layers * layer_block_bytes;
+      b += static_cast<uint64_t>(window_blocks(g, n)) * group_block_bytes[g];
     return b;
   };
   // The most blocks a budget pays for (bytes_for grows with n).
@@ -100,8 +108,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     }
   }
   if (n < 1)
-    return invalid_argument("KV cache budget holds no block of " +
-                            std::to_string(layer_block_bytes * mc.n_layer) +
+    return invalid_argument("KV cache budget holds no block of " + std::to_string(block_bytes) +
                             " bytes; raise --kv-cache-memory");
   if (n >= (int64_t{1} << 30))
     return invalid_argument("KV cache of " + std::to_string(n) + " blocks is too large");
@@ -109,8 +116,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     KvGroupConfig& gc = plan.groups[g];
     gc.num_blocks = static_cast<int32_t>(window_blocks(g, n));
     plan.layout.num_blocks.push_back(gc.num_blocks + (gc.window > 0 ? 1 : 0));
-    plan.bytes +=
-        static_cast<uint64_t>(plan.layout.num_blocks.back()) * gc.n_layers * layer_block_bytes;
+    plan.bytes += static_cast<uint64_t>(plan.layout.num_blocks.back()) * group_block_bytes[g];
   }
   return plan;
 }

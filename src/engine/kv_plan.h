@@ -1,6 +1,7 @@
 // The KV cache's memory plan: which layers form which group (full attention; one group per
-// sliding window) and how many blocks each group gets from the budget (--kv-cache-memory, or
-// max_num_seqs sequences of max_model_len tokens, at most a quarter of RAM).
+// sliding window; Multi-head Latent Attention layers, whose blocks hold latent rows) and how many
+// blocks each group gets from the budget (--kv-cache-memory, or max_num_seqs sequences of
+// max_model_len tokens, at most a quarter of RAM).
 //
 // A sliding-window group never needs more than its windows: each running sequence holds at
 // most the window's blocks plus one being filled, and a step's prompt chunk a few more. Its

@@ -76,6 +76,10 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   p.kv_bytes_per_token =
       KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(c.block_size);
   p.kv_tokens = static_cast<int64_t>(p.kv.groups[0].num_blocks) * c.block_size;
+  p.kv_per_token_note = "every layer's K and V";
+  if (mc.mla.kv_lora_rank > 0)
+    p.kv_per_token_note = "MLA: one latent row per layer (" + std::to_string(mc.mla.kv_lora_rank) +
+                          " latent + " + std::to_string(mc.mla.qk_rope_head_dim) + " rope values)";
   // A step's rows that need logits: one per running sequence, plus one per draft token.
   const int64_t k = c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0;
   const int64_t logits_rows =
@@ -151,7 +155,7 @@ std::string MemoryPlan::table() const {
   line("kernel-ready weights", weight_copies, "resident copies made at load");
   line("embeddings", weights_mapped, "read from the file mapping");
   line("KV cache per token", kv_bytes_per_token,
-       std::string(dtype_name(config.kv_dtype)) + ", every layer's K and V");
+       std::string(dtype_name(config.kv_dtype)) + ", " + kv_per_token_note);
   line("KV cache", kv_bytes,
        std::to_string(kv_tokens) + " tokens in blocks of " + std::to_string(config.block_size) +
            " (max_num_seqs " + std::to_string(config.max_num_seqs) + ", max_model_len " +
@@ -178,6 +182,7 @@ std::string MemoryPlan::to_json() const {
       {"kv_cache",
        {{"dtype", std::string(dtype_name(config.kv_dtype))},
         {"bytes_per_token", kv_bytes_per_token},
+        {"per_token", kv_per_token_note},
         {"tokens", kv_tokens},
         {"block_size", config.block_size},
         {"bytes", kv_bytes}}},

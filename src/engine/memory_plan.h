@@ -33,7 +33,8 @@ struct MemoryPlan {
   uint64_t weight_copies = 0;   // the kernel-ready copies loading makes (resident)
   uint64_t weights_mapped = 0;  // read from the file mapping (embeddings): page cache
   // KV cache.
-  uint64_t kv_bytes_per_token = 0;  // every layer's K and V for one token
+  uint64_t kv_bytes_per_token = 0;  // every layer's K and V (or MLA latent row) for one token
+  std::string kv_per_token_note;    // what a token's bytes are, for the table
   int64_t kv_tokens = 0;            // tokens the full-attention pool holds
   uint64_t kv_bytes = 0;            // every group's blocks
   KvPlan kv;

@@ -32,6 +32,16 @@ inline float sum_squares(const float* a, int64_t n) {
 
 }  // namespace
 
+float vec_dot(const float* a, const float* b, int64_t n) {
+  if (active_isa() == Isa::kAvx512) return cpu::dot_f32_avx512(a, b, n);
+  return dot(a, b, n);
+}
+
+void vec_axpy(float a, const float* x, float* y, int64_t n) {
+  if (active_isa() == Isa::kAvx512) return cpu::axpy_f32_avx512(a, x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
   float mean = sum_squares(x, n) / static_cast<float>(n);
   float scale = 1.0f / std::sqrt(mean + eps);
@@ -137,6 +147,10 @@ void store_kv_strided(Dtype dtype, const float* src, void* dst, int64_t n, uint6
 }
 
 void load_kv(Dtype dtype, const void* src, float* dst, int64_t n) {
+  if (dtype != Dtype::kF32 && active_isa() == Isa::kAvx512) {  // exact either way
+    cpu::load_kv_half_avx512(dtype == Dtype::kBF16, static_cast<const uint16_t*>(src), dst, n);
+    return;
+  }
   switch (dtype) {
     case Dtype::kF32:
       std::memcpy(dst, src, n * sizeof(float));

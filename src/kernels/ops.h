@@ -29,6 +29,11 @@ void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, const float* cs, c
 void rope(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const float* inv_freq,
           bool neox);
 
+// The dot product and y += a·x the ops here use (vectorized, fixed summation order), for
+// callers outside the kernels (Multi-head Latent Attention over its cached rows).
+float vec_dot(const float* a, const float* b, int64_t n);
+void vec_axpy(float a, const float* x, float* y, int64_t n);
+
 // In-place softmax over n values.
 void softmax(float* x, int64_t n);
 

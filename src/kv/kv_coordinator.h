@@ -1,8 +1,8 @@
 // KvCoordinator: the KV cache's bookkeeping as the scheduler sees it. Layers are grouped by what
-// they cache (full attention, one sliding window each); each group has its own KvGroupManager
-// (its own pool and block tables, DESIGN.md "KV storage"), and the coordinator keeps them in
-// step: one sequence has a table in every group, with the same number of entries; room for a
-// step's new tokens is found in every group or in none ("no space" changes nothing, so the
+// they cache (full attention, one sliding window each, MLA latent rows); each group has its own
+// KvGroupManager (its own pool and block tables, DESIGN.md "KV storage"), and the coordinator keeps
+// them in step: one sequence has a table in every group, with the same number of entries; room for
+// a step's new tokens is found in every group or in none ("no space" changes nothing, so the
 // scheduler can preempt and try again); a prefix-cache hit is the longest prefix every group
 // can serve; block hashes are computed once per sequence and shared by the groups.
 #pragma once
@@ -22,6 +22,9 @@ struct KvGroupConfig {
   int32_t window = 0;      // 0: full attention
   int32_t num_blocks = 0;  // blocks sequences can use
   int32_t n_layers = 1;    // layers in the group: weighs its blocks in usage()
+  // Multi-head Latent Attention layers: each token is one latent row (not K and V per head);
+  // the block bookkeeping is the same, only the bytes of a block differ.
+  bool latent = false;
 };
 
 // Cached blocks found for a sequence that has none yet; hand back to allocate_slots.

@@ -26,7 +26,7 @@ Result<BoundModel> bind_hf_dir(const std::string& dir) {
   BoundModel b;
   LOOM_ASSIGN_OR_RETURN(b.config, config_from_hf_dir(dir));
   const ArchSpec* arch = find_arch(b.config.arch);
-  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch));
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch, b.config));
   TensorLookup find = [&](std::string_view name) { return holder->find(name); };
   LOOM_ASSIGN_OR_RETURN(b.weights, Weights::bind(b.config, *arch, find, arch->hf_norm_plus_one));
   b.weights.keepalive = holder;

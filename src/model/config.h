@@ -23,6 +23,10 @@ struct RopeScaling {  // factor == 0 means none
   // rope_factors_{short,long}.weight), and the factor cos and sin are multiplied by.
   std::vector<float> short_factor, long_factor;
   float attn_factor = 1.0f;
+  // DeepSeek's YaRN: the softmax scale is multiplied by (1 + yarn_log_mul·ln(factor))²
+  // (transformers: yarn_get_mscale(factor, mscale_all_dim)², yarn_log_mul = 0.1·mscale_all_dim;
+  // llama.cpp's rope.scaling.yarn_log_multiplier); 0: none.
+  float yarn_log_mul = 0.0f;
   // YaRN (gpt-oss): frequencies blend from interpolated (divided by factor) to extrapolated
   // between the dimensions that rotate beta_fast and beta_slow times over original_context;
   // attn_factor (0.1·ln(factor) + 1 unless given) multiplies cos and sin. truncate: the
@@ -52,6 +56,22 @@ struct LayerSpec {
   float rope_theta = 0;     // 0: the model's rope_theta (Gemma 3's local layers differ)
   bool rope_scaled = true;  // the model's rope_scaling applies (not to Gemma 3's local layers)
   bool moe = false;         // the FFN is ModelConfig::moe's experts (else the dense n_ff one)
+  bool mla = false;         // attention is ModelConfig::mla's latent attention (step "mla")
+};
+
+// Multi-head Latent Attention (DeepSeek-V2/V3): K and V come from one compressed latent per
+// token (kv_lora_rank floats after kv_a_norm) plus a RoPE key shared by every head
+// (qk_rope_head_dim); the cache stores that row alone. Queries go through an optional
+// low-rank path (q_lora_rank). Each head's query is qk_nope_head_dim + qk_rope_head_dim
+// (ModelConfig::head_dim) and its value v_head_dim.
+struct MlaConfig {
+  int32_t q_lora_rank = 0;   // 0: a full attn_q projection
+  int32_t kv_lora_rank = 0;  // 0: not an MLA model
+  int32_t qk_nope_head_dim = 0;
+  int32_t qk_rope_head_dim = 0;  // ModelConfig::n_rot
+  int32_t v_head_dim = 0;
+  // Floats the cache keeps per token and layer: the latent, then the RoPE key.
+  int32_t latent_row() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
 // Mixture of Experts: the FFN of the layers whose LayerSpec::moe is set. A router picks
@@ -69,6 +89,17 @@ struct MoeConfig {
   bool norm_topk = true;
   bool router_bias = false;  // the router's logits get a bias (ffn_gate_inp.bias, gpt-oss)
   bool expert_bias = false;  // each expert's gate, up and down outputs get biases (gpt-oss)
+  // DeepSeek-V3's router: each expert's score is sigmoid(logit) instead of a softmax; a
+  // per-expert correction bias (exp_probs_b.bias) is added for choosing only; experts come in
+  // n_group groups, of which the topk_group with the largest sum of their two best biased
+  // scores are eligible; the chosen scores (unbiased, renormalized with norm_topk) are
+  // multiplied by weights_scale (routed_scaling_factor).
+  bool sigmoid_scores = false;
+  bool score_bias = false;
+  int32_t n_group = 1;
+  int32_t topk_group = 1;
+  float weights_scale = 1.0f;
+  int32_t n_shared = 0;  // shared experts fused into one FFN of n_ff_shexp (DeepSeek); info only
 };
 
 // How an embedding or scoring model reduces a sequence's final hidden states, with llama.cpp's
@@ -120,6 +151,7 @@ struct ModelConfig {
   bool ffn_norm_named_post_attention = false;
   std::vector<LayerSpec> layers;  // n_layer entries (filled by the config readers)
   MoeConfig moe;
+  MlaConfig mla;
   int32_t bos_token = -1;
   int32_t eos_token = -1;
   // Embedding / reranking metadata: {arch}.pooling_type, the classifier head's outputs

@@ -61,7 +61,9 @@ Status read_longrope(const nlohmann::json& j, const nlohmann::json& rp, const st
 
 // YaRN from config.json as transformers reads it: factor (else max_position_embeddings /
 // original), beta_fast / beta_slow (32 / 1), truncate (true), attention_factor (else
-// 0.1·ln(factor) + 1). mscale / mscale_all_dim (DeepSeek's variant) are not supported here.
+// 0.1·ln(factor) + 1, or DeepSeek's mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+// when both are set). mscale_all_dim also becomes yarn_log_mul (its softmax-scale correction,
+// which only an architecture whose attention applies it may accept).
 Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::string& source,
                  ModelConfig& c) {
   auto num = [](const nlohmann::json& o, const char* k) -> std::optional<double> {
@@ -69,9 +71,6 @@ Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::s
     return it != o.end() && it->is_number() ? std::optional<double>(it->get<double>())
                                             : std::nullopt;
   };
-  for (const char* k : {"mscale", "mscale_all_dim"})
-    if (num(rp, k).value_or(0) != 0)
-      return unsupported(source + ": yarn with \"" + k + "\" is not supported");
   RopeScaling& s = c.rope_scaling;
   s.type = RopeScalingType::kYarn;
   const double original = num(rp, "original_max_position_embeddings").value_or(0);
@@ -86,8 +85,15 @@ Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::s
     if (!t->is_boolean()) return invalid_file(source + ": yarn \"truncate\" must be a boolean");
     s.yarn_truncate = t->get<bool>();
   }
-  s.attn_factor =
-      static_cast<float>(num(rp, "attention_factor").value_or(yarn_default_attn_factor(s.factor)));
+  const double mscale = num(rp, "mscale").value_or(0),
+               all_dim = num(rp, "mscale_all_dim").value_or(0);
+  auto get_mscale = [&](double m) {
+    return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0;
+  };
+  const double derived = mscale != 0 && all_dim != 0 ? get_mscale(mscale) / get_mscale(all_dim)
+                                                     : yarn_default_attn_factor(s.factor);
+  s.attn_factor = static_cast<float>(num(rp, "attention_factor").value_or(derived));
+  s.yarn_log_mul = static_cast<float>(0.1 * all_dim);
   return Status::ok();
 }
 
@@ -143,9 +149,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   LOOM_RETURN_IF_ERROR(req_int(names::kFeedForwardLength, &c.n_ff));
   c.n_head_kv = opt_int(key(names::kHeadCountKv), c.n_head);
   c.head_dim = opt_int(key(names::kKeyLength), c.n_head > 0 ? c.n_embd / c.n_head : 0);
-  int32_t v_len = opt_int(key(names::kValueLength), c.head_dim);
-  if (v_len != c.head_dim)
-    return unsupported("value length differs from key length in " + key(names::kValueLength));
+  const int32_t v_len = opt_int(key(names::kValueLength), c.head_dim);
   c.n_rot = opt_int(key(names::kRopeDimensionCount), c.head_dim);
   c.context_length = opt_int(key(names::kContextLength), 0);
   c.n_vocab = opt_int(key(names::kVocabSize), 0);  // replaced by the embedding's row count
@@ -192,6 +196,9 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   LOOM_RETURN_IF_ERROR(check_dims(c, "GGUF file"));
   c.layers.assign(c.n_layer, LayerSpec{});
   if (arch->read_gguf) LOOM_RETURN_IF_ERROR(arch->read_gguf(f, c));
+  // Multi-head Latent Attention sizes its heads itself (its value_length is the latent's).
+  if (v_len != c.head_dim && c.mla.kv_lora_rank == 0)
+    return unsupported("value length differs from key length in " + key(names::kValueLength));
   return c;
 }
 
@@ -318,6 +325,8 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   if (c.n_vocab <= 0) return invalid_file(source + ": vocab_size must be > 0");
   c.layers.assign(c.n_layer, LayerSpec{});
   if (arch->read_hf) LOOM_RETURN_IF_ERROR(arch->read_hf(j, c));
+  if (c.rope_scaling.yarn_log_mul != 0 && c.mla.kv_lora_rank == 0)
+    return unsupported(source + ": yarn with \"mscale_all_dim\" is not supported for " + c.arch);
   for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"})
     if (j.contains(k) && !j[k].is_null() && c.attn_softcap == 0 && c.final_softcap == 0)
       return unsupported(source + ": \"" + std::string(k) + "\" is not supported for " + c.arch);

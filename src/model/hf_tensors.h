@@ -16,12 +16,16 @@
 #include "format/safetensors.h"
 #include "format/tensor.h"
 #include "model/arch.h"
+#include "model/config.h"
 
 namespace loom {
 
 class HfTensors {
  public:
-  static Result<std::shared_ptr<HfTensors>> open(const std::string& dir, const ArchSpec& arch);
+  // `config` (of the same checkpoint) gives the per-head sizes that split DeepSeek's kv_b_proj
+  // (names::kDeriveMlaKeys / kDeriveMlaValues).
+  static Result<std::shared_ptr<HfTensors>> open(const std::string& dir, const ArchSpec& arch,
+                                                 const ModelConfig& config);
 
   // The tensor with this GGUF name; nullptr when the checkpoint has none (or its experts'
   // shapes or dtypes disagree, which binding then reports as a missing tensor).
@@ -30,12 +34,15 @@ class HfTensors {
   std::string hf_name(std::string_view gguf_name) const;
 
  private:
-  HfTensors(SafetensorsModel st, const ArchSpec& arch) : st_(std::move(st)), arch_(arch) {}
+  HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config)
+      : st_(std::move(st)), arch_(arch), n_head_(config.n_head), mla_(config.mla) {}
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
 
   SafetensorsModel st_;
   const ArchSpec& arch_;
+  int32_t n_head_;
+  MlaConfig mla_;
   struct Stacked {
     std::vector<uint8_t> bytes;
     TensorView view;

@@ -53,6 +53,9 @@ class KvCache {
   KvBackend backend() const { return backend_; }
   // Bytes one block takes over all layers, K and V (for sizing the pool from a memory budget).
   static uint64_t bytes_per_block(const ModelConfig& config, int32_t block_size, Dtype dtype);
+  // Elements one token takes in `layer`: K and V of every KV head, or an MLA layer's one
+  // latent row (kv_lora_rank + qk_rope_head_dim, shared by every head).
+  static uint64_t layer_elems_per_token(const ModelConfig& config, int layer);
   // The cache's memory is committed in the background after creation (start-up does not wait
   // for it); this blocks until it is, for measurements that must not include page faults.
   virtual void wait_committed() {}
@@ -76,6 +79,12 @@ struct ModelLoadOptions {
   // context length. LongRoPE picks its long factors when this exceeds the original context,
   // as llama.cpp does from its context size (transformers switches per sequence length).
   int32_t max_context = 0;
+  // Multi-head Latent Attention: a sequence computing at least this many rows in one step
+  // (a prompt chunk) attends with each head's K and V decompressed from its cached latent
+  // rows instead of in the absorbed form decode uses: fewer operations per query-key pair for
+  // long prompts, but a row's bits then depend on how its prompt was chunked (the two forms
+  // round differently). 0: always absorbed, chunk- and batch-invariant.
+  int32_t mla_decompress_rows = 0;
 };
 
 class Model {

@@ -57,6 +57,20 @@ inline constexpr std::string_view kExpertFeedForwardLength = "expert_feed_forwar
 inline constexpr std::string_view kExpertSharedFeedForwardLength =
     "expert_shared_feed_forward_length";
 inline constexpr std::string_view kExpertWeightsNorm = "expert_weights_norm";  // bool
+// DeepSeek-V3 (GGUF deepseek2): Multi-head Latent Attention's ranks and per-head sizes (the
+// _mla keys in files whose key_length / value_length describe the latent row, llama.cpp's
+// converter since its MLA support), its router and dense leading layers.
+inline constexpr std::string_view kQLoraRank = "attention.q_lora_rank";
+inline constexpr std::string_view kKvLoraRank = "attention.kv_lora_rank";
+inline constexpr std::string_view kKeyLengthMla = "attention.key_length_mla";
+inline constexpr std::string_view kValueLengthMla = "attention.value_length_mla";
+inline constexpr std::string_view kExpertSharedCount = "expert_shared_count";
+inline constexpr std::string_view kExpertWeightsScale = "expert_weights_scale";
+inline constexpr std::string_view kExpertGatingFunc = "expert_gating_func";  // 1 softmax, 2 sigmoid
+inline constexpr std::string_view kLeadingDenseBlockCount = "leading_dense_block_count";
+inline constexpr std::string_view kExpertGroupCount = "expert_group_count";
+inline constexpr std::string_view kExpertGroupUsedCount = "expert_group_used_count";
+inline constexpr std::string_view kRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
 // YaRN RoPE (gpt-oss): llama.cpp's keys; absent, beta_fast 32 and beta_slow 1.
 inline constexpr std::string_view kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
 inline constexpr std::string_view kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
@@ -135,6 +149,19 @@ inline constexpr std::string_view kFfnGateExpsBias = "ffn_gate_exps.bias";  // {
 inline constexpr std::string_view kFfnUpExpsBias = "ffn_up_exps.bias";      // {Fx, X}
 inline constexpr std::string_view kFfnDownExpsBias = "ffn_down_exps.bias";  // {E, X}
 
+// Multi-head Latent Attention (R = kv_lora_rank, Rq = q_lora_rank, P = qk_rope_head_dim,
+// N = qk_nope_head_dim, Dv = v_head_dim, H = n_head).
+inline constexpr std::string_view kAttnQA = "attn_q_a.weight";             // {E, Rq}
+inline constexpr std::string_view kAttnQANorm = "attn_q_a_norm.weight";    // {Rq}
+inline constexpr std::string_view kAttnQB = "attn_q_b.weight";             // {Rq, H * (N + P)}
+inline constexpr std::string_view kAttnKvAMqa = "attn_kv_a_mqa.weight";    // {E, R + P}
+inline constexpr std::string_view kAttnKvANorm = "attn_kv_a_norm.weight";  // {R}
+inline constexpr std::string_view kAttnKvB = "attn_kv_b.weight";           // {R, H * (N + Dv)}
+inline constexpr std::string_view kAttnKB = "attn_k_b.weight";             // {N, R, H}
+inline constexpr std::string_view kAttnVB = "attn_v_b.weight";             // {R, Dv, H}
+inline constexpr std::string_view kFfnExpProbsB = "exp_probs_b.bias";      // {X} router bias
+                                                                           // for choosing only
+
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 
 // Splits "blk.3.attn_q.weight" into (3, "attn_q.weight"); nullopt for global names.
@@ -158,6 +185,11 @@ inline constexpr std::string_view kExpertIndex = "{e}";
 inline constexpr std::string_view kDeriveEvenCols = "#even";
 inline constexpr std::string_view kDeriveOddCols = "#odd";
 inline constexpr std::string_view kDeriveTransposed = "#t";
+// DeepSeek's kv_b_proj [H * (N + Dv)][R] split per head as llama.cpp's converter splits it:
+// "#kb" each head's N key rows transposed to attn_k_b {N, R, H}; "#vb" its Dv value rows as
+// attn_v_b {R, Dv, H}.
+inline constexpr std::string_view kDeriveMlaKeys = "#kb";
+inline constexpr std::string_view kDeriveMlaValues = "#vb";
 std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
 // The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
 std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);

@@ -27,23 +27,39 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
       plan.push_back({n::layer_tensor(l, suffix), std::move(ne), k, r, l});
     };
     if (pre_norms) add(n::kAttnNorm, {E}, TensorKind::kNorm, TensorRole::kAttnNorm);
-    if (c.fused_qkv) {
+    const bool mla = l < static_cast<int32_t>(c.layers.size()) && c.layers[l].mla;
+    if (mla) {  // llama.cpp's deepseek2 tensors (the split k_b / v_b of its MLA converter)
+      const MlaConfig& a = c.mla;
+      const int64_t H = c.n_head, R = a.kv_lora_rank, N = a.qk_nope_head_dim;
+      if (a.q_lora_rank > 0) {
+        add(n::kAttnQA, {E, a.q_lora_rank}, TensorKind::kMatrix, TensorRole::kWqA);
+        add(n::kAttnQANorm, {a.q_lora_rank}, TensorKind::kNorm, TensorRole::kQANorm);
+        add(n::kAttnQB, {a.q_lora_rank, QD}, TensorKind::kMatrix, TensorRole::kWqB);
+      } else {
+        add(n::kAttnQ, {E, QD}, TensorKind::kMatrix, TensorRole::kWq);
+      }
+      add(n::kAttnKvAMqa, {E, a.latent_row()}, TensorKind::kMatrix, TensorRole::kWkvA);
+      add(n::kAttnKvANorm, {R}, TensorKind::kNorm, TensorRole::kKvANorm);
+      add(n::kAttnKB, {N, R, H}, TensorKind::kMatrix, TensorRole::kWkB);
+      add(n::kAttnVB, {R, a.v_head_dim, H}, TensorKind::kMatrix, TensorRole::kWvB);
+      add(n::kAttnOutput, {H * a.v_head_dim, E}, TensorKind::kMatrix, TensorRole::kWo);
+    } else if (c.fused_qkv) {
       add(n::kAttnQkv, {E, QD + 2 * KD}, TensorKind::kMatrix, TensorRole::kWqkv);
     } else {
       add(n::kAttnQ, {E, QD}, TensorKind::kMatrix, TensorRole::kWq);
       add(n::kAttnK, {E, KD}, TensorKind::kMatrix, TensorRole::kWk);
       add(n::kAttnV, {E, KD}, TensorKind::kMatrix, TensorRole::kWv);
     }
-    if (c.qkv_bias) {
+    if (c.qkv_bias && !mla) {
       add(n::kAttnQBias, {QD}, TensorKind::kBias, TensorRole::kBq);
       add(n::kAttnKBias, {KD}, TensorKind::kBias, TensorRole::kBk);
       add(n::kAttnVBias, {KD}, TensorKind::kBias, TensorRole::kBv);
     }
-    if (c.qk_norm) {
+    if (c.qk_norm && !mla) {
       add(n::kAttnQNorm, {whole_qk ? QD : D}, TensorKind::kNorm, TensorRole::kQNorm);
       add(n::kAttnKNorm, {whole_qk ? KD : D}, TensorKind::kNorm, TensorRole::kKNorm);
     }
-    add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
+    if (!mla) add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
     if (c.attn_out_bias) add(n::kAttnOutputBias, {E}, TensorKind::kBias, TensorRole::kBo);
     if (c.attn_sinks) add(n::kAttnSinks, {c.n_head}, TensorKind::kBias, TensorRole::kSinks);
     if (post_norms) add(n::kAttnPostNorm, {E}, TensorKind::kNorm, TensorRole::kAttnPostNorm);
@@ -58,6 +74,7 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
       add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
       add(n::kFfnUpExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kUpExps);
       if (m.router_bias) add(n::kFfnGateInpBias, {X}, TensorKind::kBias, TensorRole::kRouterBias);
+      if (m.score_bias) add(n::kFfnExpProbsB, {X}, TensorKind::kBias, TensorRole::kExpProbsB);
       if (m.expert_bias) {
         add(n::kFfnGateExpsBias, {Fx, X}, TensorKind::kBias, TensorRole::kGateExpsBias);
         add(n::kFfnDownExpsBias, {E, X}, TensorKind::kBias, TensorRole::kDownExpsBias);

@@ -61,6 +61,17 @@ enum class TensorRole {
   // A classifier head on the pooled hidden state (rerankers converted by llama.cpp).
   kClsOut,
   kClsOutBias,
+  // Multi-head Latent Attention (LayerSpec::mla) and DeepSeek's router bias: the low-rank
+  // query path, the latent's projection and norm, the per-head key/value up-projections
+  // ({N, R, H} and {R, Dv, H}: one matrix per head, bound like experts).
+  kWqA,
+  kQANorm,
+  kWqB,
+  kWkvA,
+  kKvANorm,
+  kWkB,
+  kWvB,
+  kExpProbsB,
 };
 
 struct PlannedWeight {

@@ -149,6 +149,8 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       std::vector<TensorView>* dst = t.role == TensorRole::kGateExps   ? &L->gate_exp
                                      : t.role == TensorRole::kUpExps   ? &L->up_exp
                                      : t.role == TensorRole::kDownExps ? &L->down_exp
+                                     : t.role == TensorRole::kWkB      ? &L->k_b
+                                     : t.role == TensorRole::kWvB      ? &L->v_b
                                                                        : nullptr;
       if (!dst) return internal_error("tensor plan: " + t.name + " is not an expert role");
       LOOM_RETURN_IF_ERROR(b.stacked(t.name, t.ne[0], t.ne[1], t.ne[2], dst));
@@ -207,6 +209,15 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
           break;
         case TensorRole::kWDownShexp:
           L->w_down_shexp = m;
+          break;
+        case TensorRole::kWqA:
+          L->wq_a = m;
+          break;
+        case TensorRole::kWqB:
+          L->wq_b = m;
+          break;
+        case TensorRole::kWkvA:
+          L->wkv_a = m;
           break;
         default:
           return internal_error("tensor plan: " + t.name + " is not a matrix role");
@@ -279,6 +290,15 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       case TensorRole::kDownExpsBias:
         dst = &L->down_exp_bias;
         break;
+      case TensorRole::kQANorm:
+        dst = &L->q_a_norm;
+        break;
+      case TensorRole::kKvANorm:
+        dst = &L->kv_a_norm;
+        break;
+      case TensorRole::kExpProbsB:
+        dst = &L->exp_probs_b;
+        break;
       default:
         return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
@@ -296,7 +316,10 @@ uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
   for (const auto& L : layers) {
     total += L.wq.nbytes + L.wk.nbytes + L.wv.nbytes + L.wo.nbytes + L.w_gate.nbytes +
              L.w_up.nbytes + L.w_down.nbytes + L.router.nbytes + L.w_gate_shexp.nbytes +
-             L.w_up_shexp.nbytes + L.w_down_shexp.nbytes;
+             L.w_up_shexp.nbytes + L.w_down_shexp.nbytes + L.wq_a.nbytes + L.wq_b.nbytes +
+             L.wkv_a.nbytes;
+    for (const auto* heads : {&L.k_b, &L.v_b})
+      for (const TensorView& h : *heads) total += h.nbytes;
     if (!L.gate_exp.empty())
       total += static_cast<uint64_t>(n_expert_used) *
                (L.gate_exp[0].nbytes + L.up_exp[0].nbytes + L.down_exp[0].nbytes);
@@ -311,9 +334,12 @@ uint64_t numel(const TensorView& t) {
 // Per layer: the matrices every token uses, and one expert's.
 uint64_t shared_params(const LayerWeights& L) {
   uint64_t n = 0;
-  for (const TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                              &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
+  for (const TensorView* t :
+       {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.w_gate_shexp,
+        &L.w_up_shexp, &L.w_down_shexp, &L.wq_a, &L.wq_b, &L.wkv_a})
     n += numel(*t);
+  for (const auto* heads : {&L.k_b, &L.v_b})
+    for (const TensorView& h : *heads) n += numel(h);
   return n;
 }
 uint64_t expert_params(const LayerWeights& L) {

@@ -47,6 +47,17 @@ struct LayerWeights {
   std::vector<float> attn_sinks;   // (n_head)
   std::vector<float> router_bias;  // (n_expert)
   std::vector<float> gate_exp_bias, up_exp_bias, down_exp_bias;
+  // Multi-head Latent Attention (LayerSpec::mla; R = kv_lora_rank, N = qk_nope_head_dim,
+  // P = qk_rope_head_dim, Dv = v_head_dim), instead of wk / wv; wq is the full query
+  // projection only without a low-rank query path, wo is (E, n_head * Dv).
+  TensorView wq_a;                 // (q_lora_rank, E)
+  std::vector<float> q_a_norm;     // (q_lora_rank)
+  TensorView wq_b;                 // (n_head * (N + P), q_lora_rank)
+  TensorView wkv_a;                // (R + P, E): the latent, then the shared RoPE key
+  std::vector<float> kv_a_norm;    // (R)
+  std::vector<TensorView> k_b;     // [n_head] (R, N): a head's nope query into latent space
+  std::vector<TensorView> v_b;     // [n_head] (Dv, R): latent attention output to its value
+  std::vector<float> exp_probs_b;  // (n_expert) DeepSeek's router bias, for choosing only
 };
 
 struct Weights {

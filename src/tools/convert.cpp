@@ -85,12 +85,15 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     return invalid_argument("convert --type must be f32, f16, bf16, q8_0 or mxfp4");
   LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(hf_dir));
   const ArchSpec* arch = find_arch(config.arch);
-  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> st, HfTensors::open(hf_dir, *arch));
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> st, HfTensors::open(hf_dir, *arch, config));
   TensorLookup find = [&](std::string_view name) { return st->find(name); };
   // Binding validates every shape and settles tied / bias / qk-norm flags.
   LOOM_ASSIGN_OR_RETURN(Weights bound, Weights::bind(config, *arch, find));
   rep.arch = config.arch;
-  const bool permute = arch->gguf_rope_style == RopeStyle::kInterleaved;
+  // Rows are permuted for interleaved RoPE only when the checkpoint rotates halves (DeepSeek's
+  // rope_interleave checkpoints are interleaved already).
+  const bool permute =
+      arch->gguf_rope_style == RopeStyle::kInterleaved && config.rope_style == RopeStyle::kNeox;
 
   // The tensors to write: the model's tensor plan (llama.cpp's order), with llama3 RoPE
   // scaling as a rope_freqs.weight tensor of divisors, as llama.cpp's converter writes it.

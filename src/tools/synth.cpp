@@ -200,9 +200,20 @@ Result<Plan> make_plan(const SynthOptions& o) {
   m.set_u32(key(names::kBlockCount), static_cast<uint32_t>(ps.n_layer));
   m.set_u32(key(names::kFeedForwardLength), static_cast<uint32_t>(F));
   m.set_u32(key(names::kHeadCount), static_cast<uint32_t>(ps.n_head));
-  m.set_u32(key(names::kHeadCountKv), static_cast<uint32_t>(ps.n_head_kv));
-  m.set_u32(key(names::kKeyLength), static_cast<uint32_t>(D));
-  m.set_u32(key(names::kValueLength), static_cast<uint32_t>(D));
+  if (ps.kv_lora_rank > 0) {  // as llama.cpp's deepseek2 converter describes MLA
+    m.set_u32(key(names::kHeadCountKv), 1);
+    m.set_u32(key(names::kKeyLength), static_cast<uint32_t>(ps.kv_lora_rank + ps.qk_rope_head_dim));
+    m.set_u32(key(names::kValueLength), static_cast<uint32_t>(ps.kv_lora_rank));
+    m.set_u32(key(names::kKeyLengthMla), static_cast<uint32_t>(D));
+    m.set_u32(key(names::kValueLengthMla), static_cast<uint32_t>(ps.v_head_dim));
+    if (ps.q_lora_rank > 0)
+      m.set_u32(key(names::kQLoraRank), static_cast<uint32_t>(ps.q_lora_rank));
+    m.set_u32(key(names::kKvLoraRank), static_cast<uint32_t>(ps.kv_lora_rank));
+  } else {
+    m.set_u32(key(names::kHeadCountKv), static_cast<uint32_t>(ps.n_head_kv));
+    m.set_u32(key(names::kKeyLength), static_cast<uint32_t>(D));
+    m.set_u32(key(names::kValueLength), static_cast<uint32_t>(D));
+  }
   m.set_f32(key(names::kRmsEps), eps);
   m.set_f32(key(names::kRopeFreqBase), theta);
   m.set_u32(key(names::kRopeDimensionCount), static_cast<uint32_t>(ps.n_rot > 0 ? ps.n_rot : D));
@@ -214,6 +225,15 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kExpertCount), static_cast<uint32_t>(ps.n_expert));
     m.set_u32(key(names::kExpertUsedCount), static_cast<uint32_t>(ps.n_expert_used));
     m.set_u32(key(names::kExpertFeedForwardLength), static_cast<uint32_t>(ps.n_ff_exp));
+  }
+  if (ps.n_expert > 0 && ps.kv_lora_rank > 0) {  // DeepSeek's router and layer pattern
+    m.set_u32(key(names::kLeadingDenseBlockCount), static_cast<uint32_t>(ps.n_dense_lead));
+    m.set_u32(key(names::kExpertSharedCount), static_cast<uint32_t>(ps.n_expert_shared));
+    m.set_f32(key(names::kExpertWeightsScale), ps.expert_weights_scale);
+    m.set(key(names::kExpertWeightsNorm), GgufValue::of_bool(true));
+    m.set_u32(key(names::kExpertGatingFunc), 2);  // sigmoid
+    m.set_u32(key(names::kExpertGroupCount), static_cast<uint32_t>(ps.n_expert_group));
+    m.set_u32(key(names::kExpertGroupUsedCount), static_cast<uint32_t>(ps.n_expert_group_used));
   }
   const bool llama3_rope = ps.rope_scaling_factor > 0;
   if (llama3_rope) {
@@ -262,6 +282,7 @@ Result<Plan> make_plan(const SynthOptions& o) {
   c.tied_embeddings = tied;
   c.n_vocab = static_cast<int32_t>(V);
   if (ps.rerank_head) c.n_cls_out = 2;
+  c.moe.score_bias = c.moe.sigmoid_scores;  // DeepSeek-V3's correction bias (exp_probs_b)
   TensorPlanOptions po;
   po.rope_freqs = llama3_rope;
   for (const PlannedWeight& t : tensor_plan(c, po)) {

@@ -45,6 +45,19 @@ struct SynthPreset {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
+  // Multi-head Latent Attention (DeepSeek): the query and latent ranks and the per-head sizes
+  // (head_dim is then qk_nope + qk_rope_head_dim, n_rot qk_rope_head_dim, n_head_kv n_head).
+  int32_t q_lora_rank = 0;
+  int32_t kv_lora_rank = 0;  // 0: not an MLA preset
+  int32_t qk_rope_head_dim = 0;
+  int32_t v_head_dim = 0;
+  // DeepSeek's MoE: shared experts (each of n_ff_exp), leading dense layers (of n_ff), and the
+  // sigmoid router's groups and scale.
+  int32_t n_expert_shared = 0;
+  int32_t n_dense_lead = 0;
+  int32_t n_expert_group = 0;
+  int32_t n_expert_group_used = 0;
+  float expert_weights_scale = 0;
   // Embedding / reranking models: {arch}.pooling_type (-1: not written, a generative model)
   // and, for a reranker, the head llama.cpp's converter gives a Qwen3-Reranker: cls.output
   // holding the LM head's "yes" and "no" rows, classifier.output_labels and the rerank prompt.

@@ -29,6 +29,7 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
                                  .arch = GetParam() == "tiny-swa"       ? "gemma3"
                                          : GetParam() == "tiny-moe"     ? "qwen3moe"
                                          : GetParam() == "tiny-gpt-oss" ? "gpt-oss"
+                                         : GetParam() == "tiny-mla"     ? "deepseek2"
                                                                         : ""});
     bytes_ = cached;
   }
@@ -131,6 +132,26 @@ TEST_P(EngineTest, HeavyPreemptionGivesSameTokensAndFreesEverything) {
       EXPECT_EQ(got.at(r.request_id).tokens, ref.at(r.request_id).tokens)
           << r.request_id << " caching " << caching;
   }
+}
+
+// A prompt whose first blocks an earlier request left in the cache computes only the rest,
+// and gives the logits and tokens of a cold run (MLA: the cached latent rows are reused).
+TEST_P(EngineTest, PrefixCacheHitGivesColdRunLogits) {
+  auto rs = requests(2, 6);
+  rs[0].prompt = random_prompt(64, 11, n_vocab_);
+  rs[1].prompt = rs[0].prompt;
+  for (int32_t t : random_prompt(9, 12, n_vocab_)) rs[1].prompt.push_back(t);
+  EngineConfig cold_config = base_config();
+  cold_config.enable_prefix_caching = false;
+  auto cold = run(cold_config, {rs[1]});
+  auto e = engine(base_config());
+  ASSERT_TRUE(e->add_request(rs[0]).is_ok());
+  run_all(*e);
+  ASSERT_TRUE(e->add_request(rs[1]).is_ok());
+  auto warm = run_all(*e);
+  EXPECT_GE(e->metrics().prefix_cache_hits, 48);  // the prompt's 3 full blocks of 16
+  expect_same(warm.at(rs[1].request_id), cold.at(rs[1].request_id), "prefix-cache hit");
+  EXPECT_EQ(e->check_kv_drained(), "");
 }
 
 TEST_P(EngineTest, RejectsRequestsThatCanNeverFit) {
@@ -386,7 +407,8 @@ TEST(EngineLoad, DisableSlidingWindowGivesEveryLayerFullAttention) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineTest,
-                         ::testing::Values("tiny", "tiny-swa", "tiny-moe", "tiny-gpt-oss"),
+                         ::testing::Values("tiny", "tiny-swa", "tiny-moe", "tiny-gpt-oss",
+                                           "tiny-mla"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

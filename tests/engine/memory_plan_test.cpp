@@ -84,7 +84,41 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, MemoryPlanMatches, ::testing::Values("tiny", "tiny-moe"));
+INSTANTIATE_TEST_SUITE_P(Presets, MemoryPlanMatches,
+                         ::testing::Values("tiny", "tiny-moe", "tiny-mla"));
+
+// Multi-head Latent Attention: each layer caches one row per token, kv_lora_rank +
+// qk_rope_head_dim values (tiny-mla: 32 + 8), in a latent group of its own; the plan, the
+// cache the model allocates and the table agree on it, and it is far below full K and V.
+TEST(MemoryPlan, MlaCachesOneLatentRowPerTokenAndLayer) {
+  const BoundModel b = bind_synth("tiny-mla");
+  const ModelConfig& mc = b.config;
+  ASSERT_EQ(mc.mla.kv_lora_rank, 32);
+  ASSERT_EQ(mc.mla.qk_rope_head_dim, 8);
+  for (Dtype dt : {Dtype::kF16, Dtype::kF32}) {
+    EngineConfig c;
+    c.kv_dtype = dt;
+    c.max_num_seqs = 2;
+    c.max_model_len = 128;
+    auto plan = plan_memory("tiny-mla", b, c, 0);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    const uint64_t elem = dt == Dtype::kF16 ? 2 : 4;
+    EXPECT_EQ(plan->kv_bytes_per_token, mc.n_layer * (32 + 8) * elem);
+    ASSERT_EQ(plan->kv.groups.size(), 1u);
+    EXPECT_TRUE(plan->kv.groups[0].latent);
+    EXPECT_EQ(plan->kv.groups[0].n_layers, mc.n_layer);
+    const uint64_t blocks = plan->kv.layout.num_blocks[0];
+    EXPECT_EQ(plan->kv_bytes, blocks * c.block_size * plan->kv_bytes_per_token);
+    auto cache = KvCache::create(mc, plan->kv.layout, c.block_size, dt);
+    ASSERT_TRUE(cache.is_ok());
+    EXPECT_EQ((*cache)->bytes(), plan->kv_bytes);
+    // Full K and V of every head would be 2 * 4 heads * 24 per layer: 4.8x more.
+    EXPECT_LT(plan->kv_bytes_per_token * 4, 2ull * mc.n_layer * mc.n_head * mc.head_dim * elem);
+    EXPECT_NE(plan->table().find("MLA: one latent row per layer (32 latent + 8 rope values)"),
+              std::string::npos)
+        << plan->table();
+  }
+}
 
 TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {
   const BoundModel b = bind_synth("tiny");

@@ -1,11 +1,13 @@
 // The fast element-wise / attention ops against their scalar double references on random data.
+#include "kernels/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "base/fp16.h"
 #include "kernels/ref/ops_ref.h"
 
 namespace loom::kernels {
@@ -70,6 +72,30 @@ TEST(OpsTest, RopeLayoutsRotateDifferentPairs) {
   EXPECT_EQ(c, x);
 }
 
+// vec_dot / vec_axpy (MLA's latent attention) against double sums, at lengths with and without
+// a tail of the vector width; load_kv of f16 / bf16 rows is exact (the conversion widens).
+TEST(OpsTest, VecDotAxpyAndLoadKvMatchReference) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 16, 40, 288, 515}) {
+    auto a = random_vec(rng, n), b = random_vec(rng, n), y = random_vec(rng, n);
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += static_cast<double>(a[i]) * b[i];
+    EXPECT_NEAR(vec_dot(a.data(), b.data(), n), want, 1e-5 * (1 + std::sqrt(double(n)))) << n;
+    auto got = y;
+    vec_axpy(0.37f, a.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], y[i] + 0.37 * a[i], 1e-6) << n;
+    for (Dtype dt : {Dtype::kF16, Dtype::kBF16}) {
+      std::vector<uint16_t> stored(n);
+      std::vector<float> back(n), want_back(n);
+      store_kv(dt, a.data(), stored.data(), n);
+      load_kv(dt, stored.data(), back.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        want_back[i] = dt == Dtype::kF16 ? fp16_to_f32(stored[i]) : bf16_to_f32(stored[i]);
+      EXPECT_EQ(back, want_back) << n;
+    }
+  }
+}
+
 TEST(OpsTest, SoftmaxAndSiluMatchReference) {
   std::mt19937 rng(4);
   for (int64_t n : {1, 5, 300}) {
@@ -103,8 +129,10 @@ TEST(OpsTest, PagedAttentionMatchesReferenceForEveryKvDtype) {
       store_kv(dt, r.data(), vbuf.data() + t * hd * esize, hd);
     }
     for (int64_t h = 0; h < n_head_kv; ++h) {
-      PagedHead k{kbuf.data() + h * hd * esize, dt, table.data(), block_size, block_stride, token_stride};
-      PagedHead v{vbuf.data() + h * hd * esize, dt, table.data(), block_size, block_stride, token_stride};
+      PagedHead k{
+          kbuf.data() + h * hd * esize, dt, table.data(), block_size, block_stride, token_stride};
+      PagedHead v{
+          vbuf.data() + h * hd * esize, dt, table.data(), block_size, block_stride, token_stride};
       for (int32_t n_kv : {1, 3, 4, 17, 32}) {
         auto q = random_vec(rng, hd);
         std::vector<float> a(hd), b(hd), scratch(n_kv + hd);

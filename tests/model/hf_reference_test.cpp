@@ -286,7 +286,154 @@ TEST(HfReferenceGptOss, ConvertedMxfp4GgufMatchesItsDequantizedTwin) {
 INSTANTIATE_TEST_SUITE_P(All, HfReferenceFamilies,
                          ::testing::Values("gemma2", "gemma3_text", "phi3", "granite", "olmo2",
                                            "smollm3", "qwen3_moe", "qwen2_moe", "mixtral",
-                                           "gpt_oss"));
+                                           "gpt_oss", "deepseek_v3"));
+
+// DeepSeek-V3 converted as llama.cpp's MLA converter writes deepseek2: key_length /
+// value_length of the latent row and the heads' sizes in the _mla keys, one KV head,
+// kv_b_proj split into attn_k_b {N, R, H} (transposed) and attn_v_b {R, Dv, H}, the router's
+// keys and exp_probs_b.bias. An F16 file stays close to transformers' logits.
+TEST(HfReferenceDeepseek, GgufHasLlamaCppKeysAndNamesAndF16IsClose) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() / ("loom_dsv3_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  ASSERT_TRUE(convert_hf_to_gguf(fixture("deepseek_v3"), (tmp / "f32.gguf").string(), {}).is_ok());
+  auto f = GgufFile::open((tmp / "f32.gguf").string());
+  ASSERT_TRUE(f.is_ok());
+  auto u = [&](const std::string& k) { return f->get_int("deepseek2." + k).value_or(-1); };
+  EXPECT_EQ(f->get_string("general.architecture").value_or(""), "deepseek2");
+  EXPECT_EQ(u("attention.head_count_kv"), 1);
+  EXPECT_EQ(u("attention.key_length"), 16 + 8);      // kv_lora_rank + qk_rope_head_dim
+  EXPECT_EQ(u("attention.value_length"), 16);        // kv_lora_rank
+  EXPECT_EQ(u("attention.key_length_mla"), 16 + 8);  // qk_nope + qk_rope
+  EXPECT_EQ(u("attention.value_length_mla"), 16);
+  EXPECT_EQ(u("attention.q_lora_rank"), 32);
+  EXPECT_EQ(u("attention.kv_lora_rank"), 16);
+  EXPECT_EQ(u("rope.dimension_count"), 8);
+  EXPECT_EQ(u("leading_dense_block_count"), 1);
+  EXPECT_EQ(u("expert_count"), 4);
+  EXPECT_EQ(u("expert_used_count"), 2);
+  EXPECT_EQ(u("expert_shared_count"), 1);
+  EXPECT_EQ(u("expert_feed_forward_length"), 32);
+  EXPECT_EQ(u("expert_gating_func"), 2);
+  EXPECT_EQ(u("expert_group_count"), 1);
+  EXPECT_EQ(u("expert_group_used_count"), 1);
+  EXPECT_NEAR(f->get_float("deepseek2.expert_weights_scale").value_or(0), 2.5, 1e-6);
+  EXPECT_EQ(f->get_bool("deepseek2.expert_weights_norm"), std::optional<bool>(true));
+  auto shape = [&](const std::string& name) {
+    const GgufTensorInfo* t = f->find_tensor(name);
+    return t ? std::vector<int64_t>(t->view.ne.begin(), t->view.ne.begin() + t->view.n_dims)
+             : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(shape("blk.0.attn_q_a.weight"), (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(shape("blk.0.attn_q_a_norm.weight"), (std::vector<int64_t>{32}));
+  EXPECT_EQ(shape("blk.0.attn_q_b.weight"), (std::vector<int64_t>{32, 4 * 24}));
+  EXPECT_EQ(shape("blk.0.attn_kv_a_mqa.weight"), (std::vector<int64_t>{64, 24}));
+  EXPECT_EQ(shape("blk.0.attn_kv_a_norm.weight"), (std::vector<int64_t>{16}));
+  EXPECT_EQ(shape("blk.0.attn_k_b.weight"), (std::vector<int64_t>{16, 16, 4}));
+  EXPECT_EQ(shape("blk.0.attn_v_b.weight"), (std::vector<int64_t>{16, 16, 4}));
+  EXPECT_EQ(shape("blk.0.attn_output.weight"), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(shape("blk.0.ffn_gate.weight"), (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(shape("blk.1.exp_probs_b.bias"), (std::vector<int64_t>{4}));
+  EXPECT_EQ(shape("blk.1.ffn_gate_inp.weight"), (std::vector<int64_t>{64, 4}));
+  EXPECT_EQ(shape("blk.1.ffn_up_exps.weight"), (std::vector<int64_t>{64, 32, 4}));
+  EXPECT_EQ(shape("blk.1.ffn_down_shexp.weight"), (std::vector<int64_t>{32, 64}));
+  EXPECT_TRUE(shape("blk.0.attn_kv_b.weight").empty());
+  EXPECT_TRUE(shape("blk.1.ffn_gate.weight").empty());
+
+  ConvertOptions f16;
+  f16.type = Dtype::kF16;
+  ASSERT_TRUE(convert_hf_to_gguf(fixture("deepseek_v3"), (tmp / "f16.gguf").string(), f16).is_ok());
+  auto m = Model::load((tmp / "f16.gguf").string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture("deepseek_v3"))) {
+    auto kv = KvCache::create((*m)->config(), 4, 16, Dtype::kF32).value();
+    auto got = test::run_sequence(**m, *kv, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok());
+    const double err = row_rel_err(*got, c.logits, V);
+    std::printf("  deepseek_v3 f16: row rel err %.3g\n", err);
+    EXPECT_LT(err, 5e-3);
+    EXPECT_GT(err, 1e-7);  // rounded: not the f32 file by mistake
+  }
+  fs::remove_all(tmp);
+}
+
+// MLA's two forms agree: prompts run a token per step (the absorbed form decode uses:
+// queries folded into latent space, the cached latent rows never expanded) and in chunks of
+// 24 or 8 with the decompressed form (ModelLoadOptions::mla_decompress_rows: each head's K
+// and V expanded from the cached rows, earlier chunks' included) give the same logits, and
+// both give transformers'.
+TEST(HfReferenceDeepseek, DecompressedPrefillAgreesWithAbsorbedDecode) {
+  ModelLoadOptions decompress;
+  decompress.n_threads = 2;
+  decompress.mla_decompress_rows = 4;
+  auto absorbed = Model::load(fixture("deepseek_v3"), {2});
+  auto expanded = Model::load(fixture("deepseek_v3"), decompress);
+  ASSERT_TRUE(absorbed.is_ok() && expanded.is_ok());
+  const int64_t V = (*absorbed)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture("deepseek_v3"))) {
+    auto run = [&](Model& m, int chunk) {
+      auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+      return test::run_sequence(m, *kv, c.tokens, chunk).value();
+    };
+    const auto one_by_one = run(**absorbed, 1);
+    for (int chunk : {24, 8}) {
+      const auto chunked = run(**expanded, chunk);
+      const double err = row_rel_err(chunked, one_by_one, V);
+      std::printf("  deepseek_v3 decompressed chunks of %d vs absorbed: row rel err %.3g\n", chunk,
+                  err);
+      EXPECT_LT(err, 1e-5);
+      EXPECT_GT(err, 0.0);  // the two forms do round differently: both paths ran
+      EXPECT_LT(row_rel_err(chunked, c.logits, V), 1e-4);
+    }
+  }
+}
+
+// DeepSeek's YaRN (no transformers logits exist for it here: the fixture's config edited):
+// mscale = mscale_all_dim leaves cos and sin unscaled and multiplies the softmax scale by
+// (0.1·mscale_all_dim·ln(factor) + 1)², as transformers' DeepseekV3Attention does; the GGUF
+// says it with rope.scaling.yarn_log_multiplier and gives the directory's logits.
+TEST(HfReferenceDeepseek, YarnMscaleScalesTheSoftmaxAndRoundTrips) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_dsv3_yarn_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("deepseek_v3") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("deepseek_v3") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0},
+                            {"factor", 4.0},       {"original_max_position_embeddings", 64},
+                            {"mscale", 0.707},     {"mscale_all_dim", 0.707},
+                            {"beta_fast", 32.0},   {"beta_slow", 1.0}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  auto c = config_from_hf_dir(dir.string());
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const double m = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(c->attn_scale, m * m / std::sqrt(24.0), 1e-7);
+  EXPECT_NEAR(c->rope_scaling.attn_factor, 1.0, 1e-7);
+  EXPECT_NEAR(c->rope_scaling.yarn_log_mul, 0.0707, 1e-7);
+  const fs::path gguf = dir / "out.gguf";
+  ASSERT_TRUE(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{}).is_ok());
+  auto f = GgufFile::open(gguf.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_NEAR(f->get_float("deepseek2.rope.scaling.yarn_log_multiplier").value_or(0), 0.0707, 1e-7);
+  const auto tokens = read_cases(fixture("deepseek_v3"))[0].tokens;
+  auto run = [&](const std::string& spec) {
+    auto model = Model::load(spec, {2});
+    EXPECT_TRUE(model.is_ok()) << model.status().message();
+    auto kv = KvCache::create((*model)->config(), 4, 16, Dtype::kF32).value();
+    return test::run_sequence(**model, *kv, tokens, 64).value();
+  };
+  const auto from_dir = run(dir.string()), from_gguf = run(gguf.string());
+  EXPECT_LT(row_rel_err(from_gguf, from_dir, 512), 1e-6);
+  EXPECT_GT(row_rel_err(from_dir, read_cases(fixture("deepseek_v3"))[0].logits, 512), 1e-3);
+  // mscale != mscale_all_dim scales cos and sin too, which llama.cpp's files cannot say.
+  cfg["rope_parameters"]["mscale"] = 1.0;
+  std::ofstream(dir / "config.json") << cfg.dump();
+  auto refused = convert_hf_to_gguf(dir.string(), (dir / "bad.gguf").string(), ConvertOptions{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("mscale"), std::string::npos) << refused.message();
+  fs::remove_all(dir);
+}
 
 // A Llama 3.1 checkpoint (llama3 RoPE scaling) converts as llama.cpp's converter writes it:
 // the scaling as a rope_freqs.weight tensor of per-frequency divisors, no rope.scaling.* keys

@@ -69,6 +69,89 @@ TEST(MoeRouter, MatchesSortAndSoftmaxWithTiesAndWithoutRenormalizing) {
   }
 }
 
+// DeepSeek-V3's router by another path: groups ranked by the sum of their two best biased
+// scores (stable sort), the experts of the best topk_group of them ranked by biased score
+// (stable sort), weights from the unbiased sigmoid scores in double.
+void brute_force_sigmoid_route(const MoeConfig& m, const std::vector<float>& logits,
+                               const std::vector<float>& bias, std::vector<int32_t>* ids,
+                               std::vector<double>* w) {
+  const int32_t per = m.n_expert / m.n_group;
+  std::vector<double> score(m.n_expert), choice(m.n_expert);
+  for (int32_t e = 0; e < m.n_expert; ++e) {
+    score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[e])));
+    choice[e] = static_cast<float>(static_cast<float>(score[e]) + bias[e]);
+  }
+  std::vector<double> group(m.n_group);
+  for (int32_t g = 0; g < m.n_group; ++g) {
+    std::vector<double> in(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+    std::sort(in.rbegin(), in.rend());
+    group[g] = static_cast<float>(in[0] + in[1]);
+  }
+  std::vector<int32_t> groups(m.n_group);
+  std::iota(groups.begin(), groups.end(), 0);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](int32_t a, int32_t b) { return group[a] > group[b]; });
+  std::vector<int32_t> eligible;
+  for (int32_t e = 0; e < m.n_expert; ++e)
+    if (std::find(groups.begin(), groups.begin() + m.topk_group, e / per) !=
+        groups.begin() + m.topk_group)
+      eligible.push_back(e);
+  std::stable_sort(eligible.begin(), eligible.end(),
+                   [&](int32_t a, int32_t b) { return choice[a] > choice[b]; });
+  ids->assign(eligible.begin(), eligible.begin() + m.n_expert_used);
+  double sum = 0;
+  for (int32_t e : *ids) sum += score[e];
+  w->clear();
+  for (int32_t e : *ids) w->push_back(score[e] / (m.norm_topk ? sum : 1.0) * m.weights_scale);
+}
+
+TEST(MoeRouter, SigmoidGroupLimitedTopKWithCorrectionBias) {
+  MoeConfig m;
+  m.n_expert = 16;
+  m.n_expert_used = 4;
+  m.sigmoid_scores = true;
+  m.score_bias = true;
+  m.n_group = 4;
+  m.topk_group = 2;
+  m.weights_scale = 2.5f;
+  for (bool norm : {true, false}) {
+    m.norm_topk = norm;
+    for (uint32_t seed = 0; seed < 200; ++seed) {
+      std::vector<float> logits = random_floats(16, seed, 2.0f);
+      std::vector<float> bias = random_floats(16, seed + 1000, 0.3f);
+      if (seed % 4 == 0)
+        logits[1] = logits[9] = logits[14] = 1.5f, bias[1] = bias[9] = bias[14] = 0;
+      std::vector<int32_t> want_ids;
+      std::vector<double> want_w;
+      brute_force_sigmoid_route(m, logits, bias, &want_ids, &want_w);
+      int32_t ids[4];
+      float w[4];
+      layers::route_token(m, logits.data(), ids, w, bias.data());
+      for (int s = 0; s < 4; ++s) {
+        EXPECT_EQ(ids[s], want_ids[s]) << "seed " << seed << " slot " << s;
+        EXPECT_NEAR(w[s], want_w[s], 1e-5) << "seed " << seed;
+      }
+    }
+  }
+  // The best single expert (0) is left out when its group's second best is poor; the bias
+  // decides the choice but not the weights.
+  m.norm_topk = true;
+  std::vector<float> logits(16, -4.0f), bias(16, 0.0f);
+  logits[0] = 6.0f;                             // group 0: one strong expert
+  for (int e : {4, 5, 8, 9}) logits[e] = 2.0f;  // groups 1 and 2: two good ones each
+  bias[13] = 1.0f;                              // group 3 lifted by its bias alone...
+  bias[12] = 1.0f;                              // ...above groups 1 and 2
+  int32_t ids[4];
+  float w[4];
+  layers::route_token(m, logits.data(), ids, w, bias.data());
+  std::vector<int32_t> got(ids, ids + 4);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int32_t>{4, 5, 12, 13}));  // groups 3 and 1 (lower index of 1, 2)
+  const double s4 = 1.0 / (1.0 + std::exp(-2.0)), s12 = 1.0 / (1.0 + std::exp(4.0));
+  for (int s = 0; s < 4; ++s)
+    EXPECT_NEAR(w[s], (ids[s] >= 12 ? s12 : s4) / (2 * s4 + 2 * s12) * 2.5, 1e-5);
+}
+
 // A layer of n_expert random F32 experts (and optionally a gated shared expert) whose router
 // rows are set by `router`.
 struct TestLayer {

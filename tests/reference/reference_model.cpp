@@ -146,6 +146,7 @@ Status check_supported(const ModelConfig& c) {
     if (s.window != 0 || !s.rope || s.rope_theta != 0) what = "per-layer attention variants";
   if (c.rope_scaling.type == RopeScalingType::kLongRope) what = "LongRoPE";
   if (c.moe.n_expert > 0) what = "Mixture-of-Experts FFNs";
+  if (c.mla.kv_lora_rank > 0) what = "Multi-head Latent Attention";
   if (what.empty()) return Status::ok();
   return invalid_argument("reference: " + c.arch + " uses " + what +
                           ", which the reference does not implement");

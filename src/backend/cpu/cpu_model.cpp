@@ -27,6 +27,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
   if (options.disable_sliding_window)
     for (LayerSpec& s : config_.layers) s.window = 0;
+  if (config_.mla.kv_lora_rank > 0)  // from the weights as loaded, so before their repacking
+    mla_.enable_decompress(options.mla_decompress_rows, config_, weights_);
   repack_weights();
   // As repacked (Q6_K grows, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
@@ -64,9 +66,9 @@ template <class W, class F>
 void for_each_repacked(W& weights, F&& f) {
   for (auto& L : weights.layers) {
     for (auto* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                    &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp})
+                    &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp, &L.wq_a, &L.wq_b, &L.wkv_a})
       if (w->data) f(*w);
-    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp})
+    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp, &L.k_b, &L.v_b})
       for (auto& w : *experts) f(w);
   }
   f(weights.output);
@@ -120,7 +122,7 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
     floats += rows * X + 2 * rows * K + rows * K * E + 2 * rows * c.moe.n_ff_shexp +
               static_cast<uint64_t>(n_threads) * task_rows * (2 * E + 2 * F);
   }
-  return floats * sizeof(float);
+  return floats * sizeof(float) + CpuMlaAttention::scratch_bytes_for(c, rows, max_kv, n_threads);
 }
 
 Model::MemoryUse CpuModel::memory_use() const {
@@ -130,7 +132,7 @@ Model::MemoryUse CpuModel::memory_use() const {
   for (const std::vector<float>* v :
        {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
     floats += v->capacity();
-  m.scratch = floats * sizeof(float) + moe_.scratch_bytes();
+  m.scratch = floats * sizeof(float) + moe_.scratch_bytes() + mla_.scratch_bytes();
   return m;
 }
 
@@ -335,88 +337,99 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       }
       layers::block_input(c, x, L.attn_norm, xn);
     };
-    const kernels::MatmulTarget qkv[] = {
-        {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-    kernels::matmul_multi(qkv, 3, xn_.data(), n, pool, attn_norm_row);
-    clock.end(ForwardProfile::kQkv);
-
-    // Bias, qk-norm, RoPE; then this step's K/V go into the cache. A decode step whose
-    // attention tasks are whole sequences does this in the row's attention task instead: the
-    // K lines it stores (one per 2 dimensions in the dim-major cache) are then read by the
-    // same core, and the step has one hand-off less per layer.
-    auto prepare_row = [&](int64_t i) {
-      float* q = &q_[i * q_dim];
-      float* k = &k_[i * kv_dim];
-      float* v = &v_[i * kv_dim];
+    if (spec.mla) {  // mla: the latent attention (backend/cpu/mla_attention.h), then wo
+      for_rows(n, E, [&](int64_t i, int) { attn_norm_row(i, &xn_[i * E]); });
+      clock.end(ForwardProfile::kQkv);
       const int rope = layer_rope_[l];
-      layers::prepare_qkv(c, L, q, k, v, rope >= 0 ? &rope_cs_[(i * n_tables + rope) * R] : nullptr,
-                          rope >= 0);
-      const BatchSequence& s = b.sequences[b.seq[i]];
-      kv->store_token(l, s.table(kv_group)[b.pos[i] / bs], b.pos[i] % bs, k, v);
-    };
-    if (!attn_prepares_rows_) {
-      // In chunks of consecutive rows: a prompt's neighbouring tokens share the K cache lines
-      // (16 tokens of 2 dimensions each), so rows dealt out one by one made the cores trade
-      // every line (prefill, F16 llama-0.5b: 72 -> 22 ms per 512 tokens for this loop).
-      const int64_t chunk = std::clamp<int64_t>(n / (4 * pool_.size()), 1, bs);
-      for_rows((n + chunk - 1) / chunk, E * chunk, [&](int64_t task, int) {
-        for (int64_t i = task * chunk; i < std::min(n, (task + 1) * chunk); ++i) prepare_row(i);
-      });
-    }
-    clock.end(ForwardProfile::kRope);
-
-    // Attention per (sequence, KV heads, chunk of rows): the chunk's query heads of each KV
-    // head attend together over the sequence's cache, each row over positions [0, pos].
-    auto run_task = [&](int64_t task, int thread) {
-      const AttentionTask& t = attn_tasks_[task];
-      const int32_t* table = b.sequences[t.seq].table(kv_group);
-      kernels::PagedHead* k_heads = &attn_heads_[static_cast<size_t>(thread) * 2 * c.n_head_kv];
-      kernels::PagedHead* v_heads = k_heads + c.n_head_kv;
-      kernels::AttentionQuery* queries =
-          &attn_queries_[static_cast<size_t>(thread) * attn_queries_per_task_];
-      int n_q = 0;
-      for (int32_t hk = t.kv_head_begin; hk < t.kv_head_end; ++hk) {
-        k_heads[hk - t.kv_head_begin] = kv->k_head(l, hk, table);
-        v_heads[hk - t.kv_head_begin] = kv->v_head(l, hk, table);
-        for (int32_t r = t.row_begin; r < t.row_end; ++r) {
-          const int32_t i = rows_by_seq_[r];
-          const int32_t begin = layers::window_begin(spec, b.pos[i]);
-          for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
-            queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1,
-                              begin, L.attn_sinks.empty() ? -INFINITY : L.attn_sinks[h]};
-        }
-      }
-      kernels::attention_multi_heads(
-          queries, n_q, k_heads, v_heads, t.kv_head_end - t.kv_head_begin, D, scale,
-          &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_], c.attn_softcap);
-    };
-    if (attn_parts_.empty()) {
-      pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
+      const float* heads = mla_.run(c, L, l, b, *kv, kv_group, xn_.data(), &rope_cs_[rope * R],
+                                    n_tables * R, scale, pool_);
+      clock.end(ForwardProfile::kAttention);
+      kernels::matmul(L.wo, heads, n, proj_.data(), pool);
+      clock.end(ForwardProfile::kWo);
     } else {
-      // Decode: each thread runs its share in order and prefetches its next task's K/V (from
-      // DRAM, the cache is latency-bound otherwise): all of it for one head, the first tile of
-      // each head for several (the kernel prefetches a tile ahead from there).
-      pool_.parallel_for(static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part,
-                                                                           int thread) {
-        for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
-          if (task + 1 < attn_parts_[part + 1]) {
-            const AttentionTask& next = attn_tasks_[task + 1];
-            const int32_t* table = b.sequences[next.seq].table(kv_group);
-            const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
-            const int32_t begin = spec.window > 0 ? std::max(0, n_kv - spec.window) : 0;
-            const bool one_head = next.kv_head_end - next.kv_head_begin == 1;
-            for (int32_t hk = next.kv_head_begin; hk < next.kv_head_end; ++hk)
-              kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
-                                          one_head ? n_kv : std::min(n_kv, begin + 16), D, begin);
+      const kernels::MatmulTarget qkv[] = {
+          {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+      kernels::matmul_multi(qkv, 3, xn_.data(), n, pool, attn_norm_row);
+      clock.end(ForwardProfile::kQkv);
+
+      // Bias, qk-norm, RoPE; then this step's K/V go into the cache. A decode step whose
+      // attention tasks are whole sequences does this in the row's attention task instead: the
+      // K lines it stores (one per 2 dimensions in the dim-major cache) are then read by the
+      // same core, and the step has one hand-off less per layer.
+      auto prepare_row = [&](int64_t i) {
+        float* q = &q_[i * q_dim];
+        float* k = &k_[i * kv_dim];
+        float* v = &v_[i * kv_dim];
+        const int rope = layer_rope_[l];
+        layers::prepare_qkv(c, L, q, k, v,
+                            rope >= 0 ? &rope_cs_[(i * n_tables + rope) * R] : nullptr, rope >= 0);
+        const BatchSequence& s = b.sequences[b.seq[i]];
+        kv->store_token(l, s.table(kv_group)[b.pos[i] / bs], b.pos[i] % bs, k, v);
+      };
+      if (!attn_prepares_rows_) {
+        // In chunks of consecutive rows: a prompt's neighbouring tokens share the K cache lines
+        // (16 tokens of 2 dimensions each), so rows dealt out one by one made the cores trade
+        // every line (prefill, F16 llama-0.5b: 72 -> 22 ms per 512 tokens for this loop).
+        const int64_t chunk = std::clamp<int64_t>(n / (4 * pool_.size()), 1, bs);
+        for_rows((n + chunk - 1) / chunk, E * chunk, [&](int64_t task, int) {
+          for (int64_t i = task * chunk; i < std::min(n, (task + 1) * chunk); ++i) prepare_row(i);
+        });
+      }
+      clock.end(ForwardProfile::kRope);
+
+      // Attention per (sequence, KV heads, chunk of rows): the chunk's query heads of each KV
+      // head attend together over the sequence's cache, each row over positions [0, pos].
+      auto run_task = [&](int64_t task, int thread) {
+        const AttentionTask& t = attn_tasks_[task];
+        const int32_t* table = b.sequences[t.seq].table(kv_group);
+        kernels::PagedHead* k_heads = &attn_heads_[static_cast<size_t>(thread) * 2 * c.n_head_kv];
+        kernels::PagedHead* v_heads = k_heads + c.n_head_kv;
+        kernels::AttentionQuery* queries =
+            &attn_queries_[static_cast<size_t>(thread) * attn_queries_per_task_];
+        int n_q = 0;
+        for (int32_t hk = t.kv_head_begin; hk < t.kv_head_end; ++hk) {
+          k_heads[hk - t.kv_head_begin] = kv->k_head(l, hk, table);
+          v_heads[hk - t.kv_head_begin] = kv->v_head(l, hk, table);
+          for (int32_t r = t.row_begin; r < t.row_end; ++r) {
+            const int32_t i = rows_by_seq_[r];
+            const int32_t begin = layers::window_begin(spec, b.pos[i]);
+            for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+              queries[n_q++] = {&q_[i * q_dim + h * D], &attn_[i * q_dim + h * D], b.pos[i] + 1,
+                                begin, L.attn_sinks.empty() ? -INFINITY : L.attn_sinks[h]};
           }
-          if (attn_prepares_rows_) prepare_row(rows_by_seq_[attn_tasks_[task].row_begin]);
-          run_task(task, thread);
         }
-      });
+        kernels::attention_multi_heads(
+            queries, n_q, k_heads, v_heads, t.kv_head_end - t.kv_head_begin, D, scale,
+            &attn_scratch_[static_cast<size_t>(thread) * attn_scratch_per_thread_], c.attn_softcap);
+      };
+      if (attn_parts_.empty()) {
+        pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
+      } else {
+        // Decode: each thread runs its share in order and prefetches its next task's K/V (from
+        // DRAM, the cache is latency-bound otherwise): all of it for one head, the first tile of
+        // each head for several (the kernel prefetches a tile ahead from there).
+        pool_.parallel_for(static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part,
+                                                                             int thread) {
+          for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
+            if (task + 1 < attn_parts_[part + 1]) {
+              const AttentionTask& next = attn_tasks_[task + 1];
+              const int32_t* table = b.sequences[next.seq].table(kv_group);
+              const int32_t n_kv = b.pos[rows_by_seq_[next.row_end - 1]] + 1;
+              const int32_t begin = spec.window > 0 ? std::max(0, n_kv - spec.window) : 0;
+              const bool one_head = next.kv_head_end - next.kv_head_begin == 1;
+              for (int32_t hk = next.kv_head_begin; hk < next.kv_head_end; ++hk)
+                kernels::prefetch_attention(kv->k_head(l, hk, table), kv->v_head(l, hk, table),
+                                            one_head ? n_kv : std::min(n_kv, begin + 16), D, begin);
+            }
+            if (attn_prepares_rows_) prepare_row(rows_by_seq_[attn_tasks_[task].row_begin]);
+            run_task(task, thread);
+          }
+        });
+      }
+      clock.end(ForwardProfile::kAttention);
+      kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
+      clock.end(ForwardProfile::kWo);
     }
-    clock.end(ForwardProfile::kAttention);
-    kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
-    clock.end(ForwardProfile::kWo);
 
     const auto ffn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/mla_attention.h"
 #include "backend/cpu/moe_ffn.h"
 #include "kernels/attention.h"
 #include "kernels/packed.h"
@@ -82,7 +83,8 @@ class CpuModel final : public Model {
   };
   // Repacked copies of the Q8_0/Q4_0 matrices (kernels/packed.h); weights_ views point here.
   std::vector<kernels::PackedMatrix> packed_;
-  CpuMoeFfn moe_;  // the Mixture-of-Experts FFN's routing and scratch
+  CpuMoeFfn moe_;        // the Mixture-of-Experts FFN's routing and scratch
+  CpuMlaAttention mla_;  // Multi-head Latent Attention's projections and scratch
   void repack_weights();
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).

@@ -22,7 +22,15 @@ uint64_t elem_size(Dtype d) {
 }  // namespace
 
 uint64_t KvCache::bytes_per_block(const ModelConfig& c, int32_t block_size, Dtype dtype) {
-  return 2ull * c.n_layer * block_size * c.n_head_kv * c.head_dim * elem_size(dtype);
+  uint64_t per_token = 0;
+  for (int l = 0; l < c.n_layer; ++l) per_token += layer_elems_per_token(c, l);
+  return per_token * block_size * elem_size(dtype);
+}
+
+uint64_t KvCache::layer_elems_per_token(const ModelConfig& c, int layer) {
+  const bool latent = layer < static_cast<int>(c.layers.size()) && c.layers[layer].mla;
+  return latent ? static_cast<uint64_t>(c.mla.latent_row())
+                : 2ull * c.n_head_kv * static_cast<uint64_t>(c.head_dim);
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
@@ -50,6 +58,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
     // Per-layer buffer size, with overflow checked before allocating.
     auto per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size,
                                      config.n_head_kv, config.head_dim, elem_size(dtype));
+    if (config.mla.kv_lora_rank > 0)  // a latent row can be longer than a layer's K heads
+      per_layer = checked_product(static_cast<uint64_t>(num_blocks), block_size,
+                                  config.mla.latent_row() + config.n_head_kv * config.head_dim,
+                                  elem_size(dtype));
     if (!per_layer || *per_layer > (1ull << 46))
       return Status(StatusCode::kResourceExhausted,
                     "KV cache too large: reduce the number of blocks");
@@ -63,7 +75,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
 
 CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t block_size,
                        Dtype dtype)
-    : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
+    : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), latent_row_(c.mla.latent_row()) {
   layout_ = layout;
   backend_ = KvBackend::kCpu;
   block_size_ = block_size;
@@ -71,9 +83,20 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
   elem_bytes_ = elem_size(dtype);
   head_stride_ = elem_bytes_ * c.head_dim * block_size;
   block_stride_ = head_stride_ * c.n_head_kv;
+  latent_block_stride_ = elem_bytes_ * latent_row_ * block_size;
   std::vector<BackgroundCommit::Range> ranges;
   for (int l = 0; l < c.n_layer; ++l) {
-    const uint64_t bytes = block_stride_ * layout.num_blocks[layout.layer_group[l]];
+    const int32_t blocks = layout.num_blocks[layout.layer_group[l]];
+    latent_.push_back(l < static_cast<int>(c.layers.size()) && c.layers[l].mla);
+    if (latent_.back()) {
+      const uint64_t bytes = latent_block_stride_ * blocks;
+      k_.push_back(allocate_huge(bytes, /*commit=*/false));
+      v_.emplace_back();
+      ranges.push_back({k_.back().get(), bytes});
+      bytes_ += bytes;
+      continue;
+    }
+    const uint64_t bytes = block_stride_ * blocks;
     k_.push_back(allocate_huge(bytes, /*commit=*/false));
     v_.push_back(allocate_huge(bytes, /*commit=*/false));
     ranges.push_back({k_.back().get(), bytes});
@@ -123,11 +146,33 @@ void CpuKvCache::store_token(int layer, int32_t block, int32_t offset, const flo
   }
 }
 
+kernels::PagedHead CpuKvCache::latent_head(int layer, const int32_t* block_table) const {
+  return {k_[layer].get(),
+          dtype_,
+          block_table,
+          block_size_,
+          latent_block_stride_,
+          /*token_stride=*/elem_bytes_ * latent_row_,
+          /*dim_stride=*/0};
+}
+
+void CpuKvCache::store_latent(int layer, int32_t block, int32_t offset, const float* row) {
+  kernels::store_kv(
+      dtype_, row,
+      k_[layer].get() + block * latent_block_stride_ + offset * elem_bytes_ * latent_row_,
+      latent_row_);
+}
+
 void CpuKvCache::copy_block(int32_t src, int32_t dst) {
   LOOM_CHECK(num_groups() == 1);
   LOOM_CHECK(src >= 0 && src < num_blocks() && dst >= 0 && dst < num_blocks());
   if (src == dst) return;
   for (size_t l = 0; l < k_.size(); ++l) {
+    if (latent_[l]) {
+      std::memcpy(k_[l].get() + dst * latent_block_stride_,
+                  k_[l].get() + src * latent_block_stride_, latent_block_stride_);
+      continue;
+    }
     std::memcpy(k_[l].get() + dst * block_stride_, k_[l].get() + src * block_stride_,
                 block_stride_);
     std::memcpy(v_[l].get() + dst * block_stride_, v_[l].get() + src * block_stride_,

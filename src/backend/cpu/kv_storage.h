@@ -4,6 +4,9 @@
 //      tokens adjacent, so attention scores 16 keys per vector load without transposing)
 // One KV head of a block is contiguous either way (attention streams it in order), and so is
 // a block (copying a block for copy-on-write is one memcpy per layer).
+// A Multi-head Latent Attention layer (LayerSpec::mla) keeps one row per token instead, in its
+// K buffer (no V): [num_blocks][block_size][kv_lora_rank + qk_rope_head_dim], the normed latent
+// then the rotated RoPE key (ModelConfig::mla), read by every head.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,17 @@ class CpuKvCache : public KvCache {
   // Stores one token's K and V (n_head_kv * head_dim floats each) at slot `offset` of block
   // `block` in `layer`.
   void store_token(int layer, int32_t block, int32_t offset, const float* k, const float* v);
+
+  // An MLA layer's latent rows: the rows of a sequence (its block table) as one PagedHead
+  // of latent_row() values per token, and the store of one token's row.
+  bool is_latent(int layer) const { return latent_[layer]; }
+  int32_t latent_row() const { return latent_row_; }
+  kernels::PagedHead latent_head(int layer, const int32_t* block_table) const;
+  void store_latent(int layer, int32_t block, int32_t offset, const float* row);
+  // Bytes of one block of `layer` (K and V, or the latent rows).
+  uint64_t layer_block_bytes(int layer) const {
+    return latent_[layer] ? latent_block_stride_ : 2 * block_stride_;
+  }
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
 
@@ -50,7 +64,10 @@ class CpuKvCache : public KvCache {
   uint64_t elem_bytes_ = 0;
   uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
-  std::vector<HugeBuffer> k_, v_;
+  std::vector<HugeBuffer> k_, v_;  // v_[l] empty for a latent layer
+  std::vector<bool> latent_;       // [n_layer] MLA layers
+  int32_t latent_row_ = 0;
+  uint64_t latent_block_stride_ = 0;  // bytes: block_size latent rows
   uint64_t bytes_ = 0;
   std::unique_ptr<BackgroundCommit> commit_;  // after k_ and v_: stopped before they are freed
 };

@@ -21,7 +21,8 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   kernels::matmul(L.router, xn, n, logits_.data(), n > 1 ? &pool : nullptr);
   for (int64_t i = 0; i < n; ++i) {
     if (!L.router_bias.empty()) layers::add_bias(&logits_[i * X], L.router_bias.data(), X);
-    layers::route_token(m, &logits_[i * X], &ids_[i * K], &weights_[i * K]);
+    layers::route_token(m, &logits_[i * X], &ids_[i * K], &weights_[i * K],
+                        L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data());
   }
 
   // Slots grouped by expert (counting sort), in row order within an expert.

@@ -51,6 +51,10 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
 
 // n floats to f16 (or bf16) K/V storage, as store_kv (kv_convert_avx512.cpp; AVX-512 only).
 void store_kv_half_avx512(bool bf16, const float* src, uint16_t* dst, int64_t n);
+// The other way (load_kv), and the dot product / y += a·x of vec_dot / vec_axpy.
+void load_kv_half_avx512(bool bf16, const uint16_t* src, float* dst, int64_t n);
+float dot_f32_avx512(const float* a, const float* b, int64_t n);
+void axpy_f32_avx512(float a, const float* x, float* y, int64_t n);
 
 // out = silu(gate) * up, as kernels::silu_mul (elementwise_avx512.cpp; AVX-512 only).
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);

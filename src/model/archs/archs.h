@@ -13,7 +13,7 @@
 namespace loom::archs {
 
 extern const ArchSpec kLlama, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3, kGranite, kOlmo2, kSmolLm3,
-    kQwen2Moe, kQwen3Moe, kGptOss;
+    kQwen2Moe, kQwen3Moe, kGptOss, kDeepseek2;
 
 // Llama's names (also Qwen, Granite, SmolLM3): pre-norms, separate q/k/v and gate/up.
 extern const std::span<const LayerTensorName> kLlamaLayerTensors;
