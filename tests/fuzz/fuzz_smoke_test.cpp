@@ -44,10 +44,39 @@ std::vector<Bytes> load_corpus(const std::string& target) {
 // libFuzzer-like mutations: bit flips, byte sets, inserted "interesting" tokens (syntax of the
 // formats under test, boundary numbers), deleted or duplicated ranges, splices.
 Bytes mutate(const std::vector<Bytes>& corpus, std::mt19937_64& rng) {
-  static const char* const kTokens[] = {
-      "{", "}", "[", "]", "\"", ":", ",", "{{", "}}", "{%", "%}", "{#", "(", ")", "|", "*",
-      "\\", "\xFF", "\xC3", "\xED\xA0\x80", "\x00", "-1", "0", "4294967295", "18446744073709551615",
-      "1e308", "-9223372036854775808", "null", "true", "\"type\"", "\"$ref\"", "::=", "\n"};
+  static const char* const kTokens[] = {"{",
+                                        "}",
+                                        "[",
+                                        "]",
+                                        "\"",
+                                        ":",
+                                        ",",
+                                        "{{",
+                                        "}}",
+                                        "{%",
+                                        "%}",
+                                        "{#",
+                                        "(",
+                                        ")",
+                                        "|",
+                                        "*",
+                                        "\\",
+                                        "\xFF",
+                                        "\xC3",
+                                        "\xED\xA0\x80",
+                                        "\x00",
+                                        "-1",
+                                        "0",
+                                        "4294967295",
+                                        "18446744073709551615",
+                                        "1e308",
+                                        "-9223372036854775808",
+                                        "null",
+                                        "true",
+                                        "\"type\"",
+                                        "\"$ref\"",
+                                        "::=",
+                                        "\n"};
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
   Bytes b = corpus[pick(corpus.size())];
   const int ops = 1 + static_cast<int>(rng() % 4);
@@ -68,14 +97,17 @@ Bytes mutate(const std::vector<Bytes>& corpus, std::mt19937_64& rng) {
       case 3:
         if (!b.empty()) {
           size_t at = pick(b.size()), n = 1 + pick(std::min<size_t>(16, b.size() - at));
-          b.erase(b.begin() + static_cast<ptrdiff_t>(at), b.begin() + static_cast<ptrdiff_t>(at + n));
+          b.erase(b.begin() + static_cast<ptrdiff_t>(at),
+                  b.begin() + static_cast<ptrdiff_t>(at + n));
         }
         break;
       case 4:
         if (!b.empty() && b.size() < (1u << 16)) {
           size_t at = pick(b.size()), n = 1 + pick(std::min<size_t>(64, b.size() - at));
-          Bytes piece(b.begin() + static_cast<ptrdiff_t>(at), b.begin() + static_cast<ptrdiff_t>(at + n));
-          b.insert(b.begin() + static_cast<ptrdiff_t>(pick(b.size() + 1)), piece.begin(), piece.end());
+          Bytes piece(b.begin() + static_cast<ptrdiff_t>(at),
+                      b.begin() + static_cast<ptrdiff_t>(at + n));
+          b.insert(b.begin() + static_cast<ptrdiff_t>(pick(b.size() + 1)), piece.begin(),
+                   piece.end());
         }
         break;
       case 5: {
@@ -109,10 +141,24 @@ void smoke(const char* target, FuzzFn fn, int mutations) {
 
 }  // namespace
 
-TEST(FuzzSmoke, Gguf) { smoke("gguf", loom_fuzz_gguf, 1000); }
-TEST(FuzzSmoke, Safetensors) { smoke("safetensors", loom_fuzz_safetensors, 1000); }
-TEST(FuzzSmoke, HfConfig) { smoke("hf_config", loom_fuzz_hf_config, 500); }
-TEST(FuzzSmoke, Tokenizer) { smoke("tokenizer", loom_fuzz_tokenizer, 1000); }
-TEST(FuzzSmoke, Jinja) { smoke("jinja", loom_fuzz_jinja, 1000); }
-TEST(FuzzSmoke, ServerRequest) { smoke("server_request", loom_fuzz_server_request, 1000); }
-TEST(FuzzSmoke, Structured) { smoke("structured", loom_fuzz_structured, 500); }
+TEST(FuzzSmoke, Gguf) {
+  smoke("gguf", loom_fuzz_gguf, 1000);
+}
+TEST(FuzzSmoke, Safetensors) {
+  smoke("safetensors", loom_fuzz_safetensors, 1000);
+}
+TEST(FuzzSmoke, HfConfig) {
+  smoke("hf_config", loom_fuzz_hf_config, 500);
+}
+TEST(FuzzSmoke, Tokenizer) {
+  smoke("tokenizer", loom_fuzz_tokenizer, 1000);
+}
+TEST(FuzzSmoke, Jinja) {
+  smoke("jinja", loom_fuzz_jinja, 1000);
+}
+TEST(FuzzSmoke, ServerRequest) {
+  smoke("server_request", loom_fuzz_server_request, 1000);
+}
+TEST(FuzzSmoke, Structured) {
+  smoke("structured", loom_fuzz_structured, 500);
+}

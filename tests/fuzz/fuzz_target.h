@@ -15,31 +15,43 @@
 #include <string>
 #include <string_view>
 
-#define LOOM_FUZZ_CHECK(cond, what)                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, \
-                   what);                                                       \
-      std::abort();                                                             \
-    }                                                                           \
+#define LOOM_FUZZ_CHECK(cond, what)                                                     \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, what); \
+      std::abort();                                                                     \
+    }                                                                                   \
   } while (0)
 
 #ifdef LOOM_FUZZ_LIBFUZZER
-#define LOOM_FUZZ_TARGET(name)                                                  \
-  static void loom_fuzz_body_##name(const uint8_t* data, size_t size);         \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {     \
-    loom_fuzz_body_##name(data, size);                                          \
-    return 0;                                                                   \
-  }                                                                             \
+#define LOOM_FUZZ_TARGET(name)                                              \
+  static void loom_fuzz_body_##name(const uint8_t* data, size_t size);      \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    loom_fuzz_body_##name(data, size);                                      \
+    return 0;                                                               \
+  }                                                                         \
   static void loom_fuzz_body_##name(const uint8_t* data, size_t size)
 #else
-#define LOOM_FUZZ_TARGET(name)                                                  \
-  static void loom_fuzz_body_##name(const uint8_t* data, size_t size);         \
-  int loom_fuzz_##name(const uint8_t* data, size_t size) {                      \
-    loom_fuzz_body_##name(data, size);                                          \
-    return 0;                                                                   \
-  }                                                                             \
+#define LOOM_FUZZ_TARGET(name)                                         \
+  static void loom_fuzz_body_##name(const uint8_t* data, size_t size); \
+  int loom_fuzz_##name(const uint8_t* data, size_t size) {             \
+    loom_fuzz_body_##name(data, size);                                 \
+    return 0;                                                          \
+  }                                                                    \
   static void loom_fuzz_body_##name(const uint8_t* data, size_t size)
+#endif
+
+// LOOM_FUZZ_INIT(name, fn): fn() loads what a target shares between inputs (vocabularies, a
+// model) before the first input, so that loading does not count against libFuzzer's
+// per-input timeout. In the smoke test the target loads it on first use instead.
+#ifdef LOOM_FUZZ_LIBFUZZER
+#define LOOM_FUZZ_INIT(fn)                             \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) { \
+    fn();                                              \
+    return 0;                                          \
+  }
+#else
+#define LOOM_FUZZ_INIT(fn)
 #endif
 
 namespace loom::fuzz {

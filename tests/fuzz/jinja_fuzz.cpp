@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/json_depth.h"
 #include "fuzz_target.h"
 #include "jinja/chat_template.h"
 
@@ -39,7 +40,8 @@ LOOM_FUZZ_TARGET(jinja) {
   auto [source, context_text] = in.split("\n--context--\n");
   nlohmann::ordered_json context = default_context();
   if (!context_text.empty()) {
-    // Depth-bounded like the server's parser would be: the context is JSON a request brought.
+    // Depth-bounded as the server bounds a request body (the context is what a request brought).
+    if (loom::json_nesting_exceeds(context_text)) return;
     context = nlohmann::ordered_json::parse(context_text, nullptr, /*allow_exceptions=*/false);
     if (context.is_discarded() || !context.is_object()) return;
   }

@@ -38,7 +38,7 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb / -malloc_limit_mb: an input that makes the code allocate without bound is a
   # finding ("out-of-memory"), as is one that runs longer than -timeout seconds.
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}" \
-    "$build/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 \
+    "$build/fuzz_$t" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2560 \
     -malloc_limit_mb=1024 -max_len=65536 -print_final_stats=1 -artifact_prefix="$art" \
     ${FUZZ_FLAGS:-} "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?

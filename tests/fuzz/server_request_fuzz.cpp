@@ -86,6 +86,8 @@ void check_error(const std::optional<loom::server::ApiError>& e) {
 
 }  // namespace
 
+LOOM_FUZZ_INIT(context)
+
 LOOM_FUZZ_TARGET(server_request) {
   namespace srv = loom::server;
   loom::fuzz::Input in(data, size);
@@ -112,9 +114,12 @@ LOOM_FUZZ_TARGET(server_request) {
   srv::GenerationSpec spec;
   bool load_only = false;
   switch (route % 9) {
-    case 0: return check_error(srv::parse_chat_request(ctx, body, &spec));
-    case 1: return check_error(srv::parse_completion_request(ctx, body, &spec));
-    case 2: return check_error(srv::parse_anthropic_request(ctx, body, &spec));
+    case 0:
+      return check_error(srv::parse_chat_request(ctx, body, &spec));
+    case 1:
+      return check_error(srv::parse_completion_request(ctx, body, &spec));
+    case 2:
+      return check_error(srv::parse_anthropic_request(ctx, body, &spec));
     case 3: {
       auto out = std::make_shared<RecordingResponder>();
       req.path = "/v1/messages/count_tokens";
@@ -123,8 +128,11 @@ LOOM_FUZZ_TARGET(server_request) {
                       "count_tokens answers 200 or 4xx");
       return;
     }
-    case 4: return check_error(srv::parse_responses_request(ctx, ctx.responses, body, &spec));
-    case 5: return check_error(srv::parse_ollama_chat(ctx, body, &spec, &load_only));
-    default: return check_error(srv::parse_ollama_generate(ctx, body, &spec, &load_only));
+    case 4:
+      return check_error(srv::parse_responses_request(ctx, ctx.responses, body, &spec));
+    case 5:
+      return check_error(srv::parse_ollama_chat(ctx, body, &spec, &load_only));
+    default:
+      return check_error(srv::parse_ollama_generate(ctx, body, &spec, &load_only));
   }
 }

@@ -24,9 +24,10 @@ std::shared_ptr<const st::TokenVocab> vocab() {
   static const auto v = [] {
     std::vector<std::string> bytes = {"</s>"};
     for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
-    for (const char* piece : {"{\"", "\":", "\",", "\"}", "true", "false", "null", "  ", "\n",
-                              "name", "abc", "123", "-1", ".5", "e+", "\xC3\xA9", "\xE2\x82\xAC",
-                              "\xF0\x9F\x98\x80", "\\u00", "\\n", "[]", "{}", "<tool_call>"})
+    for (const char* piece : {"{\"",   "\":", "\",", "\"}",      "true",         "false",
+                              "null",  "  ",  "\n",  "name",     "abc",          "123",
+                              "-1",    ".5",  "e+",  "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+                              "\\u00", "\\n", "[]",  "{}",       "<tool_call>"})
       bytes.emplace_back(piece);
     std::vector<bool> special(bytes.size(), false);
     special[0] = true;
@@ -44,8 +45,10 @@ loom::Result<std::string> to_gbnf(uint8_t mode, std::string_view text) {
       o.max_whitespace = mode & 4 ? 2 : 0;
       return st::json_schema_to_gbnf(schema, o);
     }
-    case 1: return st::regex_to_gbnf(text);
-    case 2: return std::string(text);
+    case 1:
+      return st::regex_to_gbnf(text);
+    case 2:
+      return std::string(text);
     default: {
       std::vector<std::string> choices;
       size_t at = 0;

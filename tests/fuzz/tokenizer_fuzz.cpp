@@ -14,11 +14,10 @@ namespace {
 const std::vector<std::unique_ptr<loom::Tokenizer>>& tokenizers() {
   static const auto all = [] {
     std::vector<std::unique_ptr<loom::Tokenizer>> v;
-    for (const char* rel :
-         {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
-          "vocab/ggml-vocab-qwen3.gguf", "vocab/ggml-vocab-phi-3.gguf",
-          "vocab/ggml-vocab-falcon.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
-          "hf_tokenizers/qwen3"}) {
+    for (const char* rel : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
+                            "vocab/ggml-vocab-qwen3.gguf", "vocab/ggml-vocab-phi-3.gguf",
+                            "vocab/ggml-vocab-falcon.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
+                            "hf_tokenizers/qwen3"}) {
       auto t = loom::Tokenizer::load(loom::fuzz::test_data(rel));
       LOOM_FUZZ_CHECK(t.is_ok(), rel);
       v.push_back(std::move(t).value());
@@ -48,6 +47,8 @@ bool valid_utf8(std::string_view s) {
 }
 
 }  // namespace
+
+LOOM_FUZZ_INIT(tokenizers)
 
 LOOM_FUZZ_TARGET(tokenizer) {
   loom::fuzz::Input in(data, size);

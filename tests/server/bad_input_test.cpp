@@ -30,7 +30,8 @@ std::vector<BadCase> cases() {
       {"malformed json", "/v1/completions", R"({"prompt": "x",)", 400},
       {"not an object", "/v1/completions", R"(["prompt"])", 400},
       {"empty body", "/v1/completions", "", 400},
-      {"invalid utf8 in prompt", "/v1/completions", std::string("{\"prompt\": \"a\xff\xfe b\"}"), 400},
+      {"invalid utf8 in prompt", "/v1/completions", std::string("{\"prompt\": \"a\xff\xfe b\"}"),
+       400},
       {"truncated utf8 in chat", "/v1/chat/completions",
        std::string("{\"messages\":[{\"role\":\"user\",\"content\":\"\xe2\x82\"}]}"), 400},
       {"missing prompt", "/v1/completions", R"({"max_tokens": 4})", 400},
@@ -46,7 +47,8 @@ std::vector<BadCase> cases() {
       {"max_tokens string", "/v1/completions", with(cmpl, "max_tokens", "4"), 400},
       {"max_tokens fractional", "/v1/completions", with(cmpl, "max_tokens", 2.5), 400},
       {"max_tokens huge", "/v1/completions", with(cmpl, "max_tokens", 1e30), 400},
-      {"prompt + max_tokens over max_model_len", "/v1/completions", with(cmpl, "max_tokens", kTestMaxModelLen), 400},
+      {"prompt + max_tokens over max_model_len", "/v1/completions",
+       with(cmpl, "max_tokens", kTestMaxModelLen), 400},
       {"prompt longer than max_model_len", "/v1/completions",
        with(cmpl, "prompt", std::vector<int>(kTestMaxModelLen + 5, 300)), 400},
       {"temperature negative", "/v1/completions", with(cmpl, "temperature", -0.5), 400},
@@ -61,16 +63,20 @@ std::vector<BadCase> cases() {
       {"frequency_penalty too small", "/v1/completions", with(cmpl, "frequency_penalty", -3), 400},
       {"repetition_penalty zero", "/v1/completions", with(cmpl, "repetition_penalty", 0), 400},
       {"logit_bias non-id key", "/v1/completions", with(cmpl, "logit_bias", {{"abc", 1}}), 400},
-      {"logit_bias value out of range", "/v1/completions", with(cmpl, "logit_bias", {{"5", 200}}), 400},
-      {"logit_bias id out of vocab", "/v1/completions", with(cmpl, "logit_bias", {{"99999", 1}}), 400},
+      {"logit_bias value out of range", "/v1/completions", with(cmpl, "logit_bias", {{"5", 200}}),
+       400},
+      {"logit_bias id out of vocab", "/v1/completions", with(cmpl, "logit_bias", {{"99999", 1}}),
+       400},
       {"logit_bias not object", "/v1/completions", with(cmpl, "logit_bias", json::array({1})), 400},
       {"logprobs over max", "/v1/completions", with(cmpl, "logprobs", 50), 400},
       {"logprobs negative", "/v1/completions", with(cmpl, "logprobs", -2), 400},
       {"stop number", "/v1/completions", with(cmpl, "stop", 5), 400},
       {"stop list with number", "/v1/completions", with(cmpl, "stop", {"a", 3}), 400},
       {"stop empty string", "/v1/completions", with(cmpl, "stop", ""), 400},
-      {"stop_token_ids out of vocab", "/v1/completions", with(cmpl, "stop_token_ids", {100000}), 400},
-      {"stream_options without stream", "/v1/completions", with(cmpl, "stream_options", {{"include_usage", true}}), 400},
+      {"stop_token_ids out of vocab", "/v1/completions", with(cmpl, "stop_token_ids", {100000}),
+       400},
+      {"stream_options without stream", "/v1/completions",
+       with(cmpl, "stream_options", {{"include_usage", true}}), 400},
       {"stream not bool", "/v1/completions", with(cmpl, "stream", "yes"), 400},
       {"seed string", "/v1/completions", with(cmpl, "seed", "abc"), 400},
       {"ignore_eos string", "/v1/completions", with(cmpl, "ignore_eos", "true"), 400},
@@ -83,23 +89,32 @@ std::vector<BadCase> cases() {
       {"messages empty", "/v1/chat/completions", with(chat, "messages", json::array()), 400},
       {"messages not list", "/v1/chat/completions", with(chat, "messages", "hi"), 400},
       {"message not object", "/v1/chat/completions", with(chat, "messages", {"hi"}), 400},
-      {"unknown role", "/v1/chat/completions", with(chat, "messages", {{{"role", "wizard"}, {"content", "x"}}}), 400},
+      {"unknown role", "/v1/chat/completions",
+       with(chat, "messages", {{{"role", "wizard"}, {"content", "x"}}}), 400},
       {"missing role", "/v1/chat/completions", with(chat, "messages", {{{"content", "x"}}}), 400},
-      {"content number", "/v1/chat/completions", with(chat, "messages", {{{"role", "user"}, {"content", 7}}}), 400},
-      {"missing content", "/v1/chat/completions", with(chat, "messages", {{{"role", "user"}}}), 400},
+      {"content number", "/v1/chat/completions",
+       with(chat, "messages", {{{"role", "user"}, {"content", 7}}}), 400},
+      {"missing content", "/v1/chat/completions", with(chat, "messages", {{{"role", "user"}}}),
+       400},
       {"image content part", "/v1/chat/completions",
-       with(chat, "messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}), 400},
+       with(chat, "messages",
+            {{{"role", "user"},
+              {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}),
+       400},
       {"text part without text", "/v1/chat/completions",
        with(chat, "messages", {{{"role", "user"}, {"content", {{{"type", "text"}}}}}}), 400},
       {"top_logprobs over max", "/v1/chat/completions",
        with(json::parse(with(chat, "logprobs", true)), "top_logprobs", 30), 400},
       {"top_logprobs without logprobs", "/v1/chat/completions", with(chat, "top_logprobs", 2), 400},
       {"logprobs not bool (chat)", "/v1/chat/completions", with(chat, "logprobs", 3), 400},
-      {"max_completion_tokens zero", "/v1/chat/completions", with(chat, "max_completion_tokens", 0), 400},
-      {"chat_template_kwargs not object", "/v1/chat/completions", with(chat, "chat_template_kwargs", 1), 400},
+      {"max_completion_tokens zero", "/v1/chat/completions", with(chat, "max_completion_tokens", 0),
+       400},
+      {"chat_template_kwargs not object", "/v1/chat/completions",
+       with(chat, "chat_template_kwargs", 1), 400},
       {"tools not list", "/v1/chat/completions", with(chat, "tools", "x"), 400},
       {"anthropic missing max_tokens", "/v1/messages", R"({"messages":[)" + user_hi + "]}", 400},
-      {"anthropic bad role", "/v1/messages", with(msgs, "messages", {{{"role", "system"}, {"content", "x"}}}), 400},
+      {"anthropic bad role", "/v1/messages",
+       with(msgs, "messages", {{{"role", "system"}, {"content", "x"}}}), 400},
       {"anthropic empty messages", "/v1/messages", with(msgs, "messages", json::array()), 400},
       {"anthropic system number", "/v1/messages", with(msgs, "system", 5), 400},
       {"anthropic stop_sequences number", "/v1/messages", with(msgs, "stop_sequences", 5), 400},
@@ -110,6 +125,20 @@ std::vector<BadCase> cases() {
       {"detokenize out of vocab", "/detokenize", R"({"tokens":[1, 100000]})", 400},
       {"detokenize not list", "/detokenize", R"({"tokens":"1 2"})", 400},
       {"detokenize missing", "/detokenize", R"({})", 400},
+      // Found by fuzzing (tests/fuzz, server_request target): nesting is bounded before the
+      // body is parsed (copying or walking 100,000 levels would overflow the stack).
+      {"body nested 100000 deep", "/v1/chat/completions",
+       R"({"messages":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 400},
+      {"schema string nested deep", "/v1/chat/completions",
+       with(chat, "response_format",
+            {{"type", "json_schema"},
+             {"json_schema",
+              {{"name", "x"}, {"schema", std::string(100000, '[') + std::string(100000, ']')}}}}),
+       400},
+      {"anthropic nested deep", "/v1/messages",
+       R"({"max_tokens":4,"messages":[{"role":"user","content":)" + std::string(5000, '{') +
+           std::string(5000, '}') + "}]}",
+       400},
   };
   return v;
 }
@@ -162,7 +191,8 @@ TEST(ServerBadInput, ProtocolLevelErrors) {
     EXPECT_EQ(g.status, 400);
   }
   // Huge header.
-  r = http_request(shared_port(), "POST", "/v1/completions", "{}", {{"X-Big", std::string(200000, 'h')}});
+  r = http_request(shared_port(), "POST", "/v1/completions", "{}",
+                   {{"X-Big", std::string(200000, 'h')}});
   EXPECT_EQ(r.status, 400);
   // A client that sends half a request and hangs up.
   {
@@ -174,9 +204,10 @@ TEST(ServerBadInput, ProtocolLevelErrors) {
   {
     TestConnection c(shared_port());
     const std::string body = R"({"prompt":"continue"})";
-    ASSERT_TRUE(c.send_all("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n"));
+    ASSERT_TRUE(
+        c.send_all("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n"));
     HttpResult interim;
     ASSERT_TRUE(c.read_head(&interim));
     EXPECT_EQ(interim.status, 100);
@@ -190,7 +221,8 @@ TEST(ServerBadInput, ProtocolLevelErrors) {
     TestConnection c(shared_port());
     ASSERT_TRUE(c.send_request("GET", "/health", "", {}, /*keep_alive=*/true));
     EXPECT_EQ(c.read_response().status, 200);
-    ASSERT_TRUE(c.send_request("POST", "/tokenize", R"({"prompt":"ab"})", {}, /*keep_alive=*/false));
+    ASSERT_TRUE(
+        c.send_request("POST", "/tokenize", R"({"prompt":"ab"})", {}, /*keep_alive=*/false));
     HttpResult second = c.read_response();
     EXPECT_EQ(second.status, 200);
     EXPECT_TRUE(second.json()["tokens"].is_array());
