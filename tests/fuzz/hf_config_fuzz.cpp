@@ -16,17 +16,22 @@
 
 namespace {
 
+// A directory of this process, removed at exit.
+struct ScratchDir {
+  ScratchDir() {
+    path = (std::filesystem::temp_directory_path() / "loom_fuzz_hf_XXXXXX").string();
+    if (!mkdtemp(path.data())) std::abort();
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
 const std::string& scratch_dir() {
-  static const std::string dir = [] {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "loom_fuzz_hf_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) std::abort();
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
-    });
-    return tmpl;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 void write(const std::string& path, std::string_view bytes) {
