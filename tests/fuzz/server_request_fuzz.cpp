@@ -9,6 +9,7 @@
 #include "chat/output_format.h"
 #include "fuzz_target.h"
 #include "loom/engine.h"
+#include "model/model.h"
 #include "server/anthropic_messages.h"
 #include "server/http_request.h"
 #include "server/ollama_api.h"
