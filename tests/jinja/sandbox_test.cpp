@@ -157,14 +157,10 @@ TEST(ChatTemplateSandbox, BreakOutsideLoopIsAnError) {
 // at a depth, as Python prints a recursive container as [...], instead of recursing forever.
 TEST(ChatTemplateSandbox, SelfReferencingNamespacePrints) {
   Result<std::string> r = render_chat_template(
-      "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns|length }}:{{ [ns]|string|length > 0 "
-      "}}"
-      "{{ ns }}",
+      "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}|{{ [ns.me.me.a] }}",
       nlohmann::ordered_json::object());
   ASSERT_TRUE(r.is_ok()) << r.status().message();
-  EXPECT_EQ(r->substr(0, 7), "2:True<") << r->substr(0, 64);
-  EXPECT_NE(r->find("..."), std::string::npos);
-  EXPECT_LT(r->size(), 100000u);
+  EXPECT_EQ(*r, "<Namespace {'a': 1, 'me': <Namespace {...}>}>|[1]");  // as Jinja2 prints it
 }
 
 // Shared values double in length as text at each step: 40 doublings would be a terabyte.
@@ -172,10 +168,6 @@ TEST(ChatTemplateSandbox, ExponentialSharedListHitsTheOutputLimit) {
   expect_fails_fast(
       "{% set ns = namespace(l=['0123456789abcdef' * 64]) %}{% for i in range(40) %}"
       "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l }}",
-      StatusCode::kResourceExhausted, "");
-  expect_fails_fast(
-      "{% set ns = namespace(l=['0123456789abcdef' * 64]) %}{% for i in range(40) %}"
-      "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l|tojson }}",
       StatusCode::kResourceExhausted, "");
 }
 
