@@ -205,6 +205,22 @@ TEST(ChatTemplateSandbox, PercentFormatEdges) {
   EXPECT_FALSE(render("{{ '{99999999999999999999999}'.format(1) }}").is_ok());
 }
 
+// Filter arguments of the wrong type or absurd size are errors, never an exception through the
+// renderer or a huge allocation.
+TEST(ChatTemplateSandbox, FilterArgumentsAreChecked) {
+  for (const char* src : {"{{ 'x'|indent(1.5) }}", "{{ 'x'|indent([1]) }}",
+                          "{{ [1]|tojson(indent=1.5) }}", "{{ [1]|tojson(indent=[2]) }}"})
+    EXPECT_EQ(render_chat_template(src, nlohmann::ordered_json::object()).status().code(),
+              StatusCode::kInvalidArgument)
+        << src;
+  expect_fails_fast("{{ 'a\nb'|indent(10**12) }}", StatusCode::kResourceExhausted, "");
+  expect_fails_fast("{{ [1]|batch(10**12, 'x')|list }}", StatusCode::kResourceExhausted, "");
+  Result<std::string> ok = render_chat_template(
+      "{{ 'a\nb'|indent(2) }}|{{ [1,2,3]|batch(2, 0)|list }}", nlohmann::ordered_json::object());
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "a\n  b|[[1, 2], [3, 0]]");
+}
+
 // A macro's defining scope holds the macro (a reference cycle): the renders of templates that
 // define macros must not leak it (LeakSanitizer in the sanitizer build checks this test).
 TEST(ChatTemplateSandbox, MacrosStillWorkAcrossScopes) {
