@@ -43,7 +43,10 @@ Result<Value> lookup_path(const Value& item, const std::string& path) {
     size_t dot = path.find('.', start);
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    // An index of more than 18 digits is past any list (and past what stoll takes): it is
+    // looked up as a key, which finds nothing in a list.
+    bool numeric = !part.empty() && part.size() <= 18 &&
+                   part.find_first_not_of("0123456789") == std::string::npos;
     if (cur.is_undefined()) return undefined_error(cur);
     LOOM_ASSIGN_OR_RETURN(
         cur, get_item(cur, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part)));

@@ -203,6 +203,8 @@ TEST(ChatTemplateSandbox, PercentFormatEdges) {
   EXPECT_FALSE(render("{{ '%.99999999999999f' % 1.0 }}").is_ok());
   EXPECT_FALSE(render("{{ '%d' % (1e308 * 10) }}").is_ok());
   EXPECT_FALSE(render("{{ '{99999999999999999999999}'.format(1) }}").is_ok());
+  // An attribute path with an index past any integer type (std::stoll threw through here).
+  EXPECT_TRUE(render("{{ [[1]]|map(attribute='99999999999999999999999')|list|length }}").is_ok());
 }
 
 // Filter arguments of the wrong type or absurd size are errors, never an exception through the
