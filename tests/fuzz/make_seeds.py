@@ -163,7 +163,7 @@ def main():
                 with open(os.path.join(tmp, "model.safetensors"), "wb") as f:
                     f.write(st)
                 out = os.path.join(tmp, "tiny.gguf")
-                subprocess.run([args.loom, "convert", tmp, "-o", out], check=True)
+                subprocess.run([args.loom, "convert", tmp, out], check=True)
                 shutil.copy(out, os.path.join(CORPUS, "gguf", "llama_tiny_converted.gguf"))
     # Real config.json files, as shipped (every architecture of tests/data/hf_reference).
     for arch in sorted(os.listdir(os.path.join(DATA, "hf_reference"))):
