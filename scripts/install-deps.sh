@@ -14,6 +14,13 @@ pkgs=(
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Chromium: the headless browser the web page's test drives (tests/server/webui_browser.js).
 pkgs+=(chromium)
+# The fuzz targets (tests/fuzz, cmake -DLOOM_FUZZ=ON): clang and its runtimes (libFuzzer,
+# ASan, UBSan are in libclang-rt-dev). Only when asked: `LOOM_FUZZ=1 scripts/install-deps.sh`
+# or `scripts/install-deps.sh --fuzz`.
+for arg in "$@"; do [ "$arg" = "--fuzz" ] && LOOM_FUZZ=1; done
+if [ "${LOOM_FUZZ:-0}" = "1" ]; then
+  pkgs+=(clang libclang-rt-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

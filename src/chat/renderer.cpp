@@ -4,6 +4,7 @@
 #include <cctype>
 #include <regex>
 
+#include "base/json_depth.h"
 #include "loom/tokenizer.h"
 
 namespace loom::chat {
@@ -67,7 +68,10 @@ Json ChatRenderer::adapt_messages(const Json& messages, bool arguments_as_object
       auto fn = call.find("function");
       if (!arguments_as_objects || fn == call.end() || !fn->is_object()) continue;
       auto args = fn->find("arguments");
-      if (args == fn->end() || !args->is_string()) continue;
+      // Arguments nested deeper than any request may be stay text (the template prints them).
+      if (args == fn->end() || !args->is_string() ||
+          json_nesting_exceeds(args->get_ref<const std::string&>()))
+        continue;
       auto parsed = Json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
       if (parsed.is_object()) *args = std::move(parsed);
     }

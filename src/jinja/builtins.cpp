@@ -1,6 +1,7 @@
 // Tests, global functions, and str/dict/list methods (see builtins.h).
 #include "jinja/builtins.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -102,9 +103,15 @@ Result<Value> fn_dict(Interpreter&, const CallArgs& a) {
   return make_dict(a, "dict");
 }
 
-Result<Value> fn_namespace(Interpreter&, const CallArgs& a) {
+Result<Value> fn_namespace(Interpreter& in, const CallArgs& a) {
   LOOM_ASSIGN_OR_RETURN(Value d, make_dict(a, "namespace"));
+  // Namespaces nest through their arguments too (namespace(inner=ns) in a loop).
+  if (value_nesting_exceeds(d, kMaxValueDepth - 1))
+    return Status(
+        StatusCode::kResourceExhausted,
+        "namespace(): value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
   auto ns = std::make_shared<Dict>(d.dict());
+  in.own_namespace(ns);
   return Value::namespace_(std::move(ns));
 }
 
@@ -520,6 +527,8 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
         return invalid_argument("format: not enough positional arguments");
       v = &args.pos[auto_idx++];
     } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+      // Compared digit by digit: an index too long for any integer type is simply too big.
+      if (field.size() > 9) return invalid_argument("format: not enough positional arguments");
       size_t k = std::stoul(field);
       if (k >= args.pos.size()) return invalid_argument("format: not enough positional arguments");
       v = &args.pos[k];
@@ -532,6 +541,25 @@ Result<std::string> py_format(const std::string& fmt, const CallArgs& args) {
   }
   return out;
 }
+
+namespace {
+
+constexpr int kMaxPrecision = 1000;
+
+// printf of one double, however long the text (1e308 with "%.3f" is 312 characters).
+std::string number_to_text(const char* format, int precision, double d) {
+  const int n = precision < 0 ? std::snprintf(nullptr, 0, format, d)
+                              : std::snprintf(nullptr, 0, format, precision, d);
+  std::string out(static_cast<size_t>(std::max(n, 0)) + 1, '\0');
+  if (precision < 0)
+    std::snprintf(out.data(), out.size(), format, d);
+  else
+    std::snprintf(out.data(), out.size(), format, precision, d);
+  out.resize(static_cast<size_t>(std::max(n, 0)));
+  return out;
+}
+
+}  // namespace
 
 Result<std::string> percent_format(const std::string& fmt, const Value& args) {
   List pos;
@@ -559,8 +587,14 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
     int precision = -1;
     if (i < fmt.size() && fmt[i] == '.') {
       precision = 0;
-      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
         precision = precision * 10 + (fmt[i] - '0');
+        // Python takes any precision; more digits than this only print zeros of no use to a
+        // chat template, and would let one format make megabytes of text.
+        if (precision > kMaxPrecision)
+          return invalid_argument("format: precision too big (at most " +
+                                  std::to_string(kMaxPrecision) + ")");
+      }
     }
     if (i >= fmt.size()) return invalid_argument("incomplete format");
     char conv = fmt[i];
@@ -585,14 +619,22 @@ Result<std::string> percent_format(const std::string& fmt, const Value& args) {
         if (!v->is_number())
           return invalid_argument(std::string("%d format: a real number is required, not ") +
                                   v->type_name());
-        out += std::to_string(v->is_float() ? static_cast<int64_t>(v->as_double()) : v->as_int());
+        if (v->is_float()) {
+          const double d = std::trunc(v->as_double());
+          if (!std::isfinite(d))
+            return invalid_argument(std::string("%d format: cannot convert float ") +
+                                    (std::isnan(d) ? "NaN" : "infinity") + " to integer");
+          // Python prints the float's exact integer value, beyond int64 too.
+          out += number_to_text("%.0f", -1, d);
+        } else {
+          out += std::to_string(v->as_int());
+        }
         break;
       case 'f':
         if (!v->is_number())
           return invalid_argument(std::string("%f format: a real number is required, not ") +
                                   v->type_name());
-        std::snprintf(buf, sizeof(buf), "%.*f", precision < 0 ? 6 : precision, v->as_double());
-        out += buf;
+        out += number_to_text("%.*f", precision < 0 ? 6 : precision, v->as_double());
         break;
       case 'x':
         if (!v->is_int()) return invalid_argument("%x format: an integer is required");

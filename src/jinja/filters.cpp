@@ -43,7 +43,10 @@ Result<Value> lookup_path(const Value& item, const std::string& path) {
     size_t dot = path.find('.', start);
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    // An index of more than 18 digits is past any list (and past what stoll takes): it is
+    // looked up as a key, which finds nothing in a list.
+    bool numeric = !part.empty() && part.size() <= 18 &&
+                   part.find_first_not_of("0123456789") == std::string::npos;
     if (cur.is_undefined()) return undefined_error(cur);
     LOOM_ASSIGN_OR_RETURN(
         cur, get_item(cur, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part)));
@@ -95,8 +98,11 @@ Result<Value> f_batch(Interpreter& in, const Value& v, const CallArgs& a) {
       out.push_back(Value::list(std::move(cur))), cur.clear();
   }
   if (!cur.empty()) {
-    if (fill && !fill->is_none())
+    if (fill && !fill->is_none()) {
+      // batch(10**12, 'x') would fill a trillion items: bounded like any list the render makes.
+      LOOM_RETURN_IF_ERROR(in.check_size(static_cast<size_t>(n)));
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*fill);
+    }
     out.push_back(Value::list(std::move(cur)));
   }
   return Value::list(std::move(out));
@@ -275,8 +281,17 @@ Result<Value> f_format(Interpreter&, const Value& v, const CallArgs& a) {
 
 Result<Value> f_indent(Interpreter& in, const Value& v, const CallArgs& a) {
   const Value* w = arg(a, 0, "width");
-  std::string indention =
-      w && w->is_string() ? w->str() : std::string(w ? std::max<int64_t>(w->as_int(), 0) : 4, ' ');
+  std::string indention;
+  if (w && w->is_string()) {
+    indention = w->str();
+  } else {
+    // An integer (a float or a list is an error, as in Jinja2), checked against the output
+    // limit before the spaces are made: indent(10**12) must not allocate a terabyte.
+    LOOM_ASSIGN_OR_RETURN(int64_t width, int_param(a, 0, "width", 4));
+    const size_t n = static_cast<size_t>(std::max<int64_t>(width, 0));
+    LOOM_RETURN_IF_ERROR(in.check_size(n));
+    indention.assign(n, ' ');
+  }
   bool first = flag(a, 1, "first", false), blank = flag(a, 2, "blank", false);
   std::string s = to_str(v) + "\n";
   CallArgs none;
@@ -529,6 +544,9 @@ Result<Value> f_tojson(Interpreter& in, const Value& v, const CallArgs& a) {
   if (!indent && !a.pos.empty()) indent = &a.pos[0];  // tojson(4)
   if (indent && !indent->is_none()) {
     if (indent->is_string()) return unsupported("tojson: a string indent is not supported");
+    if (!indent->is_int() && !indent->is_bool())
+      return invalid_argument(std::string("tojson: indent must be an integer, not ") +
+                              indent->type_name());
     f.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
   }
   if (const Value* sep = a.get(99, "separators");

@@ -21,11 +21,13 @@ namespace {
 constexpr const char* kErrorPrefix = "chat template error at line ";
 
 // A macro (or the caller of a {% call %} block): a body plus the scope it was defined in,
-// looked up at call time like a Python closure.
+// looked up at call time like a Python closure. The scope usually holds the macro itself, so
+// the macro only observes it: the Interpreter owns the closures of a render (a strong
+// reference here would make a cycle, and every render defining a macro would leak).
 class Macro : public Callable {
  public:
-  Macro(const Stmt* def, const Body* body, const std::vector<Param>* params, ScopePtr closure,
-        std::shared_ptr<const Program> program, std::string name)
+  Macro(const Stmt* def, const Body* body, const std::vector<Param>* params,
+        std::weak_ptr<Scope> closure, std::shared_ptr<const Program> program, std::string name)
       : def_(def),
         body_(body),
         params_(params),
@@ -43,8 +45,10 @@ class Macro : public Callable {
       else
         rest.kw.push_back(kv);
     }
+    ScopePtr closure = closure_.lock();
+    if (!closure) return invalid_argument("macro '" + name_ + "' called after its render ended");
     LOOM_ASSIGN_OR_RETURN(std::string out,
-                          in.run_macro(*def_, *body_, *params_, closure_, rest, caller));
+                          in.run_macro(*def_, *body_, *params_, closure, rest, caller));
     return Value(std::move(out));
   }
   std::string name() const override { return name_; }
@@ -53,7 +57,7 @@ class Macro : public Callable {
   const Stmt* def_;
   const Body* body_;
   const std::vector<Param>* params_;
-  ScopePtr closure_;
+  std::weak_ptr<Scope> closure_;
   std::shared_ptr<const Program> program_;  // keeps def_/body_ alive
   std::string name_;
 };
@@ -76,6 +80,17 @@ class LoopCycle : public Callable {
 
 Interpreter::Interpreter(std::shared_ptr<const Program> program, const ChatTemplateOptions& options)
     : program_(std::move(program)), options_(options) {}
+
+Interpreter::~Interpreter() {
+  for (const auto& weak : namespaces_) {
+    if (auto ns = weak.lock()) {
+      // Moved out first: destroying the entries may drop the last other reference to `ns`.
+      auto entries = std::move(ns->entries);
+      ns->entries.clear();
+      ns->index.clear();
+    }
+  }
+}
 
 Status Interpreter::count_step() {
   if (++steps_ > options_.limits.max_steps)
@@ -179,6 +194,7 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
       LOOM_RETURN_IF_ERROR(exec_set(s, scope));
       return Flow::kNormal;
     case StmtKind::kMacro: {
+      keep_closure(scope);
       auto m = std::make_shared<Macro>(&s, &s.body, &s.params, scope, program_, s.text);
       scope->set(s.text, Value::callable(std::move(m)));
       return Flow::kNormal;
@@ -188,6 +204,7 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, const ScopePtr& scope
       LOOM_ASSIGN_OR_RETURN(Value fn, eval(*call.a, scope));
       CallArgs args;
       LOOM_RETURN_IF_ERROR(eval_args(call, scope, args));
+      keep_closure(scope);
       auto caller = std::make_shared<Macro>(&s, &s.body, &s.params, scope, program_, "caller");
       args.kw.emplace_back("caller", Value::callable(std::move(caller)));
       Result<Value> r = this->call(fn, args);
@@ -325,6 +342,11 @@ Status Interpreter::exec_set(const Stmt& s, const ScopePtr& scope) {
       return annotate(
           invalid_argument("cannot assign attribute on non-namespace object '" + t.a->name + "'"),
           s.line);
+    if (value_nesting_exceeds(v, kMaxValueDepth - 1))
+      return annotate(Status(StatusCode::kResourceExhausted,
+                             "chat template built a value nested more than " +
+                                 std::to_string(kMaxValueDepth) + " levels deep"),
+                      s.line);
     target->dict().set(Value(t.name), std::move(v));
   }
   return Status::ok();

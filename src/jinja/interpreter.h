@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jinja/ast.h"
 #include "jinja/chat_template.h"
@@ -28,6 +29,9 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
  public:
   Interpreter(std::shared_ptr<const Program> program, const ChatTemplateOptions& options);
+  ~Interpreter();  // empties the namespaces of the render (see own_namespace)
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   Result<std::string> render(const Value& context);
 
@@ -36,6 +40,10 @@ class Interpreter {
   Status count_step();
   // Fails when a string or list of `bytes` would exceed the output limit.
   Status check_size(size_t bytes) const;
+  // namespace() objects are the only mutable values, so the only way to make a cycle
+  // ({% set ns.me = ns %}): the render empties every one it made when it ends, so that no
+  // cycle outlives it (and leaks).
+  void own_namespace(const std::shared_ptr<Dict>& ns) { namespaces_.push_back(ns); }
   std::tm now() const;
   // raise_exception(): the render fails with exactly this message.
   Status raise(std::string message);
@@ -58,6 +66,10 @@ class Interpreter {
   Result<std::string> capture(const Body& body, const ScopePtr& scope);
   Status emit(std::string_view text);
   Status annotate(Status st, int line) const;
+  // Keeps a macro's defining scope alive until the render ends (see Macro in interpreter.cpp).
+  void keep_closure(const ScopePtr& scope) {
+    if (closures_.empty() || closures_.back() != scope) closures_.push_back(scope);
+  }
 
   std::shared_ptr<const Program> program_;
   const ChatTemplateOptions& options_;
@@ -65,6 +77,8 @@ class Interpreter {
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   std::optional<std::string> raised_;
+  std::vector<ScopePtr> closures_;
+  std::vector<std::weak_ptr<Dict>> namespaces_;
 };
 
 }  // namespace loom::jinja

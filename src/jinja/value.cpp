@@ -200,6 +200,38 @@ Result<bool> values_less(const Value& a, const Value& b) {
                           "' and '" + b.type_name() + "'");
 }
 
+bool value_nesting_exceeds(const Value& v, int max_depth) {
+  // Depth-first with an explicit stack. Shared containers are revisited only when reached
+  // deeper than before, so a value built by doubling costs its distinct nodes times the depth,
+  // not its exponential size as a tree.
+  std::unordered_map<const void*, int> deepest;
+  std::vector<std::pair<const Value*, int>> todo = {{&v, 0}};
+  while (!todo.empty()) {
+    auto [x, depth] = todo.back();
+    todo.pop_back();
+    const void* node = nullptr;
+    if (x->is_sequence()) {
+      node = &x->items();
+    } else if (x->is_dict() || x->is_namespace()) {
+      node = &x->dict();
+    } else {
+      continue;
+    }
+    if (depth + 1 > max_depth) return true;
+    auto [it, fresh] = deepest.emplace(node, depth);
+    if (!fresh) {
+      if (it->second >= depth) continue;
+      it->second = depth;
+    }
+    if (x->is_sequence()) {
+      for (const Value& item : x->items()) todo.emplace_back(&item, depth + 1);
+    } else {
+      for (const auto& [k, val] : x->dict().entries) todo.emplace_back(&val, depth + 1);
+    }
+  }
+  return false;
+}
+
 std::string to_str(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
@@ -211,49 +243,94 @@ std::string to_str(const Value& v) {
   }
 }
 
-std::string repr(const Value& v) {
+namespace {
+
+// repr's bounds. A namespace can hold itself: a container already being printed prints as
+// "[...]" / "{...}", as Python's repr does. Values are shared, not copied, so a few doublings
+// build a list whose text is exponentially long, and a loop can nest lists thousands deep:
+// past kReprMaxDepth a container prints as "[...]" too, and once the text passes
+// kReprMaxBytes (more than any render may output) the rest is dropped, so that the render's
+// output limit then fails it with a clear error instead of the process running out of memory.
+constexpr int kReprMaxDepth = 256;
+constexpr size_t kReprMaxBytes = size_t{64} << 20;
+
+void repr_into(std::string& out, const Value& v, std::vector<const void*>& open) {
+  if (out.size() > kReprMaxBytes) return;
+  const int depth = static_cast<int>(open.size());
   switch (v.kind()) {
     case Value::Kind::kUndefined:
-      return "";
+      return;
     case Value::Kind::kNone:
-      return "None";
+      out += "None";
+      return;
     case Value::Kind::kBool:
-      return v.as_bool() ? "True" : "False";
+      out += v.as_bool() ? "True" : "False";
+      return;
     case Value::Kind::kInt:
-      return std::to_string(v.as_int());
+      out += std::to_string(v.as_int());
+      return;
     case Value::Kind::kFloat:
-      return py_float_repr(v.as_double());
+      out += py_float_repr(v.as_double());
+      return;
     case Value::Kind::kString:
-      return py_str_repr(v.str());
+      out += py_str_repr(v.str());
+      return;
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       bool tuple = v.is_tuple();
-      std::string out = tuple ? "(" : "[";
+      out += tuple ? "(" : "[";
       const List& items = v.items();
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += ", ";
-        out += repr(items[i]);
+      if (!items.empty() &&
+          (depth >= kReprMaxDepth || std::find(open.begin(), open.end(), &items) != open.end())) {
+        out += "...";
+      } else {
+        open.push_back(&items);
+        for (size_t i = 0; i < items.size() && out.size() <= kReprMaxBytes; ++i) {
+          if (i) out += ", ";
+          repr_into(out, items[i], open);
+        }
+        open.pop_back();
       }
       if (tuple && items.size() == 1) out += ",";
       out += tuple ? ")" : "]";
-      return out;
+      return;
     }
     case Value::Kind::kDict:
     case Value::Kind::kNamespace: {
-      std::string out = v.is_namespace() ? "<Namespace {" : "{";
-      bool first = true;
-      for (const auto& [k, val] : v.dict().entries) {
-        if (!first) out += ", ";
-        first = false;
-        out += repr(k) + ": " + repr(val);
+      out += v.is_namespace() ? "<Namespace {" : "{";
+      const Dict& d = v.dict();
+      if (d.size() > 0 &&
+          (depth >= kReprMaxDepth || std::find(open.begin(), open.end(), &d) != open.end())) {
+        out += "...";
+      } else {
+        open.push_back(&d);
+        bool first = true;
+        for (const auto& [k, val] : d.entries) {
+          if (out.size() > kReprMaxBytes) break;
+          if (!first) out += ", ";
+          first = false;
+          repr_into(out, k, open);
+          out += ": ";
+          repr_into(out, val, open);
+        }
+        open.pop_back();
       }
       out += v.is_namespace() ? "}>" : "}";
-      return out;
+      return;
     }
     case Value::Kind::kCallable:
-      return "<function " + v.fn().name() + ">";
+      out += "<function " + v.fn().name() + ">";
+      return;
   }
-  return "";
+}
+
+}  // namespace
+
+std::string repr(const Value& v) {
+  std::string out;
+  std::vector<const void*> open;
+  repr_into(out, v, open);
+  return out;
 }
 
 namespace {
@@ -298,6 +375,9 @@ void json_string(std::string& out, std::string_view s) {
 
 Status json_rec(std::string& out, const Value& v, const JsonFormat& f, int depth) {
   if (depth > 512) return invalid_argument("tojson: value nested too deeply");
+  // Shared values can be exponentially long as text (see repr_into): stop early.
+  if (out.size() > kReprMaxBytes)
+    return Status(StatusCode::kResourceExhausted, "tojson: the text passed 64 MiB");
   const std::string item_sep = !f.item_sep.empty() ? f.item_sep : (f.indent >= 0 ? "," : ", ");
   const std::string key_sep = !f.key_sep.empty() ? f.key_sep : ": ";
   auto newline = [&](int d) {

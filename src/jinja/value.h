@@ -134,6 +134,14 @@ struct Callable {
 bool values_equal(const Value& a, const Value& b);
 Result<bool> values_less(const Value& a, const Value& b);
 
+// Lists, dicts and namespaces nested inside each other deeper than this cannot be stored in a
+// namespace: a loop could otherwise nest a value a million levels deep, and printing,
+// comparing or merely destroying it recurses once per level (a stack overflow).
+inline constexpr int kMaxValueDepth = 256;
+// True when containers in `v` nest deeper than max_depth (a value that contains itself through
+// a namespace counts its cycle once). Iterative: safe on any value.
+bool value_nesting_exceeds(const Value& v, int max_depth = kMaxValueDepth);
+
 // str(v) (what {{ v }} prints) and repr(v) (how v prints inside a container).
 std::string to_str(const Value& v);
 std::string repr(const Value& v);

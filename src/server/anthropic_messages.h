@@ -10,8 +10,17 @@
 #include "server/api_error.h"
 #include "server/constraints.h"
 #include "server/json_fields.h"
+#include "server/openai_request.h"
 
 namespace loom::server {
+
+struct ServerContext;
+
+// A /v1/messages body → the generation it asks for (what handle_messages submits): the
+// messages rendered by the chat template, tools, thinking and output_format applied, every
+// field validated (an ApiError naming the field otherwise).
+std::optional<ApiError> parse_anthropic_request(const ServerContext& ctx, const Json& body,
+                                                GenerationSpec* spec);
 
 // body.system + body.messages → the chat template's message list:
 //   - text blocks of one turn are joined with "\n";

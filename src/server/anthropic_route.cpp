@@ -55,30 +55,34 @@ std::optional<ApiError> render_prompt(const ServerContext& ctx, FieldReader& r, 
 
 }  // namespace
 
+std::optional<ApiError> parse_anthropic_request(const ServerContext& ctx, const Json& body,
+                                                GenerationSpec* spec) {
+  spec->kind = ApiKind::kAnthropic;
+  FieldReader r(body);
+  if (auto e = check_model(ctx, r, &spec->model)) return e;
+  read_sampling_fields(ctx, r, spec);
+  spec->params.n = 1;
+  auto max_tokens = r.opt_int("max_tokens", INT32_MIN, INT32_MAX);
+  r.opt_object("metadata");
+  if (!r.ok()) return r.error();
+  if (!max_tokens) return bad_request("max_tokens is required", "max_tokens");
+  Prompt p;
+  if (auto e = render_prompt(ctx, r, body, max_tokens, &p)) return e;
+  AnswerConstraint answer;
+  if (auto e = read_anthropic_output_format(r, &answer)) return e;
+  if (auto e = apply_output_constraints(ctx, answer, p.tools,
+                                        ChatPromptInfo{true, p.text, p.thinking_disabled}, spec))
+    return e;
+  spec->prompts.push_back(std::move(p.tokens));
+  spec->prompt_texts.push_back(std::move(p.text));
+  return finish_spec(ctx, max_tokens, spec);
+}
+
 void handle_messages(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
   Json body;
   if (auto e = parse_json_object(req.body, &body)) return send_error(*out, *e, true);
   GenerationSpec spec;
-  spec.kind = ApiKind::kAnthropic;
-  FieldReader r(body);
-  if (auto e = check_model(ctx, r, &spec.model)) return send_error(*out, *e, true);
-  read_sampling_fields(ctx, r, &spec);
-  spec.params.n = 1;
-  auto max_tokens = r.opt_int("max_tokens", INT32_MIN, INT32_MAX);
-  r.opt_object("metadata");
-  if (!r.ok()) return send_error(*out, *r.error(), true);
-  if (!max_tokens)
-    return send_error(*out, bad_request("max_tokens is required", "max_tokens"), true);
-  Prompt p;
-  if (auto e = render_prompt(ctx, r, body, max_tokens, &p)) return send_error(*out, *e, true);
-  AnswerConstraint answer;
-  if (auto e = read_anthropic_output_format(r, &answer)) return send_error(*out, *e, true);
-  if (auto e = apply_output_constraints(ctx, answer, p.tools,
-                                        ChatPromptInfo{true, p.text, p.thinking_disabled}, &spec))
-    return send_error(*out, *e, true);
-  spec.prompts.push_back(std::move(p.tokens));
-  spec.prompt_texts.push_back(std::move(p.text));
-  if (auto e = finish_spec(ctx, max_tokens, &spec)) return send_error(*out, *e, true);
+  if (auto e = parse_anthropic_request(ctx, body, &spec)) return send_error(*out, *e, true);
   submit_generation(ctx, std::move(spec), std::move(out));
 }
 

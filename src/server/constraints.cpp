@@ -3,6 +3,7 @@
 
 #include <regex>
 
+#include "base/json_depth.h"
 #include "server/openai_request.h"
 #include "server/server_context.h"
 #include "structured/frontends.h"
@@ -32,6 +33,9 @@ std::optional<ApiError> schema_value(const Json& v, const std::string& field, Js
     return std::nullopt;
   }
   if (v.is_string()) {
+    if (json_nesting_exceeds(v.get_ref<const std::string&>()))
+      return field_error(
+          field + " nests more than " + std::to_string(kMaxJsonDepth) + " levels deep", field);
     try {
       *out = Json::parse(v.get<std::string>());
     } catch (const nlohmann::json::exception& e) {
@@ -72,6 +76,9 @@ std::optional<ApiError> structural_tag_gbnf(const Json& v, const std::string& fi
                                             std::string* gbnf) {
   Json tag = v;
   if (v.is_string()) {
+    if (json_nesting_exceeds(v.get_ref<const std::string&>()))
+      return field_error(
+          field + " nests more than " + std::to_string(kMaxJsonDepth) + " levels deep", field);
     try {
       tag = Json::parse(v.get<std::string>());
     } catch (const nlohmann::json::exception& e) {

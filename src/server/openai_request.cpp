@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/json_depth.h"
 #include "loom/tokenizer.h"
 #include "server/constraints.h"
 #include "server/server_context.h"
@@ -28,6 +29,9 @@ std::vector<int32_t> encode(const ServerContext& ctx, const std::string& text, b
 
 std::optional<ApiError> parse_json_object(const std::string& body, Json* out) {
   if (body.empty()) return bad_request("the request body is empty; send a JSON object");
+  if (json_nesting_exceeds(body))
+    return bad_request("the request body nests arrays and objects more than " +
+                       std::to_string(kMaxJsonDepth) + " levels deep");
   try {
     *out = Json::parse(body);
   } catch (const nlohmann::json::exception& e) {

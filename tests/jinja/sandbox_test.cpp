@@ -153,4 +153,86 @@ TEST(ChatTemplateSandbox, BreakOutsideLoopIsAnError) {
 }
 
 }  // namespace
+// Found by fuzzing (tests/fuzz, jinja target). A namespace may hold itself: printing it stops
+// at a depth, as Python prints a recursive container as [...], instead of recursing forever.
+TEST(ChatTemplateSandbox, SelfReferencingNamespacePrints) {
+  Result<std::string> r = render_chat_template(
+      "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}|{{ [ns.me.me.a] }}",
+      nlohmann::ordered_json::object());
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(*r, "<Namespace {'a': 1, 'me': <Namespace {...}>}>|[1]");  // as Jinja2 prints it
+}
+
+// Shared values double in length as text at each step: 40 doublings would be a terabyte.
+TEST(ChatTemplateSandbox, ExponentialSharedListHitsTheOutputLimit) {
+  expect_fails_fast(
+      "{% set ns = namespace(l=['0123456789abcdef' * 64]) %}{% for i in range(40) %}"
+      "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l }}",
+      StatusCode::kResourceExhausted, "");
+}
+
+// A loop can nest a value once per iteration through a namespace: refused past a depth, since
+// printing, comparing or even destroying a million-deep value would overflow the stack.
+TEST(ChatTemplateSandbox, DeepNestingThroughANamespaceIsRefused) {
+  expect_fails_fast(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}{{ ns.l }}",
+      StatusCode::kResourceExhausted, "nested more than 256 levels");
+  expect_fails_fast(
+      "{% set ns = namespace(n=none) %}{% for i in range(100000) %}"
+      "{% set ns.n = namespace(inner=ns.n) %}{% endfor %}{{ ns.n }}",
+      StatusCode::kResourceExhausted, "nested more than 256 levels");
+  Result<std::string> ok = render_chat_template(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}{{ ns.l|tojson|length }}",
+      nlohmann::ordered_json::object());
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "202");
+}
+
+// Python's %-formatting, at its edges: no overflow in the precision, exact digits of a large
+// float with %d (Python: '%d' % 1e20 == '100000000000000000000'), an error for infinity.
+TEST(ChatTemplateSandbox, PercentFormatEdges) {
+  auto render = [](const std::string& src) {
+    return render_chat_template(src, nlohmann::ordered_json::object());
+  };
+  auto big = render("{{ '%d|%.2f|%.0f' % (1e20, 1e300, 2.5) }}");
+  ASSERT_TRUE(big.is_ok()) << big.status().message();
+  EXPECT_EQ(big->substr(0, 22), "100000000000000000000|");
+  EXPECT_EQ(big->size(), 22u + 301u + 3u + 2u) << *big;
+  EXPECT_FALSE(render("{{ '%.99999999999999f' % 1.0 }}").is_ok());
+  EXPECT_FALSE(render("{{ '%d' % (1e308 * 10) }}").is_ok());
+  EXPECT_FALSE(render("{{ '{99999999999999999999999}'.format(1) }}").is_ok());
+  // An attribute path with an index past any integer type (std::stoll threw through here).
+  EXPECT_TRUE(render("{{ [[1]]|map(attribute='99999999999999999999999')|list|length }}").is_ok());
+}
+
+// Filter arguments of the wrong type or absurd size are errors, never an exception through the
+// renderer or a huge allocation.
+TEST(ChatTemplateSandbox, FilterArgumentsAreChecked) {
+  for (const char* src : {"{{ 'x'|indent(1.5) }}", "{{ 'x'|indent([1]) }}",
+                          "{{ [1]|tojson(indent=1.5) }}", "{{ [1]|tojson(indent=[2]) }}"})
+    EXPECT_EQ(render_chat_template(src, nlohmann::ordered_json::object()).status().code(),
+              StatusCode::kInvalidArgument)
+        << src;
+  expect_fails_fast("{{ 'a\nb'|indent(10**12) }}", StatusCode::kResourceExhausted, "");
+  expect_fails_fast("{{ [1]|batch(10**12, 'x')|list }}", StatusCode::kResourceExhausted, "");
+  Result<std::string> ok = render_chat_template(
+      "{{ 'a\nb'|indent(2) }}|{{ [1,2,3]|batch(2, 0)|list }}", nlohmann::ordered_json::object());
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "a\n  b|[[1, 2], [3, 0]]");
+}
+
+// A macro's defining scope holds the macro (a reference cycle): the renders of templates that
+// define macros must not leak it (LeakSanitizer in the sanitizer build checks this test).
+TEST(ChatTemplateSandbox, MacrosStillWorkAcrossScopes) {
+  Result<std::string> r = render_chat_template(
+      "{% macro outer(x) %}{% macro inner(y) %}[{{ x }}{{ y }}]{% endmacro %}{{ inner(2) }}"
+      "{% endmacro %}{% set ns = namespace(f=outer) %}{% for i in range(2) %}{{ ns.f(i) }}"
+      "{% endfor %}{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}c{% endcall %}",
+      nlohmann::ordered_json::object());
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(*r, "[02][12]<c>");
+}
+
 }  // namespace loom

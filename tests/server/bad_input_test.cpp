@@ -125,6 +125,20 @@ std::vector<BadCase> cases() {
       {"detokenize out of vocab", "/detokenize", R"({"tokens":[1, 100000]})", 400},
       {"detokenize not list", "/detokenize", R"({"tokens":"1 2"})", 400},
       {"detokenize missing", "/detokenize", R"({})", 400},
+      // Found by fuzzing (tests/fuzz, server_request target): nesting is bounded before the
+      // body is parsed (copying or walking 100,000 levels would overflow the stack).
+      {"body nested 100000 deep", "/v1/chat/completions",
+       R"({"messages":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 400},
+      {"schema string nested deep", "/v1/chat/completions",
+       with(chat, "response_format",
+            {{"type", "json_schema"},
+             {"json_schema",
+              {{"name", "x"}, {"schema", std::string(100000, '[') + std::string(100000, ']')}}}}),
+       400},
+      {"anthropic nested deep", "/v1/messages",
+       R"({"max_tokens":4,"messages":[{"role":"user","content":)" + std::string(5000, '{') +
+           std::string(5000, '}') + "}]}",
+       400},
   };
   return v;
 }
