@@ -164,19 +164,7 @@ void submit_pooling(ServerContext& ctx, const HttpRequest& req, ResponderPtr out
   }
   auto job = std::make_shared<PoolingJob>(ctx, std::move(spec), out);
   job->ctx_id_ = id;
-  job->request_ids = std::move(ids);
-  job->streams = std::move(streams);
-  job->in_flight = &ctx.in_flight;
-  job->route = route;
-  std::weak_ptr<GenerationJob> weak = job;
-  AsyncEngine* engine = ctx.engine.get();
-  out->on_disconnect([weak, engine] {
-    if (auto j = weak.lock()) {
-      j->cancelled = true;
-      for (const std::string& rid : j->request_ids) engine->abort(rid);
-    }
-  });
-  ctx.dispatcher->add(std::move(job));
+  dispatch_job(ctx, job, std::move(ids), std::move(streams), route, *out);
 }
 
 }  // namespace

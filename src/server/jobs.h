@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/dispatcher.h"
 #include "server/openai_request.h"
@@ -26,6 +27,14 @@ std::shared_ptr<GenerationJob> make_ollama_job(const ServerContext& ctx, Generat
                                                std::string id, std::shared_ptr<Responder> out);
 std::shared_ptr<GenerationJob> make_responses_job(const ServerContext& ctx, GenerationSpec spec,
                                                   std::string id, std::shared_ptr<Responder> out);
+
+// Hands `job` to the dispatcher once its requests were submitted: it takes their ids and
+// streams, counts them in ctx.in_flight until they end, names `route` in the request log, and
+// a client that hangs up aborts every one of them.
+void dispatch_job(ServerContext& ctx, const std::shared_ptr<GenerationJob>& job,
+                  std::vector<std::string> request_ids,
+                  std::vector<std::shared_ptr<RequestStream>> streams, const char* route,
+                  Responder& out);
 
 // Serialise for the wire: invalid UTF-8 (never expected: the detokenizer emits valid text, but
 // a single token's bytes may be a partial character) becomes U+FFFD instead of throwing.

@@ -68,19 +68,26 @@ void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out
              : ollama    ? make_ollama_job(ctx, std::move(spec), id, out)
              : responses ? make_responses_job(ctx, std::move(spec), id, out)
                          : make_openai_job(ctx, std::move(spec), id, out);
-  job->request_ids = std::move(ids);
+  dispatch_job(ctx, job, std::move(ids), std::move(streams), route, *out);
+}
+
+void dispatch_job(ServerContext& ctx, const std::shared_ptr<GenerationJob>& job,
+                  std::vector<std::string> request_ids,
+                  std::vector<std::shared_ptr<RequestStream>> streams, const char* route,
+                  Responder& out) {
+  job->request_ids = std::move(request_ids);
   job->streams = std::move(streams);
   job->in_flight = &ctx.in_flight;
   job->route = route;
   std::weak_ptr<GenerationJob> weak = job;
   AsyncEngine* engine = ctx.engine.get();
-  out->on_disconnect([weak, engine] {
+  out.on_disconnect([weak, engine] {
     if (auto j = weak.lock()) {
       j->cancelled = true;
       for (const std::string& rid : j->request_ids) engine->abort(rid);
     }
   });
-  ctx.dispatcher->add(std::move(job));
+  ctx.dispatcher->add(job);
 }
 
 void handle_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
