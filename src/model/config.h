@@ -57,6 +57,25 @@ struct LayerSpec {
   bool rope_scaled = true;  // the model's rope_scaling applies (not to Gemma 3's local layers)
   bool moe = false;         // the FFN is ModelConfig::moe's experts (else the dense n_ff one)
   bool mla = false;         // attention is ModelConfig::mla's latent attention (step "mla")
+  // The layer is a Gated DeltaNet (step "gated_deltanet", ModelConfig::deltanet): linear
+  // attention with a recurrent state per sequence instead of a KV cache.
+  bool deltanet = false;
+};
+
+// Gated DeltaNet (Qwen3-Next, Qwen3.5): per token, q/k/v come out of a short causal depthwise
+// convolution (conv_kernel taps, SiLU) over their projection; q and k are L2-normalised, q
+// scaled by 1/sqrt(d_k). Each value head h keeps a state S_h (d_k x d_v), decayed by
+// exp(g) (g = -exp(A_log) · softplus(alpha + dt_bias)) and updated by the delta rule with
+// beta = sigmoid(b); the output S_h^T q goes through an RMSNorm gated by SiLU(z). Value heads
+// are grouped over key heads (n_v_heads a multiple of n_k_heads).
+struct DeltaNetConfig {
+  int32_t n_k_heads = 0;  // 0: no Gated DeltaNet layers
+  int32_t n_v_heads = 0;
+  int32_t d_k = 0;
+  int32_t d_v = 0;
+  int32_t conv_kernel = 0;
+  // q, k and v rows of the convolution's input: 2 · n_k_heads · d_k + n_v_heads · d_v.
+  int32_t conv_dim() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
 };
 
 // Multi-head Latent Attention (DeepSeek-V2/V3): K and V come from one compressed latent per
@@ -152,6 +171,11 @@ struct ModelConfig {
   std::vector<LayerSpec> layers;  // n_layer entries (filled by the config readers)
   MoeConfig moe;
   MlaConfig mla;
+  DeltaNetConfig deltanet;
+  // Full-attention layers with an output gate (Qwen3-Next, Qwen3.5): attn_q holds, per head,
+  // the query's head_dim rows then the gate's; the attention output is multiplied by
+  // sigmoid(gate) before wo.
+  bool attn_output_gate = false;
   int32_t bos_token = -1;
   int32_t eos_token = -1;
   // Embedding / reranking metadata: {arch}.pooling_type, the classifier head's outputs

@@ -58,6 +58,18 @@ struct LayerWeights {
   std::vector<TensorView> k_b;     // [n_head] (R, N): a head's nope query into latent space
   std::vector<TensorView> v_b;     // [n_head] (Dv, R): latent attention output to its value
   std::vector<float> exp_probs_b;  // (n_expert) DeepSeek's router bias, for choosing only
+  // Gated DeltaNet (LayerSpec::deltanet; ModelConfig::deltanet: Hk, Hv heads, dk, dv, kernel K;
+  // C = conv_dim()), instead of attention's tensors. Bound in this canonical layout whatever
+  // the file's (Qwen3-Next's fused in_proj_qkvz / in_proj_ba are split at load).
+  TensorView ssm_qkv;           // (C, E): every q head, then every k head, then every v head
+  TensorView ssm_z;             // (Hv * dv, E): the output gate
+  TensorView ssm_beta;          // (Hv, E): b, beta = sigmoid(b)
+  TensorView ssm_alpha;         // (Hv, E): a, the decay's input
+  std::vector<float> ssm_conv;  // (C, K): channel c's taps, oldest first
+  std::vector<float> ssm_a;     // (Hv): -exp(A_log)
+  std::vector<float> ssm_dt;    // (Hv): dt_bias
+  std::vector<float> ssm_norm;  // (dv): the gated RMSNorm's weight (no 1 + w offset)
+  TensorView ssm_out;           // (E, Hv * dv)
 };
 
 struct Weights {

@@ -28,9 +28,26 @@ uint64_t KvCache::bytes_per_block(const ModelConfig& c, int32_t block_size, Dtyp
 }
 
 uint64_t KvCache::layer_elems_per_token(const ModelConfig& c, int layer) {
+  if (layer < static_cast<int>(c.layers.size()) && c.layers[layer].deltanet) return 0;
   const bool latent = layer < static_cast<int>(c.layers.size()) && c.layers[layer].mla;
   return latent ? static_cast<uint64_t>(c.mla.latent_row())
                 : 2ull * c.n_head_kv * static_cast<uint64_t>(c.head_dim);
+}
+
+uint64_t CpuKvCache::state_floats_per_layer(const ModelConfig& c) {
+  const DeltaNetConfig& d = c.deltanet;
+  if (d.n_v_heads == 0) return 0;
+  // The convolution's last K - 1 inputs, the state at the last chunk boundary, and per token
+  // since then (at most a chunk) what it adds: its key, its delta-rule value and its decay.
+  return static_cast<uint64_t>(d.conv_kernel - 1) * d.conv_dim() +
+         static_cast<uint64_t>(d.n_v_heads) * d.d_k * d.d_v +
+         static_cast<uint64_t>(kRecurrentChunk) * d.n_v_heads * (d.d_k + d.d_v + 1);
+}
+
+uint64_t KvCache::state_bytes_per_slot(const ModelConfig& c) {
+  int recurrent = 0;
+  for (const LayerSpec& s : c.layers) recurrent += s.deltanet;
+  return recurrent * CpuKvCache::state_floats_per_layer(c) * sizeof(float);
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
@@ -85,9 +102,22 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
   block_stride_ = head_stride_ * c.n_head_kv;
   latent_block_stride_ = elem_bytes_ * latent_row_ * block_size;
   std::vector<BackgroundCommit::Range> ranges;
+  state_layer_floats_ = state_floats_per_layer(c);
   for (int l = 0; l < c.n_layer; ++l) {
     const int32_t blocks = layout.num_blocks[layout.layer_group[l]];
+    const bool recurrent = l < static_cast<int>(c.layers.size()) && c.layers[l].deltanet;
     latent_.push_back(l < static_cast<int>(c.layers.size()) && c.layers[l].mla);
+    state_.emplace_back();
+    if (recurrent) {  // no K/V: one state per slot
+      k_.emplace_back();
+      v_.emplace_back();
+      const uint64_t bytes = state_layer_floats_ * sizeof(float) * layout.num_state_slots;
+      if (bytes == 0) continue;
+      state_.back() = allocate_huge(bytes, /*commit=*/false);
+      ranges.push_back({state_.back().get(), bytes});
+      bytes_ += bytes;
+      continue;
+    }
     if (latent_.back()) {
       const uint64_t bytes = latent_block_stride_ * blocks;
       k_.push_back(allocate_huge(bytes, /*commit=*/false));
@@ -163,11 +193,25 @@ void CpuKvCache::store_latent(int layer, int32_t block, int32_t offset, const fl
       latent_row_);
 }
 
+float* CpuKvCache::state(int layer, int32_t slot) {
+  LOOM_CHECK(slot >= 0 && slot < num_state_slots() && state_[layer]);
+  return reinterpret_cast<float*>(state_[layer].get()) + slot * state_layer_floats_;
+}
+
+void CpuKvCache::copy_state(int32_t src, int32_t dst) {
+  LOOM_CHECK(src >= 0 && src < num_state_slots() && dst >= 0 && dst < num_state_slots());
+  if (src == dst) return;
+  const uint64_t bytes = state_layer_floats_ * sizeof(float);
+  for (HugeBuffer& b : state_)
+    if (b) std::memcpy(b.get() + dst * bytes, b.get() + src * bytes, bytes);
+}
+
 void CpuKvCache::copy_block(int32_t src, int32_t dst) {
   LOOM_CHECK(num_groups() == 1);
   LOOM_CHECK(src >= 0 && src < num_blocks() && dst >= 0 && dst < num_blocks());
   if (src == dst) return;
   for (size_t l = 0; l < k_.size(); ++l) {
+    if (!k_[l]) continue;  // a recurrent layer
     if (latent_[l]) {
       std::memcpy(k_[l].get() + dst * latent_block_stride_,
                   k_[l].get() + src * latent_block_stride_, latent_block_stride_);

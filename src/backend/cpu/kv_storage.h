@@ -51,6 +51,13 @@ class CpuKvCache : public KvCache {
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
 
+  // A recurrent layer's (LayerSpec::deltanet) state in slot `slot`: state_floats_per_layer
+  // floats, f32 whatever the KV dtype; its layout is the Gated DeltaNet step's
+  // (backend/cpu/gated_deltanet.h).
+  float* state(int layer, int32_t slot);
+  static uint64_t state_floats_per_layer(const ModelConfig& config);
+  void copy_state(int32_t src, int32_t dst) override;
+
   // Copies block src to block dst in every layer (copy-on-write of a shared prefix block; a
   // cache with one group).
   void copy_block(int32_t src, int32_t dst);
@@ -64,8 +71,10 @@ class CpuKvCache : public KvCache {
   uint64_t elem_bytes_ = 0;
   uint64_t head_stride_ = 0;
   uint64_t block_stride_ = 0;
-  std::vector<HugeBuffer> k_, v_;  // v_[l] empty for a latent layer
-  std::vector<bool> latent_;       // [n_layer] MLA layers
+  std::vector<HugeBuffer> k_, v_;  // v_[l] empty for a latent layer, both for a recurrent one
+  std::vector<HugeBuffer> state_;  // [n_layer] recurrent layers' state slots (else empty)
+  uint64_t state_layer_floats_ = 0;
+  std::vector<bool> latent_;  // [n_layer] MLA layers
   int32_t latent_row_ = 0;
   uint64_t latent_block_stride_ = 0;  // bytes: block_size latent rows
   uint64_t bytes_ = 0;
