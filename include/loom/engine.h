@@ -73,6 +73,13 @@ struct EngineConfig {
   // (and every running decode) until the whole burst is done.
   int32_t shared_prefill_tokens = -1;
   bool enable_prefix_caching = true;
+  // Hybrid models (recurrent layers, e.g. Qwen3.5): with prefix caching, the recurrent state is
+  // snapshotted every state_snapshot_every KV blocks of a sequence and at its newest block
+  // boundary, so that a request sharing a prefix resumes from the deepest snapshot. The
+  // snapshots take at most state_cache_memory_gib (0 = 1 GiB), the least recently used
+  // evicted first.
+  int32_t state_snapshot_every = 8;
+  double state_cache_memory_gib = 0.0;
   Dtype kv_dtype = Dtype::kF16;  // f32, f16 or bf16
   int n_threads = 0;             // CPU threads for Engine::load; 0 = physical cores
   // Full attention in every layer, also where the model slides a window (vLLM's
@@ -143,6 +150,11 @@ struct EngineMetrics {
   int64_t prompt_tokens_computed = 0;  // tokens actually run through the model for prefill
   int64_t generation_tokens = 0;
   int64_t num_preemptions = 0;
+  // Hybrid models: recurrent state slots held by running sequences, prefix snapshots cached
+  // now, and snapshots taken since start-up.
+  int32_t num_state_slots_live = 0;
+  int32_t num_state_snapshots = 0;
+  int64_t state_snapshots_taken = 0;
   int64_t num_steps = 0;
   int64_t num_finished = 0;
   double forward_seconds = 0;  // time in the model's forward passes (the target's)

@@ -49,6 +49,14 @@ struct EngineFlags {
     speculative.add_to(app);
     app.add_flag("--no-prefix-cache,--no-enable-prefix-caching", no_prefix_cache,
                  "disable prefix caching");
+    app.add_option("--state-snapshot-every", config.state_snapshot_every,
+                   "hybrid models: snapshot the recurrent state for the prefix cache every N KV "
+                   "blocks (and at each sequence's newest block boundary)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    app.add_option("--state-cache-memory", config.state_cache_memory_gib,
+                   "hybrid models: GiB for recurrent-state prefix snapshots (0 = 1 GiB)")
+        ->check(CLI::Range(0.0, 1e6));
     app.add_option("-t,--threads", config.n_threads, "CPU threads (0 = physical cores)")
         ->check(CLI::Range(0, 1024));
   }

@@ -36,8 +36,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   if (!plan.warning.empty()) LOOM_LOG_WARN("%s", plan.warning.c_str());
   LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype));
   if (!c.commit_kv_in_background) e->kv_->wait_committed();
-  e->kv_manager_ =
-      std::make_unique<KvCoordinator>(plan.groups, c.block_size, c.enable_prefix_caching);
+  e->kv_manager_ = std::make_unique<KvCoordinator>(plan.groups, c.block_size,
+                                                   c.enable_prefix_caching, plan.states);
+  if (plan.states.num_slots > 0 && c.speculative.enabled())
+    return invalid_argument(
+        "speculative decoding is not supported for a model with recurrent layers (" + mc.arch +
+        "): a recurrent state cannot take back rejected proposals");
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel) {
     // The draft reads group 0's tables, which must cover every position (full attention).
     if (plan.groups[0].window != 0)
@@ -89,6 +93,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       static_cast<double>(plan.bytes) / (1 << 20), std::string(dtype_name(c.kv_dtype)).c_str(),
       static_cast<unsigned long long>(kv_token_bytes), mc.n_layer, c.max_model_len, c.max_num_seqs,
       c.max_num_batched_tokens, c.shared_prefill_tokens, c.enable_prefix_caching ? "on" : "off");
+  if (plan.states.num_slots > 0)
+    LOOM_LOG_INFO(
+        "engine: recurrent states: %.1f MiB per sequence, %d live slots + %d prefix snapshots "
+        "(every %d blocks and at each sequence's newest block boundary) = %.1f MiB",
+        static_cast<double>(plan.state_slot_bytes) / (1 << 20), c.max_num_seqs,
+        plan.states.max_snapshots, plan.states.snapshot_every_blocks,
+        static_cast<double>(plan.state_bytes) / (1 << 20));
   for (const KvGroupConfig& g : plan.groups) {
     if (g.latent)
       LOOM_LOG_INFO(
@@ -249,6 +260,9 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
 
 void EngineCore::build_batch(const SchedulerOutput& so) {
   batch_.clear();
+  snapshots_.clear();
+  for (const StateRestore& c : kv_manager_->take_state_restores())
+    batch_.state_restores.push_back({c.src, c.dst});
   sample_seqs_.clear();
   sample_drafts_.clear();
   hidden_owner_.clear();
@@ -266,6 +280,13 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
     bs.n_new = s.num_new + s.num_draft;
     bs.row_begin = batch_.n_rows();
     const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size());
+    if (kv_manager_->recurrent()) {
+      bs.state_slot = kv_manager_->state_slot(r.seq_id);
+      const size_t first = snapshots_.size();
+      kv_manager_->plan_snapshots(r.seq_id, r.num_computed_tokens, s.num_new, snapshots_);
+      for (size_t k = first; k < snapshots_.size(); ++k)
+        batch_.state_snapshots.push_back({seq_index, snapshots_[k].n_tokens, snapshots_[k].slot});
+    }
     for (int32_t i = 0; i < s.num_new + s.num_draft; ++i) {
       const int32_t p = r.num_computed_tokens + i;
       batch_.tokens.push_back(i < s.num_new ? r.tokens[p] : r.draft[i - s.num_new]);
@@ -456,6 +477,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   totals_.forward_seconds += seconds_since(forward_start);
   mask_worker_.wait();
   if (!st.is_ok()) {
+    kv_manager_->drop_snapshots(snapshots_);  // never written
     // Nothing sensible can continue for these sequences: fail them, free their blocks.
     for (const ScheduledSeq& s : so.seqs) {
       RequestGroup& g = *s.req->group;
@@ -564,6 +586,9 @@ EngineMetrics EngineCore::metrics() const {
   m.prefix_cache_queries = kv_manager_->prefix_query_tokens();
   m.prefix_cache_hits = kv_manager_->prefix_hit_tokens();
   m.num_preemptions = scheduler_->num_preemptions();
+  m.num_state_slots_live = kv_manager_->states().num_live();
+  m.num_state_snapshots = kv_manager_->states().num_snapshots();
+  m.state_snapshots_taken = kv_manager_->states().num_snapshots_taken();
   if (draft_model_) m.spec_draft_seconds = draft_model_->seconds();
   return m;
 }

@@ -130,6 +130,7 @@ class EngineCore {
   std::vector<float> hidden_;
   std::vector<float> logits_;
   std::vector<int32_t> suppressed_;
+  std::vector<PlannedSnapshot> snapshots_;  // the recurrent-state snapshots of this step
   // Grammar masks of the rows in sample_seqs_ (bitmask_words(n_vocab) words per row; empty
   // span for unconstrained rows), filled by mask_worker_ during the forward pass.
   std::vector<uint32_t> masks_;

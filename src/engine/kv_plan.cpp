@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -11,6 +12,29 @@ namespace {
 
 int64_t blocks_for(int64_t tokens, int32_t block_size) {
   return (tokens + block_size - 1) / block_size;
+}
+
+// Hybrid models: a live state slot per sequence that can run, and the prefix snapshots' budget.
+Status plan_state_slots(const ModelConfig& mc, const EngineConfig& c, KvPlan& plan) {
+  plan.state_slot_bytes = KvCache::state_bytes_per_slot(mc);
+  if (plan.state_slot_bytes == 0) return Status::ok();
+  if (c.block_size % kRecurrentChunk != 0)
+    return invalid_argument("--block-size " + std::to_string(c.block_size) +
+                            ": a model with recurrent layers needs a multiple of " +
+                            std::to_string(kRecurrentChunk) +
+                            " (its state is exact at those positions only)");
+  StateGroupConfig& s = plan.states;
+  s.snapshot_every_blocks = c.state_snapshot_every;
+  if (c.enable_prefix_caching) {
+    const double budget = (c.state_cache_memory_gib > 0 ? c.state_cache_memory_gib : 1.0) *
+                          static_cast<double>(1ull << 30);
+    s.max_snapshots = static_cast<int32_t>(std::clamp<double>(
+        std::floor(budget / static_cast<double>(plan.state_slot_bytes)), 2.0, 16384.0));
+  }
+  s.num_slots = c.max_num_seqs + s.max_snapshots;
+  plan.layout.num_state_slots = s.num_slots;
+  plan.state_bytes = plan.state_slot_bytes * static_cast<uint64_t>(s.num_slots);
+  return Status::ok();
 }
 
 }  // namespace
@@ -24,7 +48,11 @@ std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_mo
     const int32_t w = known ? mc.layers[l].window : 0;
     return std::pair(w >= max_model_len ? 0 : w, known && mc.layers[l].mla);
   };
-  for (int l = 0; l < mc.n_layer; ++l) ++layers_per_kind[kind_of(l)];
+  auto recurrent = [&](int l) {
+    return l < static_cast<int>(mc.layers.size()) && mc.layers[l].deltanet;
+  };
+  for (int l = 0; l < mc.n_layer; ++l)
+    if (!recurrent(l)) ++layers_per_kind[kind_of(l)];
   std::vector<KvGroupConfig> groups;
   std::map<std::pair<int32_t, bool>, int32_t> group_of_kind;
   for (const auto& [kind, n] : layers_per_kind) {
@@ -32,13 +60,17 @@ std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_mo
     groups.push_back({kind.first, 0, n, kind.second});
   }
   layer_group->assign(mc.n_layer, 0);
-  for (int l = 0; l < mc.n_layer; ++l) (*layer_group)[l] = group_of_kind[kind_of(l)];
+  for (int l = 0; l < mc.n_layer; ++l)
+    if (!recurrent(l)) (*layer_group)[l] = group_of_kind[kind_of(l)];
   return groups;
 }
 
 Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
   KvPlan plan;
   plan.groups = kv_layer_groups(mc, c.max_model_len, &plan.layout.layer_group);
+  if (plan.groups.empty())
+    return unsupported(
+        "a model whose every layer is recurrent (no attention layer) is not supported");
   if (plan.groups.size() > static_cast<size_t>(kMaxKvGroups))
     return invalid_argument("the model has " + std::to_string(plan.groups.size()) +
                             " different attention windows; loom handles at most " +
@@ -118,6 +150,7 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     plan.layout.num_blocks.push_back(gc.num_blocks + (gc.window > 0 ? 1 : 0));
     plan.bytes += static_cast<uint64_t>(plan.layout.num_blocks.back()) * group_block_bytes[g];
   }
+  LOOM_RETURN_IF_ERROR(plan_state_slots(mc, c, plan));
   return plan;
 }
 

@@ -27,11 +27,18 @@ struct KvPlan {
   std::vector<KvGroupConfig> groups;  // for the KvCoordinator
   KvLayout layout;                    // for the KvCache (a sliding group's null block included)
   uint64_t bytes = 0;                 // K and V memory of every group
-  std::string warning;                // set when the default size was capped to a quarter of RAM
+  // Hybrid models: the recurrent state slots (live ones for max_num_seqs sequences, then the
+  // prefix snapshots) and their memory.
+  StateGroupConfig states;
+  uint64_t state_slot_bytes = 0;
+  uint64_t state_bytes = 0;
+  std::string warning;  // set when the default size was capped to a quarter of RAM
 };
 
 // The layer groups of `mc` (window 0 first when some layer attends over everything; a window
-// as long as max_model_len is full attention) with their layers, before sizing.
+// as long as max_model_len is full attention) with their layers, before sizing. Recurrent
+// layers (Gated DeltaNet) keep no K/V and belong to no group (their layer_group entry is 0,
+// never read).
 std::vector<KvGroupConfig> kv_layer_groups(const ModelConfig& mc, int32_t max_model_len,
                                            std::vector<int32_t>* layer_group);
 

@@ -73,6 +73,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   p.weights_stored = w.total_bytes() + (w.output.data == w.token_embd.data ? 0 : p.weights_mapped);
   LOOM_ASSIGN_OR_RETURN(p.kv, plan_kv_cache(mc, c));
   p.kv_bytes = p.kv.bytes;
+  p.state_bytes = p.kv.state_bytes;
   p.kv_bytes_per_token =
       KvCache::bytes_per_block(mc, c.block_size, c.kv_dtype) / static_cast<uint64_t>(c.block_size);
   p.kv_tokens = static_cast<int64_t>(p.kv.groups[0].num_blocks) * c.block_size;

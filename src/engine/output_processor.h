@@ -35,8 +35,8 @@ class SeqTextState {
   const std::vector<std::string>* stop_;
   bool include_stop_;
   std::optional<IncrementalDetokenizer> detok_;
-  std::string text_;        // all text so far (cut at a stop string once one matched)
-  size_t emitted_ = 0;      // bytes of text_ handed out
+  std::string text_;    // all text so far (cut at a stop string once one matched)
+  size_t emitted_ = 0;  // bytes of text_ handed out
   size_t max_stop_len_ = 0;
   bool final_ = false;
 };

@@ -8,8 +8,11 @@
 namespace loom {
 
 KvCoordinator::KvCoordinator(const std::vector<KvGroupConfig>& groups, int32_t block_size,
-                             bool enable_caching)
-    : block_size_(block_size), caching_(enable_caching) {
+                             bool enable_caching, const StateGroupConfig& states)
+    : block_size_(block_size),
+      caching_(enable_caching),
+      states_(states.num_slots, enable_caching ? states.max_snapshots : 0),
+      snapshot_every_(std::max(1, states.snapshot_every_blocks)) {
   LOOM_CHECK(block_size > 0 && !groups.empty());
   for (const KvGroupConfig& g : groups) {
     groups_.push_back(
@@ -70,6 +73,10 @@ CachedPrefix KvCoordinator::find_cached_prefix(std::span<const int32_t> tokens, 
       if (h < hit) hit = h, shrunk = true;
     }
   }
+  // A hybrid resumes from a state snapshot: the deepest one within the blocks' hit.
+  if (recurrent()) {
+    while (hit > 0 && (out.state_slot = states_.find_snapshot(hashes[hit - 1])) < 0) --hit;
+  }
   hashes.resize(hit);
   for (size_t g = 0; g < groups_.size(); ++g) out.blocks[g] = groups_[g]->hit_blocks(hashes, hit);
   out.num_tokens = hit * block_size_;
@@ -94,6 +101,13 @@ bool KvCoordinator::allocate_slots(int64_t seq, std::span<const int32_t> tokens,
   for (size_t g = 0; g < groups_.size(); ++g)
     if (groups_[g]->blocks_to_take(seq, n_slots, prefix_of(g)) > groups_[g]->num_free_blocks())
       return false;
+  if (recurrent() && states_.slot_of(seq) < 0) {
+    const bool resumes = prefix && prefix->num_tokens > 0;
+    LOOM_CHECK(!resumes || prefix->state_slot >= 0);
+    const int32_t slot = states_.acquire(seq, resumes ? prefix->state_slot : -1);
+    if (slot < 0) return false;
+    if (resumes) restores_.push_back({prefix->state_slot, slot});
+  }
   for (size_t g = 0; g < groups_.size(); ++g) groups_[g]->grow(seq, n_slots, prefix_of(g));
 
   std::vector<BlockHash>& hashes = seqs_[seq];
@@ -116,6 +130,7 @@ void KvCoordinator::truncate(int64_t seq, int64_t n_tokens) {
 
 bool KvCoordinator::fork(int64_t parent, int64_t child, int32_t n_blocks) {
   LOOM_CHECK(!seqs_.count(child));
+  if (recurrent()) return false;
   if (n_blocks <= 0) return true;
   for (const auto& g : groups_)
     if (!g->can_fork(parent, n_blocks)) return false;
@@ -128,6 +143,43 @@ bool KvCoordinator::fork(int64_t parent, int64_t child, int32_t n_blocks) {
 void KvCoordinator::free(int64_t seq) {
   for (auto& g : groups_) g->free(seq);
   seqs_.erase(seq);
+  states_.release(seq);
+  newest_snapshot_.erase(seq);  // the snapshot stays cached: the end of a finished turn
+}
+
+std::vector<StateRestore> KvCoordinator::take_state_restores() {
+  std::vector<StateRestore> out;
+  out.swap(restores_);
+  return out;
+}
+
+void KvCoordinator::plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new,
+                                   std::vector<PlannedSnapshot>& out) {
+  if (!recurrent() || !caching_ || states_.max_snapshots() == 0) return;
+  const std::vector<BlockHash>& hashes = seqs_.at(seq);
+  const int64_t first = num_computed / block_size_ + 1;  // block boundaries in the step
+  const int64_t last =
+      std::min<int64_t>((static_cast<int64_t>(num_computed) + num_new) / block_size_,
+                        static_cast<int64_t>(hashes.size()));
+  for (int64_t b = first; b <= last; ++b) {
+    const bool on_grid = b % snapshot_every_ == 0;
+    if (!on_grid && b != last) continue;
+    const BlockHash& h = hashes[b - 1];
+    const int32_t slot = states_.add_snapshot(h);
+    if (slot < 0) continue;  // taken before (a shared prefix), or no room
+    out.push_back({static_cast<int32_t>(b * block_size_), slot, h});
+    if (on_grid) continue;
+    // One newest snapshot per sequence off the grid: its previous one is superseded.
+    auto [it, inserted] = newest_snapshot_.try_emplace(seq, h);
+    if (!inserted) {
+      states_.drop_snapshot(it->second);
+      it->second = h;
+    }
+  }
+}
+
+void KvCoordinator::drop_snapshots(std::span<const PlannedSnapshot> snaps) {
+  for (const PlannedSnapshot& s : snaps) states_.drop_snapshot(s.hash);
 }
 
 void KvCoordinator::record_prefix_query(int64_t queried_tokens, int64_t hit_tokens) {
@@ -139,6 +191,8 @@ bool KvCoordinator::reset_prefix_cache() {
   for (const auto& g : groups_)
     if (g->num_used_blocks() != 0) return false;
   for (auto& g : groups_) g->reset_prefix_cache();
+  states_.clear_snapshots();
+  newest_snapshot_.clear();
   return true;
 }
 
@@ -147,6 +201,7 @@ std::string KvCoordinator::check_invariants() const {
     std::string err = groups_[g]->check_invariants();
     if (!err.empty()) return "KV group " + std::to_string(g) + ": " + err;
   }
+  if (std::string err = states_.check_invariants(); !err.empty()) return "state slots: " + err;
   return "";
 }
 
@@ -159,6 +214,8 @@ std::string KvCoordinator::check_drained() const {
              std::to_string(g) + " still in use";
   if (!seqs_.empty())
     return std::to_string(seqs_.size()) + " sequences still in use (with KV tables)";
+  if (states_.num_live() != 0)
+    return std::to_string(states_.num_live()) + " recurrent state slots still in use";
   return "";
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kv/kv_group_manager.h"
+#include "kv/state_slots.h"
 
 namespace loom {
 
@@ -27,16 +28,39 @@ struct KvGroupConfig {
   bool latent = false;
 };
 
+// The recurrent layers of a hybrid model (kv/state_slots.h): slots for live states and prefix
+// snapshots. num_slots == 0: the model has none.
+struct StateGroupConfig {
+  int32_t num_slots = 0;      // live (max_num_seqs) + max_snapshots
+  int32_t max_snapshots = 0;  // the snapshots' memory budget, in slots
+  // A snapshot is taken every this many blocks of a sequence, and at the last block boundary
+  // each step reaches (its newest state, replaced as it grows: the end of a chat turn).
+  int32_t snapshot_every_blocks = 8;
+};
+
 // Cached blocks found for a sequence that has none yet; hand back to allocate_slots.
 struct CachedPrefix {
   std::vector<std::vector<KvBlock*>> blocks;  // per group; nullptr where a window skips
   std::vector<BlockHash> hashes;              // chain hashes of the hit's blocks
   int32_t num_tokens = 0;                     // hit blocks * block_size
+  int32_t state_slot = -1;                    // a hybrid's snapshot at the hit's end
+};
+
+// A recurrent-state copy the next forward pass makes (model/batch.h Batch::state_restores /
+// state_snapshots): slot src into the live slot dst, or a sequence's state at n_tokens into
+// snapshot slot `slot`.
+struct StateRestore {
+  int32_t src, dst;
+};
+struct PlannedSnapshot {
+  int32_t n_tokens, slot;
+  BlockHash hash;
 };
 
 class KvCoordinator {
  public:
-  KvCoordinator(const std::vector<KvGroupConfig>& groups, int32_t block_size, bool enable_caching);
+  KvCoordinator(const std::vector<KvGroupConfig>& groups, int32_t block_size, bool enable_caching,
+                const StateGroupConfig& states = {});
   // One full-attention group of num_blocks blocks.
   KvCoordinator(int32_t num_blocks, int32_t block_size, bool enable_caching)
       : KvCoordinator({KvGroupConfig{0, num_blocks, 1}}, block_size, enable_caching) {}
@@ -55,8 +79,9 @@ class KvCoordinator {
   // group alone (otherwise it can never run).
   bool fits(int64_t n_tokens, int32_t max_step) const;
 
-  // Longest prefix of `tokens` (full blocks) every group has cached. At least one token is
-  // always left uncached, since a sequence needs the logits of its last token.
+  // Longest prefix of `tokens` (full blocks) every group has cached, and for a hybrid model
+  // that has a state snapshot at its end. At least one token is always left uncached, since a
+  // sequence needs the logits of its last token.
   CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, uint64_t salt);
 
   // Makes room for tokens [0, num_computed + num_new) of sequence `seq` (`tokens` holds at least
@@ -65,7 +90,9 @@ class KvCoordinator {
   // find_cached_prefix returned; num_computed then includes prefix->num_tokens.
   // `num_lookahead` more slots follow for tokens that are not known yet (a speculative step's
   // proposals): they are never hashed, and truncate() gives back what was not kept. Returns
-  // false and allocates nothing if some group has too few free blocks.
+  // false and allocates nothing if some group has too few free blocks (or, for a hybrid model,
+  // no state slot is left). A hybrid sequence gets its live state slot with its first blocks;
+  // resuming from `prefix`, the copy of its snapshot is queued (take_state_restores).
   bool allocate_slots(int64_t seq, std::span<const int32_t> tokens, int32_t num_computed,
                       int32_t num_new, uint64_t salt, const CachedPrefix* prefix = nullptr,
                       int32_t num_lookahead = 0);
@@ -75,7 +102,9 @@ class KvCoordinator {
 
   // Gives `child` the first `n_blocks` blocks of `parent` in every group (shared: ref counts go
   // up). Used by n > 1 sampling: every sample reuses the prompt's full blocks. False, changing
-  // nothing, when a sliding-window group already released a block the child would read.
+  // nothing, when a sliding-window group already released a block the child would read, or
+  // for a hybrid model (a recurrent state cannot be shared from the middle: the child resumes
+  // from the prompt's snapshot through the prefix cache instead).
   bool fork(int64_t parent, int64_t child, int32_t n_blocks);
 
   // Releases every block of `seq` (no-op for an unknown sequence).
@@ -87,6 +116,21 @@ class KvCoordinator {
   const std::vector<int32_t>& block_table(int64_t seq, int g = 0) const {
     return groups_[g]->block_table(seq);
   }
+
+  // ---- Recurrent states (hybrid models) ----
+  bool recurrent() const { return states_.num_slots() > 0; }
+  const StateSlots& states() const { return states_; }
+  int32_t state_slot(int64_t seq) const { return states_.slot_of(seq); }
+  // The snapshot copies queued by allocate_slots since the last call (for the next forward).
+  std::vector<StateRestore> take_state_restores();
+  // Snapshots sequence `seq` takes in a step computing tokens (num_computed, num_computed +
+  // num_new]: at every snapshot_every_blocks-th block boundary and at the step's last one,
+  // registered now under the blocks' hashes (call after allocate_slots; prefix caching on).
+  // The sequence's previous newest snapshot, if off the every-N grid, is dropped.
+  void plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new,
+                      std::vector<PlannedSnapshot>& out);
+  // Forgets snapshots whose forward pass did not run (it failed).
+  void drop_snapshots(std::span<const PlannedSnapshot> snaps);
 
   // Prefix-cache accounting in tokens, counted when a new sequence is admitted.
   void record_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
@@ -106,6 +150,11 @@ class KvCoordinator {
   bool caching_;
   // Chain hashes of each sequence's full blocks so far (the same in every group).
   std::unordered_map<int64_t, std::vector<BlockHash>> seqs_;
+  StateSlots states_;
+  int32_t snapshot_every_ = 8;
+  std::vector<StateRestore> restores_;
+  // Per hybrid sequence: its newest snapshot off the every-N grid (replaced as it grows).
+  std::unordered_map<int64_t, BlockHash> newest_snapshot_;
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
 };

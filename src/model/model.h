@@ -69,6 +69,8 @@ class KvCache {
   virtual void wait_committed() {}
   // Memory of every group's blocks as allocated (what the memory plan's KV line predicts).
   virtual uint64_t bytes() const = 0;
+  // Memory of the recurrent-state slots as allocated (the memory plan's "recurrent states").
+  virtual uint64_t state_bytes() const = 0;
 
  protected:
   KvLayout layout_;

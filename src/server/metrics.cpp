@@ -141,6 +141,15 @@ std::string ServerMetrics::render(const EngineMetrics& m, const std::string& mod
   header(&out, "vllm:num_preemptions_total", "counter",
          "Cumulative number of preemption from the engine.");
   sample(&out, "vllm:num_preemptions_total", l, static_cast<double>(m.num_preemptions));
+  if (m.num_state_slots_live > 0 || m.state_snapshots_taken > 0) {  // a hybrid model
+    header(&out, "loom:recurrent_state_snapshots", "gauge",
+           "Prefix snapshots of the recurrent state cached now (hybrid models).");
+    sample(&out, "loom:recurrent_state_snapshots", l, m.num_state_snapshots);
+    header(&out, "loom:recurrent_state_snapshots_taken_total", "counter",
+           "Prefix snapshots of the recurrent state taken (hybrid models).");
+    sample(&out, "loom:recurrent_state_snapshots_taken_total", l,
+           static_cast<double>(m.state_snapshots_taken));
+  }
   if (!m.spec_accepted_per_pos.empty()) {  // speculative decoding is on
     header(&out, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.");
     sample(&out, "vllm:spec_decode_num_drafts_total", l, static_cast<double>(m.spec_num_drafts));

@@ -115,7 +115,7 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
       if (bytes == 0) continue;
       state_.back() = allocate_huge(bytes, /*commit=*/false);
       ranges.push_back({state_.back().get(), bytes});
-      bytes_ += bytes;
+      state_bytes_ += bytes;
       continue;
     }
     if (latent_.back()) {

@@ -64,6 +64,7 @@ class CpuKvCache : public KvCache {
 
   void wait_committed() override;
   uint64_t bytes() const override { return bytes_; }
+  uint64_t state_bytes() const override { return state_bytes_; }
 
  private:
   int32_t n_head_kv_ = 0;
@@ -74,6 +75,7 @@ class CpuKvCache : public KvCache {
   std::vector<HugeBuffer> k_, v_;  // v_[l] empty for a latent layer, both for a recurrent one
   std::vector<HugeBuffer> state_;  // [n_layer] recurrent layers' state slots (else empty)
   uint64_t state_layer_floats_ = 0;
+  uint64_t state_bytes_ = 0;
   std::vector<bool> latent_;  // [n_layer] MLA layers
   int32_t latent_row_ = 0;
   uint64_t latent_block_stride_ = 0;  // bytes: block_size latent rows
