@@ -143,6 +143,7 @@ struct EngineMetrics {
   double kv_cache_usage = 0.0;  // 0..1, over every group's memory
   int32_t num_kv_blocks = 0;    // blocks of the largest group (full attention where there is one)
   uint64_t kv_cache_bytes = 0;  // memory of every group's blocks
+  uint64_t state_cache_bytes = 0;  // recurrent-state slots (hybrid models), live and snapshots
   std::vector<KvGroupMetrics> kv_groups;
   int64_t prefix_cache_queries = 0;    // tokens looked up
   int64_t prefix_cache_hits = 0;       // tokens found

@@ -578,6 +578,7 @@ EngineMetrics EngineCore::metrics() const {
   m.kv_cache_usage = kv_manager_->usage();
   m.num_kv_blocks = kv_manager_->num_blocks();
   m.kv_cache_bytes = kv_->bytes();
+  m.state_cache_bytes = kv_->state_bytes();
   for (int g = 0; g < kv_manager_->num_groups(); ++g) {
     const KvGroupManager& gm = kv_manager_->group(g);
     m.kv_groups.push_back(

@@ -66,10 +66,16 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
   const Model::MemoryUse use = e.model().memory_use();
   EXPECT_EQ(use.weight_copies, plan->weight_copies);
   EXPECT_EQ(e.metrics().kv_cache_bytes, plan->kv_bytes);
+  EXPECT_EQ(e.metrics().state_cache_bytes, plan->state_bytes);
+  if (e.model().config().deltanet.n_v_heads > 0) {  // a hybrid: live slots + snapshots
+    EXPECT_GT(plan->state_bytes, 0u);
+    EXPECT_EQ(plan->state_bytes % (c.max_num_seqs + plan->kv.states.max_snapshots), 0u);
+  }
   const uint64_t logits = static_cast<uint64_t>(c.max_num_seqs) * e.model().config().n_vocab * 4;
   const double scratch = static_cast<double>(use.scratch + logits);
   const double total = static_cast<double>(use.weight_copies + e.metrics().kv_cache_bytes +
-                                           use.scratch + logits + plan->weights_mapped);
+                                           e.metrics().state_cache_bytes + use.scratch + logits +
+                                           plan->weights_mapped);
   if (e.model().config().moe.n_expert == 0) {
     EXPECT_NEAR(scratch / static_cast<double>(plan->scratch_bytes), 1.0, 0.01)
         << "allocated " << use.scratch + logits << ", planned " << plan->scratch_bytes;
@@ -85,7 +91,8 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, MemoryPlanMatches,
-                         ::testing::Values("tiny", "tiny-moe", "tiny-mla"));
+                         ::testing::Values("tiny", "tiny-moe", "tiny-mla", "tiny-qwen35",
+                                           "tiny-qwen3next"));
 
 // Multi-head Latent Attention: each layer caches one row per token, kv_lora_rank +
 // qk_rope_head_dim values (tiny-mla: 32 + 8), in a latent group of its own; the plan, the
