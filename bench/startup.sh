@@ -7,7 +7,8 @@
 # synthetic model: the 8 GB check is PRESET=llama-8b TYPE=q8_0 (8.5 GB), whose loading must
 # cost about one read of the file.
 #   LOOM=build/loom REPS=5 bench/startup.sh
-#   LOOM=build/loom REPS=3 PRESET=llama-8b TYPE=q8_0 bench/startup.sh
+#   LOOM=build/loom REPS=3 PRESET=llama-8b TYPE=q8_0 EXTRA="--max-model-len 4096" bench/startup.sh
+# (EXTRA: more `loom serve` options; the 8B preset's 128k context would not fit 16 sequences.)
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-5}
@@ -16,6 +17,7 @@ DIR=${DIR:-/tmp/loom-startup}
 mkdir -p "$DIR"
 PRESET=${PRESET:-llama-0.5b}
 TYPE=${TYPE:-q8_0}
+EXTRA=${EXTRA:-}
 f="$DIR/$PRESET-$TYPE.gguf"
 [ -f "$f" ] || "$LOOM" synth --preset "$PRESET" --type "$TYPE" -o "$f" >/dev/null
 cat "$f" >/dev/null  # warm the page cache
@@ -24,7 +26,7 @@ echo "read $(du -h "$f" | cut -f1) once (warm): $(echo "$t1 - $t0" | bc) s"
 times=()
 for i in $(seq "$REPS"); do
   start=$(date +%s.%N)
-  "$LOOM" serve -m "$f" --port "$PORT" --max-num-seqs 16 >"$DIR/serve.log" 2>&1 &
+  "$LOOM" serve -m "$f" --port "$PORT" --max-num-seqs 16 $EXTRA >"$DIR/serve.log" 2>&1 &
   pid=$!
   until [ "$(curl -s -o /dev/null -w '%{http_code}' "localhost:$PORT/health")" = 200 ]; do
     kill -0 "$pid" 2>/dev/null || { cat "$DIR/serve.log"; exit 1; }
