@@ -85,9 +85,10 @@ struct EngineConfig {
   // Full attention in every layer, also where the model slides a window (vLLM's
   // --disable-sliding-window); applies to Engine::load.
   bool disable_sliding_window = false;
-  // The KV cache's pages are committed on a background thread while the engine already
-  // serves (a server is ready at once); false waits for them at creation (benchmarks that
-  // must not time page faults).
+  // The KV cache's pages are committed, and (Engine::load) the weights' kernel-ready copies
+  // made, on background threads while the engine already serves (a server is ready at once);
+  // false waits for them at creation (benchmarks that must not time page faults or run on the
+  // file's layout).
   bool commit_kv_in_background = true;
   SpeculativeConfig speculative;
 };

@@ -68,6 +68,18 @@ Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const Engin
   for (std::string line; std::getline(lines, line);)
     log_message(plan_log_level, "%s", line.c_str());
   if (!plan.fits()) return Status(StatusCode::kResourceExhausted, plan.advice());
+  // Copies of a GiB or more are made in the background (a second per ~3 GB of fresh pages on
+  // the test machine); smaller ones at once, so that a small model never runs a step on the
+  // file's layout (whose sums round differently: a sequence straddling the switch would not
+  // be bit-identical to a run after it).
+  constexpr uint64_t kBackgroundRepackBytes = 1ull << 30;
+  mo.repack_in_background =
+      config.commit_kv_in_background && plan.weight_copies >= kBackgroundRepackBytes;
+  if (mo.repack_in_background)
+    LOOM_LOG_INFO(
+        "weights: serving on the file's layout while their kernel-ready copies (%.2f GiB) are "
+        "made in the background",
+        static_cast<double>(plan.weight_copies) / double(1ull << 30));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::from_bound(std::move(bound), mo));
   return Engine::create(std::move(model), std::move(tokenizer), config);
 }

@@ -95,6 +95,11 @@ struct ModelLoadOptions {
   // long prompts, but a row's bits then depend on how its prompt was chunked (the two forms
   // round differently). 0: always absorbed, chunk- and batch-invariant.
   int32_t mla_decompress_rows = 0;
+  // The weights' kernel-ready copies are made on a background thread while the model already
+  // runs on the file's layout (a server is ready in about the time it takes to map the file);
+  // forward calls switch to the copies between two steps once they are all made. false: the
+  // constructor makes them (benchmarks, tests).
+  bool repack_in_background = false;
 };
 
 class Model {

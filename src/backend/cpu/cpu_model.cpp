@@ -9,10 +9,12 @@
 #include "backend/cpu/cpu_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
 #include "backend/cpu/kv_storage.h"
+#include "base/log.h"
 #include "base/resize_exact.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -29,9 +31,10 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     for (LayerSpec& s : config_.layers) s.window = 0;
   if (config_.mla.kv_lora_rank > 0)  // from the weights as loaded, so before their repacking
     mla_.enable_decompress(options.mla_decompress_rows, config_, weights_);
-  repack_weights();
-  // As repacked (Q6_K grows, kernels/packed.h); a MoE layer reads its chosen experts only.
+  // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q6_K
+  // grows, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+  start_repacking(options.repack_in_background);
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
   // their own base); layers without RoPE get none.
   std::span<const float> factors = weights_.rope_freqs;
@@ -76,17 +79,55 @@ void for_each_repacked(W& weights, F&& f) {
 
 // At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/Q4_K/
 // Q6_K/F16/BF16 in the kernels' interleaved layout (prefill's GEMM ~2-3x, decode bandwidth-bound),
-// the others as they are (decode streams them faster than from the file mapping). The copy
-// costs well under a second per GB; the file's pages stay in the page cache, reclaimable.
-void CpuModel::repack_weights() {
-  std::vector<TensorView*> todo;
-  for_each_repacked(weights_, [&](TensorView& w) { todo.push_back(&w); });
-  packed_.resize(todo.size());
-  pool_.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t i, int) {
-    packed_[i] = kernels::packable(*todo[i]) ? kernels::PackedMatrix::pack_rows16(*todo[i])
-                                             : kernels::PackedMatrix::copy_rows(*todo[i]);
+// the others as they are (decode streams them faster than from the file mapping); the file's
+// pages stay in the page cache, reclaimable. Most of the copy's cost is the kernel zeroing the
+// fresh pages on first touch (85% of an 8 GB model's load in a profile; ~2.8 GB/s per thread
+// on the test machine), not the packing: a server makes the copies in the background while it
+// already answers on the file's layout (the kernels take either), a benchmark waits for them.
+void CpuModel::start_repacking(bool background) {
+  for_each_repacked(weights_, [&](TensorView& w) { repack_todo_.push_back(&w); });
+  packed_.resize(repack_todo_.size());
+  auto pack = [this](size_t i) {
+    const TensorView& w = *repack_todo_[i];
+    packed_[i] = kernels::packable(w) ? kernels::PackedMatrix::pack_rows16(w)
+                                      : kernels::PackedMatrix::copy_rows(w);
+  };
+  if (!background) {
+    pool_.parallel_for(static_cast<int64_t>(repack_todo_.size()),
+                       [&](int64_t i, int) { pack(static_cast<size_t>(i)); });
+    repack_pending_ = true;
+    finish_repacking();
+    return;
+  }
+  repack_pending_ = true;
+  repacker_ = std::thread([this, pack] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < repack_todo_.size(); ++i) {
+      if (repack_stop_.load(std::memory_order_relaxed)) return;
+      pack(i);
+    }
+    repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    repack_done_.store(true, std::memory_order_release);
   });
-  for (size_t i = 0; i < todo.size(); ++i) *todo[i] = packed_[i].view();
+}
+
+// Points the views at the copies (the engine's thread, at the start of a forward call).
+void CpuModel::finish_repacking() {
+  if (repacker_.joinable()) {
+    repacker_.join();
+    LOOM_LOG_INFO("weights: kernel-ready copies (%.2f GiB) made in the background in %.2f s",
+                  static_cast<double>(weight_copy_bytes(weights_)) / double(1ull << 30),
+                  repack_seconds_);
+  }
+  for (size_t i = 0; i < repack_todo_.size(); ++i) *repack_todo_[i] = packed_[i].view();
+  repack_todo_.clear();
+  repack_pending_ = false;
+  weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+}
+
+CpuModel::~CpuModel() {
+  repack_stop_.store(true, std::memory_order_relaxed);
+  if (repacker_.joinable()) repacker_.join();
 }
 
 uint64_t CpuModel::weight_copy_bytes(const Weights& weights) {
@@ -129,7 +170,10 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
 
 Model::MemoryUse CpuModel::memory_use() const {
   MemoryUse m;
-  for (const kernels::PackedMatrix& p : packed_) m.weight_copies += p.view().nbytes;
+  if (repack_pending_)  // being made: what they will take
+    m.weight_copies = weight_copy_bytes(weights_);
+  else
+    for (const kernels::PackedMatrix& p : packed_) m.weight_copies += p.view().nbytes;
   uint64_t floats = 0;
   for (const std::vector<float>* v :
        {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
@@ -296,6 +340,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       kv->head_dim() != config_.head_dim)
     return invalid_argument("forward: KV cache shape does not match the model");
   LOOM_RETURN_IF_ERROR(validate(b, *kv));
+  if (repack_pending_ && repack_done_.load(std::memory_order_acquire)) finish_repacking();
   const int64_t n = b.n_rows();
   if (n == 0) return Status::ok();
 

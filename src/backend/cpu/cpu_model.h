@@ -5,7 +5,9 @@
 // logits for the wanted rows (scaled, soft-capped where the architecture says).
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/mla_attention.h"
@@ -20,6 +22,7 @@ namespace loom {
 class CpuModel final : public Model {
  public:
   CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options);
+  ~CpuModel() override;
 
   const ModelConfig& config() const override { return config_; }
   using Model::forward;
@@ -83,9 +86,19 @@ class CpuModel final : public Model {
   };
   // Repacked copies of the Q8_0/Q4_0 matrices (kernels/packed.h); weights_ views point here.
   std::vector<kernels::PackedMatrix> packed_;
+  // ModelLoadOptions::repack_in_background: the copies are made by repacker_ while the model
+  // already runs on the file's layout; the first forward call after it finishes points the
+  // views at them (on the engine's thread, between steps, so no step sees a mix).
+  std::vector<TensorView*> repack_todo_;
+  std::thread repacker_;
+  std::atomic<bool> repack_done_{false};
+  std::atomic<bool> repack_stop_{false};
+  bool repack_pending_ = false;  // views not yet swapped
+  double repack_seconds_ = 0;
+  void start_repacking(bool background);
+  void finish_repacking();
   CpuMoeFfn moe_;        // the Mixture-of-Experts FFN's routing and scratch
   CpuMlaAttention mla_;  // Multi-head Latent Attention's projections and scratch
-  void repack_weights();
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).
   std::vector<int64_t> attn_parts_;
