@@ -101,7 +101,7 @@ std::unique_ptr<KvCache> hybrid_cache(const ModelConfig& c, int32_t blocks) {
 
 // Every case within `tol` of transformers' logits (in one step and in chunks of 5 rows), and
 // greedy_16 identical (the prompt in one step, then one token per step).
-[[maybe_unused]] void check_model(Model& m, const std::string& dir, double tol) {
+void check_model(Model& m, const std::string& dir, double tol) {
   const int32_t V = m.config().n_vocab;
   auto cases = read_cases(dir);
   ASSERT_EQ(cases.size(), 3u);
@@ -158,6 +158,43 @@ TEST_P(HfHybrid, ReferenceOnConvertedGgufMatchesTransformers) {
     const double err = row_rel_err(*logits, c.logits, bound->config.n_vocab);
     EXPECT_LT(err, 1e-4) << GetParam();
     std::printf("  reference %s: row rel err %.3g\n", GetParam().c_str(), err);
+  }
+}
+
+TEST_P(HfHybrid, SafetensorsDirMatchesTransformers) {
+  auto m = Model::load(fixture(GetParam()), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()), 1e-4);
+}
+
+TEST_P(HfHybrid, ConvertedGgufMatchesTransformers) {
+  Converted gguf(GetParam());
+  ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+  auto m = Model::load(gguf.path.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()), 1e-4);
+}
+
+// Q8_0 matrices (the recurrent layers' 1-D tensors stay F32): close to transformers' logits;
+// MoE routing near-ties move a few rows of qwen3_next.
+TEST_P(HfHybrid, ConvertedQ8_0GgufIsCloseToTransformers) {
+  Converted gguf(GetParam(), Dtype::kQ8_0);
+  ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+  auto m = Model::load(gguf.path.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture(GetParam()))) {
+    auto kv = hybrid_cache((*m)->config(), 4);
+    auto got = run_hybrid(**m, *kv, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    const double err = row_rel_err(*got, c.logits, V);
+    int close = 0, rows = 0;
+    for (size_t r = 0; r * V < c.logits.size(); ++r, ++rows)
+      close += test::rel_err(&(*got)[r * V], &c.logits[r * V], V) < 0.15;
+    std::printf("  %s q8_0: row rel err %.3g, %d of %d rows within 0.15\n", GetParam().c_str(), err,
+                close, rows);
+    EXPECT_GE(close, rows * 3 / 4);
+    EXPECT_GT(err, 1e-6);  // quantized: not the f32 file by mistake
   }
 }
 
