@@ -36,6 +36,29 @@ void mean_sd(ModelBenchRow& row) {
   row.median_ts = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
 }
 
+// A model with recurrent layers keeps each sequence's state in a slot: sequence s (the one
+// whose blocks start at s · table.size()) in slot s; -1 without them.
+int32_t recurrent_slot(const KvCache& kv, const std::vector<int32_t>& table) {
+  if (kv.num_state_slots() == 0 || table.empty()) return -1;
+  return table[0] / static_cast<int32_t>(table.size());
+}
+
+// What a decode token reads and writes of its sequence's recurrent state (the layout of
+// backend/cpu/gated_deltanet.h): the whole slot is read; the convolution's K - 1 inputs and
+// the token's chunk-tail entry (its key, δ and decay per value head) are written, and the
+// chunk state once every 16 tokens.
+void recurrent_state_bytes(const ModelConfig& c, ModelBenchResult& res) {
+  const DeltaNetConfig& d = c.deltanet;
+  int64_t layers = 0;
+  for (const LayerSpec& s : c.layers) layers += s.deltanet;
+  if (layers == 0) return;
+  res.state_read = KvCache::state_bytes_per_slot(c);
+  const int64_t written = int64_t{d.conv_kernel - 1} * d.conv_dim() +
+                          int64_t{d.n_v_heads} * (d.d_k + d.d_v + 1) +
+                          int64_t{d.n_v_heads} * d.d_k * d.d_v / kRecurrentChunk;
+  res.state_written = static_cast<uint64_t>(layers * written) * sizeof(float);
+}
+
 // One sequence in blocks [0, n_blocks): the whole prompt in one forward pass.
 Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table,
                const std::vector<int32_t>& tokens, std::vector<float>& logits) {
@@ -47,6 +70,7 @@ Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table,
     b.seq.push_back(0);
   }
   b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), 0, n, 0});
+  b.sequences[0].state_slot = recurrent_slot(kv, table);
   b.logits_rows = {n - 1};
   return m.forward(b, kv, logits.data());
 }
@@ -59,6 +83,7 @@ Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, int32_
   b.pos = {0};
   b.seq = {0};
   b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), 0, 1, 0});
+  b.sequences[0].state_slot = recurrent_slot(kv, table);
   b.logits_rows = {0};
   for (size_t i = 0; i < tokens.size(); ++i) {
     b.tokens[0] = tokens[i];
@@ -95,6 +120,7 @@ Status generate_batched(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_pe
     b.seq.push_back(s);
     b.logits_rows.push_back(s);
     b.sequences.push_back({tables[s].data(), blocks_per_seq, 0, 1, 0});
+    b.sequences.back().state_slot = recurrent_slot(kv, tables[s]);
   }
   const size_t n_steps = tokens.size() / n_seqs;
   for (size_t i = 0; i < n_steps; ++i) {
@@ -119,6 +145,7 @@ Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_se
   Batch b;
   for (int32_t s = 0; s < n_seqs; ++s) {
     b.sequences.push_back({tables[s].data(), blocks_per_seq, 0, rows, s * rows});
+    b.sequences.back().state_slot = recurrent_slot(kv, tables[s]);
     for (int32_t j = 0; j < rows; ++j) {
       b.tokens.push_back(0);
       b.pos.push_back(0);
@@ -213,8 +240,10 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
                             std::to_string(c.context_length));
   const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
   const int32_t n_seqs = std::max(1, o.batch_seqs);
+  KvLayout layout = KvLayout::single(c.n_layer, n_blocks * n_seqs);
+  if (KvCache::state_bytes_per_slot(c) > 0) layout.num_state_slots = n_seqs;  // one each
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
-                        KvCache::create(c, n_blocks * n_seqs, kBlockSize, Dtype::kF16));
+                        KvCache::create(c, layout, kBlockSize, Dtype::kF16));
   kv->wait_committed();  // no page faults inside the timed steps
   const std::vector<int32_t> table = sequence_table(0, n_blocks);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab) * n_seqs * std::max(1, o.verify_tokens));
@@ -228,6 +257,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   ModelBenchResult res;
   res.model = o.model;
   res.model_size = model->weight_bytes();
+  recurrent_state_bytes(c, res);
   const Model::WeightStats ws = model->weight_stats();
   res.total_size = ws.total_bytes;
   res.total_params = ws.total_params;
@@ -431,6 +461,13 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
       r.total_params / 1e6, r.active_params / 1e6, r.model_size / 1048576.0,
       r.total_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
   out += buf;
+  if (r.state_read > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "recurrent state per generated token (in the roofline): %.2f MiB read + %.2f "
+                  "MiB written\n",
+                  r.state_read / 1048576.0, r.state_written / 1048576.0);
+    out += buf;
+  }
   for (const ModelBenchRow& row : r.rows) {
     if (row.step_cost > 0) {
       std::snprintf(buf, sizeof buf,
@@ -485,6 +522,8 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"median_ts", row.median_ts},
                         {"samples_ts", row.samples_ts},
                         {"weight_bytes_per_token", r.model_size},
+                        {"state_bytes_read_per_token", r.state_read},
+                        {"state_bytes_written_per_token", r.state_written},
                         {"weight_bytes_total", r.total_size},
                         {"params_total", r.total_params},
                         {"params_active", r.active_params},

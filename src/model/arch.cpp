@@ -9,9 +9,10 @@ namespace loom {
 namespace {
 
 constexpr const ArchSpec* kArchs[] = {
-    &archs::kLlama,    &archs::kQwen2,   &archs::kQwen3,     &archs::kGemma2,  &archs::kGemma3,
-    &archs::kPhi3,     &archs::kGranite, &archs::kOlmo2,     &archs::kSmolLm3, &archs::kQwen2Moe,
-    &archs::kQwen3Moe, &archs::kGptOss,  &archs::kDeepseek2,
+    &archs::kLlama,     &archs::kQwen2,     &archs::kQwen3,    &archs::kGemma2,
+    &archs::kGemma3,    &archs::kPhi3,      &archs::kGranite,  &archs::kOlmo2,
+    &archs::kSmolLm3,   &archs::kQwen2Moe,  &archs::kQwen3Moe, &archs::kGptOss,
+    &archs::kDeepseek2, &archs::kQwen3Next, &archs::kQwen35,   &archs::kQwen35Moe,
 };
 
 }  // namespace

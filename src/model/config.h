@@ -74,6 +74,16 @@ struct DeltaNetConfig {
   int32_t d_k = 0;
   int32_t d_v = 0;
   int32_t conv_kernel = 0;
+  // How the file orders its value heads (both only matter when n_v_heads > n_k_heads):
+  // fused_ba: one ssm_ba matrix (Qwen3-Next) holding, per key head, its value heads' b rows
+  // then their a rows, instead of ssm_beta and ssm_alpha.
+  // v_heads_tiled: value head j belongs to key head j % n_k_heads (llama.cpp's qwen35 files,
+  // which reorder them so ggml broadcasts); else to key head j / (n_v_heads / n_k_heads), as
+  // Hugging Face's checkpoints and the Gated DeltaNet step (backend/cpu/gated_deltanet.h) take
+  // them. Every v-head-indexed tensor (ssm_qkv's v rows, ssm_z, ssm_beta, ssm_alpha, ssm_a,
+  // ssm_dt, ssm_conv's v channels, ssm_out's columns) is in that order.
+  bool fused_ba = false;
+  bool v_heads_tiled = false;
   // q, k and v rows of the convolution's input: 2 · n_k_heads · d_k + n_v_heads · d_v.
   int32_t conv_dim() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
 };

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/hf_deltanet.h"
 #include "model/tensor_names.h"
 
 namespace loom {
@@ -70,6 +71,14 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   const std::string op = hf.substr(hash);
   const TensorView* t = st_.find(hf.substr(0, hash));
   if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1) return nullptr;
+  if (is_deltanet_derivation(op)) {
+    auto s = std::make_unique<Stacked>();
+    if (!derive_deltanet_tensor(*t, op, deltanet_, &s->bytes, &s->view)) return nullptr;
+    s->view.data = s->bytes.data();
+    const TensorView* result = &s->view;
+    stacked_.emplace(gguf_name, std::move(s));
+    return result;
+  }
   const int64_t es = dtype_info(t->dtype).block_bytes;
   auto s = std::make_unique<Stacked>();
   s->view = *t;

@@ -35,7 +35,11 @@ class HfTensors {
 
  private:
   HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config)
-      : st_(std::move(st)), arch_(arch), n_head_(config.n_head), mla_(config.mla) {}
+      : st_(std::move(st)),
+        arch_(arch),
+        n_head_(config.n_head),
+        mla_(config.mla),
+        deltanet_(config.deltanet) {}
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
 
@@ -43,6 +47,7 @@ class HfTensors {
   const ArchSpec& arch_;
   int32_t n_head_;
   MlaConfig mla_;
+  DeltaNetConfig deltanet_;  // Gated DeltaNet's sizes (model/hf_deltanet.h)
   struct Stacked {
     std::vector<uint8_t> bytes;
     TensorView view;

@@ -75,6 +75,17 @@ inline constexpr std::string_view kRopeScalingYarnLogMul = "rope.scaling.yarn_lo
 inline constexpr std::string_view kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
 inline constexpr std::string_view kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
 
+// Gated DeltaNet hybrids (llama.cpp's qwen3next / qwen35): the recurrent layers' sizes, and
+// which layers attend fully (every full_attention_interval-th, 1-based).
+inline constexpr std::string_view kSsmConvKernel = "ssm.conv_kernel";
+inline constexpr std::string_view kSsmStateSize = "ssm.state_size";         // d_k
+inline constexpr std::string_view kSsmGroupCount = "ssm.group_count";       // key heads
+inline constexpr std::string_view kSsmTimeStepRank = "ssm.time_step_rank";  // value heads
+inline constexpr std::string_view kSsmInnerSize = "ssm.inner_size";         // value heads * d_v
+inline constexpr std::string_view kFullAttentionInterval = "full_attention_interval";
+// Qwen3.5's multimodal RoPE sections (text alone rotates as plain RoPE; llama.cpp requires it).
+inline constexpr std::string_view kRopeDimensionSections = "rope.dimension_sections";
+
 // Embedding and reranking models (llama.cpp's LLM_KV_POOLING_TYPE,
 // LLM_KV_CLASSIFIER_OUTPUT_LABELS).
 inline constexpr std::string_view kPoolingType = "pooling_type";  // u32, PoolingType
@@ -162,6 +173,19 @@ inline constexpr std::string_view kAttnVB = "attn_v_b.weight";             // {R
 inline constexpr std::string_view kFfnExpProbsB = "exp_probs_b.bias";      // {X} router bias
                                                                            // for choosing only
 
+// Gated DeltaNet (LayerSpec::deltanet; C = conv_dim(), Hv value heads of d_v, K taps). The
+// full-attention layers of these models use attn_q with a gate per head ({E, 2 * n_head * D}).
+inline constexpr std::string_view kAttnGate = "attn_gate.weight";  // {E, Hv * d_v}: z
+// attn_qkv.weight (kAttnQkv) {E, C}: the convolution's input, q then k then v heads.
+inline constexpr std::string_view kSsmBa = "ssm_ba.weight";          // {E, 2 Hv} (Qwen3-Next)
+inline constexpr std::string_view kSsmBeta = "ssm_beta.weight";      // {E, Hv}
+inline constexpr std::string_view kSsmAlpha = "ssm_alpha.weight";    // {E, Hv}
+inline constexpr std::string_view kSsmConv1d = "ssm_conv1d.weight";  // {K, C}
+inline constexpr std::string_view kSsmA = "ssm_a";                   // {Hv}: -exp(A_log)
+inline constexpr std::string_view kSsmDt = "ssm_dt.bias";            // {Hv}
+inline constexpr std::string_view kSsmNorm = "ssm_norm.weight";      // {d_v}: w, not 1 + w
+inline constexpr std::string_view kSsmOut = "ssm_out.weight";        // {Hv * d_v, E}
+
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 
 // Splits "blk.3.attn_q.weight" into (3, "attn_q.weight"); nullopt for global names.
@@ -190,6 +214,17 @@ inline constexpr std::string_view kDeriveTransposed = "#t";
 // attn_v_b {R, Dv, H}.
 inline constexpr std::string_view kDeriveMlaKeys = "#kb";
 inline constexpr std::string_view kDeriveMlaValues = "#vb";
+// Gated DeltaNet checkpoints as llama.cpp's converter writes them (model/hf_tensors.h):
+// "#qkv" / "#z" Qwen3-Next's in_proj_qkvz (per key head: q, k, its value heads' v, their z)
+// regrouped into all q, all k, all v rows, or the z rows; "#tile" the value heads' rows (the
+// last n_v_heads · u rows, u = d_v or 1) from grouped to tiled order (DeltaNetConfig::
+// v_heads_tiled), "#tile_cols" the same of each row's columns; "#neg_exp" -exp(x) (A_log to
+// ssm_a), in F32.
+inline constexpr std::string_view kDeriveQkvzQkv = "#qkv";
+inline constexpr std::string_view kDeriveQkvzZ = "#z";
+inline constexpr std::string_view kDeriveTileRows = "#tile";
+inline constexpr std::string_view kDeriveTileCols = "#tile_cols";
+inline constexpr std::string_view kDeriveNegExp = "#neg_exp";
 std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
 // The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
 std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);

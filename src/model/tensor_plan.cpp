@@ -28,7 +28,25 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     };
     if (pre_norms) add(n::kAttnNorm, {E}, TensorKind::kNorm, TensorRole::kAttnNorm);
     const bool mla = l < static_cast<int32_t>(c.layers.size()) && c.layers[l].mla;
-    if (mla) {  // llama.cpp's deepseek2 tensors (the split k_b / v_b of its MLA converter)
+    const bool deltanet = l < static_cast<int32_t>(c.layers.size()) && c.layers[l].deltanet;
+    if (deltanet) {  // llama.cpp's qwen3next / qwen35 tensors; the 1-D ones stay F32
+      const DeltaNetConfig& d = c.deltanet;
+      const int64_t Hv = d.n_v_heads, Z = int64_t{d.n_v_heads} * d.d_v;
+      add(n::kAttnQkv, {E, d.conv_dim()}, TensorKind::kMatrix, TensorRole::kSsmQkv);
+      add(n::kAttnGate, {E, Z}, TensorKind::kMatrix, TensorRole::kSsmZ);
+      if (d.fused_ba) {
+        add(n::kSsmBa, {E, 2 * Hv}, TensorKind::kMatrix, TensorRole::kSsmBa);
+      } else {
+        add(n::kSsmBeta, {E, Hv}, TensorKind::kMatrix, TensorRole::kSsmBeta);
+        add(n::kSsmAlpha, {E, Hv}, TensorKind::kMatrix, TensorRole::kSsmAlpha);
+      }
+      add(n::kSsmConv1d, {d.conv_kernel, d.conv_dim()}, TensorKind::kBias, TensorRole::kSsmConv);
+      add(n::kSsmA, {Hv}, TensorKind::kBias, TensorRole::kSsmA);
+      add(n::kSsmDt, {Hv}, TensorKind::kBias, TensorRole::kSsmDt);
+      // The gated norm's weight multiplies as it is (no 1 + w form, whatever the checkpoint).
+      add(n::kSsmNorm, {d.d_v}, TensorKind::kBias, TensorRole::kSsmNorm);
+      add(n::kSsmOut, {Z, E}, TensorKind::kMatrix, TensorRole::kSsmOut);
+    } else if (mla) {  // llama.cpp's deepseek2 tensors (the split k_b / v_b of its MLA converter)
       const MlaConfig& a = c.mla;
       const int64_t H = c.n_head, R = a.kv_lora_rank, N = a.qk_nope_head_dim;
       if (a.q_lora_rank > 0) {
@@ -46,22 +64,26 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     } else if (c.fused_qkv) {
       add(n::kAttnQkv, {E, QD + 2 * KD}, TensorKind::kMatrix, TensorRole::kWqkv);
     } else {
-      add(n::kAttnQ, {E, QD}, TensorKind::kMatrix, TensorRole::kWq);
+      // With an output gate each head's query rows are followed by its gate's.
+      add(n::kAttnQ, {E, c.attn_output_gate ? 2 * QD : QD}, TensorKind::kMatrix, TensorRole::kWq);
       add(n::kAttnK, {E, KD}, TensorKind::kMatrix, TensorRole::kWk);
       add(n::kAttnV, {E, KD}, TensorKind::kMatrix, TensorRole::kWv);
     }
-    if (c.qkv_bias && !mla) {
+    const bool attention = !mla && !deltanet;  // the standard q/k/v projections
+    if (c.qkv_bias && attention) {
       add(n::kAttnQBias, {QD}, TensorKind::kBias, TensorRole::kBq);
       add(n::kAttnKBias, {KD}, TensorKind::kBias, TensorRole::kBk);
       add(n::kAttnVBias, {KD}, TensorKind::kBias, TensorRole::kBv);
     }
-    if (c.qk_norm && !mla) {
+    if (c.qk_norm && attention) {
       add(n::kAttnQNorm, {whole_qk ? QD : D}, TensorKind::kNorm, TensorRole::kQNorm);
       add(n::kAttnKNorm, {whole_qk ? KD : D}, TensorKind::kNorm, TensorRole::kKNorm);
     }
-    if (!mla) add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
-    if (c.attn_out_bias) add(n::kAttnOutputBias, {E}, TensorKind::kBias, TensorRole::kBo);
-    if (c.attn_sinks) add(n::kAttnSinks, {c.n_head}, TensorKind::kBias, TensorRole::kSinks);
+    if (attention) add(n::kAttnOutput, {QD, E}, TensorKind::kMatrix, TensorRole::kWo);
+    if (c.attn_out_bias && !deltanet)
+      add(n::kAttnOutputBias, {E}, TensorKind::kBias, TensorRole::kBo);
+    if (c.attn_sinks && !deltanet)
+      add(n::kAttnSinks, {c.n_head}, TensorKind::kBias, TensorRole::kSinks);
     if (post_norms) add(n::kAttnPostNorm, {E}, TensorKind::kNorm, TensorRole::kAttnPostNorm);
     if (pre_norms)
       add(c.ffn_norm_named_post_attention ? n::kAttnPostNorm : n::kFfnNorm, {E}, TensorKind::kNorm,

@@ -72,6 +72,19 @@ enum class TensorRole {
   kWkB,
   kWvB,
   kExpProbsB,
+  // Gated DeltaNet (LayerSpec::deltanet): the convolution's input (q, k, v), the output gate
+  // z, b and a (fused in Qwen3-Next's ssm_ba), the convolution's taps, -exp(A_log), dt_bias,
+  // the gated norm's weight and the output projection.
+  kSsmQkv,
+  kSsmZ,
+  kSsmBa,
+  kSsmBeta,
+  kSsmAlpha,
+  kSsmConv,
+  kSsmA,
+  kSsmDt,
+  kSsmNorm,
+  kSsmOut,
 };
 
 struct PlannedWeight {

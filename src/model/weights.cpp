@@ -219,6 +219,24 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
         case TensorRole::kWkvA:
           L->wkv_a = m;
           break;
+        case TensorRole::kSsmQkv:
+          L->ssm_qkv = m;
+          break;
+        case TensorRole::kSsmZ:
+          L->ssm_z = m;
+          break;
+        case TensorRole::kSsmBa:
+          L->ssm_ba = m;
+          break;
+        case TensorRole::kSsmBeta:
+          L->ssm_beta = m;
+          break;
+        case TensorRole::kSsmAlpha:
+          L->ssm_alpha = m;
+          break;
+        case TensorRole::kSsmOut:
+          L->ssm_out = m;
+          break;
         default:
           return internal_error("tensor plan: " + t.name + " is not a matrix role");
       }
@@ -299,6 +317,18 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       case TensorRole::kExpProbsB:
         dst = &L->exp_probs_b;
         break;
+      case TensorRole::kSsmConv:
+        dst = &L->ssm_conv;
+        break;
+      case TensorRole::kSsmA:
+        dst = &L->ssm_a;
+        break;
+      case TensorRole::kSsmDt:
+        dst = &L->ssm_dt;
+        break;
+      case TensorRole::kSsmNorm:
+        dst = &L->ssm_norm;
+        break;
       default:
         return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
@@ -317,7 +347,8 @@ uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
     total += L.wq.nbytes + L.wk.nbytes + L.wv.nbytes + L.wo.nbytes + L.w_gate.nbytes +
              L.w_up.nbytes + L.w_down.nbytes + L.router.nbytes + L.w_gate_shexp.nbytes +
              L.w_up_shexp.nbytes + L.w_down_shexp.nbytes + L.wq_a.nbytes + L.wq_b.nbytes +
-             L.wkv_a.nbytes;
+             L.wkv_a.nbytes + L.ssm_qkv.nbytes + L.ssm_z.nbytes + L.ssm_ba.nbytes +
+             L.ssm_beta.nbytes + L.ssm_alpha.nbytes + L.ssm_out.nbytes;
     for (const auto* heads : {&L.k_b, &L.v_b})
       for (const TensorView& h : *heads) total += h.nbytes;
     if (!L.gate_exp.empty())
@@ -335,8 +366,10 @@ uint64_t numel(const TensorView& t) {
 uint64_t shared_params(const LayerWeights& L) {
   uint64_t n = 0;
   for (const TensorView* t :
-       {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.w_gate_shexp,
-        &L.w_up_shexp, &L.w_down_shexp, &L.wq_a, &L.wq_b, &L.wkv_a})
+       {&L.wq,           &L.wk,     &L.wv,       &L.wo,           &L.w_gate,
+        &L.w_up,         &L.w_down, &L.router,   &L.w_gate_shexp, &L.w_up_shexp,
+        &L.w_down_shexp, &L.wq_a,   &L.wq_b,     &L.wkv_a,        &L.ssm_qkv,
+        &L.ssm_z,        &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha,    &L.ssm_out})
     n += numel(*t);
   for (const auto* heads : {&L.k_b, &L.v_b})
     for (const TensorView& h : *heads) n += numel(h);

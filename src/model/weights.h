@@ -59,12 +59,17 @@ struct LayerWeights {
   std::vector<TensorView> v_b;     // [n_head] (Dv, R): latent attention output to its value
   std::vector<float> exp_probs_b;  // (n_expert) DeepSeek's router bias, for choosing only
   // Gated DeltaNet (LayerSpec::deltanet; ModelConfig::deltanet: Hk, Hv heads, dk, dv, kernel K;
-  // C = conv_dim()), instead of attention's tensors. Bound in this canonical layout whatever
-  // the file's (Qwen3-Next's fused in_proj_qkvz / in_proj_ba are split at load).
+  // C = conv_dim()), instead of attention's tensors. Bound in this layout whatever the source
+  // (Qwen3-Next's fused in_proj_qkvz is split by its converter, or at load from safetensors),
+  // except two things the file decides (DeltaNetConfig): the order of the value heads
+  // (v_heads_tiled), and b / a fused in ssm_ba (fused_ba), both regrouped per step by the
+  // forward pass (layers/gated_deltanet.h) since a column order cannot be changed in a
+  // quantized matrix.
   TensorView ssm_qkv;           // (C, E): every q head, then every k head, then every v head
   TensorView ssm_z;             // (Hv * dv, E): the output gate
   TensorView ssm_beta;          // (Hv, E): b, beta = sigmoid(b)
   TensorView ssm_alpha;         // (Hv, E): a, the decay's input
+  TensorView ssm_ba;            // (2 Hv, E) with fused_ba, instead of ssm_beta / ssm_alpha
   std::vector<float> ssm_conv;  // (C, K): channel c's taps, oldest first
   std::vector<float> ssm_a;     // (Hv): -exp(A_log)
   std::vector<float> ssm_dt;    // (Hv): dt_bias

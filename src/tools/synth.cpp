@@ -73,7 +73,7 @@ class Xoshiro {
 
 // kClsFromEmbd: a reranker's cls.output, the token embedding's rows of Plan::cls_tokens (as
 // llama.cpp's converter takes them from a tied LM head).
-enum class Init { kMatrix, kNorm, kBias, kRopeFreqs, kClsFromEmbd };
+enum class Init { kMatrix, kNorm, kBias, kRopeFreqs, kClsFromEmbd, kDecayRate };
 
 constexpr float kMatrixStd = 0.02f;  // GPT-2 / Llama init scale
 constexpr float kNormStd = 0.02f;    // norms = 1 ± small noise
@@ -226,6 +226,19 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kExpertUsedCount), static_cast<uint32_t>(ps.n_expert_used));
     m.set_u32(key(names::kExpertFeedForwardLength), static_cast<uint32_t>(ps.n_ff_exp));
   }
+  if (ps.n_ff_shexp > 0)
+    m.set_u32(key(names::kExpertSharedFeedForwardLength), static_cast<uint32_t>(ps.n_ff_shexp));
+  if (ps.ssm_v_heads > 0) {  // Gated DeltaNet layers, as llama.cpp's qwen3next / qwen35 say them
+    m.set_u32(key(names::kSsmConvKernel), static_cast<uint32_t>(ps.ssm_conv_kernel));
+    m.set_u32(key(names::kSsmStateSize), static_cast<uint32_t>(ps.ssm_d_k));
+    m.set_u32(key(names::kSsmGroupCount), static_cast<uint32_t>(ps.ssm_k_heads));
+    m.set_u32(key(names::kSsmTimeStepRank), static_cast<uint32_t>(ps.ssm_v_heads));
+    m.set_u32(key(names::kSsmInnerSize), static_cast<uint32_t>(ps.ssm_v_heads * ps.ssm_d_v));
+    m.set_u32(key(names::kFullAttentionInterval),
+              static_cast<uint32_t>(ps.full_attention_interval));
+    m.set(key(names::kRopeDimensionSections),
+          GgufValue::of_int_array(GgufType::kI32, {11, 11, 10, 0}));
+  }
   if (ps.n_expert > 0 && ps.kv_lora_rank > 0) {  // DeepSeek's router and layer pattern
     m.set_u32(key(names::kLeadingDenseBlockCount), static_cast<uint32_t>(ps.n_dense_lead));
     m.set_u32(key(names::kExpertSharedCount), static_cast<uint32_t>(ps.n_expert_shared));
@@ -286,11 +299,15 @@ Result<Plan> make_plan(const SynthOptions& o) {
   TensorPlanOptions po;
   po.rope_freqs = llama3_rope;
   for (const PlannedWeight& t : tensor_plan(c, po)) {
-    const Init init = t.role == TensorRole::kClsOut   ? Init::kClsFromEmbd
-                      : t.kind == TensorKind::kMatrix ? Init::kMatrix
-                      : t.kind == TensorKind::kNorm   ? Init::kNorm
-                      : t.kind == TensorKind::kBias   ? Init::kBias
-                                                      : Init::kRopeFreqs;
+    // The recurrent layers' decay rate -exp(A_log) is negative (a state that decays) and their
+    // gated norm multiplies by its weight as it is.
+    const Init init = t.role == TensorRole::kClsOut    ? Init::kClsFromEmbd
+                      : t.role == TensorRole::kSsmA    ? Init::kDecayRate
+                      : t.role == TensorRole::kSsmNorm ? Init::kNorm
+                      : t.kind == TensorKind::kMatrix  ? Init::kMatrix
+                      : t.kind == TensorKind::kNorm    ? Init::kNorm
+                      : t.kind == TensorKind::kBias    ? Init::kBias
+                                                       : Init::kRopeFreqs;
     // Routers stay F32, as llama.cpp's quantizer leaves them.
     const bool quantized = init == Init::kMatrix && t.role != TensorRole::kRouter;
     const bool expert = t.role == TensorRole::kGateExps || t.role == TensorRole::kUpExps ||
@@ -362,6 +379,9 @@ Status fill_tensor(const Plan& p, ThreadPool& pool, size_t i, uint8_t* dst) {
               break;
             case Init::kNorm:
               for (size_t k = 0; k < n; ++k) buf[k] = 1.0f + kNormStd * rng.normal();
+              break;
+            case Init::kDecayRate:  // -exp(A_log), A_log around 0 as Qwen3-Next's
+              for (size_t k = 0; k < n; ++k) buf[k] = -std::exp(0.5f * rng.normal());
               break;
             default:
               for (size_t k = 0; k < n; ++k) buf[k] = kBiasStd * rng.normal();

@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 22> kPresets = {{
+constexpr std::array<SynthPreset, 25> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -137,6 +137,80 @@ constexpr std::array<SynthPreset, 22> kPresets = {{
      false, "", 0, 1, 4, 0, 0, 32, {}, 64, 6, 512,
      512, 256, 32, 64, 1, 1, 8, 4, 2.5f},
     // clang-format on
+    // Gated DeltaNet hybrids (issue 18): three recurrent layers to one of gated full attention,
+    // partial RoPE (a quarter of each head). Tiny: value heads twice the key heads (their
+    // regrouping is exercised), 16-wide heads; tiny-qwen3next adds Qwen3-Next's experts (8 of
+    // width 32, 2 per token, a shared one of 32).
+    {.name = "tiny-qwen35",
+     .default_arch = "qwen35",
+     .n_layer = 4,
+     .n_embd = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 16,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .context_length = 512,
+     .rope_low_freq_factor = 1,
+     .rope_high_freq_factor = 4,
+     .n_rot = 4,
+     .ssm_k_heads = 2,
+     .ssm_v_heads = 4,
+     .ssm_d_k = 16,
+     .ssm_d_v = 16,
+     .ssm_conv_kernel = 4,
+     .full_attention_interval = 4},
+    {.name = "tiny-qwen3next",
+     .default_arch = "qwen3next",
+     .n_layer = 4,
+     .n_embd = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 16,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .context_length = 512,
+     .rope_low_freq_factor = 1,
+     .rope_high_freq_factor = 4,
+     .n_rot = 4,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 32,
+     .ssm_k_heads = 2,
+     .ssm_v_heads = 4,
+     .ssm_d_k = 16,
+     .ssm_d_v = 16,
+     .ssm_conv_kernel = 4,
+     .full_attention_interval = 4,
+     .n_ff_shexp = 32},
+    // Qwen3.5-2B's shape: hidden 2048 (its published config), and as Qwen3.5-0.8B's published
+    // config has them: 24 layers, every fourth full attention, heads of 256 with 2 KV heads,
+    // partial_rotary_factor 0.25 (64 dimensions), rope_theta 1e7, linear attention of 16 key and
+    // 16 value heads of 128, conv kernel 4, vocab 248320, tied; assumed: 16 query heads and
+    // intermediate 6144 (context cut to 8192).
+    {.name = "qwen35-2b",
+     .default_arch = "qwen35",
+     .n_layer = 24,
+     .n_embd = 2048,
+     .n_head = 16,
+     .n_head_kv = 2,
+     .head_dim = 256,
+     .n_ff = 6144,
+     .n_vocab = 248320,
+     .vocab_size_fixed = true,
+     .context_length = 8192,
+     .rope_theta = 1e7f,
+     .rms_eps = 1e-6f,
+     .tied_embeddings = true,
+     .rope_low_freq_factor = 1,
+     .rope_high_freq_factor = 4,
+     .n_rot = 64,
+     .ssm_k_heads = 16,
+     .ssm_v_heads = 16,
+     .ssm_d_k = 128,
+     .ssm_d_v = 128,
+     .ssm_conv_kernel = 4,
+     .full_attention_interval = 4},
 }};
 
 }  // namespace

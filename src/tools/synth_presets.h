@@ -63,6 +63,16 @@ struct SynthPreset {
   // holding the LM head's "yes" and "no" rows, classifier.output_labels and the rerank prompt.
   int32_t pooling_type = -1;
   bool rerank_head = false;
+  // Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5): the recurrent layers' key and value heads,
+  // their sizes and the convolution's taps, every full_attention_interval-th layer attending
+  // (0: no recurrent layers); and a shared expert of this width beside the routed ones.
+  int32_t ssm_k_heads = 0;
+  int32_t ssm_v_heads = 0;
+  int32_t ssm_d_k = 0;
+  int32_t ssm_d_v = 0;
+  int32_t ssm_conv_kernel = 0;
+  int32_t full_attention_interval = 0;
+  int32_t n_ff_shexp = 0;
 };
 
 const SynthPreset* find_synth_preset(std::string_view name);

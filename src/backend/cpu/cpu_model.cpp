@@ -21,6 +21,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/config_reader.h"
+#include "model/layers/deltanet_order.h"
 #include "model/layers/steps.h"
 
 namespace loom {
@@ -31,6 +32,10 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
     for (LayerSpec& s : config_.layers) s.window = 0;
   if (config_.mla.kv_lora_rank > 0)  // from the weights as loaded, so before their repacking
     mla_.enable_decompress(options.mla_decompress_rows, config_, weights_);
+  // The Gated DeltaNet step takes value heads grouped by key head (layers/deltanet_order.h).
+  for (int l = 0; l < config_.n_layer; ++l)
+    if (l < static_cast<int>(config_.layers.size()) && config_.layers[l].deltanet)
+      layers::deltanet_regroup_weights(config_.deltanet, weights_.layers[l]);
   // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q6_K
   // grows, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
@@ -68,8 +73,10 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
 template <class W, class F>
 void for_each_repacked(W& weights, F&& f) {
   for (auto& L : weights.layers) {
-    for (auto* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                    &L.w_gate_shexp, &L.w_up_shexp, &L.w_down_shexp, &L.wq_a, &L.wq_b, &L.wkv_a})
+    for (auto* w : {&L.wq,           &L.wk,     &L.wv,       &L.wo,           &L.w_gate,
+                    &L.w_up,         &L.w_down, &L.router,   &L.w_gate_shexp, &L.w_up_shexp,
+                    &L.w_down_shexp, &L.wq_a,   &L.wq_b,     &L.wkv_a,        &L.ssm_qkv,
+                    &L.ssm_z,        &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha,    &L.ssm_out})
       if (w->data) f(*w);
     for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp, &L.k_b, &L.v_b})
       for (auto& w : *experts) f(w);
@@ -153,6 +160,7 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
   uint64_t floats =
       rows * (3 * E + 2 * c.n_head * D + 2 * c.n_head_kv * D + 2 * c.n_ff + n_rot * rope_tables) +
       logits_rows * E;
+  if (c.attn_output_gate) floats += rows * 3 * c.n_head * D;  // qg_ and attn_gate_
   const int32_t group = c.n_head / c.n_head_kv;
   const int queries_per_task = std::max(std::max(1, 32 / group) * group, c.n_head);
   floats += static_cast<uint64_t>(n_threads) *
@@ -165,7 +173,8 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
     floats += rows * X + 3 * rows * K + rows * K * E + 2 * rows * c.moe.n_ff_shexp +
               static_cast<uint64_t>(n_threads) * task_rows * (2 * E + 2 * F);
   }
-  return floats * sizeof(float) + CpuMlaAttention::scratch_bytes_for(c, rows, max_kv, n_threads);
+  return floats * sizeof(float) + CpuMlaAttention::scratch_bytes_for(c, rows, max_kv, n_threads) +
+         CpuDeltaNetLayer::scratch_bytes_for(c, rows, n_threads);
 }
 
 Model::MemoryUse CpuModel::memory_use() const {
@@ -175,10 +184,11 @@ Model::MemoryUse CpuModel::memory_use() const {
   else
     for (const kernels::PackedMatrix& p : packed_) m.weight_copies += p.view().nbytes;
   uint64_t floats = 0;
-  for (const std::vector<float>* v :
-       {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
+  for (const std::vector<float>* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &qg_, &attn_gate_, &proj_,
+                                      &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
     floats += v->capacity();
-  m.scratch = floats * sizeof(float) + moe_.scratch_bytes() + mla_.scratch_bytes();
+  m.scratch = floats * sizeof(float) + moe_.scratch_bytes() + mla_.scratch_bytes() +
+              deltanet_.scratch_bytes();
   return m;
 }
 
@@ -213,6 +223,25 @@ Status CpuModel::validate(const Batch& b, const KvCache& kv) const {
       return invalid_argument("batch: position " + std::to_string(b.pos[i]) +
                               " not covered by the sequence's block table");
   }
+  // Recurrent layers: every sequence reads and writes its state slot; the step's restores and
+  // snapshots name slots and sequences that exist.
+  bool recurrent = false;
+  for (const LayerSpec& s : config_.layers) recurrent |= s.deltanet;
+  if (recurrent) {
+    const int32_t slots = kv.num_state_slots();
+    auto bad_slot = [&](int32_t s) { return s < 0 || s >= slots; };
+    for (const auto& s : b.sequences)
+      if (bad_slot(s.state_slot))
+        return invalid_argument("batch: state slot " + std::to_string(s.state_slot) +
+                                " outside the cache's " + std::to_string(slots) +
+                                " (a model with recurrent layers needs one per sequence)");
+    for (const auto& r : b.state_restores)
+      if (bad_slot(r.src) || bad_slot(r.dst))
+        return invalid_argument("batch: state restore between slots outside the cache");
+    for (const auto& s : b.state_snapshots)
+      if (s.seq < 0 || s.seq >= n_seq || bad_slot(s.slot))
+        return invalid_argument("batch: state snapshot of a bad sequence or into a bad slot");
+  }
   for (int32_t r : b.logits_rows)
     if (r < 0 || r >= n) return invalid_argument("batch: logits row out of range");
   for (int32_t r : b.hidden_rows)
@@ -231,6 +260,10 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
     resize_exact(k_, n_rows * c.n_head_kv * D);
     resize_exact(v_, n_rows * c.n_head_kv * D);
     resize_exact(attn_, n_rows * c.n_head * D);
+    if (c.attn_output_gate) {
+      resize_exact(qg_, n_rows * 2 * c.n_head * D);
+      resize_exact(attn_gate_, n_rows * c.n_head * D);
+    }
     resize_exact(proj_, n_rows * c.n_embd);
     resize_exact(gate_, n_rows * c.n_ff);
     resize_exact(up_, n_rows * c.n_ff);
@@ -354,6 +387,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
   PhaseClock clock(profile_);
   reserve(n, n_logits, max_kv);
   plan_attention(b);
+  // Sequences resuming from a prefix snapshot start from a copy of its recurrent state.
+  for (const Batch::StateCopy& r : b.state_restores) kv->copy_state(r.src, r.dst);
   ThreadPool* pool = &pool_;
   const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const int32_t bs = kv->block_size();
@@ -384,7 +419,10 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       }
       layers::block_input(c, x, L.attn_norm, xn);
     };
-    if (spec.mla) {  // mla: the latent attention (backend/cpu/mla_attention.h), then wo
+    if (spec.deltanet) {  // gated_deltanet: a recurrent layer (backend/cpu/deltanet_layer.h)
+      deltanet_.run(c, L, l, b, *kv, xn_.data(), attn_norm_row, proj_.data(), pool_);
+      clock.end(ForwardProfile::kAttention);
+    } else if (spec.mla) {  // mla: the latent attention (backend/cpu/mla_attention.h), then wo
       for_rows(n, E, [&](int64_t i, int) { attn_norm_row(i, &xn_[i * E]); });
       clock.end(ForwardProfile::kQkv);
       const int rope = layer_rope_[l];
@@ -394,8 +432,9 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       kernels::matmul(L.wo, heads, n, proj_.data(), pool);
       clock.end(ForwardProfile::kWo);
     } else {
+      const bool gated = c.attn_output_gate;  // attn_q also holds each head's output gate
       const kernels::MatmulTarget qkv[] = {
-          {&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+          {&L.wq, gated ? qg_.data() : q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
       kernels::matmul_multi(qkv, 3, xn_.data(), n, pool, attn_norm_row);
       clock.end(ForwardProfile::kQkv);
 
@@ -407,6 +446,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
         float* q = &q_[i * q_dim];
         float* k = &k_[i * kv_dim];
         float* v = &v_[i * kv_dim];
+        if (gated) layers::split_query_gate(c, &qg_[i * 2 * q_dim], q, &attn_gate_[i * q_dim]);
         const int rope = layer_rope_[l];
         layers::prepare_qkv(c, L, q, k, v,
                             rope >= 0 ? &rope_cs_[(i * n_tables + rope) * R] : nullptr, rope >= 0);
@@ -474,7 +514,14 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
         });
       }
       clock.end(ForwardProfile::kAttention);
-      kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
+      if (gated) {
+        const auto gate_row = [&](int64_t i, float* a) {  // a is attn_'s row i: in place
+          layers::apply_output_gate(a, &attn_gate_[i * q_dim], q_dim);
+        };
+        kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool, gate_row);
+      } else {
+        kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
+      }
       clock.end(ForwardProfile::kWo);
     }
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/deltanet_layer.h"
 #include "backend/cpu/mla_attention.h"
 #include "backend/cpu/moe_ffn.h"
 #include "kernels/attention.h"
@@ -60,12 +61,15 @@ class CpuModel final : public Model {
 
   // Scratch, grown on demand and reused (no allocation per step in steady state).
   int64_t cap_rows_ = 0, cap_logits_ = 0, cap_kv_ = 0;
-  std::vector<float> x_;      // (rows, E) residual stream
-  std::vector<float> xn_;     // (rows, E) normed input of the current sub-block
-  std::vector<float> q_;      // (rows, n_head * D)
-  std::vector<float> k_;      // (rows, n_head_kv * D)
-  std::vector<float> v_;      // (rows, n_head_kv * D)
-  std::vector<float> attn_;   // (rows, n_head * D) attention output before wo
+  std::vector<float> x_;     // (rows, E) residual stream
+  std::vector<float> xn_;    // (rows, E) normed input of the current sub-block
+  std::vector<float> q_;     // (rows, n_head * D)
+  std::vector<float> k_;     // (rows, n_head_kv * D)
+  std::vector<float> v_;     // (rows, n_head_kv * D)
+  std::vector<float> attn_;  // (rows, n_head * D) attention output before wo
+  // With an output gate (ModelConfig::attn_output_gate): attn_q's output (rows, 2 n_head D),
+  // each head's query then its gate, and the gates (rows, n_head * D). Empty without.
+  std::vector<float> qg_, attn_gate_;
   std::vector<float> proj_;   // (rows, E) output of wo / w_down
   std::vector<float> gate_;   // (rows, F)
   std::vector<float> up_;     // (rows, F)
@@ -97,8 +101,9 @@ class CpuModel final : public Model {
   double repack_seconds_ = 0;
   void start_repacking(bool background);
   void finish_repacking();
-  CpuMoeFfn moe_;        // the Mixture-of-Experts FFN's routing and scratch
-  CpuMlaAttention mla_;  // Multi-head Latent Attention's projections and scratch
+  CpuMoeFfn moe_;              // the Mixture-of-Experts FFN's routing and scratch
+  CpuMlaAttention mla_;        // Multi-head Latent Attention's projections and scratch
+  CpuDeltaNetLayer deltanet_;  // the Gated DeltaNet layers' projections, step and scratch
   // Decode steps: task ranges [attn_parts_[p], attn_parts_[p + 1]) per thread (empty: claim
   // tasks dynamically).
   std::vector<int64_t> attn_parts_;

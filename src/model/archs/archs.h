@@ -13,7 +13,7 @@
 namespace loom::archs {
 
 extern const ArchSpec kLlama, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3, kGranite, kOlmo2, kSmolLm3,
-    kQwen2Moe, kQwen3Moe, kGptOss, kDeepseek2;
+    kQwen2Moe, kQwen3Moe, kGptOss, kDeepseek2, kQwen3Next, kQwen35, kQwen35Moe;
 
 // Llama's names (also Qwen, Granite, SmolLM3): pre-norms, separate q/k/v and gate/up.
 extern const std::span<const LayerTensorName> kLlamaLayerTensors;
@@ -55,5 +55,16 @@ Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool requi
 // Writes those keys; an error for what llama.cpp's files cannot say (dense layers between MoE
 // ones).
 Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);
+
+// ---- Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5) ----
+// The recurrent layers' sizes (linear_* keys / llama.cpp's ssm.* keys) and which layers they
+// are (layer_types, else every full_attention_interval-th layer attends); sets the output gate
+// of the full-attention layers and the pre-FFN norm's name (post_attention_norm).
+extern const std::span<const LayerTensorName> kQwen3NextLayerTensors, kQwen35LayerTensors,
+    kQwen35MoeLayerTensors;
+Status hf_deltanet(const nlohmann::json& j, ModelConfig& c);
+Status gguf_deltanet(const GgufFile& f, ModelConfig& c);
+// Writes those keys; an error for a layer pattern llama.cpp's interval cannot say.
+Status gguf_write_deltanet(GgufWriter& w, const ModelConfig& c);
 
 }  // namespace loom::archs

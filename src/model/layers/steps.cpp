@@ -30,6 +30,18 @@ void scale_embedding(const ModelConfig& c, float* x) {
   for (int64_t j = 0; j < c.n_embd; ++j) x[j] *= c.embd_scale;
 }
 
+void split_query_gate(const ModelConfig& c, const float* qg, float* q, float* gate) {
+  const int64_t D = c.head_dim;
+  for (int64_t h = 0; h < c.n_head; ++h) {
+    std::copy_n(qg + h * 2 * D, D, q + h * D);
+    std::copy_n(qg + h * 2 * D + D, D, gate + h * D);
+  }
+}
+
+void apply_output_gate(float* attn, const float* gate, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+}
+
 void prepare_qkv(const ModelConfig& c, const LayerWeights& L, float* q, float* k, float* v,
                  const float* cs, bool rope) {
   const int64_t D = c.head_dim, q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;

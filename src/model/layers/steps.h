@@ -34,6 +34,13 @@ void scale_embedding(const ModelConfig& c, float* x);
 void prepare_qkv(const ModelConfig& c, const LayerWeights& L, float* q, float* k, float* v,
                  const float* cs, bool rope);
 
+// "q_gate": with ModelConfig::attn_output_gate, attn_q's row holds per head the query's D
+// values then its gate's: split into q and gate (n_head·D each).
+void split_query_gate(const ModelConfig& c, const float* qg, float* q, float* gate);
+
+// "attn_gated": the attention output (n_head·D) times sigmoid(gate), before wo.
+void apply_output_gate(float* attn, const float* gate, int64_t n);
+
 // "ffn_act": gate ← act(gate) · up over n (the gated FFN's activation, SiLU or GELU-tanh;
 // gpt-oss's clamped variant, Activation::kSwigluOai).
 void gated_activation(const ModelConfig& c, float* gate, const float* up, int64_t n);

@@ -1,0 +1,80 @@
+// The CPU Gated DeltaNet step of one recurrent layer (LayerSpec::deltanet, ModelConfig::deltanet;
+// the math in model/config.h's DeltaNetConfig and kernels/ref/gated_delta_ref.h).
+//
+// Chunk and batch invariance, bit for bit: a sequence's positions are cut into chunks aligned
+// to absolute positions [c·16, (c+1)·16) (kRecurrentChunk), whatever the step's split. Within
+// a chunk that starts from state S0, with G_t the sum of the decays g of the chunk's tokens up
+// to t and γ_t = exp(G_t), the recurrence S_t = e^{g_t}·S_{t-1} + k_t ⊗ δ_t unrolls to
+//   δ_t = β_t·(v_t − γ_t·S0ᵀk_t − Σ_{j<t} e^{G_t−G_j}·(k_t·k_j)·δ_j)
+//   o_t = γ_t·S0ᵀq_t + Σ_{j≤t} e^{G_t−G_j}·(q_t·k_j)·δ_j
+//   S_end = γ_last·S0 + Σ_j e^{G_last−G_j}·k_j ⊗ δ_j   (folded in when the chunk completes)
+// so every value of token t is a function of S0 and the chunk's tokens up to t, each sum
+// evaluated in one fixed order (j ascending; S0ᵀk over d_k ascending with one fused
+// multiply-add per term) by the same kernels whether a step computes one of the chunk's tokens
+// or sixteen: the output bits never depend on the split, the batch, or a resume from a
+// snapshot. The slot keeps S0 plus the unfinished chunk's "tail" (each token's k, δ and G);
+// the tail holds n_past % 16 tokens.
+//
+// Slot layout per layer (CpuKvCache::state(layer, slot), state_floats_per_layer floats):
+//   conv  (K − 1, conv_dim)      the last K − 1 convolution inputs (oldest first)
+//   S0    (Hv, d_k, d_v)         the state at the last chunk boundary
+//   tail  (Hv, 16, d_k + d_v + 1) per value head: 16 keys (d_k), then 16 δ (d_v), then 16 G
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/kv_storage.h"
+#include "base/thread_pool.h"
+#include "model/batch.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace loom {
+
+// Offsets (floats) of the parts of one layer's state in a slot.
+struct DeltaNetStateLayout {
+  int64_t conv = 0, s0 = 0, tail = 0, total = 0;
+  int64_t tail_per_head = 0;  // 16 · (d_k + d_v + 1)
+  explicit DeltaNetStateLayout(const DeltaNetConfig& d);
+};
+
+class CpuGatedDeltaNet {
+ public:
+  // Step "gated_deltanet" over every row of the batch in recurrent layer `layer`. Inputs per
+  // row, row-major as the batch's rows: qkv (conv_dim), z (Hv·dv), beta_in = b (Hv),
+  // alpha_in = a (Hv); out: Hv·dv per row. Each sequence starts from its state slot
+  // (zeros when n_past == 0), leaves it updated, and performs this layer's part of
+  // Batch::state_snapshots. Batch::state_restores are NOT done here (the forward pass does
+  // them once per step via kv.copy_state).
+  void run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b, CpuKvCache& kv,
+           const float* qkv, const float* z, const float* beta_in, const float* alpha_in,
+           float* out, ThreadPool& pool);
+
+  uint64_t scratch_bytes() const;  // as allocated now
+  static uint64_t scratch_bytes_for(const ModelConfig& c, int64_t rows, int n_threads);
+
+ private:
+  struct Scratch {
+    std::vector<float> a, bq;  // (16, d_v) S0ᵀk and S0ᵀq of a segment's rows
+    std::vector<float> u;      // (d_v) the δ being built
+    std::vector<float> coef;   // (16) a sum's weights
+    std::vector<float> e;      // (16) e^{G_last − G_j} for the fold
+  };
+  // One sequence's rows for one value head: the chunked recurrence, the tail and S0 updates,
+  // the snapshots' S0, and the gated RMSNorm of the outputs.
+  void run_head(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
+                CpuKvCache& kv, int32_t seq, int32_t h, const float* z, float* out, Scratch& s);
+  // The convolution of every row (reading slot conv states), then q, k normalised.
+  void convolve(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
+                CpuKvCache& kv, const float* qkv, ThreadPool& pool);
+  // Snapshots' and slots' convolution states (after convolve has read them).
+  void update_conv_states(const ModelConfig& c, int layer, const Batch& b, CpuKvCache& kv,
+                          const float* qkv);
+
+  std::vector<float> x_;     // (n, conv_dim) convolved q, k, v: q and k heads normalised
+  std::vector<float> gate_;  // (n, Hv, 2) per row and head: g, then beta
+  std::vector<Scratch> scratch_;
+};
+
+}  // namespace loom

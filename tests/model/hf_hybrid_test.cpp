@@ -1,0 +1,204 @@
+// The Gated DeltaNet hybrids' fixtures (tests/data/hf_reference/qwen3_next, qwen3_5_text: tiny
+// models saved by transformers with its logits): loaded from safetensors and from the GGUF
+// `loom convert` writes, the CPU model must reproduce transformers' logits and greedy
+// continuations, and so must the independent reference forward pass (tests/reference).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_model.h"
+#include "format/gguf.h"
+#include "model/bind.h"
+#include "model/tiny_model.h"
+#include "reference/reference_model.h"
+#include "tools/convert.h"
+
+namespace loom {
+namespace {
+
+std::string fixture(const std::string& arch) {
+  return std::string(LOOM_TEST_DATA) + "/hf_reference/" + arch;
+}
+
+struct HfCase {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [n][vocab]
+  std::vector<int32_t> greedy;
+};
+
+std::vector<HfCase> read_cases(const std::string& dir) {
+  std::ifstream in(dir + "/cases.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<HfCase> out;
+  for (const auto& c : j["cases"]) {
+    HfCase hc;
+    hc.tokens = c["tokens"].get<std::vector<int32_t>>();
+    hc.greedy = c["greedy_16"].get<std::vector<int32_t>>();
+    const int64_t n = c["shape"][0].get<int64_t>() * c["shape"][1].get<int64_t>();
+    hc.logits.resize(n);
+    std::ifstream lf(dir + "/" + c["logits_file"].get<std::string>(), std::ios::binary);
+    lf.read(reinterpret_cast<char*>(hc.logits.data()), n * 4);
+    EXPECT_EQ(lf.gcount(), n * 4);
+    out.push_back(std::move(hc));
+  }
+  return out;
+}
+
+double row_rel_err(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  double worst = 0;
+  for (size_t r = 0; r * vocab < b.size(); ++r)
+    worst = std::max(worst, test::rel_err(&a[r * vocab], &b[r * vocab], vocab));
+  return worst;
+}
+
+// A GGUF `loom convert` wrote from the fixture, removed with the object.
+struct Converted {
+  explicit Converted(const std::string& arch, Dtype type = Dtype::kF32) {
+    path = std::filesystem::temp_directory_path() /
+           ("loom_hybrid_" + arch + "_" + std::string(dtype_name(type)) + "_" +
+            std::to_string(::getpid()) + ".gguf");
+    ConvertOptions o;
+    o.type = type;
+    status = convert_hf_to_gguf(fixture(arch), path.string(), o);
+  }
+  ~Converted() { std::filesystem::remove(path); }
+  std::filesystem::path path;
+  Status status;
+};
+
+// The CPU model's logits for `tokens` in steps of `chunk` rows, one sequence in state slot 0.
+Result<std::vector<float>> run_hybrid(Model& m, KvCache& kv, const std::vector<int32_t>& tokens,
+                                      int chunk) {
+  const int32_t V = m.config().n_vocab;
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  std::vector<int32_t> table((n + kv.block_size() - 1) / kv.block_size());
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::vector<float> out(static_cast<size_t>(n) * V);
+  for (int32_t start = 0; start < n; start += chunk) {
+    const int32_t len = std::min(chunk, n - start);
+    Batch b;
+    BatchSequence s{table.data(), static_cast<int32_t>(table.size()), start, len, 0};
+    s.state_slot = 0;
+    b.sequences.push_back(s);
+    for (int32_t i = 0; i < len; ++i) {
+      b.tokens.push_back(tokens[start + i]);
+      b.pos.push_back(start + i);
+      b.seq.push_back(0);
+      b.logits_rows.push_back(i);
+    }
+    LOOM_RETURN_IF_ERROR(m.forward(b, kv, &out[static_cast<size_t>(start) * V]));
+  }
+  return out;
+}
+
+std::unique_ptr<KvCache> hybrid_cache(const ModelConfig& c, int32_t blocks) {
+  KvLayout layout = KvLayout::single(c.n_layer, blocks);
+  layout.num_state_slots = 2;
+  return KvCache::create(c, layout, 16, Dtype::kF32).value();
+}
+
+// Every case within `tol` of transformers' logits (in one step and in chunks of 5 rows), and
+// greedy_16 identical (the prompt in one step, then one token per step).
+void check_model(Model& m, const std::string& dir, double tol) {
+  const int32_t V = m.config().n_vocab;
+  auto cases = read_cases(dir);
+  ASSERT_EQ(cases.size(), 3u);
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const HfCase& c = cases[ci];
+    for (int chunk : {64, 5}) {
+      auto kv = hybrid_cache(m.config(), 4);
+      auto got = run_hybrid(m, *kv, c.tokens, chunk);
+      ASSERT_TRUE(got.is_ok()) << got.status().message();
+      const double err = row_rel_err(*got, c.logits, V);
+      EXPECT_LT(err, tol) << dir << " case " << ci << " chunk " << chunk;
+      std::printf("  %s case %zu chunk %d: row rel err %.3g\n", dir.c_str(), ci, chunk, err);
+    }
+    auto kv = hybrid_cache(m.config(), 4);
+    std::vector<int32_t> table = {0, 1, 2, 3};
+    std::vector<float> logits(V);
+    std::vector<int32_t> seq = c.tokens, out;
+    int32_t done = 0;
+    for (int step = 0; step < 16; ++step) {
+      Batch b;
+      const int32_t n_new = static_cast<int32_t>(seq.size()) - done;
+      BatchSequence s{table.data(), 4, done, n_new, 0};
+      s.state_slot = 1;
+      b.sequences.push_back(s);
+      for (int32_t i = 0; i < n_new; ++i) {
+        b.tokens.push_back(seq[done + i]);
+        b.pos.push_back(done + i);
+        b.seq.push_back(0);
+      }
+      b.logits_rows = {n_new - 1};
+      ASSERT_TRUE(m.forward(b, *kv, logits.data()).is_ok());
+      done = static_cast<int32_t>(seq.size());
+      out.push_back(test::argmax(logits.data(), V));
+      seq.push_back(out.back());
+    }
+    EXPECT_EQ(out, c.greedy) << dir << " case " << ci;
+  }
+}
+
+class HfHybrid : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfHybrid, ReferenceOnConvertedGgufMatchesTransformers) {
+  Converted gguf(GetParam());
+  ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+  auto file = GgufFile::open(gguf.path.string());
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto bound = bind_gguf(std::move(*file));
+  ASSERT_TRUE(bound.is_ok()) << bound.status().message();
+  auto file2 = GgufFile::open(gguf.path.string());
+  ASSERT_TRUE(file2.is_ok());
+  for (const HfCase& c : read_cases(fixture(GetParam()))) {
+    auto logits = reference::forward(bound->config, reference::gguf_lookup(*file2), c.tokens);
+    ASSERT_TRUE(logits.is_ok()) << logits.status().message();
+    const double err = row_rel_err(*logits, c.logits, bound->config.n_vocab);
+    EXPECT_LT(err, 1e-4) << GetParam();
+    std::printf("  reference %s: row rel err %.3g\n", GetParam().c_str(), err);
+  }
+}
+
+TEST_P(HfHybrid, SafetensorsDirMatchesTransformers) {
+  auto m = Model::load(fixture(GetParam()), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()), 1e-4);
+}
+
+TEST_P(HfHybrid, ConvertedGgufMatchesTransformers) {
+  Converted gguf(GetParam());
+  ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+  auto m = Model::load(gguf.path.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  check_model(**m, fixture(GetParam()), 1e-4);
+}
+
+// Q8_0 matrices (the recurrent layers' 1-D tensors stay F32): close to transformers' logits;
+// MoE routing near-ties move a few rows of qwen3_next.
+TEST_P(HfHybrid, ConvertedQ8_0GgufIsCloseToTransformers) {
+  Converted gguf(GetParam(), Dtype::kQ8_0);
+  ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+  auto m = Model::load(gguf.path.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture(GetParam()))) {
+    auto kv = hybrid_cache((*m)->config(), 4);
+    auto got = run_hybrid(**m, *kv, c.tokens, 64);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    const double err = row_rel_err(*got, c.logits, V);
+    int close = 0, rows = 0;
+    for (size_t r = 0; r * V < c.logits.size(); ++r, ++rows)
+      close += test::rel_err(&(*got)[r * V], &c.logits[r * V], V) < 0.15;
+    std::printf("  %s q8_0: row rel err %.3g, %d of %d rows within 0.15\n", GetParam().c_str(), err,
+                close, rows);
+    EXPECT_GE(close, rows * 3 / 4);
+    EXPECT_GT(err, 1e-6);  // quantized: not the f32 file by mistake
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, HfHybrid, ::testing::Values("qwen3_next", "qwen3_5_text"));
+
+}  // namespace
+}  // namespace loom
