@@ -3,16 +3,20 @@
 // state meets 16 rows at a time) against N calls of one token each (the token-by-token
 // recurrence a decode step runs), median of R repetitions each, and their ratio; the two must
 // give the same bits (checked). Decode: the state bytes one token reads and the GB/s that
-// implies at the one-token speed.
+// implies at the one-token speed. Also the plain token-by-token recurrence of the state alone,
+// for scale.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "backend/cpu/gated_delta_kernels.h"
 #include "backend/cpu/gated_deltanet.h"
 
 namespace loom::bench {
@@ -87,20 +91,71 @@ int bench_shape(const GdnShape& s, int32_t n_tokens, int n_threads, int reps) {
               &out_tokens[t * O], pool);
     }
   };
-  auto seconds = [](auto&& fn) {
+  // The plain recurrence over the state alone (no convolution, gates or norm), one task per
+  // value head over all the tokens, on the step's own kernels: per token
+  // S = e^g·S + k ⊗ δ with δ = β·(v − e^g·Sᵀk), o = e^g·Sᵀq + (k·q)·δ: one read of S for Sᵀk
+  // and Sᵀq and one read-write for the update, the fewest a token-by-token form can do.
+  const int64_t dk = d.d_k, dv = d.d_v, Hk = d.n_k_heads;
+  std::vector<float> kn, qn, vr, gr, br, S(Hv * dk * dv), out_rec(n * O);
+  fill(kn, n * Hk * dk, 1.0f / std::sqrt(static_cast<float>(dk)));
+  fill(qn, n * Hk * dk, 1.0f / static_cast<float>(dk));
+  fill(vr, n * O, 1.0f);
+  fill(gr, n * Hv, 0.1f);
+  fill(br, n * Hv, 1.0f);
+  for (float& g : gr) g = -std::abs(g);
+  for (float& x : br) x = 1.0f / (1.0f + std::exp(-x));
+  struct RecScratch {
+    std::vector<float> a, b, delta;
+  };
+  std::vector<RecScratch> rs(pool.size());
+  for (RecScratch& r : rs) r.a.resize(dv), r.b.resize(dv), r.delta.resize(dv);
+  const gdn::Kernels& K = gdn::kernels_for(dk, dv);
+  auto recurrent = [&] {
+    std::fill(S.begin(), S.end(), 0.0f);
+    pool.parallel_for(Hv, [&](int64_t h, int thread) {
+      RecScratch& w = rs[thread];
+      float* Sh = &S[h * dk * dv];
+      const int64_t kh = h / (Hv / Hk);
+      const float one = 1.0f;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* k = &kn[(t * Hk + kh) * dk];
+        const float* q = &qn[(t * Hk + kh) * dk];
+        const float* v = &vr[t * O + h * dv];
+        const float gamma = std::exp(gr[t * Hv + h]), beta = br[t * Hv + h];
+        K.state_products(k, q, 0, 1, Sh, dk, dv, w.a.data(), w.b.data());
+        for (int64_t e = 0; e < dv; ++e) w.delta[e] = beta * (v[e] - gamma * w.a[e]);
+        K.fold(gamma, &one, k, w.delta.data(), 1, dk, dv, Sh);
+        float kq = 0.0f;
+        for (int64_t i = 0; i < dk; ++i) kq += k[i] * q[i];
+        float* o = &out_rec[t * O + h * dv];
+        for (int64_t e = 0; e < dv; ++e) o[e] = gamma * w.b[e] + kq * w.delta[e];
+      }
+    });
+  };
+  // Wall and process CPU seconds of fn (CPU time is steadier on a shared machine).
+  std::vector<double> cpu;
+  auto seconds = [&cpu](auto&& fn) {
     const auto t0 = Clock::now();
+    const std::clock_t c0 = std::clock();
     fn();
+    cpu.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   seconds(chunked);  // warm-up: scratch, pages
   seconds(one_by_one);
-  std::vector<double> tc, tt;
-  for (int r = 0; r < reps; ++r) {  // alternated, so both see the same machine load
+  seconds(recurrent);
+  cpu.clear();
+  std::vector<double> tc, tt, tr, cc, ct, cr;
+  for (int r = 0; r < reps; ++r) {  // interleaved, so all see the same machine load
     tc.push_back(seconds(chunked));
+    cc.push_back(cpu.back());
     tt.push_back(seconds(one_by_one));
+    ct.push_back(cpu.back());
+    tr.push_back(seconds(recurrent));
+    cr.push_back(cpu.back());
   }
   const bool same = std::memcmp(out_chunked.data(), out_tokens.data(), n * O * 4) == 0;
-  const double c_s = median(tc), t_s = median(tt);
+  const double c_s = median(tc), t_s = median(tt), r_s = median(tr);
   // Multiply-adds per token: S0ᵀk and S0ᵀq (2·dk·dv per head), the fold (dk·dv per head per
   // token, amortised), the tail's dot products and sums (about 16·(dk + dv) on average).
   const double fma_per_token = Hv * (3.0 * d.d_k * d.d_v + 16.0 * (d.d_k + d.d_v));
@@ -111,14 +166,17 @@ int bench_shape(const GdnShape& s, int32_t n_tokens, int n_threads, int reps) {
              (d.conv_kernel - 1.0) * C);
   std::printf(
       "%s (Hk=%d Hv=%d dk=%d dv=%d K=%d), %d tokens, %d threads, median of %d:\n"
-      "  chunked (1 call):        %8.1f ms  %8.1f tok/s  %6.1f GFLOP/s\n"
-      "  token by token (%d calls): %8.1f ms  %8.1f tok/s  %6.1f GFLOP/s\n"
-      "  ratio: %.2fx   outputs bit-identical: %s\n"
+      "  chunked (1 call):              %8.1f ms wall %8.1f ms CPU  %8.1f tok/s  %6.1f GFLOP/s\n"
+      "  token by token (1 call/token): %8.1f ms wall %8.1f ms CPU  %8.1f tok/s  %6.1f GFLOP/s\n"
+      "  plain recurrence, state only:  %8.1f ms wall %8.1f ms CPU  %8.1f tok/s\n"
+      "  ratio chunked vs token by token: %.2fx wall, %.2fx CPU; vs plain recurrence: %.2fx wall\n"
+      "  outputs bit-identical chunked vs token by token: %s\n"
       "  decode: %.2f MiB of state read per token per layer, %.1f us/token -> %.1f GB/s\n",
       s.name, d.n_k_heads, d.n_v_heads, d.d_k, d.d_v, d.conv_kernel, n_tokens, n_threads, reps,
-      c_s * 1e3, n / c_s, 2 * fma_per_token * n / c_s * 1e-9, n_tokens, t_s * 1e3, n / t_s,
-      2 * fma_per_token * n / t_s * 1e-9, t_s / c_s, same ? "yes" : "NO", state_read / (1 << 20),
-      t_s / n * 1e6, state_read * n / t_s * 1e-9);
+      c_s * 1e3, median(cc) * 1e3, n / c_s, 2 * fma_per_token * n / c_s * 1e-9, t_s * 1e3,
+      median(ct) * 1e3, n / t_s, 2 * fma_per_token * n / t_s * 1e-9, r_s * 1e3, median(cr) * 1e3,
+      n / r_s, t_s / c_s, median(ct) / median(cc), r_s / c_s, same ? "yes" : "NO",
+      state_read / (1 << 20), t_s / n * 1e6, state_read * n / t_s * 1e-9);
   return same ? 0 : 1;
 }
 

@@ -47,12 +47,12 @@ void products_rows(const float* k, const float* q, int64_t ld, const float* S, i
 
 void state_products(const float* k, const float* q, int64_t ld, int rows, const float* S,
                     int64_t dk, int64_t dv, float* A, float* B) {
-  // Blocks of 3 rows by 2 vectors (12 accumulators); a lone row takes 4 vectors so that
-  // enough independent FMA chains hide their latency (decode's one-row steps).
+  // Blocks of 3 rows by 2 vectors (12 accumulators), 2 rows where 3s would leave one; a lone
+  // row takes 4 vectors so that enough independent FMA chains hide their latency (decode).
   int r = 0;
-  for (; r + 3 <= rows; r += 3)
+  for (; rows - r >= 3 && rows - r != 4; r += 3)
     products_rows<3, 2>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
-  if (rows - r == 2)
+  for (; rows - r >= 2; r += 2)
     products_rows<2, 2>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
   if (rows - r == 1)
     products_rows<1, 4>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);

@@ -39,9 +39,7 @@ float softplus(float x) {
 
 // x *= scale / sqrt(sum x² + 1e-6): HF's l2norm (then q's 1/sqrt(d_k)).
 void l2_normalise(float* x, int64_t n, float scale) {
-  float ss = 0.0f;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float f = scale / std::sqrt(ss + 1e-6f);
+  const float f = scale / std::sqrt(kernels::vec_dot(x, x, n) + 1e-6f);
   for (int64_t i = 0; i < n; ++i) x[i] *= f;
 }
 
@@ -97,19 +95,24 @@ void CpuGatedDeltaNet::run(const ModelConfig& c, const LayerWeights& L, int laye
     resize_exact(s.coef, kChunk);
     resize_exact(s.e, kChunk);
   }
-  // The taps tap-major, so that a row's convolution runs along its channels.
-  resize_exact(taps_, K * C);
-  resize_exact(ones_, C);
-  for (int64_t ch = 0; ch < C; ++ch)
-    for (int64_t j = 0; j < K; ++j) taps_[j * C + ch] = L.ssm_conv[ch * K + j];
-  std::fill(ones_.begin(), ones_.end(), 1.0f);
+  // The layer's taps tap-major, so that a row's convolution runs along its channels: made
+  // once per layer (a decode step would otherwise pay as much for it as for its convolution).
+  if (taps_.size() <= static_cast<size_t>(layer)) taps_.resize(layer + 1);
+  LayerTaps& taps = taps_[layer];
+  if (taps.source != L.ssm_conv.data()) {
+    taps.source = L.ssm_conv.data();
+    resize_exact(taps.taps, K * C);
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t j = 0; j < K; ++j) taps.taps[j * C + ch] = L.ssm_conv[ch * K + j];
+  }
+  if (static_cast<int64_t>(ones_.size()) != C) ones_.assign(C, 1.0f);
 
   // Blocks of rows, so that the convolved rows stay in cache for the recurrence. A sequence
   // cut by a block boundary goes on from its slot as if the step had been split there: the
   // same bits.
   for (int64_t r0 = 0; r0 < n; r0 += block) {
     const int64_t r1 = std::min(n, r0 + block);
-    convolve(c, L, layer, b, kv, qkv, beta_in, alpha_in, r0, r1, pool);
+    convolve(c, L, layer, b, kv, qkv, beta_in, alpha_in, taps.taps.data(), r0, r1, pool);
     // "gdn_recurrence": one task per (sequence in the block, value head).
     int64_t n_seq = 0;
     for (size_t i = 0; i < b.sequences.size(); ++i) {
@@ -128,8 +131,8 @@ void CpuGatedDeltaNet::run(const ModelConfig& c, const LayerWeights& L, int laye
 
 void CpuGatedDeltaNet::convolve(const ModelConfig& c, const LayerWeights& L, int layer,
                                 const Batch& b, CpuKvCache& kv, const float* qkv,
-                                const float* beta_in, const float* alpha_in, int64_t r0, int64_t r1,
-                                ThreadPool& pool) {
+                                const float* beta_in, const float* alpha_in, const float* taps,
+                                int64_t r0, int64_t r1, ThreadPool& pool) {
   const DeltaNetConfig& d = c.deltanet;
   const int64_t C = d.conv_dim(), K = d.conv_kernel, Hv = d.n_v_heads;
   const int64_t Hk = d.n_k_heads, dk = d.d_k;
@@ -149,7 +152,7 @@ void CpuGatedDeltaNet::convolve(const ModelConfig& c, const LayerWeights& L, int
     std::fill(x, x + C, 0.0f);
     for (int64_t j = 0; j < K; ++j)  // taps in order, skipping positions before the sequence
       if (in[j])
-        for (int64_t ch = 0; ch < C; ++ch) x[ch] += taps_[j * C + ch] * in[j][ch];
+        for (int64_t ch = 0; ch < C; ++ch) x[ch] += taps[j * C + ch] * in[j][ch];
     kernels::silu_mul(x, ones_.data(), x, C);
     for (int64_t h = 0; h < Hk; ++h) {
       l2_normalise(x + h * dk, dk, q_scale);
@@ -250,8 +253,9 @@ void CpuGatedDeltaNet::run_head(const ModelConfig& c, const LayerWeights& L, int
 }
 
 uint64_t CpuGatedDeltaNet::scratch_bytes() const {
-  uint64_t floats = x_.capacity() + gate_.capacity() + taps_.capacity() + ones_.capacity() +
+  uint64_t floats = x_.capacity() + gate_.capacity() + ones_.capacity() +
                     block_seqs_.capacity();  // int32: as many bytes as floats
+  for (const LayerTaps& t : taps_) floats += t.taps.capacity();
   for (const Scratch& s : scratch_)
     floats +=
         s.a.capacity() + s.bq.capacity() + s.u.capacity() + s.coef.capacity() + s.e.capacity();
@@ -262,8 +266,11 @@ uint64_t CpuGatedDeltaNet::scratch_bytes_for(const ModelConfig& c, int64_t rows,
   const DeltaNetConfig& d = c.deltanet;
   if (d.n_v_heads == 0) return 0;
   const int64_t block = std::min(rows, kRowBlock);
+  int64_t recurrent = 0;
+  for (const LayerSpec& spec : c.layers) recurrent += spec.deltanet;
   const uint64_t floats = block * (d.conv_dim() + 2 * d.n_v_heads) +
-                          (d.conv_kernel + 1) * d.conv_dim() + rows;  // rows >= sequences
+                          (recurrent * d.conv_kernel + 1) * d.conv_dim() +
+                          rows;  // block_seqs_: rows >= sequences
   const uint64_t per_thread = 2 * kChunk * d.d_v + d.d_v + 2 * kChunk;
   return (floats + static_cast<uint64_t>(n_threads) * per_thread) * sizeof(float);
 }

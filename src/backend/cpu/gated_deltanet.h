@@ -70,7 +70,7 @@ class CpuGatedDeltaNet {
   // normalised, and the gates.
   void convolve(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
                 CpuKvCache& kv, const float* qkv, const float* beta_in, const float* alpha_in,
-                int64_t r0, int64_t r1, ThreadPool& pool);
+                const float* taps, int64_t r0, int64_t r1, ThreadPool& pool);
   // Snapshots' and slots' convolution states (after every block's convolve has read them).
   void update_conv_states(const ModelConfig& c, int layer, const Batch& b, CpuKvCache& kv,
                           const float* qkv);
@@ -80,8 +80,12 @@ class CpuGatedDeltaNet {
   std::vector<float> x_;             // (block, conv_dim)
   std::vector<float> gate_;          // (block, Hv, 2)
   std::vector<int32_t> block_seqs_;  // the sequences with rows in the block
-  std::vector<float> taps_;          // (K, conv_dim) the convolution's taps, tap-major
-  std::vector<float> ones_;          // (conv_dim) 1s: SiLU alone through kernels::silu_mul
+  struct LayerTaps {
+    const float* source = nullptr;  // the LayerWeights::ssm_conv they were made from
+    std::vector<float> taps;        // (K, conv_dim) the convolution's taps, tap-major
+  };
+  std::vector<LayerTaps> taps_;  // [layer]
+  std::vector<float> ones_;      // (conv_dim) 1s: SiLU alone through kernels::silu_mul
   std::vector<Scratch> scratch_;
 };
 
