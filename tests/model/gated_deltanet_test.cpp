@@ -335,6 +335,15 @@ TEST_P(GatedDeltaNetTest, SnapshotsHoldTheStateThereAndResumeBitIdentically) {
   }
 }
 
+// The step's slot layout fills exactly what the cache gives a recurrent layer per slot.
+TEST(GatedDeltaNetLayout, MatchesTheCacheSlotSize) {
+  for (const Shape& shape : kShapes) {
+    Harness h(shape, 1, 1);
+    EXPECT_EQ(static_cast<uint64_t>(DeltaNetStateLayout(h.d()).total),
+              CpuKvCache::state_floats_per_layer(h.config()));
+  }
+}
+
 // The memory plan's figure bounds what run() holds, and a repeated step size allocates nothing
 // new (its scratch capacity does not move).
 TEST(GatedDeltaNetScratch, StaysWithinItsPlan) {
