@@ -46,7 +46,7 @@ class CpuGatedDeltaNet {
   // alpha_in = a (Hv); out: Hv·dv per row. Each sequence starts from its state slot
   // (zeros when n_past == 0), leaves it updated, and performs this layer's part of
   // Batch::state_snapshots. Batch::state_restores are NOT done here (the forward pass does
-  // them once per step via kv.copy_state).
+  // them once per step via kv.copy_state). `out` must not alias an input.
   void run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b, CpuKvCache& kv,
            const float* qkv, const float* z, const float* beta_in, const float* alpha_in,
            float* out, ThreadPool& pool);
