@@ -76,8 +76,8 @@ struct EngineConfig {
   // Hybrid models (recurrent layers, e.g. Qwen3.5): with prefix caching, the recurrent state is
   // snapshotted every state_snapshot_every KV blocks of a sequence and at its newest block
   // boundary, so that a request sharing a prefix resumes from the deepest snapshot. The
-  // snapshots take at most state_cache_memory_gib (0 = 1 GiB), the least recently used
-  // evicted first.
+  // snapshots take at most state_cache_memory_gib (0 = 1 GiB, and at most 8 snapshots per
+  // max_num_seqs), the least recently used evicted first.
   int32_t state_snapshot_every = 8;
   double state_cache_memory_gib = 0.0;
   Dtype kv_dtype = Dtype::kF16;  // f32, f16 or bf16

@@ -55,7 +55,8 @@ struct EngineFlags {
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     app.add_option("--state-cache-memory", config.state_cache_memory_gib,
-                   "hybrid models: GiB for recurrent-state prefix snapshots (0 = 1 GiB)")
+                   "hybrid models: GiB for recurrent-state prefix snapshots (0 = 1 GiB, at most 8 "
+                   "per --max-num-seqs)")
         ->check(CLI::Range(0.0, 1e6));
     app.add_option("-t,--threads", config.n_threads, "CPU threads (0 = physical cores)")
         ->check(CLI::Range(0, 1024));

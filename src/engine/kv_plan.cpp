@@ -26,10 +26,13 @@ Status plan_state_slots(const ModelConfig& mc, const EngineConfig& c, KvPlan& pl
   StateGroupConfig& s = plan.states;
   s.snapshot_every_blocks = c.state_snapshot_every;
   if (c.enable_prefix_caching) {
-    const double budget = (c.state_cache_memory_gib > 0 ? c.state_cache_memory_gib : 1.0) *
-                          static_cast<double>(1ull << 30);
+    // An explicit budget is filled; the default (1 GiB) holds at most 8 snapshots per sequence
+    // that can run (a small model's states are tiny: 1 GiB of them would be thousands).
+    const bool given = c.state_cache_memory_gib > 0;
+    const double budget = (given ? c.state_cache_memory_gib : 1.0) * double(1ull << 30);
+    const double most = given ? 16384.0 : std::min(16384.0, 8.0 * c.max_num_seqs);
     s.max_snapshots = static_cast<int32_t>(std::clamp<double>(
-        std::floor(budget / static_cast<double>(plan.state_slot_bytes)), 2.0, 16384.0));
+        std::floor(budget / static_cast<double>(plan.state_slot_bytes)), 2.0, most));
   }
   s.num_slots = c.max_num_seqs + s.max_snapshots;
   plan.layout.num_state_slots = s.num_slots;

@@ -22,13 +22,15 @@ struct TestModelOptions {
   int32_t context_length = 0;  // 0: the preset's
   std::string vocab_path;      // "": the preset's placeholder vocabulary
   std::string preset = "tiny";
-  std::string arch;  // "": synth's default (llama)
+  std::string arch;  // "": the preset's architecture (llama for the plain presets)
 };
 
 // A GGUF of synth's tiny preset, with context_length rewritten if asked (synth presets are
 // fixed; the prefix-cache test needs more than tiny's 512 positions).
 inline std::shared_ptr<std::vector<uint8_t>> test_model_bytes(const TestModelOptions& o) {
-  SynthOptions so;
+  auto implied = parse_synth_spec("synth:" + o.preset);  // the preset's own architecture
+  EXPECT_TRUE(implied.is_ok()) << implied.status().message();
+  SynthOptions so = implied.is_ok() ? *implied : SynthOptions{};
   so.preset = o.preset;
   if (!o.arch.empty()) so.arch = o.arch;
   so.vocab_path = o.vocab_path;
