@@ -64,6 +64,9 @@ class Harness {
   }
 
   const DeltaNetConfig& d() const { return c_.deltanet; }
+  const ModelConfig& config() const { return c_; }
+  const CpuGatedDeltaNet& step_object() const { return gdn_; }
+  int threads() const { return pool_.size(); }
   int64_t out_row() const { return int64_t{d().n_v_heads} * d().d_v; }
   CpuKvCache& kv() { return *kv_; }
 
@@ -330,6 +333,35 @@ TEST_P(GatedDeltaNetTest, SnapshotsHoldTheStateThereAndResumeBitIdentically) {
     EXPECT_TRUE(same_bits(resumed, whole));
     EXPECT_TRUE(same_bits(h.live_state(5, n), whole_state));
   }
+}
+
+// The step's slot layout fills exactly what the cache gives a recurrent layer per slot.
+TEST(GatedDeltaNetLayout, MatchesTheCacheSlotSize) {
+  for (const Shape& shape : kShapes) {
+    Harness h(shape, 1, 1);
+    EXPECT_EQ(static_cast<uint64_t>(DeltaNetStateLayout(h.d()).total),
+              CpuKvCache::state_floats_per_layer(h.config()));
+  }
+}
+
+// The memory plan's figure bounds what run() holds, and a repeated step size allocates nothing
+// new (its scratch capacity does not move).
+TEST(GatedDeltaNetScratch, StaysWithinItsPlan) {
+  Harness h(kShapes[1], 2, 13);
+  const Inputs in = h.inputs(160);
+  std::vector<float> out;
+  h.step({{&in, 0, 150, 0, &out}});
+  const uint64_t after_prefill = h.step_object().scratch_bytes();
+  EXPECT_LE(after_prefill, CpuGatedDeltaNet::scratch_bytes_for(h.config(), 150, h.threads()));
+  EXPECT_GT(after_prefill, CpuGatedDeltaNet::scratch_bytes_for(h.config(), 1, h.threads()));
+  for (int32_t p = 150; p < 155; ++p) {  // decode steps after it keep the same buffers
+    h.step({{&in, p, 1, 0, &out}});
+    EXPECT_EQ(h.step_object().scratch_bytes(), after_prefill);
+  }
+  Harness fresh(kShapes[1], 2, 13);
+  fresh.step({{&in, 0, 1, 0, &out}});
+  EXPECT_LE(fresh.step_object().scratch_bytes(),
+            CpuGatedDeltaNet::scratch_bytes_for(fresh.config(), 1, fresh.threads()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, GatedDeltaNetTest, ::testing::ValuesIn(kernels::available_isas()),

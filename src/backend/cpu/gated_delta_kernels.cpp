@@ -50,8 +50,9 @@ const Kernels kKernels = {state_products, scaled_sum, fold};
 }  // namespace scalar
 
 const Kernels& kernels_for(int64_t dk, int64_t dv) {
-  if (kernels::active_isa() >= kernels::Isa::kAvx2 && dk % 8 == 0 && dv % 8 == 0)
-    return avx2::kKernels;
+  const kernels::Isa isa = kernels::active_isa();
+  if (isa >= kernels::Isa::kAvx512 && dv % 16 == 0) return avx512::kKernels;
+  if (isa >= kernels::Isa::kAvx2 && dk % 8 == 0 && dv % 8 == 0) return avx2::kKernels;
   return scalar::kKernels;
 }
 

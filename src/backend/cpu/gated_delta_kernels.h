@@ -2,8 +2,8 @@
 //
 // Every output element is one fixed chain of operations whatever the number of rows, the row's
 // place in a block or the vector lane it lands in: that is what makes the step's bits
-// independent of how a prompt is split. The AVX2 kernels use one fused multiply-add per term
-// (a vector FMA equals the scalar fmaf of each lane); the scalar ones a multiply then an add
+// independent of how a prompt is split. The AVX2 and AVX-512 kernels use one fused multiply-add per
+// term (a vector FMA equals the scalar fmaf of each lane); the scalar ones a multiply then an add
 // (they only run on CPUs without FMA, where the compiler has no FMA to contract into).
 #pragma once
 
@@ -24,14 +24,17 @@ struct Kernels {
                int64_t dv, float* S);
 };
 
-// The kernels of the active ISA (kernels::active_isa()); the AVX2 ones need dk and dv multiples
-// of 8, else the scalar ones are returned.
+// The kernels of the active ISA (kernels::active_isa()): AVX-512 when d_v is a multiple of 16,
+// AVX2 when d_k and d_v are multiples of 8, else scalar.
 const Kernels& kernels_for(int64_t dk, int64_t dv);
 
 namespace scalar {
 extern const Kernels kKernels;
 }
 namespace avx2 {
+extern const Kernels kKernels;
+}
+namespace avx512 {
 extern const Kernels kKernels;
 }
 

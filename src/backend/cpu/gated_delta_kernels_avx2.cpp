@@ -36,49 +36,60 @@ inline void products_block(const float* k, const float* q, int64_t ld, const flo
     }
 }
 
-template <int R>
+// Columns in blocks of NV vectors, then what is left one vector at a time.
+template <int R, int NV>
 void products_rows(const float* k, const float* q, int64_t ld, const float* S, int64_t dk,
                    int64_t dv, float* A, float* B) {
   int64_t d = 0;
-  for (; d + 16 <= dv; d += 16) products_block<R, 2>(k, q, ld, S, dk, dv, d, A, B);
-  if (d < dv) products_block<R, 1>(k, q, ld, S, dk, dv, d, A, B);
+  for (; d + 8 * NV <= dv; d += 8 * NV) products_block<R, NV>(k, q, ld, S, dk, dv, d, A, B);
+  for (; d < dv; d += 8) products_block<R, 1>(k, q, ld, S, dk, dv, d, A, B);
 }
 
 void state_products(const float* k, const float* q, int64_t ld, int rows, const float* S,
                     int64_t dk, int64_t dv, float* A, float* B) {
+  // Blocks of 3 rows by 2 vectors (12 accumulators), 2 rows where 3s would leave one; a lone
+  // row takes 4 vectors so that enough independent FMA chains hide their latency (decode).
   int r = 0;
-  for (; r + 3 <= rows; r += 3)
-    products_rows<3>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
-  if (rows - r == 2)
-    products_rows<2>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
+  for (; rows - r >= 3 && rows - r != 4; r += 3)
+    products_rows<3, 2>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
+  for (; rows - r >= 2; r += 2)
+    products_rows<2, 2>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
   if (rows - r == 1)
-    products_rows<1>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
+    products_rows<1, 4>(k + r * ld, q + r * ld, ld, S, dk, dv, A + r * dv, B + r * dv);
+}
+
+// out[d .. d + 8·NV) = gamma·base, then + coef[j]·D[j] for j in order: NV independent chains.
+template <int NV>
+inline void scaled_sum_block(__m256 g, const float* base, const float* coef, const float* D, int m,
+                             int64_t dv, int64_t d, float* out) {
+  __m256 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_mul_ps(g, _mm256_loadu_ps(base + d + 8 * v));
+  for (int j = 0; j < m; ++j) {
+    const __m256 c = _mm256_set1_ps(coef[j]);
+    for (int v = 0; v < NV; ++v)
+      acc[v] = _mm256_fmadd_ps(c, _mm256_loadu_ps(D + j * dv + d + 8 * v), acc[v]);
+  }
+  for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + d + 8 * v, acc[v]);
 }
 
 void scaled_sum(float gamma, const float* base, const float* coef, const float* D, int m,
                 int64_t dv, float* out) {
   const __m256 g = _mm256_set1_ps(gamma);
-  for (int64_t d = 0; d < dv; d += 8) {
-    __m256 acc = _mm256_mul_ps(g, _mm256_loadu_ps(base + d));
-    for (int j = 0; j < m; ++j)
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(coef[j]), _mm256_loadu_ps(D + j * dv + d), acc);
-    _mm256_storeu_ps(out + d, acc);
-  }
+  int64_t d = 0;
+  for (; d + 64 <= dv; d += 64) scaled_sum_block<8>(g, base, coef, D, m, dv, d, out);
+  for (; d < dv; d += 8) scaled_sum_block<1>(g, base, coef, D, m, dv, d, out);
 }
 
 void fold(float gamma, const float* e, const float* Kt, const float* D, int m, int64_t dk,
           int64_t dv, float* S) {
   const __m256 g = _mm256_set1_ps(gamma);
+  float c[16];
   for (int64_t i = 0; i < dk; ++i) {
-    float c[16];
     for (int j = 0; j < m; ++j) c[j] = e[j] * Kt[j * dk + i];
     float* s = S + i * dv;
-    for (int64_t d = 0; d < dv; d += 8) {
-      __m256 acc = _mm256_mul_ps(g, _mm256_loadu_ps(s + d));
-      for (int j = 0; j < m; ++j)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(c[j]), _mm256_loadu_ps(D + j * dv + d), acc);
-      _mm256_storeu_ps(s + d, acc);
-    }
+    int64_t d = 0;
+    for (; d + 64 <= dv; d += 64) scaled_sum_block<8>(g, s, c, D, m, dv, d, s);
+    for (; d < dv; d += 8) scaled_sum_block<1>(g, s, c, D, m, dv, d, s);
   }
 }
 

@@ -46,7 +46,7 @@ class CpuGatedDeltaNet {
   // alpha_in = a (Hv); out: Hv·dv per row. Each sequence starts from its state slot
   // (zeros when n_past == 0), leaves it updated, and performs this layer's part of
   // Batch::state_snapshots. Batch::state_restores are NOT done here (the forward pass does
-  // them once per step via kv.copy_state).
+  // them once per step via kv.copy_state). `out` must not alias an input.
   void run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b, CpuKvCache& kv,
            const float* qkv, const float* z, const float* beta_in, const float* alpha_in,
            float* out, ThreadPool& pool);
@@ -59,21 +59,33 @@ class CpuGatedDeltaNet {
     std::vector<float> a, bq;  // (16, d_v) S0ᵀk and S0ᵀq of a segment's rows
     std::vector<float> u;      // (d_v) the δ being built
     std::vector<float> coef;   // (16) a sum's weights
-    std::vector<float> e;      // (16) e^{G_last − G_j} for the fold
+    std::vector<float> e;      // (16) e^{G_t − G_j}: a token's decays, then the fold's
   };
-  // One sequence's rows for one value head: the chunked recurrence, the tail and S0 updates,
-  // the snapshots' S0, and the gated RMSNorm of the outputs.
+  // One sequence's rows in the block [r0, r1) for one value head: the chunked recurrence, the
+  // tail and S0 updates, the snapshots' S0, and the gated RMSNorm of the outputs.
   void run_head(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
-                CpuKvCache& kv, int32_t seq, int32_t h, const float* z, float* out, Scratch& s);
-  // The convolution of every row (reading slot conv states), then q, k normalised.
+                CpuKvCache& kv, int32_t seq, int32_t h, int64_t r0, int64_t r1, const float* z,
+                float* out, Scratch& s);
+  // Rows [r0, r1) into x_ and gate_: the convolution (reading slot conv states), q and k
+  // normalised, and the gates.
   void convolve(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
-                CpuKvCache& kv, const float* qkv, ThreadPool& pool);
-  // Snapshots' and slots' convolution states (after convolve has read them).
+                CpuKvCache& kv, const float* qkv, const float* beta_in, const float* alpha_in,
+                const float* taps, int64_t r0, int64_t r1, ThreadPool& pool);
+  // Snapshots' and slots' convolution states (after every block's convolve has read them).
   void update_conv_states(const ModelConfig& c, int layer, const Batch& b, CpuKvCache& kv,
                           const float* qkv);
 
-  std::vector<float> x_;     // (n, conv_dim) convolved q, k, v: q and k heads normalised
-  std::vector<float> gate_;  // (n, Hv, 2) per row and head: g, then beta
+  // A block of at most 64 rows: convolved q, k, v (q and k heads normalised), and per row and
+  // value head g, then beta.
+  std::vector<float> x_;             // (block, conv_dim)
+  std::vector<float> gate_;          // (block, Hv, 2)
+  std::vector<int32_t> block_seqs_;  // the sequences with rows in the block
+  struct LayerTaps {
+    const float* source = nullptr;  // the LayerWeights::ssm_conv they were made from
+    std::vector<float> taps;        // (K, conv_dim) the convolution's taps, tap-major
+  };
+  std::vector<LayerTaps> taps_;  // [layer]
+  std::vector<float> ones_;      // (conv_dim) 1s: SiLU alone through kernels::silu_mul
   std::vector<Scratch> scratch_;
 };
 
