@@ -147,7 +147,9 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
     // of experts depends on them.
     const bool router =
         layer && (layer->suffix == names::kFfnGateInp || layer->suffix == names::kFfnGateInpShexp);
-    const bool matrix = v.n_dims >= 2 && ends_with(t.name, ".weight") && !router;
+    // A Gated DeltaNet layer's convolution taps ({K, C}) stay F32, as llama.cpp leaves them.
+    const bool conv = layer && layer->suffix == names::kSsmConv1d;
+    const bool matrix = v.n_dims >= 2 && ends_with(t.name, ".weight") && !router && !conv;
     if (!matrix) {
       // Norms and biases stay full precision: they are tiny and every token reads them.
       if (v.dtype == Dtype::kF16 || v.dtype == Dtype::kBF16) q.to = Dtype::kF32;

@@ -4,12 +4,14 @@
 // continuations, and so must the independent reference forward pass (tests/reference).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_model.h"
 #include "format/gguf.h"
+#include "format/safetensors.h"
 #include "model/bind.h"
 #include "model/tiny_model.h"
 #include "reference/reference_model.h"
@@ -195,6 +197,64 @@ TEST_P(HfHybrid, ConvertedQ8_0GgufIsCloseToTransformers) {
                 close, rows);
     EXPECT_GE(close, rows * 3 / 4);
     EXPECT_GT(err, 1e-6);  // quantized: not the f32 file by mistake
+  }
+}
+
+// The converted files say what llama.cpp's converter writes: its keys, tensor names and
+// shapes, and its transforms, checked against the checkpoint's own tensors (A_log → -exp, the
+// value heads tiled for qwen35: value head g·r + i of key head g goes to i·Hk + g).
+TEST(HfHybridGguf, LlamaCppKeysNamesAndTransforms) {
+  for (const std::string arch : {"qwen3_next", "qwen3_5_text"}) {
+    Converted gguf(arch);
+    ASSERT_TRUE(gguf.status.is_ok()) << gguf.status.message();
+    auto f = GgufFile::open(gguf.path.string());
+    ASSERT_TRUE(f.is_ok());
+    const bool next = arch == "qwen3_next";
+    const std::string a = next ? "qwen3next" : "qwen35";
+    auto key = [&](const std::string& k) { return f->get_int(a + "." + k).value_or(-1); };
+    EXPECT_EQ(key("ssm.conv_kernel"), 4);
+    EXPECT_EQ(key("ssm.state_size"), 16);
+    EXPECT_EQ(key("ssm.group_count"), 2);
+    EXPECT_EQ(key("ssm.time_step_rank"), 4);
+    EXPECT_EQ(key("ssm.inner_size"), 64);
+    EXPECT_EQ(key("full_attention_interval"), 2);
+    EXPECT_EQ(key("rope.dimension_count"), 4);
+    EXPECT_EQ(f->find(a + ".rope.dimension_sections") != nullptr, !next);
+    auto shape = [&](const std::string& name) {
+      const GgufTensorInfo* t = f->find_tensor(name);
+      std::vector<int64_t> ne;
+      if (t)
+        for (int d = 0; d < t->view.n_dims; ++d) ne.push_back(t->view.ne[d]);
+      return ne;
+    };
+    using Ne = std::vector<int64_t>;
+    EXPECT_EQ(shape("blk.0.attn_qkv.weight"), (Ne{64, 128}));
+    EXPECT_EQ(shape("blk.0.attn_gate.weight"), (Ne{64, 64}));
+    EXPECT_EQ(shape("blk.0.ssm_conv1d.weight"), (Ne{4, 128}));
+    EXPECT_EQ(shape("blk.0.ssm_a"), (Ne{4}));
+    EXPECT_EQ(shape("blk.0.ssm_dt.bias"), (Ne{4}));
+    EXPECT_EQ(shape("blk.0.ssm_norm.weight"), (Ne{16}));
+    EXPECT_EQ(shape("blk.0.ssm_out.weight"), (Ne{64, 64}));
+    EXPECT_EQ(shape("blk.0.ssm_ba.weight"), next ? (Ne{64, 8}) : Ne{});
+    EXPECT_EQ(shape("blk.0.ssm_beta.weight"), next ? Ne{} : (Ne{64, 4}));
+    EXPECT_EQ(shape("blk.0.ssm_alpha.weight"), next ? Ne{} : (Ne{64, 4}));
+    EXPECT_EQ(shape("blk.0.post_attention_norm.weight"), (Ne{64}));
+    EXPECT_EQ(shape("blk.1.attn_q.weight"), (Ne{64, 128}));  // 4 heads of 16, and their gates
+    EXPECT_EQ(shape("blk.0.ffn_norm.weight"), Ne{});
+    EXPECT_EQ(shape("blk.0.attn_q.weight"), Ne{});  // a recurrent layer
+
+    // ssm_a from the checkpoint's A_log.
+    auto st = SafetensorsModel::open(fixture(arch));
+    ASSERT_TRUE(st.is_ok());
+    const TensorView* a_log = st->find("model.layers.0.linear_attn.A_log");
+    ASSERT_NE(a_log, nullptr);
+    const auto* src = static_cast<const float*>(a_log->data);
+    const auto* got = static_cast<const float*>(f->find_tensor("blk.0.ssm_a")->view.data);
+    for (int g = 0; g < 2; ++g)
+      for (int i = 0; i < 2; ++i) {
+        const int grouped = g * 2 + i, stored = next ? grouped : i * 2 + g;
+        EXPECT_FLOAT_EQ(got[stored], -std::exp(src[grouped])) << arch << " head " << grouped;
+      }
   }
 }
 

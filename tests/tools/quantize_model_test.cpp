@@ -13,6 +13,7 @@
 
 #include "base/fp16.h"
 #include "kernels/quant.h"
+#include "model/model.h"
 #include "tools/synth.h"
 
 namespace loom {
@@ -184,6 +185,23 @@ TEST(QuantizeModelTest, UnfitRowsFallBackWithANote) {
   auto out = GgufFile::parse_bytes(*bytes).value();
   for (const auto& t : out.tensors())
     EXPECT_EQ(t.view.dtype, t.view.n_dims == 2 ? Dtype::kQ8_0 : Dtype::kF32) << t.name;
+}
+
+// A Gated DeltaNet hybrid: its projections are quantized, the convolution's taps, decay
+// rates, dt biases and gated norms stay F32 (as llama.cpp's quantizer leaves ssm_conv1d), and
+// the result loads.
+TEST(QuantizeModelTest, RecurrentLayersKeepTheirSmallTensorsF32) {
+  GgufFile in = synth_file("tiny-qwen35", "qwen35", Dtype::kF32);
+  auto bytes = quantize_model_bytes(in, parse_quantize_target("q8_0").value(), {}, nullptr);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  auto out = GgufFile::parse_bytes(*bytes).value();
+  for (const char* name :
+       {"blk.0.ssm_conv1d.weight", "blk.0.ssm_a", "blk.0.ssm_dt.bias", "blk.0.ssm_norm.weight"})
+    EXPECT_EQ(out.find_tensor(name)->view.dtype, Dtype::kF32) << name;
+  for (const char* name : {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight",
+                           "blk.0.ssm_out.weight", "blk.3.attn_q.weight"})
+    EXPECT_EQ(out.find_tensor(name)->view.dtype, Dtype::kQ8_0) << name;
+  EXPECT_TRUE(Model::from_gguf(std::move(out), {1}).is_ok());
 }
 
 TEST(QuantizeModelTest, RefusesQuantizedInputUnlessAllowed) {

@@ -420,8 +420,12 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       layers::block_input(c, x, L.attn_norm, xn);
     };
     if (spec.deltanet) {  // gated_deltanet: a recurrent layer (backend/cpu/deltanet_layer.h)
-      deltanet_.run(c, L, l, b, *kv, xn_.data(), attn_norm_row, proj_.data(), pool_);
+      deltanet_.project(c, L, n, xn_.data(), attn_norm_row, pool_);
+      clock.end(ForwardProfile::kQkv);
+      deltanet_.step(c, L, l, b, *kv, pool_);
       clock.end(ForwardProfile::kAttention);
+      deltanet_.output(c, L, n, proj_.data(), pool_);
+      clock.end(ForwardProfile::kWo);
     } else if (spec.mla) {  // mla: the latent attention (backend/cpu/mla_attention.h), then wo
       for_rows(n, E, [&](int64_t i, int) { attn_norm_row(i, &xn_[i * E]); });
       clock.end(ForwardProfile::kQkv);

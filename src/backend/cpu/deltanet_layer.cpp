@@ -51,12 +51,21 @@ void CpuDeltaNetLayer::reserve(const ModelConfig& c, int64_t rows, int n_threads
   if (layers::deltanet_needs_regroup(d)) resize_exact(tmp_, static_cast<int64_t>(n_threads) * Z);
 }
 
-void CpuDeltaNetLayer::run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
-                           CpuKvCache& kv, float* xn, const kernels::RowFill& norm_row, float* out,
-                           ThreadPool& pool) {
+namespace {
+// A row's regrouping is a few copies: on the pool for many rows only.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n, int64_t row_floats, F&& fn) {
+  if (n > 1 && n * row_floats >= 8192)
+    pool.parallel_for(n, fn);
+  else
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+}
+}  // namespace
+
+void CpuDeltaNetLayer::project(const ModelConfig& c, const LayerWeights& L, int64_t n, float* xn,
+                               const kernels::RowFill& norm_row, ThreadPool& pool) {
   const DeltaNetConfig& d = c.deltanet;
-  const int64_t n = b.n_rows(), C = d.conv_dim(), Z = int64_t{d.n_v_heads} * d.d_v;
-  const int64_t Hv = d.n_v_heads;
+  const int64_t C = d.conv_dim(), Z = int64_t{d.n_v_heads} * d.d_v, Hv = d.n_v_heads;
   reserve(c, n, pool.size());
   kernels::MatmulTarget targets[4] = {{&L.ssm_qkv, qkv_.data()}, {&L.ssm_z, z_.data()}};
   int n_targets = 2;
@@ -67,23 +76,26 @@ void CpuDeltaNetLayer::run(const ModelConfig& c, const LayerWeights& L, int laye
     targets[n_targets++] = {&L.ssm_alpha, alpha_.data()};
   }
   kernels::matmul_multi(targets, n_targets, xn, n, &pool, norm_row);
-  const bool regroup = layers::deltanet_needs_regroup(d);
-  auto rows = [&](auto&& fn) {  // a row's work is a few copies: on the pool for many rows only
-    if (n * Z >= 8192)
-      pool.parallel_for(n, fn);
-    else
-      for (int64_t i = 0; i < n; ++i) fn(i, 0);
-  };
-  if (regroup)
-    rows([&](int64_t i, int thread) {
+  if (layers::deltanet_needs_regroup(d))
+    for_rows(pool, n, C + Z, [&](int64_t i, int thread) {
       layers::deltanet_regroup_row(d, &qkv_[i * C], &z_[i * Z],
                                    d.fused_ba ? &ba_[i * 2 * Hv] : nullptr, &beta_[i * Hv],
                                    &alpha_[i * Hv], &tmp_[thread * Z]);
     });
+}
+
+void CpuDeltaNetLayer::step(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
+                            CpuKvCache& kv, ThreadPool& pool) {
   step_.run(c, L, layer, b, kv, qkv_.data(), z_.data(), beta_.data(), alpha_.data(), y_.data(),
             pool);
-  if (regroup && d.v_heads_tiled)
-    rows([&](int64_t i, int thread) {
+}
+
+void CpuDeltaNetLayer::output(const ModelConfig& c, const LayerWeights& L, int64_t n, float* out,
+                              ThreadPool& pool) {
+  const DeltaNetConfig& d = c.deltanet;
+  const int64_t Z = int64_t{d.n_v_heads} * d.d_v;
+  if (layers::deltanet_needs_regroup(d) && d.v_heads_tiled)
+    for_rows(pool, n, Z, [&](int64_t i, int thread) {
       layers::deltanet_ungroup_output(d, &y_[i * Z], &tmp_[thread * Z]);
     });
   kernels::matmul(L.ssm_out, y_.data(), n, out, &pool);

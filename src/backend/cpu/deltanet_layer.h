@@ -14,13 +14,19 @@ namespace loom {
 
 class CpuDeltaNetLayer {
  public:
-  // n rows of the batch: xn (n, E) gets each row's normed input from norm_row (run inside the
-  // projections' activation pass); out (n, E) gets the layer's output.
-  void run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b, CpuKvCache& kv,
-           float* xn, const kernels::RowFill& norm_row, float* out, ThreadPool& pool);
+  // A layer over the batch's n rows in three phases (timed apart by the forward pass):
+  // project: xn (n, E) gets each row's normed input from norm_row (run inside the projections'
+  // activation pass), then the rows' q/k/v, z, b and a in the step's order;
+  // step: the Gated DeltaNet step over them (each sequence's state slot read and updated);
+  // output: ssm_out of the step's outputs into out (n, E).
+  void project(const ModelConfig& c, const LayerWeights& L, int64_t n, float* xn,
+               const kernels::RowFill& norm_row, ThreadPool& pool);
+  void step(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b, CpuKvCache& kv,
+            ThreadPool& pool);
+  void output(const ModelConfig& c, const LayerWeights& L, int64_t n, float* out, ThreadPool& pool);
 
   uint64_t scratch_bytes() const;  // as allocated now
-  // What run() allocates for a step of `rows` rows (0 for a model without recurrent layers).
+  // What the phases allocate for a step of `rows` rows (0 for a model without recurrent layers).
   static uint64_t scratch_bytes_for(const ModelConfig& c, int64_t rows, int n_threads);
 
  private:
