@@ -77,6 +77,7 @@ int cmd_eval(int argc, char** argv) {
   for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
   Batch b;
   b.sequences.push_back({table.data(), n_blocks, 0, n, 0});
+  if ((*kv)->num_state_slots() > 0) b.sequences[0].state_slot = 0;  // a hybrid's recurrent state
   for (int32_t i = 0; i < n; ++i) {
     b.tokens.push_back(tokens[i]);
     b.pos.push_back(i);

@@ -283,7 +283,8 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
     if (kv_manager_->recurrent()) {
       bs.state_slot = kv_manager_->state_slot(r.seq_id);
       const size_t first = snapshots_.size();
-      kv_manager_->plan_snapshots(r.seq_id, r.num_computed_tokens, s.num_new, snapshots_);
+      kv_manager_->plan_snapshots(r.seq_id, r.num_computed_tokens, s.num_new, r.num_tokens(),
+                                  snapshots_);
       for (size_t k = first; k < snapshots_.size(); ++k)
         batch_.state_snapshots.push_back({seq_index, snapshots_[k].n_tokens, snapshots_[k].slot});
     }

@@ -154,15 +154,16 @@ std::vector<StateRestore> KvCoordinator::take_state_restores() {
 }
 
 void KvCoordinator::plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new,
-                                   std::vector<PlannedSnapshot>& out) {
+                                   int32_t num_tokens, std::vector<PlannedSnapshot>& out) {
   if (!recurrent() || !caching_ || states_.max_snapshots() == 0) return;
   const std::vector<BlockHash>& hashes = seqs_.at(seq);
   const int64_t first = num_computed / block_size_ + 1;  // block boundaries in the step
   const int64_t last =
       std::min<int64_t>((static_cast<int64_t>(num_computed) + num_new) / block_size_,
                         static_cast<int64_t>(hashes.size()));
+  const int64_t prompt_end = (static_cast<int64_t>(num_tokens) - 1) / block_size_;
   for (int64_t b = first; b <= last; ++b) {
-    const bool on_grid = b % snapshot_every_ == 0;
+    const bool on_grid = b % snapshot_every_ == 0 || b == prompt_end;
     if (!on_grid && b != last) continue;
     const BlockHash& h = hashes[b - 1];
     const int32_t slot = states_.add_snapshot(h);

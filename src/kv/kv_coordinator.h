@@ -123,11 +123,13 @@ class KvCoordinator {
   int32_t state_slot(int64_t seq) const { return states_.slot_of(seq); }
   // The snapshot copies queued by allocate_slots since the last call (for the next forward).
   std::vector<StateRestore> take_state_restores();
-  // Snapshots sequence `seq` takes in a step computing tokens (num_computed, num_computed +
-  // num_new]: at every snapshot_every_blocks-th block boundary and at the step's last one,
-  // registered now under the blocks' hashes (call after allocate_slots; prefix caching on).
-  // The sequence's previous newest snapshot, if off the every-N grid, is dropped.
-  void plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new,
+  // Snapshots sequence `seq` (num_tokens known tokens) takes in a step computing tokens
+  // (num_computed, num_computed + num_new]: at every snapshot_every_blocks-th block boundary,
+  // at the last boundary before its last known token (what the same prompt sent again can
+  // resume from: a hit always leaves one token to compute) and at the step's last boundary
+  // (its newest state; the previous newest one, if none of the others, is dropped). Registered
+  // now under the blocks' hashes (call after allocate_slots; prefix caching on).
+  void plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new, int32_t num_tokens,
                       std::vector<PlannedSnapshot>& out);
   // Forgets snapshots whose forward pass did not run (it failed).
   void drop_snapshots(std::span<const PlannedSnapshot> snaps);

@@ -40,7 +40,8 @@ enum class KvBackend { kCpu };
 // sequence is decided by the engine's block pool; this class only holds the memory.
 class KvCache {
  public:
-  // One group: every layer's K/V in num_blocks blocks.
+  // One group: every layer's K/V in num_blocks blocks (and, for a model with recurrent layers,
+  // one state slot: one sequence's, slot 0).
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, int32_t num_blocks,
                                                  int32_t block_size, Dtype dtype);
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvLayout& layout,

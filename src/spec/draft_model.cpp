@@ -23,6 +23,9 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(std::uniq
     return invalid_argument("the draft model's vocabulary has " + std::to_string(c.n_vocab) +
                             " tokens but the target's has " + std::to_string(target_vocab) +
                             "; a draft model must share the target's vocabulary");
+  if (KvCache::state_bytes_per_slot(c) > 0)
+    return unsupported("a draft model with recurrent layers (" + c.arch +
+                       ") is not supported: its state cannot take back rejected proposals");
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
   LOOM_ASSIGN_OR_RETURN(p->kv_, KvCache::create(c, num_blocks, block_size, kv_dtype));
   p->kv_bytes_ =

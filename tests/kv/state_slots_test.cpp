@@ -90,7 +90,7 @@ TEST(KvCoordinatorStates, SnapshotsOnTheGridAndAtTheNewestBoundary) {
     const int32_t n = std::min(64, 150 - done);
     ASSERT_TRUE(kv.allocate_slots(7, t, done, n, 0));
     std::vector<PlannedSnapshot> snaps;
-    kv.plan_snapshots(7, done, n, snaps);
+    kv.plan_snapshots(7, done, n, 200, snaps);
     for (const PlannedSnapshot& s : snaps) {
       EXPECT_EQ(s.n_tokens % kBs, 0);
       EXPECT_GT(s.n_tokens, done);
@@ -134,22 +134,39 @@ TEST(KvCoordinatorStates, DecodeKeepsOneNewestSnapshotPerSequence) {
   const auto t = random_tokens(300, 2);
   ASSERT_TRUE(kv.allocate_slots(1, t, 0, 20, 0));
   std::vector<PlannedSnapshot> snaps;
-  kv.plan_snapshots(1, 0, 20, snaps);
+  kv.plan_snapshots(1, 0, 20, 20, snaps);
   for (int32_t c = 20; c < 120; ++c) {
     ASSERT_TRUE(kv.allocate_slots(1, t, c, 1, 0));
-    kv.plan_snapshots(1, c, 1, snaps);
+    kv.plan_snapshots(1, c, 1, c + 1, snaps);
   }
-  // Boundaries 16, 32, ..., 112 were each the newest once; only the last is kept.
+  // 16 is the prompt's last boundary before its last token (kept); 32, ..., 112 were each the
+  // newest once, and only the last of them is kept.
   EXPECT_EQ(snaps.size(), 7u);
+  EXPECT_EQ(snaps.front().n_tokens, 16);
   EXPECT_EQ(snaps.back().n_tokens, 112);
-  EXPECT_EQ(kv.states().num_snapshots(), 1);
+  EXPECT_EQ(kv.states().num_snapshots(), 2);
   EXPECT_EQ(kv.find_cached_prefix(t, 0).num_tokens, 112);
   // A failed forward pass: the snapshots it would have written are forgotten.
   kv.drop_snapshots(std::span<const PlannedSnapshot>(&snaps.back(), 1));
-  EXPECT_EQ(kv.states().num_snapshots(), 0);
-  EXPECT_EQ(kv.find_cached_prefix(t, 0).num_tokens, 0);
+  EXPECT_EQ(kv.states().num_snapshots(), 1);
+  EXPECT_EQ(kv.find_cached_prefix(t, 0).num_tokens, 16);
   kv.free(1);
   EXPECT_EQ(kv.check_drained(), "");
+}
+
+// The same prompt sent twice: a hit leaves its last token to compute, so it can only resume
+// from the last boundary before that token, which the first request's prefill snapshots.
+TEST(KvCoordinatorStates, TheSamePromptAgainResumesBeforeItsLastToken) {
+  KvCoordinator kv = hybrid(64, 2, 8, /*every=*/100);
+  const auto t = random_tokens(80, 4);
+  ASSERT_TRUE(kv.allocate_slots(1, t, 0, 80, 0));
+  std::vector<PlannedSnapshot> snaps;
+  kv.plan_snapshots(1, 0, 80, 80, snaps);
+  ASSERT_EQ(snaps.size(), 2u);
+  EXPECT_EQ(snaps[0].n_tokens, 64);
+  EXPECT_EQ(snaps[1].n_tokens, 80);
+  kv.free(1);
+  EXPECT_EQ(kv.find_cached_prefix(t, 0).num_tokens, 64);
 }
 
 TEST(KvCoordinatorStates, WithoutPrefixCachingNoSnapshotsAndNoHits) {
@@ -157,7 +174,7 @@ TEST(KvCoordinatorStates, WithoutPrefixCachingNoSnapshotsAndNoHits) {
   const auto t = random_tokens(100, 3);
   ASSERT_TRUE(kv.allocate_slots(1, t, 0, 64, 0));
   std::vector<PlannedSnapshot> snaps;
-  kv.plan_snapshots(1, 0, 64, snaps);
+  kv.plan_snapshots(1, 0, 64, 100, snaps);
   EXPECT_TRUE(snaps.empty());
   EXPECT_EQ(kv.find_cached_prefix(t, 0).num_tokens, 0);
   // Two live sequences fit, a third finds no slot and allocates nothing.

@@ -52,7 +52,9 @@ uint64_t KvCache::state_bytes_per_slot(const ModelConfig& c) {
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
                                                  int32_t block_size, Dtype dtype) {
-  return create(config, KvLayout::single(config.n_layer, num_blocks), block_size, dtype);
+  KvLayout layout = KvLayout::single(config.n_layer, num_blocks);
+  if (state_bytes_per_slot(config) > 0) layout.num_state_slots = 1;
+  return create(config, layout, block_size, dtype);
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvLayout& layout,
