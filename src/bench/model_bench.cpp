@@ -59,20 +59,27 @@ void recurrent_state_bytes(const ModelConfig& c, ModelBenchResult& res) {
   res.state_written = static_cast<uint64_t>(layers * written) * sizeof(float);
 }
 
-// One sequence in blocks [0, n_blocks): the whole prompt in one forward pass.
+// One sequence in blocks [0, n_blocks): the prompt in forward passes of `ubatch` tokens (0:
+// the whole prompt in one), the last one's last row with logits.
 Status prefill(Model& m, KvCache& kv, const std::vector<int32_t>& table,
-               const std::vector<int32_t>& tokens, std::vector<float>& logits) {
-  Batch b;
+               const std::vector<int32_t>& tokens, std::vector<float>& logits, int32_t ubatch = 0) {
   const int32_t n = static_cast<int32_t>(tokens.size());
-  b.tokens = tokens;
-  for (int32_t i = 0; i < n; ++i) {
-    b.pos.push_back(i);
-    b.seq.push_back(0);
+  const int32_t step = ubatch > 0 ? ubatch : n;
+  Batch b;
+  for (int32_t start = 0; start < n; start += step) {
+    const int32_t len = std::min(step, n - start);
+    b.clear();
+    b.tokens.assign(tokens.begin() + start, tokens.begin() + start + len);
+    for (int32_t i = 0; i < len; ++i) {
+      b.pos.push_back(start + i);
+      b.seq.push_back(0);
+    }
+    b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), start, len, 0});
+    b.sequences[0].state_slot = recurrent_slot(kv, table);
+    if (start + len == n) b.logits_rows = {len - 1};
+    LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
   }
-  b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), 0, n, 0});
-  b.sequences[0].state_slot = recurrent_slot(kv, table);
-  b.logits_rows = {n - 1};
-  return m.forward(b, kv, logits.data());
+  return Status::ok();
 }
 
 // n single-token steps after `depth` tokens in the cache, each reading all weights once.
@@ -266,12 +273,13 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_prompt > 0) {
     ModelBenchRow row;
     row.test = "pp" + std::to_string(o.n_prompt);
+    if (o.ubatch > 0) row.test += " ub" + std::to_string(o.ubatch);
     row.n_prompt = o.n_prompt;
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_prompt);
       model->set_profile(o.profile && r >= 0 ? &row.profile : nullptr);
       const auto t0 = Clock::now();
-      LOOM_RETURN_IF_ERROR(prefill(*model, *kv, table, toks, logits));
+      LOOM_RETURN_IF_ERROR(prefill(*model, *kv, table, toks, logits, o.ubatch));
       if (r >= 0) row.samples_ts.push_back(o.n_prompt / seconds_since(t0));
     }
     mean_sd(row);
@@ -554,6 +562,11 @@ int model_main(int argc, char** argv) {
   app.add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or synth:PRESET[:TYPE]");
   std::string hf_repo;
   hub::add_hf_option(app, &hf_repo);
+  app.add_option("--ubatch-size,--ub", o.ubatch,
+                 "tokens per forward pass of the prefill test (0 = the whole prompt in one; 1 = "
+                 "token by token, as a decode loop would)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "prompt tokens of the prefill test (0 = skip)")
       ->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "tokens of the generation test (0 = skip)")

@@ -20,6 +20,8 @@ namespace loom::bench {
 struct ModelBenchOptions {
   std::string model;
   int32_t n_prompt = 512;  // 0 = skip the prefill test
+  int32_t ubatch = 0;      // tokens per forward pass of the prefill test; 0 = all (pp512 ub1:
+                           // token by token, a hybrid's recurrence one step at a time)
   int32_t n_gen = 128;     // 0 = skip the generation test
   int32_t n_depth = 0;     // tokens already in each sequence's cache when generation starts
                            // (prefilled, not timed; llama-bench -d): tgN @ dD
