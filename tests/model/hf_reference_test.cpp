@@ -18,6 +18,7 @@
 #include "kernels/quant.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
+#include "model/hf_cases.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "tools/convert.h"
@@ -25,41 +26,10 @@
 namespace loom {
 namespace {
 
-std::string fixture(const std::string& arch) {
-  return std::string(LOOM_TEST_DATA) + "/hf_reference/" + arch;
-}
-
-struct HfCase {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // [n][vocab]
-  std::vector<int32_t> greedy;
-};
-
-std::vector<HfCase> read_cases(const std::string& dir) {
-  std::ifstream in(dir + "/cases.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  std::vector<HfCase> out;
-  for (const auto& c : j["cases"]) {
-    HfCase hc;
-    hc.tokens = c["tokens"].get<std::vector<int32_t>>();
-    hc.greedy = c["greedy_16"].get<std::vector<int32_t>>();
-    const int64_t n = c["shape"][0].get<int64_t>() * c["shape"][1].get<int64_t>();
-    hc.logits.resize(n);
-    std::ifstream lf(dir + "/" + c["logits_file"].get<std::string>(), std::ios::binary);
-    lf.read(reinterpret_cast<char*>(hc.logits.data()), n * 4);
-    EXPECT_EQ(lf.gcount(), n * 4);
-    out.push_back(std::move(hc));
-  }
-  return out;
-}
-
-// Relative error per row: max over rows of max|a-b| / max|b| within the row.
-double row_rel_err(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-  double worst = 0;
-  for (size_t r = 0; r * vocab < b.size(); ++r)
-    worst = std::max(worst, test::rel_err(&a[r * vocab], &b[r * vocab], vocab));
-  return worst;
-}
+using test::fixture;
+using test::HfCase;
+using test::read_cases;
+using test::row_rel_err;
 
 void check_model(Model& m, const std::string& dir) {
   const int32_t V = m.config().n_vocab;

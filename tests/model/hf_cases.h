@@ -1,0 +1,54 @@
+// The Hugging Face reference fixtures (tests/data/hf_reference/<arch>: a tiny model saved by
+// transformers, its logits for three token sequences and its greedy continuations), read the
+// same way by every test that checks a family against them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/tiny_model.h"
+
+namespace loom::test {
+
+inline std::string fixture(const std::string& arch) {
+  return std::string(LOOM_TEST_DATA) + "/hf_reference/" + arch;
+}
+
+struct HfCase {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [n][vocab]
+  std::vector<int32_t> greedy;
+};
+
+inline std::vector<HfCase> read_cases(const std::string& dir) {
+  std::ifstream in(dir + "/cases.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<HfCase> out;
+  for (const auto& c : j["cases"]) {
+    HfCase hc;
+    hc.tokens = c["tokens"].get<std::vector<int32_t>>();
+    hc.greedy = c["greedy_16"].get<std::vector<int32_t>>();
+    const int64_t n = c["shape"][0].get<int64_t>() * c["shape"][1].get<int64_t>();
+    hc.logits.resize(n);
+    std::ifstream lf(dir + "/" + c["logits_file"].get<std::string>(), std::ios::binary);
+    lf.read(reinterpret_cast<char*>(hc.logits.data()), n * 4);
+    EXPECT_EQ(lf.gcount(), n * 4);
+    out.push_back(std::move(hc));
+  }
+  return out;
+}
+
+// Relative error per row: max over rows of max|a-b| / max|b| within the row.
+inline double row_rel_err(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  double worst = 0;
+  for (size_t r = 0; r * vocab < b.size(); ++r)
+    worst = std::max(worst, rel_err(&a[r * vocab], &b[r * vocab], vocab));
+  return worst;
+}
+
+}  // namespace loom::test
