@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "model/tiny_model.h"
 
 namespace loom::test {
@@ -49,6 +50,37 @@ inline double row_rel_err(const std::vector<float>& a, const std::vector<float>&
   for (size_t r = 0; r * vocab < b.size(); ++r)
     worst = std::max(worst, rel_err(&a[r * vocab], &b[r * vocab], vocab));
   return worst;
+}
+
+// Greedy continuation of `prompt` for n tokens as transformers' generate does it: the prompt in
+// one step, then one token per step from the cache (blocks 0..3 of `kv`, state slot 0 for a
+// model with recurrent layers).
+inline std::vector<int32_t> greedy_continuation(Model& m, KvCache& kv,
+                                                const std::vector<int32_t>& prompt, int n) {
+  const int32_t V = m.config().n_vocab;
+  std::vector<int32_t> table = {0, 1, 2, 3};
+  std::vector<float> logits(V);
+  std::vector<int32_t> seq = prompt, out;
+  int32_t done = 0;
+  for (int step = 0; step < n; ++step) {
+    Batch b;
+    const int32_t n_new = static_cast<int32_t>(seq.size()) - done;
+    b.sequences.push_back({table.data(), 4, done, n_new, 0});
+    if (kv.num_state_slots() > 0) b.sequences[0].state_slot = 0;
+    for (int32_t i = 0; i < n_new; ++i) {
+      b.tokens.push_back(seq[done + i]);
+      b.pos.push_back(done + i);
+      b.seq.push_back(0);
+    }
+    b.logits_rows = {n_new - 1};
+    const Status st = m.forward(b, kv, logits.data());
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    if (!st.is_ok()) break;
+    done = static_cast<int32_t>(seq.size());
+    out.push_back(argmax(logits.data(), V));
+    seq.push_back(out.back());
+  }
+  return out;
 }
 
 }  // namespace loom::test

@@ -41,35 +41,9 @@ struct Converted {
   Status status;
 };
 
-// The CPU model's logits for `tokens` in steps of `chunk` rows, one sequence in state slot 0.
-Result<std::vector<float>> run_hybrid(Model& m, KvCache& kv, const std::vector<int32_t>& tokens,
-                                      int chunk) {
-  const int32_t V = m.config().n_vocab;
-  const int32_t n = static_cast<int32_t>(tokens.size());
-  std::vector<int32_t> table((n + kv.block_size() - 1) / kv.block_size());
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  std::vector<float> out(static_cast<size_t>(n) * V);
-  for (int32_t start = 0; start < n; start += chunk) {
-    const int32_t len = std::min(chunk, n - start);
-    Batch b;
-    BatchSequence s{table.data(), static_cast<int32_t>(table.size()), start, len, 0};
-    s.state_slot = 0;
-    b.sequences.push_back(s);
-    for (int32_t i = 0; i < len; ++i) {
-      b.tokens.push_back(tokens[start + i]);
-      b.pos.push_back(start + i);
-      b.seq.push_back(0);
-      b.logits_rows.push_back(i);
-    }
-    LOOM_RETURN_IF_ERROR(m.forward(b, kv, &out[static_cast<size_t>(start) * V]));
-  }
-  return out;
-}
-
-std::unique_ptr<KvCache> hybrid_cache(const ModelConfig& c, int32_t blocks) {
-  KvLayout layout = KvLayout::single(c.n_layer, blocks);
-  layout.num_state_slots = 2;
-  return KvCache::create(c, layout, 16, Dtype::kF32).value();
+// One sequence's cache: 4 blocks of 16 and, the model being a hybrid, one state slot.
+std::unique_ptr<KvCache> hybrid_cache(const ModelConfig& c) {
+  return KvCache::create(c, 4, 16, Dtype::kF32).value();
 }
 
 // Every case within `tol` of transformers' logits (in one step and in chunks of 5 rows), and
@@ -81,35 +55,15 @@ void check_model(Model& m, const std::string& dir, double tol) {
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const HfCase& c = cases[ci];
     for (int chunk : {64, 5}) {
-      auto kv = hybrid_cache(m.config(), 4);
-      auto got = run_hybrid(m, *kv, c.tokens, chunk);
+      auto kv = hybrid_cache(m.config());
+      auto got = test::run_sequence(m, *kv, c.tokens, chunk);
       ASSERT_TRUE(got.is_ok()) << got.status().message();
       const double err = row_rel_err(*got, c.logits, V);
       EXPECT_LT(err, tol) << dir << " case " << ci << " chunk " << chunk;
       std::printf("  %s case %zu chunk %d: row rel err %.3g\n", dir.c_str(), ci, chunk, err);
     }
-    auto kv = hybrid_cache(m.config(), 4);
-    std::vector<int32_t> table = {0, 1, 2, 3};
-    std::vector<float> logits(V);
-    std::vector<int32_t> seq = c.tokens, out;
-    int32_t done = 0;
-    for (int step = 0; step < 16; ++step) {
-      Batch b;
-      const int32_t n_new = static_cast<int32_t>(seq.size()) - done;
-      BatchSequence s{table.data(), 4, done, n_new, 0};
-      s.state_slot = 1;
-      b.sequences.push_back(s);
-      for (int32_t i = 0; i < n_new; ++i) {
-        b.tokens.push_back(seq[done + i]);
-        b.pos.push_back(done + i);
-        b.seq.push_back(0);
-      }
-      b.logits_rows = {n_new - 1};
-      ASSERT_TRUE(m.forward(b, *kv, logits.data()).is_ok());
-      done = static_cast<int32_t>(seq.size());
-      out.push_back(test::argmax(logits.data(), V));
-      seq.push_back(out.back());
-    }
+    auto kv = hybrid_cache(m.config());
+    const std::vector<int32_t> out = test::greedy_continuation(m, *kv, c.tokens, 16);
     EXPECT_EQ(out, c.greedy) << dir << " case " << ci;
   }
 }
@@ -157,8 +111,8 @@ TEST_P(HfHybrid, ConvertedQ8_0GgufIsCloseToTransformers) {
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   const int64_t V = (*m)->config().n_vocab;
   for (const HfCase& c : read_cases(fixture(GetParam()))) {
-    auto kv = hybrid_cache((*m)->config(), 4);
-    auto got = run_hybrid(**m, *kv, c.tokens, 64);
+    auto kv = hybrid_cache((*m)->config());
+    auto got = test::run_sequence(**m, *kv, c.tokens, 64);
     ASSERT_TRUE(got.is_ok()) << got.status().message();
     const double err = row_rel_err(*got, c.logits, V);
     int close = 0, rows = 0;

@@ -52,25 +52,7 @@ void check_model(Model& m, const std::string& dir) {
       continue;
     }
     // Greedy: prompt in one step, then one token per step from the KV cache.
-    std::vector<int32_t> table = {0, 1, 2, 3};
-    std::vector<float> logits(V);
-    std::vector<int32_t> seq = c.tokens, out;
-    int32_t done = 0;
-    for (int step = 0; step < 16; ++step) {
-      Batch b;
-      const int32_t n_new = static_cast<int32_t>(seq.size()) - done;
-      b.sequences.push_back({table.data(), 4, done, n_new, 0});
-      for (int32_t i = 0; i < n_new; ++i) {
-        b.tokens.push_back(seq[done + i]);
-        b.pos.push_back(done + i);
-        b.seq.push_back(0);
-      }
-      b.logits_rows = {n_new - 1};
-      ASSERT_TRUE(m.forward(b, *kv, logits.data()).is_ok());
-      done = static_cast<int32_t>(seq.size());
-      out.push_back(test::argmax(logits.data(), V));
-      seq.push_back(out.back());
-    }
+    const std::vector<int32_t> out = test::greedy_continuation(m, *kv, c.tokens, 16);
     EXPECT_EQ(out, c.greedy) << dir << " case " << ci;
   }
 }

@@ -24,7 +24,7 @@ struct TinySpec {
   bool tied = false;
   bool qkv_bias = false, qk_norm = false;
   float rope_theta = 10000.0f;
-  float llama3_factor = 0.0f;   // > 0: write llama3 rope scaling keys
+  float llama3_factor = 0.0f;  // > 0: write llama3 rope scaling keys
   bool rope_freqs_tensor = false;
   uint64_t seed = 1;
 };
@@ -36,7 +36,7 @@ inline TinySpec tiny_spec(const std::string& arch, Dtype type = Dtype::kF32) {
   s.qkv_bias = arch == "qwen2";
   s.qk_norm = arch == "qwen3";
   if (arch == "qwen3") s.head_dim = 32, s.tied = true;  // head_dim != n_embd / n_head
-  if (dtype_info(type).block_size == 256) {  // K-quants need rows of 256
+  if (dtype_info(type).block_size == 256) {             // K-quants need rows of 256
     s.n_embd = 256, s.n_head = 4, s.head_dim = 64, s.n_ff = 256;
   }
   return s;
@@ -142,9 +142,11 @@ inline int32_t argmax(const float* x, int64_t n) {
 }
 
 // Runs one sequence through the model in chunks (each chunk one forward call), using blocks
-// [first_block, first_block + n_blocks) of `kv` in order; returns logits for every position.
-inline Result<std::vector<float>> run_sequence(Model& m, KvCache& kv, const std::vector<int32_t>& tokens,
-                                               int chunk, int32_t first_block = 0) {
+// [first_block, first_block + n_blocks) of `kv` in order (and, for a model with recurrent
+// layers, the cache's state slot 0); returns logits for every position.
+inline Result<std::vector<float>> run_sequence(Model& m, KvCache& kv,
+                                               const std::vector<int32_t>& tokens, int chunk,
+                                               int32_t first_block = 0) {
   const int32_t V = m.config().n_vocab;
   const int32_t n = static_cast<int32_t>(tokens.size());
   std::vector<int32_t> table((n + kv.block_size() - 1) / kv.block_size());
@@ -154,6 +156,7 @@ inline Result<std::vector<float>> run_sequence(Model& m, KvCache& kv, const std:
     const int32_t len = std::min(chunk, n - start);
     Batch b;
     b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), start, len, 0});
+    if (kv.num_state_slots() > 0) b.sequences[0].state_slot = 0;
     for (int32_t i = 0; i < len; ++i) {
       b.tokens.push_back(tokens[start + i]);
       b.pos.push_back(start + i);
