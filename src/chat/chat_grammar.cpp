@@ -383,9 +383,11 @@ Result<std::string> build_chat_grammar(const ChatGrammarRequest& req) {
       answer = b.add_rule("answer", calls + " | \"\" | [^{ \\t\\n\\r] " + any);
     } else {
       // Free text; a call, once its opener appears, is constrained; then free text again.
+      // Without parallel_tool_calls the calls come once (`calls` is then a single call).
       LOOM_ASSIGN_OR_RETURN(std::string text,
                             structured::add_text_without(b, {call_trigger(f)}, "text"));
-      answer = b.add_rule("answer", text + " ( " + calls + " " + text + " )*");
+      answer =
+          b.add_rule("answer", text + " ( " + calls + " " + text + " )" + (several ? "*" : "?"));
     }
   }
   seq += (seq.empty() ? "" : " ") + answer;

@@ -429,11 +429,19 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
     g.tools = tools.tools;
     g.function_name = tools.function_name;
     g.parallel_tool_calls = tools.parallel_tool_calls;
-    if (tools.mode != ToolMode::kNone && !answer.gbnf.empty())
-      return bad_request(
-          answer.field + " cannot be combined with tool calls; set tool_choice to 'none' or drop " +
-              answer.field,
-          answer.field);
+    // A format for the answer and tools together, as OpenAI takes them: under "auto" the turn
+    // is either an answer in that format or calls (chat_grammar: answer-root | calls); under
+    // "required" or a named function it is calls, and the format waits for the answer after
+    // the tool results. llama3_json's calls are bare JSON objects, which a JSON answer could
+    // not be told apart from.
+    if (tools.mode == ToolMode::kAuto && !answer.gbnf.empty() &&
+        g.format.tools == chat::ToolCallFormat::kLlama3Json)
+      return bad_request(answer.field +
+                             " cannot be combined with tool_choice 'auto' for this model: its "
+                             "tool calls are bare JSON (llama3_json), indistinguishable from a "
+                             "JSON answer; set tool_choice to 'none' or 'required', or drop " +
+                             answer.field,
+                         answer.field);
     out.format = g.format;
     out.tools_enabled = tools.mode != ToolMode::kNone;
     out.starts_in_reasoning = g.starts_in_reasoning;

@@ -1,6 +1,7 @@
 // FieldReader implementation.
 #include "server/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace loom::server {
@@ -32,6 +33,7 @@ bool json_to_int(const Json& v, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 const Json* FieldReader::raw(const char* key) const {
+  if (std::find(read_.begin(), read_.end(), key) == read_.end()) read_.emplace_back(key);
   auto it = obj_.find(key);
   if (it == obj_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -153,6 +155,17 @@ const Json* FieldReader::opt_array(const char* key) {
     return nullptr;
   }
   return v;
+}
+
+std::optional<ApiError> FieldReader::unread_field_error(const std::string& route) const {
+  for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+    if (it->is_null() || std::find(read_.begin(), read_.end(), it.key()) != read_.end()) continue;
+    return bad_request("unknown field '" + it.key() + "': " + route +
+                           " does not take it (remove it; " +
+                           "docs/server.md lists the fields loom supports)",
+                       it.key());
+  }
+  return std::nullopt;
 }
 
 }  // namespace loom::server

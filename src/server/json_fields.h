@@ -1,15 +1,16 @@
 // FieldReader: typed, range-aware reads of optional request fields with OpenAI/pydantic-like
 // leniency (an integral float such as 5.0 is an int; null means "not given") and the first
 // error remembered as an ApiError naming the field. Routes read every field they know, then
-// check error() once; unknown fields are simply never read.
+// check error() once, and unread_field_error() for what the request holds that no read asked
+// for: a field loom does not know, or one this route does not take, is a 400 naming it rather
+// than silently ignored.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 
@@ -34,18 +35,25 @@ class FieldReader {
   std::optional<std::vector<int32_t>> opt_int_list(const char* key);
   const Json* opt_object(const char* key);
   const Json* opt_array(const char* key);
-  const Json* raw(const char* key) const;  // present and not null
+  const Json* raw(const char* key) const;  // present and not null; marks the key as read
+
+  // A 400 naming the first field of the object that is not null and that no read above asked
+  // for ("route" says where, e.g. "/v1/completions"); nullopt when every field was read.
+  std::optional<ApiError> unread_field_error(const std::string& route) const;
 
   void fail(ApiError e) {
     if (!error_) error_ = std::move(e);
   }
-  void fail(std::string message, std::string param) { fail(bad_request(std::move(message), std::move(param))); }
+  void fail(std::string message, std::string param) {
+    fail(bad_request(std::move(message), std::move(param)));
+  }
   bool ok() const { return !error_.has_value(); }
   const std::optional<ApiError>& error() const { return error_; }
 
  private:
   const Json& obj_;
   std::optional<ApiError> error_;
+  mutable std::vector<std::string> read_;  // keys asked for, present or not
 };
 
 // An integral JSON number in [lo, hi] (integral floats accepted); false if not.

@@ -25,6 +25,26 @@ std::vector<int32_t> encode(const ServerContext& ctx, const std::string& text, b
   return ctx.tokenizer->encode(text, add_special, /*parse_special=*/true);
 }
 
+// Fields OpenAI's SDKs and agent frameworks send that change nothing loom computes: read (and
+// type-checked) so that unread_field_error() lets them through, refused where a value would
+// ask for something loom does not do.
+void read_no_effect_fields(FieldReader& r) {
+  r.opt_string("prompt_cache_key");   // a routing hint; loom's prefix cache needs no key
+  r.opt_string("safety_identifier");  // an end-user id for abuse monitoring, like `user`
+  r.opt_object("metadata");           // tags for stored completions
+  if (r.opt_bool("store").value_or(false))
+    r.fail("store: true is not supported (loom keeps no stored chat completions)", "store");
+  if (auto tier = r.opt_string("service_tier"); tier && *tier != "auto" && *tier != "default")
+    r.fail("service_tier '" + *tier + "' is not supported (loom has one tier: auto or default)",
+           "service_tier");
+  if (const Json* m = r.opt_array("modalities"))
+    for (const Json& x : *m)
+      if (x != "text") {
+        r.fail("modalities: loom generates text only, got " + x.dump(), "modalities");
+        break;
+      }
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_json_object(const std::string& body, Json* out) {
@@ -112,6 +132,7 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
     if (auto v = sr.opt_bool("include_usage")) spec->include_usage = *v;
     sr.opt_bool("continuous_usage_stats");
     if (!sr.ok()) r.fail(*sr.error());
+    if (auto e = sr.unread_field_error("stream_options")) r.fail(std::move(*e));
   }
   (void)ctx;
 }
@@ -248,6 +269,9 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   if (auto e = read_answer_constraint(r, &answer)) return e;
 
   const Json* prompt = r.raw("prompt");
+  read_no_effect_fields(r);
+  if (!r.ok()) return to_error(r);
+  if (auto e = r.unread_field_error("/v1/completions")) return e;
   if (!prompt) return bad_request("prompt is required", "prompt");
   auto need_tokenizer = [&]() -> std::optional<ApiError> {
     if (!ctx.tokenizer)
@@ -340,6 +364,9 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   ToolsRequest tools;
   if (auto e = read_openai_tools(r, &tools)) return e;
   const Json* messages = r.raw("messages");
+  read_no_effect_fields(r);
+  if (!r.ok()) return to_error(r);
+  if (auto e = r.unread_field_error("/v1/chat/completions")) return e;
   if (!messages) return bad_request("messages is required", "messages");
   Json norm;
   if (auto e = normalize_messages(*messages, &norm, "messages")) return e;

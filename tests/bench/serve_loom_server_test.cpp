@@ -3,6 +3,9 @@
 // server's own usage and /metrics counters.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <set>
+
 #include "bench/random_dataset.h"
 #include "bench/serve.h"
 #include "loom/engine.h"
@@ -19,7 +22,8 @@ class ServeLoom : public ::testing::Test {
     so.served_model_name = "tiny";
     so.model_path = "synth:tiny";
     so.io_threads = 2;
-    so.chat_template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}<|assistant|>";
+    so.chat_template =
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}<|assistant|>";
     auto s = server::Server::start(so);
     ASSERT_TRUE(s.is_ok()) << s.status().message();
     EngineConfig ec;
@@ -55,11 +59,28 @@ TEST_F(ServeLoom, CountsMatchServerUsageAndMetrics) {
   auto r = run_serve(o);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   const auto& j = *r;
-  for (const char* k : {"duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-                        "request_throughput", "output_throughput", "total_token_throughput",
-                        "max_output_tokens_per_s", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
-                        "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "input_lens", "output_lens",
-                        "ttfts", "itls", "errors"})
+  for (const char* k : {"duration",
+                        "completed",
+                        "failed",
+                        "total_input_tokens",
+                        "total_output_tokens",
+                        "request_throughput",
+                        "output_throughput",
+                        "total_token_throughput",
+                        "max_output_tokens_per_s",
+                        "mean_ttft_ms",
+                        "median_ttft_ms",
+                        "std_ttft_ms",
+                        "p99_ttft_ms",
+                        "mean_tpot_ms",
+                        "p99_tpot_ms",
+                        "mean_itl_ms",
+                        "p99_itl_ms",
+                        "input_lens",
+                        "output_lens",
+                        "ttfts",
+                        "itls",
+                        "errors"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["completed"].get<int>() + j["failed"].get<int>(), 8);
   EXPECT_EQ(j["failed"], 0) << j["errors"].dump();
@@ -109,6 +130,31 @@ TEST_F(ServeLoom, FreshSeedPerLevelDefeatsPrefixCacheUnlessAsked) {
   auto shared = run_serve(o, 5);
   ASSERT_TRUE(shared.is_ok()) << shared.status().message();
   EXPECT_GT((*shared)["server_prefix_cache_hits"].get<int64_t>(), 0);
+}
+
+// --json-schema-per-request: request i carries its own schema, whose property names hold i,
+// and the server follows it: every text opens with one of its own request's properties.
+TEST_F(ServeLoom, JsonSchemaPerRequestIsSentAndFollowed) {
+  for (const char* endpoint : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(endpoint);
+    ServeOptions o = options();
+    o.endpoint = endpoint;
+    o.output_len = 24;
+    o.json_schema_per_request = true;
+    auto r = run_serve(o);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    ASSERT_EQ((*r)["completed"], 8) << (*r)["errors"].dump();
+    EXPECT_TRUE((*r)["json_schema_per_request"].get<bool>());
+    std::set<int> seen;
+    static const std::regex kOpen(R"re(^\{"(title|count|tags|kind)_([0-9]+)":)re");
+    for (const auto& t : (*r)["generated_texts"]) {
+      std::smatch m;
+      const std::string text = t.get<std::string>();
+      ASSERT_TRUE(std::regex_search(text, m, kOpen)) << text;
+      seen.insert(std::stoi(m[2].str()));
+    }
+    EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  }
 }
 
 TEST_F(ServeLoom, VocabularyProbeFindsModelSize) {

@@ -156,6 +156,28 @@ TEST(ChatGrammar, AutoModeFreeTextAroundCalls) {
   }
 }
 
+// parallel_tool_calls: false holds under "auto" too: one call in the turn, whether its calls
+// come in one group or in groups between free text.
+TEST(ChatGrammar, AutoModeWithoutParallelCallsTakesOneCall) {
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(tool_call_format_name(f.format));
+    const std::string weather = f.call("get_weather", R"({"city": "Oslo"})");
+    const std::string time = f.call("get_time", R"({"tz": "UTC"})");
+    const std::string parallel = grammar(f.format, Mode::kAuto, /*parallel=*/true);
+    const std::string single = grammar(f.format, Mode::kAuto, /*parallel=*/false);
+    EXPECT_TRUE(accepts(parallel, f.wrap({weather, time})));
+    EXPECT_TRUE(accepts(single, f.wrap({weather})));
+    EXPECT_TRUE(accepts(single, "No call needed."));
+    EXPECT_FALSE(accepts(single, f.wrap({weather, time})));
+    if (f.format != ToolCallFormat::kLlama3Json) {
+      const std::string two_groups = "First " + f.wrap({weather}) + " then " + f.wrap({time});
+      EXPECT_TRUE(accepts(parallel, two_groups));
+      EXPECT_FALSE(accepts(single, two_groups));
+      EXPECT_TRUE(accepts(single, "Let me check. " + f.wrap({weather}) + " Done."));
+    }
+  }
+}
+
 TEST(ChatGrammar, Qwen3Coder) {
   const std::string call =
       "<tool_call>\n<function=get_time>\n<parameter=tz>\nEurope/Paris\n</parameter>\n"

@@ -189,7 +189,7 @@ TEST(ServerRoutes, ChatCompletionShape) {
                       {"logprobs", true},
                       {"top_logprobs", 2},
                       {"user", "u1"},
-                      {"some_unknown_field", 1}});
+                      {"metadata", {{"k", "v"}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   json j = r.json();
   EXPECT_EQ(j["object"], "chat.completion");

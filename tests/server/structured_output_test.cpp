@@ -108,6 +108,72 @@ TEST(StructuredOutput, CompletionsGuidedFieldsAreFollowed) {
   }
 }
 
+// Every field that carries a constraint, on the route that takes it: the output follows it
+// (so a field that was parsed and then dropped fails here, whatever the model wants).
+TEST(StructuredOutput, EveryConstraintFieldIsFollowed) {
+  const uint16_t port = shared_port();
+  const json rf_schema = {{"type", "json_schema"},
+                          {"json_schema", {{"name", "person"}, {"schema", person_schema()}}}};
+  const std::vector<std::pair<std::string, json>> person_fields = {
+      {"guided_json", {{"guided_json", person_schema()}}},
+      {"json_schema (llama-server)", {{"json_schema", person_schema()}}},
+      {"structured_outputs.json", {{"structured_outputs", {{"json", person_schema()}}}}},
+      {"response_format json_schema", {{"response_format", rf_schema}}},
+  };
+  const std::string gbnf = R"(root ::= "yes" | "no" | [0-9] [0-9]? [0-9]?)";
+  const std::regex gbnf_re("yes|no|[0-9]{1,3}");
+  for (int seed = 1; seed <= 3; ++seed) {
+    for (const auto& [name, field] : person_fields) {
+      for (const char* route : {"/v1/chat/completions", "/v1/completions"}) {
+        SCOPED_TRACE(name + " " + route + " seed " + std::to_string(seed));
+        json b = std::string(route) == "/v1/completions"
+                     ? json{{"prompt", "Data:"}, {"max_tokens", 200}, {"temperature", 1.0}}
+                     : chat_body({}, 200);
+        b["seed"] = seed;
+        for (auto it = field.begin(); it != field.end(); ++it) b[it.key()] = it.value();
+        auto r = post_json(port, route, b);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json c = r.json()["choices"][0];
+        ASSERT_EQ(c["finish_reason"], "stop") << r.body;
+        expect_person(c.contains("message") ? c["message"]["content"].get<std::string>()
+                                            : c["text"].get<std::string>());
+      }
+    }
+    // Any JSON object: response_format json_object (chat) and structured_outputs.json_object.
+    for (const json& field : {json{{"response_format", {{"type", "json_object"}}}},
+                              json{{"structured_outputs", {{"json_object", true}}}}}) {
+      SCOPED_TRACE(field.dump());
+      json b = chat_body(field, 200);
+      b["seed"] = seed;
+      auto r = post_json(port, "/v1/chat/completions", b);
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json c = r.json()["choices"][0];
+      const std::string text = c["message"]["content"];
+      if (c["finish_reason"] == "stop") {
+        json doc;
+        ASSERT_NO_THROW(doc = json::parse(text)) << text;
+        EXPECT_TRUE(doc.is_object()) << text;
+      } else {
+        EXPECT_EQ(text.substr(0, 1), "{") << text;
+      }
+    }
+    // GBNF under all three names, and a regex and a choice under vLLM's older names.
+    for (const json& field : {json{{"guided_grammar", gbnf}}, json{{"grammar", gbnf}},
+                              json{{"structured_outputs", {{"grammar", gbnf}}}},
+                              json{{"guided_regex", "yes|no|[0-9]{1,3}"}},
+                              json{{"structured_outputs", {{"choice", {"yes", "no", "7"}}}}}}) {
+      SCOPED_TRACE(field.dump());
+      json b = {{"prompt", "Answer:"}, {"max_tokens", 20}, {"temperature", 1.0}, {"seed", seed}};
+      for (auto it = field.begin(); it != field.end(); ++it) b[it.key()] = it.value();
+      auto r = post_json(port, "/v1/completions", b);
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json c = r.json()["choices"][0];
+      ASSERT_EQ(c["finish_reason"], "stop") << r.body;
+      EXPECT_TRUE(std::regex_match(c["text"].get<std::string>(), gbnf_re)) << r.body;
+    }
+  }
+}
+
 json weather_tools() {
   return json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
@@ -167,6 +233,94 @@ TEST(StructuredOutput, RequiredAndNamedToolChoiceProduceValidCalls) {
     expect_valid_call(c["message"]["tool_calls"][0]);
     EXPECT_TRUE(c["message"]["content"].is_null()) << r.body;
   }
+}
+
+// A response format and tools together, as OpenAI takes them: under "auto" the turn is an
+// answer in the format or a valid call; under "required" it is a call. parallel_tool_calls
+// false keeps "auto" to one call.
+TEST(StructuredOutput, ResponseFormatWithToolsIsAnAnswerOrACall) {
+  const uint16_t port = shared_port();
+  const json rf = {{"type", "json_schema"},
+                   {"json_schema", {{"name", "person"}, {"schema", person_schema()}}}};
+  int answers = 0, calls = 0;
+  for (int seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE(seed);
+    auto r = post_json(port, "/v1/chat/completions",
+                       chat_body({{"tools", weather_tools()},
+                                  {"tool_choice", "auto"},
+                                  {"parallel_tool_calls", false},
+                                  {"response_format", rf},
+                                  {"seed", seed}},
+                                 200));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json c = r.json()["choices"][0];
+    if (c["finish_reason"] == "tool_calls") {
+      ++calls;
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+      expect_valid_call(c["message"]["tool_calls"][0]);
+    } else {
+      ++answers;
+      ASSERT_EQ(c["finish_reason"], "stop") << r.body;
+      expect_person(c["message"]["content"].get<std::string>());
+    }
+    r = post_json(port, "/v1/chat/completions",
+                  chat_body({{"tools", weather_tools()},
+                             {"tool_choice", "required"},
+                             {"parallel_tool_calls", false},
+                             {"response_format", rf},
+                             {"seed", seed}},
+                            200));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_EQ(r.json()["choices"][0]["finish_reason"], "tool_calls") << r.body;
+    for (const json& call : r.json()["choices"][0]["message"]["tool_calls"])
+      expect_valid_call(call);
+  }
+  RecordProperty("answers", answers);
+  RecordProperty("calls", calls);
+  EXPECT_GT(answers, 0);  // both kinds of turn came up (4 and 4 with these seeds)
+  EXPECT_GT(calls, 0);
+}
+
+// Fields the OpenAI routes do not take are a 400 naming them (never silently ignored); the
+// no-effect fields SDKs send (user, metadata, store: false, ...) pass.
+TEST(StructuredOutput, UnknownFieldsAre400sNamingThem) {
+  const uint16_t port = shared_port();
+  struct Case {
+    std::string route;
+    json extra;
+    std::string param;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", {{"reasoning_effort", "high"}}, "reasoning_effort"},
+      {"/v1/chat/completions", {{"functions", json::array()}}, "functions"},
+      {"/v1/chat/completions", {{"store", true}}, "store"},
+      {"/v1/chat/completions", {{"service_tier", "flex"}}, "service_tier"},
+      {"/v1/chat/completions", {{"modalities", {"text", "audio"}}}, "modalities"},
+      {"/v1/chat/completions", {{"stream", true}, {"stream_options", {{"bogus", 1}}}}, "bogus"},
+      {"/v1/completions", {{"tools", weather_tools()}}, "tools"},
+      {"/v1/completions", {{"tool_choice", "auto"}}, "tool_choice"},
+      {"/v1/completions", {{"messages", json::array()}}, "messages"},
+      {"/v1/completions", {{"chat_template_kwargs", json::object()}}, "chat_template_kwargs"},
+  };
+  for (const Case& c : cases) {
+    json b =
+        c.route == "/v1/completions" ? json{{"prompt", "Hi"}, {"max_tokens", 4}} : chat_body({}, 4);
+    for (auto it = c.extra.begin(); it != c.extra.end(); ++it) b[it.key()] = it.value();
+    auto r = post_json(port, c.route, b);
+    EXPECT_EQ(r.status, 400) << b.dump() << " -> " << r.body;
+    if (r.status != 400) continue;
+    EXPECT_EQ(r.json()["error"]["param"], c.param) << r.body;
+  }
+  const json no_effect = {
+      {"user", "u1"},           {"metadata", {{"k", "v"}}},   {"store", false},
+      {"service_tier", "auto"}, {"prompt_cache_key", "k"},    {"safety_identifier", "s"},
+      {"modalities", {"text"}}, {"unknown_but_null", nullptr}};
+  json b = chat_body(no_effect, 4);
+  EXPECT_EQ(post_json(port, "/v1/chat/completions", b).status, 200);
+  b = {{"prompt", "Hi"}, {"max_tokens", 4}};
+  for (auto it = no_effect.begin(); it != no_effect.end(); ++it) b[it.key()] = it.value();
+  EXPECT_EQ(post_json(port, "/v1/completions", b).status, 200);
+  EXPECT_EQ(http_request(port, "GET", "/health", "").status, 200);
 }
 
 TEST(StructuredOutput, StreamedToolCallsReassembleToTheSameCall) {
