@@ -28,4 +28,18 @@ inline CmdResult run(const std::string& args) {
   return r;
 }
 
+// The same with stdout alone (stderr, where loom logs, is dropped): what `loom run` prints.
+inline CmdResult run_stdout(const std::string& args) {
+  const std::string cmd = std::string(LOOM_BINARY) + " " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
 }  // namespace loom
