@@ -245,6 +245,34 @@ int main(int argc, char** argv) {
       dram ? std::vector<Shape>{{1024, 128000}}
            : std::vector<Shape>{
                  {1024, 3072}, {3072, 1024}, {1024, 32000}, {1024, 1024}, {1024, 512}};
+  // LOOM_BENCH_GEMM=COLSxROWSxTOKENS: that one GEMM only (a model's prefill shape), per dtype.
+  if (const char* g = std::getenv("LOOM_BENCH_GEMM")) {
+    long long cols = 0, rows = 0, nt = 0;
+    if (std::sscanf(g, "%lldx%lldx%lld", &cols, &rows, &nt) != 3 || cols % 256 || rows <= 0 ||
+        nt <= 0) {
+      std::fprintf(stderr, "LOOM_BENCH_GEMM must be COLSxROWSxTOKENS, COLS a multiple of 256\n");
+      return 1;
+    }
+    for (Dtype t : dtypes) {
+      const std::string name(dtype_name(t));
+      if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+      Matrix m = make_matrix(t, rows, cols);
+      kernels::PackedMatrix packed;
+      if (kernels::packable(m.view)) {
+        packed = kernels::PackedMatrix::pack_rows16(m.view);
+        m.view = packed.view();
+      }
+      std::vector<float> x(nt * cols), out(nt * rows);
+      std::mt19937 rng(2);
+      std::normal_distribution<float> dist(0.f, 1.f);
+      for (auto& v : x) v = dist(rng);
+      const double gemm =
+          time_call([&] { kernels::matmul(m.view, x.data(), nt, out.data(), &pool); }, 3);
+      std::printf("%-5s gemm %5lldx%-6lld x%lld tokens %8.2f ms  %6.1f GFLOP/s\n", name.c_str(),
+                  cols, rows, nt, gemm * 1e3, 2.0 * rows * cols * nt / gemm / 1e9);
+    }
+    return 0;
+  }
   for (Dtype t : dtypes) {
     const std::string name(dtype_name(t));
     if (filter.rfind("attn", 0) == 0 || filter == "peak" ||

@@ -153,6 +153,15 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
   return k;
 }
 
+// Prefill (more than kStreamingTokens tokens): a task's groups stay in L2 while every token
+// tile passes over them, and every task reads all the activation rows again, so tasks as large
+// as L2 allows read them least. 4 groups a task (139 KiB at 2,048 Q8_0 columns) read 4,096
+// rows' activations 96 times per 6,144-row matrix; 512 KiB a task (14 groups) 27 times:
+// Q8_0 2048x6144 x4096 tokens, 2 threads, paired runs 761-920 -> 1,004-1,070 GFLOP/s
+// (LOOM_BENCH_GEMM=2048x6144x4096 loom_kernels_bench q8_0). Half of a 1 MiB L2, leaving room
+// for the activation and output lines passing through.
+constexpr uint64_t kPrefillTaskWeightBytes = 512 << 10;
+
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).
 void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
@@ -170,9 +179,15 @@ void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_token
   int64_t n_tasks = 0;
   for (int i = 0; i < n; ++i) {
     const int64_t groups = (targets[i].w->rows() + kPackRows - 1) / kPackRows;
-    const int64_t per = streaming
-                            ? (groups + n_threads - 1) / n_threads
-                            : std::max<int64_t>(1, std::min<int64_t>(4, groups / (4 * n_threads)));
+    int64_t per = (groups + n_threads - 1) / n_threads;
+    if (!streaming) {
+      // As many groups as fit kPrefillTaskWeightBytes, a whole number of two-group tiles, and
+      // at least 4 tasks per thread.
+      const int64_t fit = static_cast<int64_t>(
+          kPrefillTaskWeightBytes / PackedMatrix::group_bytes(targets[i].w->dtype, cols));
+      per = std::min<int64_t>(fit, groups / (4 * n_threads));
+      per = std::max<int64_t>(1, per / cpu::kPackedTileGroups * cpu::kPackedTileGroups);
+    }
     slices[i] = {groups, per, n_tasks};
     n_tasks += (groups + per - 1) / per;
   }
