@@ -157,9 +157,10 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
 // tile passes over them, and every task reads all the activation rows again, so tasks as large
 // as L2 allows read them least. 4 groups a task (139 KiB at 2,048 Q8_0 columns) read 4,096
 // rows' activations 96 times per 6,144-row matrix; 512 KiB a task (14 groups) 27 times:
-// Q8_0 2048x6144 x4096 tokens, 2 threads, paired runs 761-920 -> 1,004-1,070 GFLOP/s
-// (LOOM_BENCH_GEMM=2048x6144x4096 loom_kernels_bench q8_0). Half of a 1 MiB L2, leaving room
-// for the activation and output lines passing through.
+// Q8_0 2048x6144 x4096 tokens, 2 threads, three alternating pairs 1,176 / 1,156 / 973 ->
+// 1,218 / 1,239 / 1,126 GFLOP/s (LOOM_BENCH_GEMM=2048x6144x4096 loom_kernels_bench q8_0; more
+// when another guest loaded the host's L3). Half of a 1 MiB L2, leaving room for the activation
+// and output lines passing through.
 constexpr uint64_t kPrefillTaskWeightBytes = 512 << 10;
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
