@@ -202,9 +202,32 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   return c;
 }
 
+namespace {
+
+// A vision-language checkpoint (Qwen3.5's `qwen3_5` / `qwen3_5_moe`, and others laid out the
+// same way) keeps its language model's config in `text_config`, with a few fields such as
+// tie_word_embeddings only at the top. When loom knows the inner model_type, that config
+// (with those fields filled in from the top) is the model's: loom serves the text model, and
+// the vision tower's tensors are never read. Text-only positions make Qwen3.5's multimodal
+// RoPE (mrope_section) the plain RoPE, so nothing else changes.
+void unwrap_text_config(nlohmann::json& j) {
+  auto inner = j.find("text_config");
+  if (inner == j.end() || !inner->is_object() || !inner->contains("model_type") ||
+      !(*inner)["model_type"].is_string() ||
+      !find_arch_hf((*inner)["model_type"].get<std::string>()))
+    return;
+  nlohmann::json text = *inner;
+  for (const char* k : {"tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id"})
+    if (j.contains(k) && !text.contains(k)) text[k] = j[k];
+  j = std::move(text);
+}
+
+}  // namespace
+
 Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string& source) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return invalid_file(source + ": not a JSON object");
+  if (!find_arch_hf(j.value("model_type", std::string()))) unwrap_text_config(j);
   auto type = j.value("model_type", std::string());
   const ArchSpec* arch = find_arch_hf(type);
   if (!arch)

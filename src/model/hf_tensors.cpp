@@ -17,11 +17,21 @@ std::string HfTensors::hf_name(std::string_view gguf_name) const {
   return names::gguf_to_hf(arch_, gguf_name).value_or(std::string(gguf_name));
 }
 
+const TensorView* HfTensors::lookup(const std::string& hf) const {
+  if (const TensorView* t = st_.find(hf)) return t;
+  // A vision-language checkpoint keeps its language model under model.language_model.
+  // (config_reader's unwrap_text_config); lm_head stays at the top.
+  constexpr std::string_view kModel = "model.";
+  if (hf.compare(0, kModel.size(), kModel) == 0)
+    return st_.find("model.language_model." + hf.substr(kModel.size()));
+  return nullptr;
+}
+
 const TensorView* HfTensors::find(std::string_view gguf_name) {
   auto hf = names::gguf_to_hf(arch_, gguf_name);
   if (!hf) return nullptr;
   const bool derived = hf->find('#') != std::string::npos;
-  if (!derived && hf->find(names::kExpertIndex) == std::string::npos) return st_.find(*hf);
+  if (!derived && hf->find(names::kExpertIndex) == std::string::npos) return lookup(*hf);
   if (auto it = stacked_.find(gguf_name); it != stacked_.end()) return &it->second->view;
   if (derived) return derive(std::string(gguf_name), *hf);
   return stack_experts(std::string(gguf_name), *hf);
@@ -34,7 +44,7 @@ const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
   for (int e = 0;; ++e) {
     std::string name = pattern;
     name.replace(at, names::kExpertIndex.size(), std::to_string(e));
-    const TensorView* t = st_.find(name);
+    const TensorView* t = lookup(name);
     if (!t) break;
     if (t->n_dims != 2 ||
         (!experts.empty() && (t->dtype != experts[0]->dtype || t->ne != experts[0]->ne)))
@@ -69,7 +79,7 @@ namespace loom {
 const TensorView* HfTensors::derive(const std::string& gguf_name, const std::string& hf) {
   const size_t hash = hf.find('#');
   const std::string op = hf.substr(hash);
-  const TensorView* t = st_.find(hf.substr(0, hash));
+  const TensorView* t = lookup(hf.substr(0, hash));
   if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1) return nullptr;
   if (is_deltanet_derivation(op)) {
     auto s = std::make_unique<Stacked>();

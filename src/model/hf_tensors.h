@@ -40,6 +40,9 @@ class HfTensors {
         n_head_(config.n_head),
         mla_(config.mla),
         deltanet_(config.deltanet) {}
+  // The checkpoint's tensor of this HF name, also under model.language_model. for
+  // vision-language checkpoints; nullptr when it has none.
+  const TensorView* lookup(const std::string& hf) const;
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
 

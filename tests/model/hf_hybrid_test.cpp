@@ -3,8 +3,10 @@
 // `loom convert` writes, the CPU model must reproduce transformers' logits and greedy
 // continuations, and so must the independent reference forward pass (tests/reference).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -181,6 +183,81 @@ TEST(HfHybridGguf, LlamaCppKeysNamesAndTransforms) {
         EXPECT_FLOAT_EQ(got[stored], -std::exp(src[grouped])) << arch << " head " << grouped;
       }
   }
+}
+
+// The fixture rewritten the way Qwen3.5's published checkpoints are laid out: model_type
+// qwen3_5 with the language model's config in text_config (tie_word_embeddings at the top),
+// its tensors under model.language_model., lm_head at the top, a vision tower (model.visual.*)
+// and an MTP head (mtp.*) that text generation does not read. Written with its own safetensors
+// header (the data bytes are the fixture's, the dummies appended after them).
+std::filesystem::path write_vision_language_layout(const std::string& from) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_qwen3_5_vl_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  nlohmann::json text = nlohmann::json::parse(std::ifstream(fs::path(from) / "config.json"));
+  const bool tied = text.value("tie_word_embeddings", false);
+  text.erase("tie_word_embeddings");
+  text.erase("architectures");
+  const nlohmann::json config = {
+      {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+      {"model_type", "qwen3_5"},
+      {"text_config", text},
+      {"tie_word_embeddings", tied},
+      {"vision_config", {{"model_type", "qwen3_5"}, {"depth", 1}, {"hidden_size", 8}}},
+      {"image_token_id", 500}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+
+  std::ifstream in(fs::path(from) / "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  std::string data = bytes.substr(8 + header_len);
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    std::string name = it.key();
+    if (name.rfind("model.", 0) == 0) name = "model.language_model." + name.substr(6);
+    out[name] = it.value();
+  }
+  for (const char* extra : {"model.visual.patch_embed.proj.weight", "mtp.fc.weight"}) {
+    const uint64_t begin = data.size();
+    for (int i = 0; i < 16; ++i) {
+      const float v = 0.5f * static_cast<float>(i);
+      data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    out[extra] = {{"dtype", "F32"}, {"shape", {4, 4}}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string h = out.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t n = h.size();
+  std::ofstream st(dir / "model.safetensors", std::ios::binary);
+  st.write(reinterpret_cast<const char*>(&n), 8);
+  st << h << data;
+  return dir;
+}
+
+TEST(HfHybridVisionLanguage, Qwen3_5CheckpointServesItsTextModel) {
+  const std::filesystem::path dir = write_vision_language_layout(fixture("qwen3_5_text"));
+  {
+    auto m = Model::load(dir.string(), {2});
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    EXPECT_EQ((*m)->config().arch, "qwen35");
+    check_model(**m, fixture("qwen3_5_text"), 1e-4);
+    // loom convert reads the same layout, and its GGUF (llama.cpp's text-model file) too.
+    const std::filesystem::path gguf = dir / "model.gguf";
+    ASSERT_TRUE(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions()).is_ok());
+    auto g = Model::load(gguf.string(), {2});
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    check_model(**g, fixture("qwen3_5_text"), 1e-4);
+  }
+  // A wrapper whose text model loom does not know is still an unsupported model_type, named.
+  nlohmann::json bad = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  bad["text_config"]["model_type"] = "qwen9_text";
+  std::ofstream(dir / "config.json") << bad.dump();
+  auto m = Model::load(dir.string(), {2});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("qwen3_5"), std::string::npos) << m.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, HfHybrid, ::testing::Values("qwen3_next", "qwen3_5_text"));
