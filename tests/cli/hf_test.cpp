@@ -22,17 +22,7 @@ constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
 
 // Runs loom with `env` before it; stdout only when `stdout_only`, else stdout + stderr.
 CmdResult run_env(const std::string& env, const std::string& args, bool stdout_only) {
-  const std::string cmd =
-      env + " " + LOOM_BINARY + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return run_shell(env + " " + LOOM_BINARY + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1"));
 }
 
 class HfCli : public ::testing::Test {
