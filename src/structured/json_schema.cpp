@@ -5,13 +5,19 @@
 //
 // Shapes: objects list their properties in the schema's order (required ones always, optional
 // ones may be left out), then any additional members; arrays follow prefixItems then items;
-// oneOf is compiled like anyOf (the usual discriminated unions have exclusive branches).
+// oneOf is compiled like anyOf when its branches are provably disjoint (discriminated unions,
+// branches of different types), and refused otherwise (json_schema_one_of.cpp).
+//
+// Termination: a schema whose every value must contain another value of itself (a required
+// property or a minItems >= 1 array that $refs back) has no finite instance; it is refused
+// here with the $ref named, rather than accepted as a grammar that only "length" can stop.
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "structured/charset.h"
 #include "structured/frontends.h"
+#include "structured/gbnf_ast.h"
 #include "structured/json_schema_internal.h"
 
 namespace loom::structured {
@@ -24,8 +30,11 @@ namespace {
 
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> k = {
-      "title",      "description", "default",   "examples", "$schema",     "$id",     "$comment",
-      "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", "example", "$anchor"};
+      "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+      "readOnly", "writeOnly", "$defs", "definitions", "example", "$anchor",
+      // OpenAPI / Pydantic: names the property that tells oneOf's branches apart. It adds no
+      // constraint beyond the branches themselves, which must be disjoint anyway.
+      "discriminator"};
   return k;
 }
 
@@ -105,6 +114,10 @@ class SchemaCompiler {
                  std::string prefix)
       : j_(b, options, std::move(prefix)), b_(b), root_(root) {}
 
+  // The $ref strings whose rules were entered again while being compiled (recursion), with
+  // the rule each became: only these can make a schema that never ends.
+  const std::map<std::string, std::string>& recursive_refs() const { return recursive_refs_; }
+
   // Returns a GBNF expression (a rule name) for the values `s` admits.
   Result<std::string> compile(const OrderedJson& s, const std::string& path,
                               std::string_view rule_name = "");
@@ -145,6 +158,8 @@ class SchemaCompiler {
   GbnfBuilder& b_;
   const OrderedJson& root_;
   std::map<std::string, std::string> refs_;  // "$ref" string -> reserved rule
+  std::set<std::string> refs_in_progress_;
+  std::map<std::string, std::string> recursive_refs_;
   int ref_depth_ = 0;
 };
 
@@ -244,6 +259,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
                               " must be a non-empty array");
     OrderedJson rest = s;
     rest.erase(comb);
+    if (std::string_view(comb) == "oneOf")
+      LOOM_RETURN_IF_ERROR(detail::check_one_of_disjoint(alts, rest, root_, path));
     bool rest_constrains = false;
     for (auto it = rest.begin(); it != rest.end(); ++it)
       if (!annotation_keywords().count(it.key())) rest_constrains = true;
@@ -307,7 +324,10 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
 
 Result<std::string> SchemaCompiler::compile_ref(const std::string& ref, const std::string& path) {
   auto it = refs_.find(ref);
-  if (it != refs_.end()) return it->second;
+  if (it != refs_.end()) {
+    if (refs_in_progress_.count(ref)) recursive_refs_[ref] = it->second;
+    return it->second;
+  }
   if (ref.empty() || ref[0] != '#')
     return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
                             " is not a local reference (only '#/...' is supported)");
@@ -322,7 +342,9 @@ Result<std::string> SchemaCompiler::compile_ref(const std::string& ref, const st
   if (++ref_depth_ > 256) return invalid_argument("'$ref' nesting too deep at " + at(path));
   const std::string reserved = b_.reserve(j_.prefix() + "-ref" + ref.substr(1));
   refs_[ref] = reserved;
+  refs_in_progress_.insert(ref);
   LOOM_ASSIGN_OR_RETURN(std::string body, compile(root_.at(ptr), ref.substr(1)));
+  refs_in_progress_.erase(ref);
   b_.define(reserved, body);
   --ref_depth_;
   return reserved;
@@ -698,13 +720,39 @@ Result<std::string> SchemaCompiler::compile_array(const OrderedJson& s, const st
   return b_.add_rule(name, "\"[\"" + w + (next.empty() ? "" : " " + next) + " \"]\"");
 }
 
+// Only recursion can make a schema's values infinite: then the rules written so far are read
+// back and the termination fixpoint (gbnf_termination.cpp) says whether the entry rule can
+// end. A recursive $ref that cannot end but is optional somewhere leaves the schema usable
+// (the compiler prunes that alternative); one the entry rule cannot avoid is an error.
+Status check_schema_can_end(const GbnfBuilder& b, const std::string& entry,
+                            const SchemaCompiler& c) {
+  LOOM_ASSIGN_OR_RETURN(GbnfAst ast, parse_gbnf_ast(b.str()));
+  const std::vector<bool> ok = terminating_rules(ast);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < ast.rules.size(); ++i) index[ast.rules[i].name] = i;
+  auto it = index.find(entry);
+  if (it == index.end() || ok[it->second]) return Status::ok();
+  std::string refs;
+  for (const auto& [ref, rule] : c.recursive_refs()) {
+    auto r = index.find(rule);
+    if (r != index.end() && !ok[r->second]) refs += (refs.empty() ? "'" : ", '") + ref + "'";
+  }
+  return invalid_argument(
+      "JSON Schema has no finite instance: every value must contain another value of " +
+      (refs.empty() ? std::string("itself") : "'$ref' " + refs) +
+      " (required recursion); make the recursive property optional, allow an empty array, or "
+      "add a branch without it");
+}
+
 }  // namespace
 
 Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
                                     const JsonGrammarOptions& options, std::string_view name) {
   SchemaCompiler c(b, schema, options, std::string(name));
   LOOM_ASSIGN_OR_RETURN(std::string e, c.compile(schema, ""));
-  return b.add_rule(name, e);
+  const std::string entry = b.add_rule(name, e);
+  if (!c.recursive_refs().empty()) LOOM_RETURN_IF_ERROR(check_schema_can_end(b, entry, c));
+  return entry;
 }
 
 Result<std::string> json_schema_to_gbnf(const OrderedJson& schema,
