@@ -18,9 +18,7 @@ namespace {
 
 using testing::Collected;
 using testing::make_engine;
-using testing::random_prompt;
 using testing::run_all;
-using testing::test_model_bytes;
 
 const char* kSchema = R"({
   "type": "object",
