@@ -17,7 +17,6 @@
 
 #include "structured/charset.h"
 #include "structured/frontends.h"
-#include "structured/gbnf_ast.h"
 #include "structured/json_schema_internal.h"
 
 namespace loom::structured {
@@ -720,30 +719,6 @@ Result<std::string> SchemaCompiler::compile_array(const OrderedJson& s, const st
   return b_.add_rule(name, "\"[\"" + w + (next.empty() ? "" : " " + next) + " \"]\"");
 }
 
-// Only recursion can make a schema's values infinite: then the rules written so far are read
-// back and the termination fixpoint (gbnf_termination.cpp) says whether the entry rule can
-// end. A recursive $ref that cannot end but is optional somewhere leaves the schema usable
-// (the compiler prunes that alternative); one the entry rule cannot avoid is an error.
-Status check_schema_can_end(const GbnfBuilder& b, const std::string& entry,
-                            const SchemaCompiler& c) {
-  LOOM_ASSIGN_OR_RETURN(GbnfAst ast, parse_gbnf_ast(b.str()));
-  const std::vector<bool> ok = terminating_rules(ast);
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < ast.rules.size(); ++i) index[ast.rules[i].name] = i;
-  auto it = index.find(entry);
-  if (it == index.end() || ok[it->second]) return Status::ok();
-  std::string refs;
-  for (const auto& [ref, rule] : c.recursive_refs()) {
-    auto r = index.find(rule);
-    if (r != index.end() && !ok[r->second]) refs += (refs.empty() ? "'" : ", '") + ref + "'";
-  }
-  return invalid_argument(
-      "JSON Schema has no finite instance: every value must contain another value of " +
-      (refs.empty() ? std::string("itself") : "'$ref' " + refs) +
-      " (required recursion); make the recursive property optional, allow an empty array, or "
-      "add a branch without it");
-}
-
 }  // namespace
 
 Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
@@ -751,7 +726,8 @@ Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
   SchemaCompiler c(b, schema, options, std::string(name));
   LOOM_ASSIGN_OR_RETURN(std::string e, c.compile(schema, ""));
   const std::string entry = b.add_rule(name, e);
-  if (!c.recursive_refs().empty()) LOOM_RETURN_IF_ERROR(check_schema_can_end(b, entry, c));
+  if (!c.recursive_refs().empty())
+    LOOM_RETURN_IF_ERROR(detail::check_schema_can_end(b, entry, c.recursive_refs()));
   return entry;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,11 @@ Result<OrderedJson> merge_all_of(const OrderedJson& schemas, const std::string& 
 // else an error naming 'oneOf' (json_schema_one_of.cpp says what counts as a proof).
 Status check_one_of_disjoint(const OrderedJson& branches, const OrderedJson& siblings,
                              const OrderedJson& root, const std::string& path);
+
+// Called when compiling `entry` met recursive $refs (the $ref string -> its rule): an error
+// naming the $refs when the entry rule has no finite sentence (json_schema_termination.cpp).
+Status check_schema_can_end(const GbnfBuilder& b, const std::string& entry,
+                            const std::map<std::string, std::string>& recursive_refs);
 
 // JSON pointer helpers.
 std::string pointer_escape(std::string_view key);
