@@ -20,7 +20,7 @@ std::string schema_gbnf(const char* schema) {
   return g.is_ok() ? *g : "";
 }
 
-TEST(GrammarCache, SameSchemaTwiceIsAHit) {
+TEST(StructuredGrammarCache, SameSchemaTwiceIsAHit) {
   GrammarCache cache;
   // Two requests with the same schema, each parsed and converted on its own.
   auto a = cache.get(schema_gbnf(kSchema), byte_vocab());
@@ -38,7 +38,7 @@ TEST(GrammarCache, SameSchemaTwiceIsAHit) {
   EXPECT_FALSE(accepts(*b, R"({"tags":[]})"));
 }
 
-TEST(GrammarCache, KeyedByTextAndVocabulary) {
+TEST(StructuredGrammarCache, KeyedByTextAndVocabulary) {
   GrammarCache cache;
   const std::string g = schema_gbnf(kSchema);
   auto a = cache.get(g, byte_vocab());
@@ -62,7 +62,7 @@ TEST(GrammarCache, KeyedByTextAndVocabulary) {
   EXPECT_FALSE(cache.get(g, nullptr).is_ok());
 }
 
-TEST(GrammarCache, LeastRecentlyUsedIsDropped) {
+TEST(StructuredGrammarCache, LeastRecentlyUsedIsDropped) {
   GrammarCache cache(2);
   const std::string x = "root ::= \"x\"", y = "root ::= \"y\"", z = "root ::= \"z\"";
   ASSERT_TRUE(cache.get(x, byte_vocab()).is_ok());
@@ -78,7 +78,7 @@ TEST(GrammarCache, LeastRecentlyUsedIsDropped) {
   EXPECT_EQ(cache.stats().misses, 4u);
 }
 
-TEST(GrammarCache, FailuresAreNotCached) {
+TEST(StructuredGrammarCache, FailuresAreNotCached) {
   GrammarCache cache;
   for (int i = 0; i < 2; ++i) {
     auto r = cache.get("root ::= \"a\" root", byte_vocab());
@@ -89,7 +89,7 @@ TEST(GrammarCache, FailuresAreNotCached) {
   EXPECT_EQ(cache.stats().misses, 2u);
 }
 
-TEST(GrammarCache, ConcurrentRequestsShareOneGrammar) {
+TEST(StructuredGrammarCache, ConcurrentRequestsShareOneGrammar) {
   GrammarCache cache;
   const std::string g = schema_gbnf(kSchema);
   std::vector<const CompiledGrammar*> got(4, nullptr);

@@ -15,7 +15,7 @@ std::string gbnf_error(const std::string& gbnf) {
   return g.is_ok() ? "" : g.status().message();
 }
 
-TEST(Termination, GbnfRootThatCannotEndIsRefused) {
+TEST(StructuredTermination, GbnfRootThatCannotEndIsRefused) {
   std::string msg = gbnf_error("root ::= \"a\" root\n");
   EXPECT_NE(msg.find("can never end"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'root'"), std::string::npos) << msg;
@@ -29,7 +29,7 @@ TEST(Termination, GbnfRootThatCannotEndIsRefused) {
   EXPECT_NE(msg.find("can never end"), std::string::npos) << msg;
 }
 
-TEST(Termination, GbnfRecursionWithAnExitIsAccepted) {
+TEST(StructuredTermination, GbnfRecursionWithAnExitIsAccepted) {
   for (const char* gbnf :
        {"root ::= \"(\" root \")\" | \"a\"\n",
         "root ::= x\nx ::= \"[\" x* \"]\"\n",  // x* may be empty
@@ -44,7 +44,7 @@ TEST(Termination, GbnfRecursionWithAnExitIsAccepted) {
   }
 }
 
-TEST(Termination, DeadAlternativesAreNeverOffered) {
+TEST(StructuredTermination, DeadAlternativesAreNeverOffered) {
   // "b" x can never end: x only recurses. The grammar is accepted (root can end through "a"),
   // and a matcher does not even accept the "b".
   auto g = compile("root ::= \"a\"+ | \"b\" x\nx ::= \"c\" x\n");
@@ -71,7 +71,7 @@ TEST(Termination, DeadAlternativesAreNeverOffered) {
   }
 }
 
-TEST(Termination, RegexesAlwaysEnd) {
+TEST(StructuredTermination, RegexesAlwaysEnd) {
   for (const char* re : {"a*", "(a|b)+c?", "((ab)*|c)+", "", "x(y(z)*)*", "[0-9]{2,}", ".*?"}) {
     auto text = regex_to_gbnf(re);
     ASSERT_TRUE(text.is_ok()) << re << ": " << text.status().message();
@@ -91,7 +91,7 @@ std::string schema_error(const char* schema) {
   return r.is_ok() ? "" : r.status().message();
 }
 
-TEST(Termination, SchemaWithRequiredRecursionIsRefused) {
+TEST(StructuredTermination, SchemaWithRequiredRecursionIsRefused) {
   // The root requires a property that $refs the root.
   std::string msg =
       schema_error(R"({"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]})");
@@ -109,7 +109,7 @@ TEST(Termination, SchemaWithRequiredRecursionIsRefused) {
   EXPECT_NE(msg.find("no finite instance"), std::string::npos) << msg;
 }
 
-TEST(Termination, SchemaWithAvoidableRecursionIsAccepted) {
+TEST(StructuredTermination, SchemaWithAvoidableRecursionIsAccepted) {
   // Optional recursion: ends.
   auto ok = json_schema_to_gbnf(OrderedJson::parse(
       R"({"type":"object","properties":{"next":{"$ref":"#"},"v":{"type":"integer"}},
