@@ -37,8 +37,14 @@ struct JsonGrammarOptions {
 // oneOf, allOf, $ref / $defs / definitions (with recursion), minLength, maxLength, pattern,
 // format (date, time, date-time, uuid, email, ipv4), minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum for integers, minItems, maxItems, nullable; annotations (title,
-// description, default, examples, $schema, $id, $comment) are ignored. Anything else: error
-// "unsupported JSON Schema keyword 'X' at /path".
+// description, default, examples, $schema, $id, $comment, OpenAPI's discriminator) are
+// ignored. Anything else: error "unsupported JSON Schema keyword 'X' at /path".
+// oneOf only with provably disjoint branches (different types, integer and number counting as
+// one; disjoint const/enum values; objects whose common required property has disjoint
+// values, as Pydantic's tagged unions): otherwise an error "'oneOf' at /path: branches i and
+// k may overlap ...", since a grammar cannot exclude a value that matches two branches.
+// A schema with no finite instance (required recursion through $ref) is an error naming the
+// $ref; recursion that some branch or optional member avoids is accepted.
 Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
                                     const JsonGrammarOptions& options, std::string_view name);
 Result<std::string> json_schema_to_gbnf(const OrderedJson& schema,

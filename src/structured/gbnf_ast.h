@@ -38,4 +38,12 @@ struct GbnfAst {
 // compiler, which knows which rules are used).
 Result<GbnfAst> parse_gbnf_ast(std::string_view text);
 
+// Per rule: can it derive a finite string (some alternative made only of terminals and
+// terminating rules; gbnf_termination.cpp)? A rule that cannot is only ever left by running
+// out of tokens, so the compiler refuses a grammar whose root cannot end and prunes the
+// alternatives that use such a rule.
+std::vector<bool> terminating_rules(const GbnfAst& ast);
+// The rules `root` can reach (itself first), for naming the culprits in errors.
+std::vector<int32_t> rules_reachable_from(const GbnfAst& ast, int32_t root);
+
 }  // namespace loom::structured

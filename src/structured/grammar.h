@@ -5,7 +5,10 @@
 //   [a-z] [^"\\] character classes; . (any character); ( ) grouping; * + ? {m} {m,} {m,n};
 //   # comments; rule names [a-zA-Z0-9-]+.
 // Errors name the line and what is wrong (undefined rule, unbalanced parenthesis, ...); a
-// rule that can only recurse forever without consuming input (left recursion) is refused.
+// rule that can only recurse forever without consuming input (left recursion) is refused, and
+// so is a grammar whose root can never end (`root ::= "a" root`). A rule that cannot end but
+// is used only by some alternatives is not an error: those alternatives are removed, so that
+// every prefix a matcher accepts can still be completed.
 //
 // The compiled form is byte level: every rule is an epsilon-free NFA over bytes whose edges
 // either consume one byte from a range or call another rule (a pushdown automaton). Character

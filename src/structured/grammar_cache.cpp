@@ -14,6 +14,7 @@ struct GrammarCache::Impl {
   mutable std::mutex mu;
   std::list<Entry> lru;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index;
+  GrammarCache::Stats stats;
 };
 
 GrammarCache::GrammarCache(size_t capacity) : impl_(std::make_unique<Impl>()) {
@@ -31,8 +32,10 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(
     auto it = impl_->index.find(key);
     if (it != impl_->index.end()) {
       impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
+      ++impl_->stats.hits;
       return it->second->second;
     }
+    ++impl_->stats.misses;
   }
   // Compiled outside the lock so that one slow grammar does not stall other requests.
   LOOM_ASSIGN_OR_RETURN(auto grammar, parse_gbnf(gbnf));
@@ -48,6 +51,11 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(
     impl_->lru.pop_back();
   }
   return compiled;
+}
+
+GrammarCache::Stats GrammarCache::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
 }
 
 size_t GrammarCache::size() const {

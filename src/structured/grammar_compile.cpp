@@ -1,7 +1,15 @@
 // GbnfAst -> Grammar (grammar.h): one epsilon-free byte NFA per rule. Built Thompson-style with
 // epsilon edges, then each state's epsilon closure is folded into its own edges. Decides which
 // rule references are inlined (small, non-recursive) and which stay calls, and which
-// repetitions become counted rules. Refuses undefined rules and left recursion.
+// repetitions become counted rules. Refuses undefined rules, left recursion, and a root that
+// can never end.
+//
+// Termination (gbnf_termination.cpp): a grammar whose root rule cannot derive any finite
+// string (`root ::= "a" root`) is refused with an error naming the rules that only recurse.
+// A rule that cannot end but is used by only some alternatives does not make the grammar
+// useless, so it is not refused: those alternatives are dead, and prune_dead_ends() removes
+// every edge that leads into them, so that a matcher never enters a path it cannot finish
+// ("length" stays the only way to end with an incomplete sentence).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -110,6 +118,7 @@ class Compiler {
       if (!r.defined)
         return invalid_argument("GBNF line " + std::to_string(r.line) + ": undefined rule '" +
                                 r.name + "'");
+    LOOM_RETURN_IF_ERROR(check_root_terminates(root));
     find_recursive_rules();
     ast_to_rule_.assign(ast_.rules.size(), -1);
     g_ = std::make_shared<Grammar>();
@@ -122,6 +131,9 @@ class Compiler {
     }
     if (raw_.size() > kMaxStates) return invalid_argument("GBNF: grammar too large");
     eliminate_epsilons();
+    if (!prune_dead_ends())
+      return invalid_argument("GBNF: the grammar can never end: rule '" + std::string(root_name) +
+                              "' matches no finite text");
     compute_nullable();
     LOOM_RETURN_IF_ERROR(check_left_recursion());
     return std::shared_ptr<const Grammar>(std::move(g_));
@@ -384,6 +396,73 @@ class Compiler {
       for (uint32_t i = st.call_begin; i < st.call_end; ++i)
         if (g_->call_edges[i].iter) g_->rules[st.rule].clamp_ok = false;
     }
+  }
+
+  Status check_root_terminates(int32_t root) const {
+    const std::vector<bool> ok = terminating_rules(ast_);
+    if (ok[root]) return Status::ok();
+    std::string culprits;
+    int listed = 0;
+    for (int32_t r : rules_reachable_from(ast_, root)) {
+      if (ok[r]) continue;
+      if (listed++ == 4) {
+        culprits += ", ...";
+        break;
+      }
+      culprits += (culprits.empty() ? "'" : ", '") + ast_.rules[r].name + "'";
+    }
+    return invalid_argument(
+        "GBNF line " + std::to_string(ast_.rules[root].line) +
+        ": the grammar can never end: every alternative of rule '" + ast_.rules[root].name +
+        "' recurses forever (rules with no finite derivation: " + culprits + ")");
+  }
+
+  // Keeps only the edges after which the rule can still end (a byte into a state that can
+  // finish, a call to a rule that can end returning to such a state): a dead alternative is
+  // never offered. Returns false when the root rule itself cannot end.
+  bool prune_dead_ends() {
+    const int32_t n = g_->num_states();
+    std::vector<char> live(n, 0);
+    auto can_finish = [&](int32_t q) {
+      const GrammarState& st = g_->states[q];
+      if (st.final) return true;
+      for (uint32_t i = st.byte_begin; i < st.byte_end; ++i)
+        if (live[g_->byte_edges[i].target]) return true;
+      for (uint32_t i = st.call_begin; i < st.call_end; ++i) {
+        const CallEdge& c = g_->call_edges[i];
+        if (live[c.ret] && live[g_->rules[c.rule].start]) return true;
+      }
+      return false;
+    };
+    // States are mostly created before their successors: sweeping backwards converges in a
+    // few passes.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int32_t q = n - 1; q >= 0; --q)
+        if (!live[q] && can_finish(q)) live[q] = 1, changed = true;
+    }
+    if (!live[g_->rules[g_->root].start]) return false;
+    std::vector<ByteEdge> bytes;
+    std::vector<CallEdge> calls;
+    bytes.reserve(g_->byte_edges.size());
+    calls.reserve(g_->call_edges.size());
+    for (GrammarState& st : g_->states) {
+      const uint32_t b0 = static_cast<uint32_t>(bytes.size());
+      const uint32_t c0 = static_cast<uint32_t>(calls.size());
+      for (uint32_t i = st.byte_begin; i < st.byte_end; ++i)
+        if (live[g_->byte_edges[i].target]) bytes.push_back(g_->byte_edges[i]);
+      for (uint32_t i = st.call_begin; i < st.call_end; ++i) {
+        const CallEdge& c = g_->call_edges[i];
+        if (live[c.ret] && live[g_->rules[c.rule].start]) calls.push_back(c);
+      }
+      st.byte_begin = b0;
+      st.byte_end = static_cast<uint32_t>(bytes.size());
+      st.call_begin = c0;
+      st.call_end = static_cast<uint32_t>(calls.size());
+    }
+    g_->byte_edges = std::move(bytes);
+    g_->call_edges = std::move(calls);
+    return true;
   }
 
   void compute_nullable() {

@@ -5,7 +5,12 @@
 //
 // Shapes: objects list their properties in the schema's order (required ones always, optional
 // ones may be left out), then any additional members; arrays follow prefixItems then items;
-// oneOf is compiled like anyOf (the usual discriminated unions have exclusive branches).
+// oneOf is compiled like anyOf when its branches are provably disjoint (discriminated unions,
+// branches of different types), and refused otherwise (json_schema_one_of.cpp).
+//
+// Termination: a schema whose every value must contain another value of itself (a required
+// property or a minItems >= 1 array that $refs back) has no finite instance; it is refused
+// here with the $ref named, rather than accepted as a grammar that only "length" can stop.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -24,8 +29,11 @@ namespace {
 
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> k = {
-      "title",      "description", "default",   "examples", "$schema",     "$id",     "$comment",
-      "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", "example", "$anchor"};
+      "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+      "readOnly", "writeOnly", "$defs", "definitions", "example", "$anchor",
+      // OpenAPI / Pydantic: names the property that tells oneOf's branches apart. It adds no
+      // constraint beyond the branches themselves, which must be disjoint anyway.
+      "discriminator"};
   return k;
 }
 
@@ -105,6 +113,10 @@ class SchemaCompiler {
                  std::string prefix)
       : j_(b, options, std::move(prefix)), b_(b), root_(root) {}
 
+  // The $ref strings whose rules were entered again while being compiled (recursion), with
+  // the rule each became: only these can make a schema that never ends.
+  const std::map<std::string, std::string>& recursive_refs() const { return recursive_refs_; }
+
   // Returns a GBNF expression (a rule name) for the values `s` admits.
   Result<std::string> compile(const OrderedJson& s, const std::string& path,
                               std::string_view rule_name = "");
@@ -145,6 +157,8 @@ class SchemaCompiler {
   GbnfBuilder& b_;
   const OrderedJson& root_;
   std::map<std::string, std::string> refs_;  // "$ref" string -> reserved rule
+  std::set<std::string> refs_in_progress_;
+  std::map<std::string, std::string> recursive_refs_;
   int ref_depth_ = 0;
 };
 
@@ -244,6 +258,8 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
                               " must be a non-empty array");
     OrderedJson rest = s;
     rest.erase(comb);
+    if (std::string_view(comb) == "oneOf")
+      LOOM_RETURN_IF_ERROR(detail::check_one_of_disjoint(alts, rest, root_, path));
     bool rest_constrains = false;
     for (auto it = rest.begin(); it != rest.end(); ++it)
       if (!annotation_keywords().count(it.key())) rest_constrains = true;
@@ -307,7 +323,10 @@ Result<std::string> SchemaCompiler::compile(const OrderedJson& s, const std::str
 
 Result<std::string> SchemaCompiler::compile_ref(const std::string& ref, const std::string& path) {
   auto it = refs_.find(ref);
-  if (it != refs_.end()) return it->second;
+  if (it != refs_.end()) {
+    if (refs_in_progress_.count(ref)) recursive_refs_[ref] = it->second;
+    return it->second;
+  }
   if (ref.empty() || ref[0] != '#')
     return invalid_argument("'$ref' '" + ref + "' at " + at(path) +
                             " is not a local reference (only '#/...' is supported)");
@@ -322,7 +341,9 @@ Result<std::string> SchemaCompiler::compile_ref(const std::string& ref, const st
   if (++ref_depth_ > 256) return invalid_argument("'$ref' nesting too deep at " + at(path));
   const std::string reserved = b_.reserve(j_.prefix() + "-ref" + ref.substr(1));
   refs_[ref] = reserved;
+  refs_in_progress_.insert(ref);
   LOOM_ASSIGN_OR_RETURN(std::string body, compile(root_.at(ptr), ref.substr(1)));
+  refs_in_progress_.erase(ref);
   b_.define(reserved, body);
   --ref_depth_;
   return reserved;
@@ -704,7 +725,10 @@ Result<std::string> add_json_schema(GbnfBuilder& b, const OrderedJson& schema,
                                     const JsonGrammarOptions& options, std::string_view name) {
   SchemaCompiler c(b, schema, options, std::string(name));
   LOOM_ASSIGN_OR_RETURN(std::string e, c.compile(schema, ""));
-  return b.add_rule(name, e);
+  const std::string entry = b.add_rule(name, e);
+  if (!c.recursive_refs().empty())
+    LOOM_RETURN_IF_ERROR(detail::check_schema_can_end(b, entry, c.recursive_refs()));
+  return entry;
 }
 
 Result<std::string> json_schema_to_gbnf(const OrderedJson& schema,

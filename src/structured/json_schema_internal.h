@@ -1,8 +1,9 @@
 // Pieces of the JSON Schema front-end that live in their own files: string formats, exact
-// integer ranges, and allOf merging.
+// integer ranges, allOf merging, and the oneOf disjointness check.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,17 @@ std::optional<std::string> integer_range_gbnf(std::optional<int64_t> lo, std::op
 // allOf: one schema equivalent to all of `schemas` together (object schemas merged property
 // by property, bounds tightened), or an error naming what cannot be merged exactly.
 Result<OrderedJson> merge_all_of(const OrderedJson& schemas, const std::string& path);
+
+// oneOf is compiled like anyOf, which is exact only when no value matches two branches: OK
+// when the branches (each narrowed by the sibling keywords) are provably pairwise disjoint,
+// else an error naming 'oneOf' (json_schema_one_of.cpp says what counts as a proof).
+Status check_one_of_disjoint(const OrderedJson& branches, const OrderedJson& siblings,
+                             const OrderedJson& root, const std::string& path);
+
+// Called when compiling `entry` met recursive $refs (the $ref string -> its rule): an error
+// naming the $refs when the entry rule has no finite sentence (json_schema_termination.cpp).
+Status check_schema_can_end(const GbnfBuilder& b, const std::string& entry,
+                            const std::map<std::string, std::string>& recursive_refs);
 
 // JSON pointer helpers.
 std::string pointer_escape(std::string_view key);

@@ -104,6 +104,12 @@ class GrammarCache {
   Result<std::shared_ptr<const CompiledGrammar>> get(std::string_view gbnf,
                                                      std::shared_ptr<const TokenVocab> vocab);
   size_t size() const;
+  // Lookups answered from the cache, and grammars compiled (failed compiles included).
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+  };
+  Stats stats() const;
 
  private:
   struct Impl;

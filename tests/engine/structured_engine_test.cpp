@@ -11,64 +11,14 @@
 #include "structured/frontends.h"
 #include "structured/grammar.h"
 #include "structured/matcher.h"
-#include "test_engine_util.h"
+#include "structured_engine_fixture.h"
 
 namespace loom {
 namespace {
 
 using testing::Collected;
 using testing::make_engine;
-using testing::random_prompt;
 using testing::run_all;
-using testing::test_model_bytes;
-
-class StructuredEngineTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    testing::TestModelOptions o;
-    o.preset = "tiny-qwen3";
-    bytes_ = test_model_bytes(o);
-  }
-  static void TearDownTestSuite() { bytes_.reset(); }
-
-  EngineConfig config(int32_t batched_tokens = 0, double kv_gib = 0) {
-    EngineConfig c;
-    c.max_num_seqs = 16;
-    c.max_model_len = 512;
-    c.n_threads = 1;
-    c.kv_dtype = Dtype::kF32;
-    if (batched_tokens) c.max_num_batched_tokens = batched_tokens;
-    if (kv_gib > 0) c.kv_cache_memory_gib = kv_gib;
-    return c;
-  }
-
-  std::shared_ptr<const structured::CompiledGrammar> compile(Engine& e, const std::string& gbnf) {
-    if (!vocab_)
-      vocab_ = structured::TokenVocab::from_tokenizer(*e.tokenizer(), e.model().config().n_vocab);
-    auto g = structured::parse_gbnf(gbnf);
-    EXPECT_TRUE(g.is_ok()) << g.status().message() << "\n" << gbnf;
-    auto c = structured::CompiledGrammar::create(*g, vocab_);
-    EXPECT_TRUE(c.is_ok()) << c.status().message();
-    return *c;
-  }
-
-  GenerateRequest request(const std::string& id, uint64_t seed,
-                          std::shared_ptr<const structured::CompiledGrammar> g,
-                          int max_tokens = 300) {
-    GenerateRequest r;
-    r.request_id = id;
-    r.prompt = random_prompt(3 + static_cast<int>(seed % 40), static_cast<uint32_t>(seed), 151000);
-    r.params.max_tokens = max_tokens;
-    r.params.temperature = 1.0f;
-    r.params.seed = seed;
-    r.params.grammar = std::move(g);
-    return r;
-  }
-
-  static std::shared_ptr<std::vector<uint8_t>> bytes_;
-  std::shared_ptr<const structured::TokenVocab> vocab_;
-};
-std::shared_ptr<std::vector<uint8_t>> StructuredEngineTest::bytes_;
 
 const char* kSchema = R"({
   "type": "object",
@@ -199,61 +149,6 @@ TEST_F(StructuredEngineTest, LengthIsTheOnlyWayToEndIncomplete) {
     for (int32_t t : c.tokens.at(0)) EXPECT_TRUE(m.accept_token(t)) << id;
     EXPECT_FALSE(m.can_end()) << c.text.at(0);
   }
-}
-
-}  // namespace
-}  // namespace loom
-
-// The property test of the issue: random JSON schemas (seeded, every supported keyword) ×
-// this random-weight model with a real vocabulary: every document that finishes parses and
-// validates against its schema per ajv, an independent validator.
-#include "structured/ajv_oracle.h"
-#include "structured/random_schema.h"
-
-namespace loom {
-namespace {
-
-TEST_F(StructuredEngineTest, RandomSchemasGiveAjvValidDocuments) {
-  std::string skip;
-  const std::string modules = structured::test::ajv_modules(&skip);
-  if (modules.empty()) GTEST_SKIP() << skip;
-  auto e = make_engine(config(), bytes_);
-  structured::JsonGrammarOptions caps;
-  caps.max_string_length = 12;
-  caps.max_array_items = 4;
-  caps.max_number_digits = 6;
-  caps.max_depth = 3;
-  std::mt19937_64 rng(20261201);
-  constexpr int kSchemas = 48;
-  std::vector<nlohmann::ordered_json> schemas;
-  for (int i = 0; i < kSchemas; ++i) {
-    schemas.push_back(structured::test::random_schema(rng));
-    auto gbnf = structured::json_schema_to_gbnf(schemas.back(), caps);
-    ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message() << "\n" << schemas.back().dump();
-    ASSERT_TRUE(
-        e->add_request(request("s" + std::to_string(i), 500 + i, compile(*e, *gbnf), 400)).is_ok());
-  }
-  auto out = run_all(*e);
-  std::vector<structured::test::AjvCase> cases;
-  int finished = 0;
-  for (int i = 0; i < kSchemas; ++i) {
-    const Collected& c = out.at("s" + std::to_string(i));
-    structured::test::AjvCase k{schemas[i], {}};
-    if (c.finish.at(0) == FinishReason::kStop) {
-      k.instances.push_back(c.text.at(0));
-      ++finished;
-    } else {
-      EXPECT_EQ(c.finish.at(0), FinishReason::kLength);
-    }
-    cases.push_back(std::move(k));
-  }
-  EXPECT_GE(finished, kSchemas * 3 / 4) << "most documents should end within 400 tokens";
-  auto verdicts = structured::test::ajv_validate(modules, cases);
-  ASSERT_EQ(verdicts.size(), cases.size());
-  for (size_t i = 0; i < cases.size(); ++i)
-    for (size_t k = 0; k < cases[i].instances.size(); ++k)
-      EXPECT_EQ(verdicts[i][k], 1)
-          << "schema " << schemas[i].dump() << "\noutput " << cases[i].instances[k];
 }
 
 }  // namespace

@@ -221,7 +221,7 @@ class SchemaGen {
       case 6:
         return Json{{"anyOf", Json::array({gen(depth + 1), gen(depth + 1)})}};
       case 7:
-        return one_of();
+        return one_of(depth);
       case 8:
         return all_of(depth);
       case 9:
@@ -381,8 +381,21 @@ class SchemaGen {
     return s;
   }
 
-  // Branches of pairwise different JSON types: exactly one can match.
-  Json one_of() {
+  // oneOf whose branches are pairwise disjoint in one of the ways the front-end can prove
+  // (it refuses the others): different JSON types, disjoint const/enum value sets, or objects
+  // told apart by a required discriminator property (Pydantic's tagged unions).
+  Json one_of(int depth) {
+    switch (uniform(rng_, 0, 2)) {
+      case 0:
+        return typed_one_of();
+      case 1:
+        return value_set_one_of();
+      default:
+        return tagged_one_of(depth);
+    }
+  }
+
+  Json typed_one_of() {
     std::vector<Json> typed = {
         Json{{"type", "null"}},
         Json{{"type", "boolean"}},
@@ -397,6 +410,50 @@ class SchemaGen {
     Json alts = Json::array();
     for (int i = uniform(rng_, 2, 3); i > 0; --i) alts.push_back(typed[i]);
     return Json{{"oneOf", alts}};
+  }
+
+  // The enum pool split into 2-3 groups: a const or an enum per branch.
+  Json value_set_one_of() {
+    auto pool = enum_pool();
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    Json alts = Json::array();
+    size_t next = 0;
+    for (int b = uniform(rng_, 2, 3); b > 0; --b) {
+      const int n = uniform(rng_, 1, 3);
+      if (n == 1) {
+        alts.push_back(Json{{"const", pool[next++]}});
+      } else {
+        Json e = Json::array();
+        for (int i = 0; i < n; ++i) e.push_back(pool[next++]);
+        alts.push_back(Json{{"enum", e}});
+      }
+    }
+    return Json{{"oneOf", alts}};
+  }
+
+  // Objects with a required tag of different values, written as Pydantic does (a typed const,
+  // or a one-value enum), and random other members.
+  Json tagged_one_of(int depth) {
+    static const std::vector<std::string> tags = {"cat", "dog", "bird", "fish"};
+    std::vector<std::string> order = tags;
+    std::shuffle(order.begin(), order.end(), rng_);
+    Json alts = Json::array();
+    for (int b = uniform(rng_, 2, 3) - 1; b >= 0; --b) {
+      Json tag = coin(rng_) ? Json{{"type", "string"}, {"const", order[b]}}
+                            : Json{{"enum", Json::array({order[b]})}};
+      Json props{{"kind", tag}};
+      Json req = Json::array({"kind"});
+      if (coin(rng_)) {
+        props["v"] = depth + 1 < o_.max_depth ? gen(depth + 1) : leaf();
+        if (coin(rng_)) req.push_back("v");
+      }
+      Json branch{{"type", "object"}, {"properties", props}, {"required", req}};
+      if (coin(rng_)) branch["additionalProperties"] = false;
+      alts.push_back(branch);
+    }
+    Json s{{"oneOf", alts}};
+    if (coin(rng_, 0.3)) s["discriminator"] = Json{{"propertyName", "kind"}};
+    return s;
   }
 
   Json all_of(int depth) {

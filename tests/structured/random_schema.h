@@ -3,10 +3,10 @@
 //
 // random_schema covers every keyword the front-end supports: type (and type lists), nested
 // objects with required/optional properties and every additionalProperties form, arrays
-// (items, prefixItems, minItems/maxItems), enum, const, anyOf, oneOf (with exclusive
-// branches, so that oneOf means what anyOf does), allOf of object schemas, $ref/$defs with
-// recursion, string lengths, patterns, formats, integer ranges, nullable, boolean schemas.
-// Every schema is satisfiable and valid draft 2020-12 (ajv compiles it).
+// (items, prefixItems, minItems/maxItems), enum, const, anyOf, oneOf (with provably
+// disjoint branches: different types, disjoint const/enum sets, tagged object unions), allOf of
+// object schemas, $ref/$defs with recursion, string lengths, patterns, formats, integer ranges,
+// nullable, boolean schemas. Every schema is satisfiable and valid draft 2020-12 (ajv compiles it).
 //
 // random_instance builds a value of the schema directly from the schema (never from a
 // grammar), in the canonical form a grammar produces: compact, properties in schema order,
