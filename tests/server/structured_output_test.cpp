@@ -174,6 +174,28 @@ TEST(StructuredOutput, EveryConstraintFieldIsFollowed) {
   }
 }
 
+// Only the user's stop strings can cut a constrained document, and they do: with "beta" among
+// `stop`, the one allowed text stops before it (stop_reason says which); without, it completes.
+TEST(StructuredOutput, UserStopStringsCutAConstrainedDocument) {
+  const uint16_t port = shared_port();
+  json b = {{"prompt", "Say:"},
+            {"max_tokens", 40},
+            {"temperature", 1.0},
+            {"seed", 3},
+            {"guided_choice", {"alpha beta gamma"}}};
+  auto r = post_json(port, "/v1/completions", b);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["choices"][0]["text"], "alpha beta gamma") << r.body;
+  EXPECT_EQ(r.json()["choices"][0]["finish_reason"], "stop") << r.body;
+  b["stop"] = {"beta"};
+  r = post_json(port, "/v1/completions", b);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json c = r.json()["choices"][0];
+  EXPECT_EQ(c["text"], "alpha ") << r.body;
+  EXPECT_EQ(c["finish_reason"], "stop") << r.body;
+  EXPECT_EQ(c["stop_reason"], "beta") << r.body;
+}
+
 json weather_tools() {
   return json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
