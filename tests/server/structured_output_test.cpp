@@ -294,7 +294,8 @@ TEST(StructuredOutput, ResponseFormatWithToolsIsAnAnswerOrACall) {
                             200));
     ASSERT_EQ(r.status, 200) << r.body;
     ASSERT_EQ(r.json()["choices"][0]["finish_reason"], "tool_calls") << r.body;
-    for (const json& call : r.json()["choices"][0]["message"]["tool_calls"])
+    const json required = r.json();  // kept: a range-for over a temporary's member dangles
+    for (const json& call : required["choices"][0]["message"]["tool_calls"])
       expect_valid_call(call);
   }
   RecordProperty("answers", answers);
