@@ -219,4 +219,15 @@ std::string ServerMetrics::render(const EngineMetrics& m, const std::string& mod
   return out;
 }
 
+void render_grammar_cache(uint64_t hits, uint64_t misses, const std::string& model_name,
+                          std::string* out) {
+  const std::string l = "model_name=\"" + prometheus_escape(model_name) + "\"";
+  header(out, "loom:grammar_cache_hits_total", "counter",
+         "Output constraints served by an already compiled grammar.");
+  sample(out, "loom:grammar_cache_hits_total", l, static_cast<double>(hits));
+  header(out, "loom:grammar_cache_misses_total", "counter",
+         "Grammars compiled for output constraints (failed compiles included).");
+  sample(out, "loom:grammar_cache_misses_total", l, static_cast<double>(misses));
+}
+
 }  // namespace loom::server

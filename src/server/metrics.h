@@ -37,13 +37,20 @@ class ServerMetrics {
   void count_finished(FinishReason reason);
 
   // The whole /metrics page (Prometheus text format 0.0.4).
-  std::string render(const EngineMetrics& m, const std::string& model_name, int32_t block_size) const;
+  std::string render(const EngineMetrics& m, const std::string& model_name,
+                     int32_t block_size) const;
 
  private:
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_;
   uint64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
 };
+
+// The compiled-grammar cache's counters (structured::GrammarCache::stats()), appended to the
+// page: loom:grammar_cache_hits_total (a constraint served by an already compiled grammar)
+// and loom:grammar_cache_misses_total (grammars compiled, failures included).
+void render_grammar_cache(uint64_t hits, uint64_t misses, const std::string& model_name,
+                          std::string* out);
 
 // A Prometheus label value: backslash, double quote and newline escaped.
 std::string prometheus_escape(const std::string& v);

@@ -12,6 +12,7 @@
 #include "server/routes.h"
 #include "server/server_context.h"
 #include "server/webui_assets.h"
+#include "structured/matcher.h"
 
 namespace loom::server {
 
@@ -24,8 +25,12 @@ void handle_health(ServerContext& ctx, const HttpRequest&, ResponderPtr out) {
 }
 
 void handle_metrics(ServerContext& ctx, const HttpRequest&, ResponderPtr out) {
-  out->send(200, "text/plain; version=0.0.4; charset=utf-8",
-            ctx.metrics.render(ctx.engine->metrics(), ctx.model_name, ctx.block_size));
+  std::string page = ctx.metrics.render(ctx.engine->metrics(), ctx.model_name, ctx.block_size);
+  if (ctx.grammar_cache) {
+    const structured::GrammarCache::Stats g = ctx.grammar_cache->stats();
+    render_grammar_cache(g.hits, g.misses, ctx.model_name, &page);
+  }
+  out->send(200, "text/plain; version=0.0.4; charset=utf-8", page);
 }
 
 void handle_version(ServerContext&, const HttpRequest&, ResponderPtr out) {

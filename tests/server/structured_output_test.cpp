@@ -196,6 +196,39 @@ TEST(StructuredOutput, UserStopStringsCutAConstrainedDocument) {
   EXPECT_EQ(c["stop_reason"], "beta") << r.body;
 }
 
+// /metrics counts the compiled-grammar cache: a new schema is a miss (compiled), the same
+// schema again a hit; a schema that differs only by a property name is a new compile.
+TEST(StructuredOutput, GrammarCacheCountersOnMetrics) {
+  const uint16_t port = shared_port();
+  const std::string l = std::string("{model_name=\"") + kTestModelName + "\"}";
+  auto counters = [&] {
+    const std::string page = http_request(port, "GET", "/metrics").body;
+    return std::pair<double, double>{metric_value(page, "loom:grammar_cache_hits_total" + l),
+                                     metric_value(page, "loom:grammar_cache_misses_total" + l)};
+  };
+  auto ask = [&](const std::string& key) {
+    const json schema = {{"type", "object"},
+                         {"properties", {{key, {{"type", "boolean"}}}}},
+                         {"required", {key}},
+                         {"additionalProperties", false}};
+    const json b = {{"prompt", "x"}, {"max_tokens", 16}, {"guided_json", schema}};
+    EXPECT_EQ(post_json(port, "/v1/completions", b).status, 200);
+  };
+  const auto [hits0, misses0] = counters();
+  ASSERT_GE(hits0, 0.0);
+  ASSERT_GE(misses0, 0.0);
+  ask("metrics_probe_a");
+  const auto [hits1, misses1] = counters();
+  EXPECT_EQ(misses1, misses0 + 1);
+  EXPECT_EQ(hits1, hits0);
+  ask("metrics_probe_a");
+  const auto [hits2, misses2] = counters();
+  EXPECT_EQ(hits2, hits1 + 1);
+  EXPECT_EQ(misses2, misses1);
+  ask("metrics_probe_b");
+  EXPECT_EQ(counters().second, misses2 + 1);
+}
+
 json weather_tools() {
   return json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
