@@ -9,7 +9,9 @@
 #     - random: random prompts sampled at temperature 1, where lookups (almost) never match;
 #  3. the target model as its own draft (--model-draft, k = 4, greedy): tokens/s counting only
 #     the target's forward time, the draft's time reported beside it.
-# Every line gives output tokens/s over the whole run and over the target's forward time.
+# Every line gives output tokens/s over the whole run, over its decode steps (the steps that
+# ran no prompt token: what speculation changes; prefill is the same in both runs) and over
+# the target's forward time.
 #   LOOM=build/loom REPS=3 bench/speculative.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
@@ -20,13 +22,14 @@ SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "
 mkdir -p "$DIR"
 
 report() {  # label, then the bench offline output on stdin
-  local out tps target draft acc
+  local out tps decode target draft acc
   out=$(cat)
   tps=$(echo "$out" | sed -n 's/.* \([0-9.]*\) output tokens\/s$/\1/p')
+  decode=$(echo "$out" | sed -n 's/^Decode steps .*(\([0-9.]*\) tokens\/s)$/\1/p')
   target=$(echo "$out" | sed -n 's/^Target model forward passes: .*(\([0-9.]*\) output tokens\/s of that time)/\1/p')
   draft=$(echo "$out" | sed -n 's/^Draft model forward passes: \([0-9.]*\) s/, draft \1 s/p')
   acc=$(echo "$out" | sed -n 's/.*(acceptance rate \([0-9.]*\), mean acceptance length \([0-9.]*\)).*/, acceptance \1, length \2/p')
-  echo "$1: $tps tok/s, target-time $target tok/s$draft$acc"
+  echo "$1: $tps tok/s, decode $decode tok/s, target-time $target tok/s$draft$acc"
 }
 
 for type in q8_0 q4_0; do

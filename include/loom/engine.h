@@ -160,6 +160,11 @@ struct EngineMetrics {
   int64_t num_steps = 0;
   int64_t num_finished = 0;
   double forward_seconds = 0;  // time in the model's forward passes (the target's)
+  // Steps that ran no prompt token (decodes and verifies): their whole time (proposers, a
+  // draft model, the forward pass, sampling) and the tokens they emitted, so a decode rate can
+  // be read apart from prefill, which speculation leaves as it is.
+  double decode_step_seconds = 0;
+  int64_t decode_step_tokens = 0;
   // Speculative decoding (vLLM's spec_decode metrics): proposals verified, tokens proposed,
   // tokens accepted, and accepted tokens by position in the proposal.
   int64_t spec_num_drafts = 0;

@@ -449,15 +449,18 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   aborted_.clear();
   if (scheduler_->empty()) return outputs;
 
+  const auto step_start = std::chrono::steady_clock::now();
   propose_drafts();
   SchedulerOutput so = scheduler_->schedule();
   if (so.seqs.empty()) return outputs;
   ++totals_.num_steps;
+  bool runs_prompt = false;
   for (const ScheduledSeq& s : so.seqs) {
     RequestGroup& g = *s.req->group;
     if (g.queue_time_s < 0) g.queue_time_s = seconds_since(g.arrival);
     const int32_t prompt_left = s.req->num_prompt_tokens - s.req->num_computed_tokens;
     if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
+    runs_prompt = runs_prompt || prompt_left > 0;
   }
   if (Status ds = fill_drafts(so); !ds.is_ok()) {
     for (const ScheduledSeq& s : so.seqs)
@@ -492,12 +495,15 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   std::vector<RequestGroup*> touched;
   collect_pooling(so, touched);
   int32_t row = 0;
+  int64_t emitted = 0;
   for (size_t i = 0; i < sample_seqs_.size(); ++i) {
     Request& r = *sample_seqs_[i];
     const int32_t first_row = row;
     row += sample_drafts_[i] + 1;
     if (r.finished()) continue;  // its group was aborted earlier in this loop
+    const int32_t had = r.num_output_tokens();
     const int32_t kept = sample_rows(r, i, first_row, sample_drafts_[i]);
+    emitted += r.num_output_tokens() - had;
     if (sample_drafts_[i] > 0) {
       // The proposals' K/V up to the last kept one stay; the rest is rolled back.
       r.draft.clear();
@@ -508,6 +514,10 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     }
     RequestGroup& g = *r.group;
     if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
+  }
+  if (!runs_prompt) {
+    totals_.decode_step_seconds += seconds_since(step_start);
+    totals_.decode_step_tokens += emitted;
   }
   for (RequestGroup* g : touched) {
     if (g->aborted) continue;  // its final output goes out with the aborts next step

@@ -34,11 +34,55 @@ TEST(OfflineBench, RunsEveryPromptToItsOutputLength) {
   EXPECT_EQ((*engine)->check_kv_drained(), "");
 
   auto j = nlohmann::json::parse(offline_result_json(*r));
-  for (const char* key : {"elapsed_time", "num_requests", "total_num_tokens",
-                          "requests_per_second", "tokens_per_second", "output_tokens_per_second"})
+  for (const char* key : {"elapsed_time", "num_requests", "total_num_tokens", "requests_per_second",
+                          "tokens_per_second", "output_tokens_per_second"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["num_requests"], 10);
   EXPECT_EQ(j["total_num_tokens"], 330);
+}
+
+// Decode steps are the steps without prompt tokens: one sequence at a time, each prompt's
+// first token comes from its prefill and every other one from a decode step, with n-gram
+// speculation as without (its verifies are decode steps emitting several tokens).
+TEST(OfflineBench, DecodeStepsCountEveryTokenButThePrefillsFirst) {
+  for (const bool ngram : {false, true}) {
+    EngineConfig c;
+    c.max_num_seqs = 1;
+    c.max_model_len = 128;
+    c.n_threads = 1;
+    if (ngram) {
+      c.speculative.method = SpeculativeConfig::Method::kNgram;
+      c.speculative.num_speculative_tokens = 4;
+      c.speculative.prompt_lookup_min = 2;
+      c.speculative.prompt_lookup_max = 4;
+    }
+    auto engine = Engine::load("synth:tiny", c);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    OfflineOptions o;
+    o.num_prompts = 3;
+    o.input_len = 16;
+    o.output_len = 24;
+    o.workload = "self-repeat";
+    auto r = run_offline(**engine, o);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(r->output_tokens, 72);
+    EXPECT_EQ(r->metrics.decode_step_tokens, 72 - 3) << "ngram " << ngram;
+    EXPECT_GT(r->metrics.decode_step_seconds, 0.0);
+    EXPECT_LT(r->metrics.decode_step_seconds, r->elapsed_time);
+    // Without speculation a decode step emits one token; with it, fewer steps than tokens
+    // (the self-repeat prompts let lookups match).
+    const int64_t decode_steps = r->metrics.num_steps - 3;
+    if (ngram) {
+      EXPECT_GT(r->metrics.spec_num_accepted_tokens, 0);
+      EXPECT_LT(decode_steps, 69);
+    } else {
+      EXPECT_EQ(decode_steps, 69);
+    }
+    auto j = nlohmann::json::parse(offline_result_json(*r));
+    EXPECT_EQ(j["decode_step_tokens"], 69);
+    EXPECT_NEAR(j["decode_tokens_per_second"].get<double>() * r->metrics.decode_step_seconds, 69.0,
+                1e-6);
+  }
 }
 
 TEST(OfflineBench, RejectsBadOptions) {
