@@ -172,6 +172,9 @@ struct EngineMetrics {
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
   double spec_draft_seconds = 0;  // time in a draft model's forward passes
+  // Time in the proposers (n-gram lookups; a draft model's passes included), so the cost of
+  // speculation that finds nothing can be read directly.
+  double spec_proposer_seconds = 0;
 };
 
 // An embedding or scoring request: no sampling. The prompt runs through the model (prefill

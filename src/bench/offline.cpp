@@ -86,6 +86,7 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
   res.metrics.decode_step_seconds -= before.decode_step_seconds;
   res.metrics.decode_step_tokens -= before.decode_step_tokens;
   res.metrics.spec_draft_seconds -= before.spec_draft_seconds;
+  res.metrics.spec_proposer_seconds -= before.spec_proposer_seconds;
   res.metrics.spec_num_drafts -= before.spec_num_drafts;
   res.metrics.spec_num_draft_tokens -= before.spec_num_draft_tokens;
   res.metrics.spec_num_accepted_tokens -= before.spec_num_accepted_tokens;
@@ -229,6 +230,10 @@ int offline_main(int argc, char** argv) {
                 r->metrics.decode_step_tokens / r->metrics.decode_step_seconds);
   if (r->metrics.spec_draft_seconds > 0)
     std::printf("Draft model forward passes: %.2f s\n", r->metrics.spec_draft_seconds);
+  if (rc.speculative.enabled() && r->metrics.decode_step_seconds > 0)
+    std::printf("Proposers: %.4f s (%.3f%% of the decode steps' time)\n",
+                r->metrics.spec_proposer_seconds,
+                100.0 * r->metrics.spec_proposer_seconds / r->metrics.decode_step_seconds);
   if (r->metrics.spec_num_drafts > 0)
     std::printf(
         "Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted "

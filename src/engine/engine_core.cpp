@@ -451,6 +451,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
 
   const auto step_start = std::chrono::steady_clock::now();
   propose_drafts();
+  totals_.spec_proposer_seconds += seconds_since(step_start);
   SchedulerOutput so = scheduler_->schedule();
   if (so.seqs.empty()) return outputs;
   ++totals_.num_steps;
@@ -462,7 +463,10 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
     runs_prompt = runs_prompt || prompt_left > 0;
   }
-  if (Status ds = fill_drafts(so); !ds.is_ok()) {
+  const auto fill_start = std::chrono::steady_clock::now();
+  Status ds = fill_drafts(so);
+  totals_.spec_proposer_seconds += seconds_since(fill_start);
+  if (!ds.is_ok()) {
     for (const ScheduledSeq& s : so.seqs)
       if (!s.req->group->aborted) abort(s.req->group->id);
     return Status(ds.code(), "speculative proposer failed: " + ds.message());

@@ -74,6 +74,8 @@ TEST(OfflineBench, DecodeStepsCountEveryTokenButThePrefillsFirst) {
     const int64_t decode_steps = r->metrics.num_steps - 3;
     if (ngram) {
       EXPECT_GT(r->metrics.spec_num_accepted_tokens, 0);
+      EXPECT_GT(r->metrics.spec_proposer_seconds, 0.0);
+      EXPECT_LT(r->metrics.spec_proposer_seconds, r->metrics.decode_step_seconds);
       EXPECT_LT(decode_steps, 69);
     } else {
       EXPECT_EQ(decode_steps, 69);
