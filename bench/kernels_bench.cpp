@@ -234,8 +234,8 @@ int main(int argc, char** argv) {
   if (filter.empty() || filter == "attn") bench_attention();
   if (filter == "attn-dram") bench_attention_dram();
   if (filter == "peak") bench::print_peak(pool);
-  const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0,
-                          Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K};
+  const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
+                          Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kMXFP4};
   struct Shape {
     int64_t cols, rows;
   };
@@ -257,8 +257,8 @@ int main(int argc, char** argv) {
       const std::string name(dtype_name(t));
       if (!filter.empty() && name.find(filter) == std::string::npos) continue;
       Matrix m = make_matrix(t, rows, cols);
-      kernels::PackedMatrix packed;
-      if (kernels::packable(m.view)) {
+      kernels::PackedMatrix packed;  // as below: LOOM_BENCH_ROWS=1 keeps the file's layout
+      if (kernels::packable(m.view) && !std::getenv("LOOM_BENCH_ROWS")) {
         packed = kernels::PackedMatrix::pack_rows16(m.view);
         m.view = packed.view();
       }

@@ -14,9 +14,9 @@ namespace loom::kernels {
 
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
-         (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kF16 ||
-          w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K ||
-          (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
+         (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kMXFP4 ||
+          w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K ||
+          w.dtype == Dtype::kQ6_K || (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
 
@@ -29,6 +29,8 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
       return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 8 * 64);
     case Dtype::kQ4_0:
       return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 4 * 64);
+    case Dtype::kMXFP4:
+      return static_cast<uint64_t>(cols / 32) * (kPackRows + 4 * 64);
     case Dtype::kQ4_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ4KBytes;
     case Dtype::kQ5_K:
@@ -166,7 +168,7 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
   const int64_t nb = w.cols() / 32;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   const uint64_t bytes = group_bytes(w.dtype, w.cols()) * groups;
-  const uint64_t rec = group_bytes(w.dtype, w.cols()) / nb;  // Q8_0 / Q4_0: per 32 columns
+  const uint64_t rec = group_bytes(w.dtype, w.cols()) / nb;  // Q8_0/Q4_0/MXFP4: per 32 columns
   PackedMatrix m = allocate(bytes);
   const bool q8 = w.dtype == Dtype::kQ8_0;
   if (w.dtype == Dtype::kF16 || w.dtype == Dtype::kBF16) {
@@ -180,11 +182,12 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
     if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.data_.get());
     return finish(std::move(m), w, bytes);
   }
+  const bool mxfp4 = w.dtype == Dtype::kMXFP4;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = m.data_.get() + (g * nb + b) * rec;
       uint16_t* scales = reinterpret_cast<uint16_t*>(out);
-      uint8_t* quants = out + kPackRows * 2;
+      uint8_t* quants = out + kPackRows * (mxfp4 ? 1 : 2);
       for (int r = 0; r < kPackRows; ++r) {
         const int64_t row = g * kPackRows + r;
         const bool pad = row >= rows;
@@ -195,6 +198,12 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
             for (int i = 0; i < 4; ++i)
               quants[k * 64 + r * 4 + i] =
                   pad ? 0x80 : static_cast<uint8_t>(blk->qs[4 * k + i] ^ 0x80);
+        } else if (mxfp4) {
+          // Padding rows: exponent 0 and code 0 (the value 0), so they add exactly nothing.
+          const auto* blk = pad ? nullptr : reinterpret_cast<const BlockMxfp4*>(w.row(row)) + b;
+          out[r] = pad ? 0 : blk->e;
+          for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 4; ++i) quants[k * 64 + r * 4 + i] = pad ? 0 : blk->qs[4 * k + i];
         } else {
           const BlockQ4_0* blk = pad ? nullptr : reinterpret_cast<const BlockQ4_0*>(w.row(row)) + b;
           scales[r] = pad ? 0 : blk->d;

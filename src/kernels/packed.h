@@ -7,6 +7,10 @@
 // Q8_0 (K = 8): step k holds elements 4k..4k+3 of each row as u8 = q + 128.
 // Q4_0 (K = 4): step k holds the file's nibble bytes qs[4k..4k+3] of each row (low nibble:
 // element 4k+i, high nibble: element 16+4k+i), values q in 0..15 standing for q - 8.
+// MXFP4 (K = 4): the 16 scales are the file's E8M0 bytes (row 0..15; 16 bytes, not 32), then
+// the steps exactly as Q4_0's; the nibbles index E2M1 doubled (kMxfp4Values), which the kernel
+// maps with one byte shuffle to u8 value + 12 in 0..24. 272 bytes per record, 17 per row and
+// block: the copy is exactly as large as the file's blocks (decode streams it once a token).
 // One vpdpbusd then adds 4 elements of all 16 rows, each in its own int32 lane, so a row's
 // whole block sums in one lane and is scaled once (instead of 8 lanes per row).
 // F16: column k of group g is 16 fp16 values (rows 0..15), columns in order, so one
@@ -39,8 +43,8 @@ constexpr int kPackedQ4KBytes = 64 + 2 * 8 * kPackRows + 4 * 8 * 64;  // one Q4_
 constexpr int kPackedQ5KBytes = kPackedQ4KBytes + 64 * 8;             // one Q5_K record: 2880
 constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 64 * 64;        // one Q6_K record: 4384
 
-// Whether pack_rows16 applies: Q8_0/Q4_0/F16 (BF16 with AVX512-BF16) with columns a multiple
-// of 32, Q4_K/Q5_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
+// Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/F16 (BF16 with AVX512-BF16) with columns a
+// multiple of 32, Q4_K/Q5_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
 bool packable(const TensorView& w);
 
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).

@@ -1,18 +1,22 @@
-// kRows16-packed Q8_0 / Q4_0 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the packed
-// matmul agrees with the row-layout matmul and the reference within the int8-activation bound, and
-// keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2 threads).
+// kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the
+// packed matmul agrees with the row-layout matmul and the reference within the int8-activation
+// bound, and keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2
+// threads).
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
 #include "test_util.h"
 
@@ -147,9 +151,97 @@ TEST(PackedMixed, Q4_KAndQ6_KInOneMultiCallEachGetTheirOwnResult) {
   expect_multi_matches_single_calls(Dtype::kQ4_K, 50, Dtype::kQ6_K, 24, 512, 13, 21);
 }
 
+// gpt-oss's experts: MXFP4 with Q8_0 (its other matrices) in one call.
+TEST(PackedMixed, Mxfp4AndQ8_0InOneMultiCallEachGetTheirOwnResult) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  expect_multi_matches_single_calls(Dtype::kMXFP4, 45, Dtype::kQ8_0, 32, 256, 14, 31);
+}
+
+// MXFP4 blocks drawn directly (random codes, every nibble value, and exponents uniform in
+// [e_lo, e_hi]), not through the quantizer, so every scale a file can hold is reached: the
+// subnormal ones (e = 0, 1), the ordinary ones, and large ones whose sums stay finite.
+Matrix random_mxfp4(int64_t rows, int64_t cols, int e_lo, int e_hi, uint32_t seed) {
+  Matrix m;
+  m.bytes.resize(rows * cols / 32 * sizeof(BlockMxfp4));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(0, 255), e(e_lo, e_hi);
+  auto* blocks = reinterpret_cast<BlockMxfp4*>(m.bytes.data());
+  for (int64_t i = 0; i < rows * cols / 32; ++i) {
+    blocks[i].e = static_cast<uint8_t>(e(rng));
+    for (uint8_t& q : blocks[i].qs) q = static_cast<uint8_t>(code(rng));
+  }
+  m.view.dtype = Dtype::kMXFP4;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+// Per row and token, against the dequantized reference in double: the error must lie within
+// what the int8 activations allow, sum over blocks of (amax_b / 254) * sum_b |w| (each x off
+// by at most half its block's step amax / 127), plus float rounding. And against the row
+// layout's kernel, which sees the same int8 activations: only the float order differs.
+TEST(PackedMxfp4, EveryExponentRangeDecodeAndPrefillMatchReference) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool pool(2);
+  struct Range {
+    int lo, hi;
+  };
+  // Subnormal scales 2^-128 and 2^-127; tiny; gpt-oss's own (around 2^-8 .. 2^0); large
+  // (2^100: values to 12 * 2^100, sums of 320 still finite).
+  for (const Range r : {Range{0, 1}, Range{2, 24}, Range{118, 130}, Range{200, 228}}) {
+    const int64_t rows = 83, cols = 320;  // a padded last group; 10 blocks
+    const Matrix m = random_mxfp4(rows, cols, r.lo, r.hi, 3 + r.lo);
+    ASSERT_TRUE(packable(m.view));
+    const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+    EXPECT_EQ(p.view().nbytes, m.view.nbytes + (96 - 83) * cols / 32 * 17);  // 17 bytes a block
+    std::vector<float> wr(rows * cols);
+    for (int64_t row = 0; row < rows; ++row)
+      ref::dequantize_row(Dtype::kMXFP4, m.view.row(row), &wr[row * cols], cols);
+    for (int64_t nt : {1, 3, 6, 7, 70}) {  // decode, token tiles, the prefill loop order (> 64)
+      const auto x = testing::random_normal(nt * cols, 50 + nt);
+      std::vector<float> got(nt * rows, -1.0f), plain(nt * rows, -2.0f);
+      matmul(p.view(), x.data(), nt, got.data(), &pool);
+      matmul(m.view, x.data(), nt, plain.data(), &pool);
+      double worst = 0, worst_plain = 0;  // as fractions of the bound, of sum |w x|
+      for (int64_t t = 0; t < nt; ++t)
+        for (int64_t row = 0; row < rows; ++row) {
+          const float* xt = &x[t * cols];
+          const float* w = &wr[row * cols];
+          double want = 0, mag = 0, bound = 0;
+          for (int64_t b = 0; b < cols / 32; ++b) {
+            double amax = 0, wsum = 0;
+            for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+              want += double(w[k]) * xt[k];
+              mag += std::abs(double(w[k]) * xt[k]);
+              amax = std::max(amax, std::abs(double(xt[k])));
+              wsum += std::abs(double(w[k]));
+            }
+            bound += amax / 254 * wsum;
+          }
+          ASSERT_GT(mag, 0.0);
+          const float g = got[t * rows + row];
+          ASSERT_TRUE(std::isfinite(g)) << "e " << r.lo << " row " << row;
+          worst = std::max(worst, std::abs(g - want) / (bound + 1e-5 * mag));
+          worst_plain = std::max(worst_plain, std::abs(g - plain[t * rows + row]) / mag);
+        }
+      // A wrong scale, nibble or offset is off by O(1) of sum |w x|, far past the bound.
+      EXPECT_LT(worst, 1.0) << "exponents " << r.lo << ".." << r.hi << " tokens " << nt;
+      // Float order only (measured <= 2e-7).
+      EXPECT_LT(worst_plain, 1e-5) << "exponents " << r.lo << ".." << r.hi << " tokens " << nt;
+      if (nt == 70)
+        std::printf(
+            "  exponents %d..%d: worst %.3g of the int8 bound, %.3g of sum |w x| from the "
+            "row layout\n",
+            r.lo, r.hi, worst, worst_plain);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
-                         ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kQ4_K, Dtype::kQ5_K,
-                                           Dtype::kQ6_K, Dtype::kF16, Dtype::kBF16),
+                         ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kMXFP4, Dtype::kQ4_K,
+                                           Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kF16, Dtype::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

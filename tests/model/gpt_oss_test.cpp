@@ -1,14 +1,23 @@
 // gpt-oss as `loom synth --preset tiny-gpt-oss --type mxfp4` builds it (llama.cpp's layout:
 // experts MXFP4, other matrices Q8_0, routers and biases F32): it loads with the family's
 // flags, runs, and a sequence's logits are bit-identical alone and batched with another one
-// (MoE routing, attention sinks and sliding windows included). Its numerics against
+// (MoE routing, attention sinks and sliding windows included), and its experts, repacked for
+// the MXFP4 kernel, compute what their dequantized F32 twin does. Its numerics against
 // transformers are checked in hf_reference_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
+#include "backend/cpu/cpu_model.h"
 #include "format/gguf.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/packed.h"
+#include "kernels/quant.h"
+#include "model/arch.h"
+#include "model/config_reader.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "tools/synth.h"
@@ -16,14 +25,19 @@
 namespace loom {
 namespace {
 
-std::unique_ptr<Model> tiny_gpt_oss() {
+std::shared_ptr<const std::vector<uint8_t>> tiny_gpt_oss_bytes() {
   SynthOptions o;
   o.arch = "gpt-oss";
   o.preset = "tiny-gpt-oss";
   o.type = Dtype::kMXFP4;
   auto bytes = synth_model_bytes(o);
   EXPECT_TRUE(bytes.is_ok()) << bytes.status().message();
-  auto file = GgufFile::parse_bytes(*bytes);
+  return bytes.is_ok() ? std::move(bytes).value() : nullptr;
+}
+
+std::unique_ptr<Model> tiny_gpt_oss() {
+  const auto bytes = tiny_gpt_oss_bytes();
+  auto file = GgufFile::parse_bytes(bytes);
   EXPECT_TRUE(file.is_ok());
   for (const auto& t : file->tensors()) {
     if (t.name.find("_exps.weight") != std::string::npos) {
@@ -99,6 +113,71 @@ TEST(GptOss, SequenceLogitsDoNotDependOnTheBatch) {
   ASSERT_TRUE(run(true, &together).is_ok());
   EXPECT_EQ(0, std::memcmp(alone.data(), together.data(), alone.size() * sizeof(float)))
       << "max rel diff " << test::rel_err(alone.data(), together.data(), alone.size());
+}
+
+// The experts as the model runs them (each expert's matrix repacked for the MXFP4 kernel on
+// AVX-512; one-token calls and multi-token tiles of up to CpuMoeFfn::kRowsPerTask rows) against a
+// twin whose experts are the same MXFP4 values dequantized to F32 (float kernels), every other
+// tensor shared: what remains is the int8 rounding of the experts' activations. A wrong nibble,
+// offset or scale moves every row by O(1) (the hf_reference test saw > 0.3).
+TEST(GptOss, Mxfp4ExpertsMatchTheirDequantizedTwin) {
+  const auto bytes = tiny_gpt_oss_bytes();
+  auto file = GgufFile::parse_bytes(bytes);
+  ASSERT_TRUE(file.is_ok());
+  std::map<std::string, std::vector<float>, std::less<>> dequantized;
+  std::map<std::string, TensorView, std::less<>> twin_views;
+  for (const auto& t : file->tensors()) {
+    if (t.view.dtype != Dtype::kMXFP4) continue;
+    // One expert's matrix, as CpuModel slices it: packable on AVX-512, so repacked at load.
+    TensorView expert = t.view;
+    expert.n_dims = 2;
+    expert.ne = {t.view.ne[0], t.view.ne[1], int64_t{1}, int64_t{1}};
+    expert.nbytes = t.view.nbytes / t.view.ne[2];
+    EXPECT_EQ(kernels::packable(expert), kernels::best_isa() == kernels::Isa::kAvx512) << t.name;
+    std::vector<float>& d = dequantized[t.name];
+    d.resize(t.view.numel());
+    const int64_t rows = t.view.numel() / t.view.cols();
+    for (int64_t r = 0; r < rows; ++r)
+      kernels::dequantize_row(Dtype::kMXFP4,
+                              static_cast<const uint8_t*>(t.view.data) + r * t.view.row_stride(),
+                              &d[r * t.view.cols()], t.view.cols());
+    TensorView v = t.view;
+    v.dtype = Dtype::kF32;
+    v.data = d.data();
+    v.nbytes = d.size() * sizeof(float);
+    twin_views[t.name] = v;
+  }
+  ASSERT_EQ(twin_views.size(), 6u);  // gate, up, down of 2 layers
+  auto cfg = config_from_gguf(*file);
+  ASSERT_TRUE(cfg.is_ok());
+  auto w =
+      Weights::bind(*cfg, *find_arch(cfg->arch), [&](std::string_view name) -> const TensorView* {
+        if (auto it = twin_views.find(name); it != twin_views.end()) return &it->second;
+        for (const auto& t : file->tensors())
+          if (t.name == name) return &t.view;
+        return nullptr;
+      });
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  CpuModel twin(*cfg, std::move(*w), ModelLoadOptions{2});
+  auto m = tiny_gpt_oss();
+  ASSERT_TRUE(m);
+  const int32_t V = m->config().n_vocab;
+  const auto tokens = test::random_tokens(40, V, 11);
+  auto kv = KvCache::create(m->config(), 4, 16, Dtype::kF32).value();
+  auto kv2 = KvCache::create(twin.config(), 4, 16, Dtype::kF32).value();
+  // Chunks of 1 (decode: one token a call) then of 39 (prefill: many rows per expert).
+  for (int32_t chunk : {1, 39}) {
+    auto got = test::run_sequence(*m, *kv, tokens, chunk);
+    auto want = test::run_sequence(twin, *kv2, tokens, chunk);
+    ASSERT_TRUE(got.is_ok() && want.is_ok());
+    double worst = 0;
+    for (size_t r = 0; r < tokens.size(); ++r)
+      worst = std::max(worst, test::rel_err(&(*got)[r * V], &(*want)[r * V], V));
+    std::printf("  gpt-oss mxfp4 experts, chunks of %d: worst row rel err %.3g vs F32 twin\n",
+                chunk, worst);
+    EXPECT_LT(worst, 2e-2) << "chunks of " << chunk;
+    EXPECT_GT(worst, 1e-7);  // the model's experts are not the twin's F32 ones by mistake
+  }
 }
 
 }  // namespace

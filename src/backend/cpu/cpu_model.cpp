@@ -84,13 +84,13 @@ void for_each_repacked(W& weights, F&& f) {
   f(weights.output);
 }
 
-// At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/Q4_K/
-// Q6_K/F16/BF16 in the kernels' interleaved layout (prefill's GEMM ~2-3x, decode bandwidth-bound),
-// the others as they are (decode streams them faster than from the file mapping); the file's
-// pages stay in the page cache, reclaimable. Most of the copy's cost is the kernel zeroing the
-// fresh pages on first touch (85% of an 8 GB model's load in a profile; ~2.8 GB/s per thread
-// on the test machine), not the packing: a server makes the copies in the background while it
-// already answers on the file's layout (the kernels take either), a benchmark waits for them.
+// At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/MXFP4/
+// Q4_K/Q6_K/F16/BF16 in the kernels' interleaved layout (prefill's GEMM ~2-3x, decode
+// bandwidth-bound), the others as they are (decode streams them faster than from the file mapping);
+// the file's pages stay in the page cache, reclaimable. Most of the copy's cost is the kernel
+// zeroing the fresh pages on first touch (85% of an 8 GB model's load in a profile; ~2.8 GB/s per
+// thread on the test machine), not the packing: a server makes the copies in the background while
+// it already answers on the file's layout (the kernels take either), a benchmark waits for them.
 void CpuModel::start_repacking(bool background) {
   for_each_repacked(weights_, [&](TensorView& w) { repack_todo_.push_back(&w); });
   packed_.resize(repack_todo_.size());

@@ -44,6 +44,7 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
       row.dsum32[b] = db * static_cast<float>(sum);
       row.start_q6_k[2 * b] = -32 * half0;
       row.start_q6_k[2 * b + 1] = -32 * half1;
+      row.start_mxfp4[b] = -12 * sum;
     } else
       s[b] = db * static_cast<float>(sum);
   }

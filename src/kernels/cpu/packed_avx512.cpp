@@ -1,13 +1,14 @@
-// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K (VNNI) and F16 / BF16
+// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K (VNNI) and F16 / BF16
 // matrices (layout in kernels/packed.h).
 //
-// Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8) and the
-// activations signed int8, so vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with
-// c = 128 or 8: each block's int32 accumulator starts at -c * sum(x), which the activation row
-// carries per block, and then holds the exact integer dot of the block for each of the 16
-// rows in its own lane. Per block and token: lane * (d_w * d_x) FMA'd into a float lane per
-// row, blocks in order. Nothing depends on the tile's token count or where a row sits, so a
-// token's result is the same alone or in any batch.
+// Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8, MXFP4
+// nibbles mapped by a byte shuffle to doubled E2M1 + 12) and the activations signed int8, so
+// vpdpbusd(w, x) = sum (q + c) x = sum q x + c * sum x with c = 128, 8 or 12: each block's
+// int32 accumulator starts at -c * sum(x), which the activation row carries per block, and then
+// holds the exact integer dot of the block for each of the 16 rows in its own lane. Per block and
+// token: lane * (d_w * d_x) FMA'd into a float lane per row, blocks in order. Nothing depends on
+// the tile's token count or where a row sits, so a token's result is the same alone or in any
+// batch.
 #include <immintrin.h>
 
 #include "kernels/cpu/packed_kernels.h"
@@ -53,30 +54,56 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-template <bool kQ8, int G, int T>
+// The 32-column block formats: their records are scales then 8 (Q8_0) or 4 (nibbles) steps.
+enum class Block32 { kQ8_0, kQ4_0, kMxfp4 };
+
+// 16 E8M0 exponents (one per row) as 2^(e - 128), exactly e8m0_half's value: (e - 1) << 23 is
+// that float from e = 2 on; e = 0 and 1 give the subnormals 2^-128 and 2^-127.
+inline __m512 e8m0_half_ps(const uint8_t* p) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+}
+
+// kMxfp4Values + 12 (0..24) in each 128-bit lane, for vpshufb by nibble.
+inline __m512i mxfp4_offset_table() {
+  alignas(16) static constexpr uint8_t kTable[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                     12, 11, 10, 9,  8,  6,  4,  0};
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable)));
+}
+
+template <Block32 F, int G, int T>
 void tile(const PackedArgs& a) {
-  constexpr int kRec = kPackRows * 2 + (kQ8 ? 8 : 4) * 64;
+  constexpr bool kQ8 = F == Block32::kQ8_0, kMx = F == Block32::kMxfp4;
+  constexpr int kScaleBytes = kMx ? kPackRows : kPackRows * 2;
+  constexpr int kRec = kScaleBytes + (kQ8 ? 8 : 4) * 64;
   const int64_t nb = a.cols / 32;
   const int8_t* xq[T];
   const float* xd[T];
-  const int32_t* start[T];  // -c * sum(x) per block, c = 128 or 8
+  const int32_t* start[T];  // -c * sum(x) per block, c = 128, 8 or 12
   for (int t = 0; t < T; ++t) {
     const PackedActRow row(a.x + t * a.x_stride, a.cols);
     xq[t] = row.q;
     xd[t] = row.d;
-    start[t] = kQ8 ? row.start_q8_0 : row.start_q4_0;
+    start[t] = kQ8 ? row.start_q8_0 : kMx ? row.start_mxfp4 : row.start_q4_0;
   }
   __m512 acc[G][T];
   for (int g = 0; g < G; ++g)
     for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   const __m512i nib = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] const __m512i table = kMx ? mxfp4_offset_table() : __m512i{};
   const RecordPrefetch<kRec> prefetch(a);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec[G];
     __m512 dw[G];
     for (int g = 0; g < G; ++g) {
       rec[g] = a.w + (g * nb + b) * kRec;
-      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+      if constexpr (kMx)
+        dw[g] = e8m0_half_ps(rec[g]);
+      else
+        dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
     }
     prefetch(rec);
     __m512i dot[G][T];
@@ -87,7 +114,7 @@ void tile(const PackedArgs& a) {
     if constexpr (kQ8) {
       for (int k = 0; k < 8; ++k) {
         __m512i w[G];
-        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(rec[g] + kPackRows * 2 + 64 * k);
+        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(rec[g] + kScaleBytes + 64 * k);
         for (int t = 0; t < T; ++t) {
           const __m512i x = bcast4(xq[t] + 32 * b + 4 * k);
           for (int g = 0; g < G; ++g) dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], w[g], x);
@@ -97,9 +124,13 @@ void tile(const PackedArgs& a) {
       for (int k = 0; k < 4; ++k) {
         __m512i lo[G], hi[G];
         for (int g = 0; g < G; ++g) {
-          const __m512i v = _mm512_loadu_si512(rec[g] + kPackRows * 2 + 64 * k);
+          const __m512i v = _mm512_loadu_si512(rec[g] + kScaleBytes + 64 * k);
           lo[g] = _mm512_and_si512(v, nib);
           hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+          if constexpr (kMx) {
+            lo[g] = _mm512_shuffle_epi8(table, lo[g]);
+            hi[g] = _mm512_shuffle_epi8(table, hi[g]);
+          }
         }
         for (int t = 0; t < T; ++t) {
           const __m512i xl = bcast4(xq[t] + 32 * b + 4 * k),
@@ -348,11 +379,11 @@ void float_tile(const PackedArgs& a) {
 }
 
 // The tile functions for 1..kPackedTileTokens tokens, picked at run time.
-template <int G, bool kQ8>
+template <int G, Block32 F>
 struct QuantTile {
   template <int T>
   static void run(const PackedArgs& a) {
-    tile<kQ8, G, T>(a);
+    tile<F, G, T>(a);
   }
 };
 template <int G, Dtype kType>
@@ -395,9 +426,11 @@ template <int G>
 void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
   switch (dtype) {
     case Dtype::kQ8_0:
-      return by_tokens<QuantTile<G, true>>(a, n_tok);
+      return by_tokens<QuantTile<G, Block32::kQ8_0>>(a, n_tok);
     case Dtype::kQ4_0:
-      return by_tokens<QuantTile<G, false>>(a, n_tok);
+      return by_tokens<QuantTile<G, Block32::kQ4_0>>(a, n_tok);
+    case Dtype::kMXFP4:
+      return by_tokens<QuantTile<G, Block32::kMxfp4>>(a, n_tok);
     case Dtype::kQ4_K:
       return by_tokens<KQuantTile<G, Dtype::kQ4_K>>(a, n_tok);
     case Dtype::kQ5_K:
@@ -414,11 +447,11 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 }  // namespace
 
 size_t packed_act_row_bytes(int64_t cols) {
-  // Per 32 columns: 32 q, d, sum32, two int16 sums, two dot starts, d * sum32 and two Q6_K
-  // dot starts (PackedActRow).
+  // Per 32 columns: 32 q, d, sum32, two int16 sums, two dot starts, d * sum32, two Q6_K dot
+  // starts and MXFP4's (PackedActRow).
   // An odd number of cache lines: with a power-of-two stride (2048 bytes at 1024 columns) the
   // token rows of a tile all fall into the same few L1 sets.
-  const size_t lines = (cols + 8 * (cols / 32) * sizeof(float) + 63) / 64;
+  const size_t lines = (cols + 9 * (cols / 32) * sizeof(float) + 63) / 64;
   return 64 * (lines | 1);
 }
 

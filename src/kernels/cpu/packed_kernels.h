@@ -20,8 +20,8 @@ constexpr int kPackedTileTokens = 6;
 // otherwise compute in scalar registers for every block and token (5% of a 16-token Q4_0
 // tile's time, paired runs): int32 -8 sum_q and -128 sum_q per 32 (where the Q4_0 and Q8_0
 // integer dots start), float d * sum_q per 32 (Q4_K's min term), int32 -32 sum_q per 16 (where
-// Q6_K's dots start). Same quantization as kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums
-// writes it).
+// Q6_K's dots start), int32 -12 sum_q per 32 (MXFP4's). Same quantization as kQ8_32
+// (quantize_act_row_q8_32_avx512 with int_sums writes it).
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
@@ -34,10 +34,11 @@ struct PackedActRowOf {
   P<float> d;
   P<int32_t> sum32;
   P<int16_t> sum16;
-  P<int32_t> start_q4_0;  // -8 sum32
-  P<int32_t> start_q8_0;  // -128 sum32
-  P<float> dsum32;        // d * sum32
-  P<int32_t> start_q6_k;  // -32 sum16
+  P<int32_t> start_q4_0;   // -8 sum32
+  P<int32_t> start_q8_0;   // -128 sum32
+  P<float> dsum32;         // d * sum32
+  P<int32_t> start_q6_k;   // -32 sum16
+  P<int32_t> start_mxfp4;  // -12 sum32
   PackedActRowOf(Byte* row, int64_t cols) {
     const int64_t nb = cols / 32;
     q = reinterpret_cast<P<int8_t>>(row);
@@ -48,6 +49,7 @@ struct PackedActRowOf {
     start_q8_0 = start_q4_0 + nb;
     dsum32 = reinterpret_cast<P<float>>(start_q8_0 + nb);
     start_q6_k = reinterpret_cast<P<int32_t>>(dsum32 + nb);
+    start_mxfp4 = start_q6_k + 2 * nb;
   }
 };
 using PackedActRow = PackedActRowOf<const uint8_t>;
@@ -76,9 +78,9 @@ struct PackedArgs {
 constexpr int64_t kPrefetchAheadBytes = 16384;
 
 // ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..kPackedTileTokens) tokens;
-// dtype kQ8_0, kQ4_0, kQ4_K or kQ6_K (activations: packed_act_row_bytes rows), kF16 (float
-// rows) or kBF16 (bf16 rows). A row's
-// arithmetic does not depend on the tile it is computed in.
+// dtype kQ8_0, kQ4_0, kMXFP4, kQ4_K, kQ5_K or kQ6_K (activations: packed_act_row_bytes rows),
+// kF16 (float rows) or kBF16 (bf16 rows). A row's arithmetic does not depend on the tile it is
+// computed in.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
 }  // namespace loom::kernels::cpu
