@@ -66,8 +66,16 @@ TEST(AsyncEngine, ThreadsSubmitAndReadTheirOwnStreams) {
 }
 
 TEST(AsyncEngine, AbortFromAnotherThreadEndsTheStream) {
-  AsyncEngine engine(make_engine(config(), test_model_bytes({})));
-  auto stream = engine.submit(request(1, 400));
+  // Long enough that the abort always lands first: the tiny model makes 400 tokens in ~20 ms,
+  // which a loaded CI host can spend before the aborting thread runs.
+  EngineConfig c = config();
+  c.max_model_len = 40000;
+  testing::TestModelOptions long_context;
+  long_context.context_length = 40000;
+  AsyncEngine engine(make_engine(c, test_model_bytes(long_context)));
+  GenerateRequest r = request(1, 39000);
+  r.params.ignore_eos = true;
+  auto stream = engine.submit(r);
   ASSERT_TRUE(stream.is_ok());
   auto first = (*stream)->next();  // generation has started
   ASSERT_TRUE(first.has_value());
@@ -82,7 +90,7 @@ TEST(AsyncEngine, AbortFromAnotherThreadEndsTheStream) {
     if (o->finished) break;
   }
   EXPECT_EQ(last, FinishReason::kAbort);
-  EXPECT_LT(n, 400);
+  EXPECT_LT(n, 39000);
   EXPECT_TRUE((*stream)->done());
   EXPECT_FALSE((*stream)->next().has_value());
 }
@@ -105,7 +113,8 @@ TEST(AsyncEngine, SubmitRejectsBadAndDuplicateRequests) {
   // Once finished, the id can be reused.
   auto again = engine.submit(request(0, 2));
   ASSERT_TRUE(again.is_ok());
-  while ((*again)->next()) {}
+  while ((*again)->next()) {
+  }
 }
 
 }  // namespace
