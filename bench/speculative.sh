@@ -12,7 +12,7 @@
 # Every line gives output tokens/s over the whole run, over its decode steps (the steps that
 # ran no prompt token: what speculation changes; prefill is the same in both runs) and over
 # the target's forward time.
-#   LOOM=build/loom REPS=3 bench/speculative.sh
+#   LOOM=build/loom REPS=3 [VREPS=9] bench/speculative.sh   (VREPS: the verify cost's repetitions)
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-3}
@@ -22,22 +22,24 @@ SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "
 mkdir -p "$DIR"
 
 report() {  # label, then the bench offline output on stdin
-  local out tps decode target draft acc
+  local out tps decode target draft acc prop
   out=$(cat)
   tps=$(echo "$out" | sed -n 's/.* \([0-9.]*\) output tokens\/s$/\1/p')
   decode=$(echo "$out" | sed -n 's/^Decode steps .*(\([0-9.]*\) tokens\/s)$/\1/p')
   target=$(echo "$out" | sed -n 's/^Target model forward passes: .*(\([0-9.]*\) output tokens\/s of that time)/\1/p')
   draft=$(echo "$out" | sed -n 's/^Draft model forward passes: \([0-9.]*\) s/, draft \1 s/p')
+  prop=$(echo "$out" | sed -n 's/^Proposers: .*(\([0-9.]*%\) of the decode steps.*/, proposers \1 of decode time/p')
   acc=$(echo "$out" | sed -n 's/.*(acceptance rate \([0-9.]*\), mean acceptance length \([0-9.]*\)).*/, acceptance \1, length \2/p')
-  echo "$1: $tps tok/s, decode $decode tok/s, target-time $target tok/s$draft$acc"
+  echo "$1: $tps tok/s, decode $decode tok/s, target-time $target tok/s$draft$acc$prop"
 }
 
 for type in q8_0 q4_0; do
   f="$DIR/llama-0.5b-$type.gguf"
   [ -f "$f" ] || "$LOOM" synth --preset llama-0.5b --type "$type" -o "$f" >/dev/null
   echo "== llama-0.5b $type: verify cost"
-  "$LOOM" bench model -m "$f" -p 0 -n 32 --verify 5 --batch-seqs 16 -r "$REPS" -t "$THREADS" |
-    grep -E "^verify step cost|^\| .* tg32 "
+  # A verify step costs milliseconds and the host drifts: many short alternating repetitions.
+  "$LOOM" bench model -m "$f" -p 0 -n 64 --verify 5 --batch-seqs 16 -r "${VREPS:-9}" -t "$THREADS" |
+    grep -E "^verify step cost|^\| .* tg64 "
   for workload in self-repeat random; do
     for rep in $(seq "$REPS"); do
       for mode in plain ngram; do
