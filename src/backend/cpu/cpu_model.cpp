@@ -23,6 +23,7 @@
 #include "model/config_reader.h"
 #include "model/layers/deltanet_order.h"
 #include "model/layers/steps.h"
+#include "model/mtp_config.h"
 
 namespace loom {
 
@@ -380,14 +381,7 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
   // background waits here once, at start-up).
   if (repack_pending_) finish_repacking();
   const MtpWeights& m = weights_.mtp[index];
-  ModelConfig mc = config_;
-  mc.n_layer = 1;
-  mc.layers = {config_.mtp_layers[index]};
-  mc.n_mtp_layers = 0;
-  mc.mtp_layers.clear();
-  mc.mtp_module = true;
-  mc.n_cls_out = 0;
-  mc.pooling = PoolingType::kUnspecified;
+  ModelConfig mc = mtp_module_config(config_, index);
   Weights w;
   w.token_embd = m.embed;
   w.output_norm = m.head_norm;
