@@ -287,10 +287,12 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     const int32_t n_rows = std::min(r.num_computed_tokens, r.num_tokens() - 1) - bs.n_past;
     if (n_rows <= 0) continue;
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
-    const bool decodes_next = r.num_computed_tokens == r.num_tokens() - 1;
+    // A proposal (the module's LM head, most of its cost) only for a sequence that decodes
+    // next and is not pausing its proposals (propose_drafts skips it then anyway).
+    const bool proposes_next = r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0;
     observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
                          n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
-                         decodes_next ? &r.hidden_proposal : nullptr});
+                         proposes_next ? &r.hidden_proposal : nullptr});
   }
   return proposer_->observe(observed_);
 }
