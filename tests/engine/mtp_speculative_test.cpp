@@ -267,6 +267,12 @@ TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {
   const std::string msg = e.status().message();
   EXPECT_NE(msg.find("llama"), std::string::npos) << msg;
   EXPECT_NE(msg.find("no multi-token prediction"), std::string::npos) << msg;
+  // Loading by name says which model, before its weights are loaded.
+  auto loaded = Engine::load("synth:tiny", c);
+  ASSERT_FALSE(loaded.is_ok());
+  EXPECT_NE(loaded.status().message().find("the model synth:tiny (llama) has no multi-token"),
+            std::string::npos)
+      << loaded.status().message();
 }
 
 }  // namespace
