@@ -233,13 +233,19 @@ void EngineCore::finish_seq(Request& r, FinishReason reason) {
   ++totals_.num_finished;
 }
 
+bool EngineCore::too_many_decoding_to_propose() const {
+  const int32_t bound = config_.speculative.disable_by_batch_size;
+  int32_t decoding = 0;
+  for (const Request* r : scheduler_->running())
+    decoding += r->num_tokens() - r->num_computed_tokens == 1;
+  return bound > 0 && decoding >= bound;
+}
+
 void EngineCore::propose_drafts() {
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled()) return;
   const std::vector<Request*>& running = scheduler_->running();
-  int32_t decoding = 0;
-  for (const Request* r : running) decoding += r->num_tokens() - r->num_computed_tokens == 1;
-  const bool off = sc.disable_by_batch_size > 0 && decoding >= sc.disable_by_batch_size;
+  const bool off = too_many_decoding_to_propose();
   for (Request* r : running) {
     r->draft.clear();
     if (off || r->num_tokens() - r->num_computed_tokens != 1 || r->num_output_tokens() == 0)
@@ -278,6 +284,8 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
 Status EngineCore::observe_rows(const SchedulerOutput& so) {
   const int64_t E = model_->config().n_embd;
   observed_.clear();
+  // The next step's propose_drafts sees the running set this step leaves (new requests wait).
+  const bool batch_off = too_many_decoding_to_propose();
   // batch_.sequences[i] is so.seqs[i]'s (build_batch).
   for (size_t i = 0; i < so.seqs.size(); ++i) {
     Request& r = *so.seqs[i].req;
@@ -288,8 +296,10 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     if (n_rows <= 0) continue;
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
     // A proposal (the module's LM head, most of its cost) only for a sequence that decodes
-    // next and is not pausing its proposals (propose_drafts skips it then anyway).
-    const bool proposes_next = r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0;
+    // next and is not pausing its proposals, in a batch small enough to speculate
+    // (propose_drafts skips it otherwise anyway).
+    const bool proposes_next =
+        !batch_off && r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0;
     observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
                          n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
                          proposes_next ? &r.hidden_proposal : nullptr});

@@ -75,6 +75,8 @@ class EngineCore {
   EngineCore() = default;
   // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
   void propose_drafts();
+  // disable_by_batch_size: the running set has too many decoding sequences for proposals.
+  bool too_many_decoding_to_propose() const;
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
   // A hidden-state proposer's third call, after sampling: the rows each sequence kept.

@@ -238,6 +238,18 @@ TEST_F(MtpEngine, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
   EXPECT_GT(metrics_.spec_num_drafts, 0);
 }
 
+// disable_by_batch_size: no proposals (the module then only keeps its K/V), same outputs.
+TEST_F(MtpEngine, LargeBatchesDoNotSpeculate) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 3; ++i) rs.push_back(request(i, 0.0f, 16));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(2);
+  c.speculative.disable_by_batch_size = 1;
+  expect_same(plain, run(c, rs), "batch at the bound");
+  EXPECT_EQ(metrics_.spec_num_drafts, 0);
+  EXPECT_GT(metrics_.spec_draft_seconds, 0.0);  // the module still ran over every row
+}
+
 TEST_F(MtpEngine, PrefixCacheHitIsIdentical) {
   std::vector<GenerateRequest> rs = {request(2, 0.0f)};
   auto plain = run(config(0), rs);
