@@ -27,7 +27,7 @@ report() {  # label, then the bench offline output on stdin
   tps=$(echo "$out" | sed -n 's/.* \([0-9.]*\) output tokens\/s$/\1/p')
   decode=$(echo "$out" | sed -n 's/^Decode steps .*(\([0-9.]*\) tokens\/s)$/\1/p')
   target=$(echo "$out" | sed -n 's/^Target model forward passes: .*(\([0-9.]*\) output tokens\/s of that time)/\1/p')
-  draft=$(echo "$out" | sed -n 's/^Draft model forward passes: \([0-9.]*\) s/, draft \1 s/p')
+  draft=$(echo "$out" | sed -n 's/^Proposer forward passes (draft model or MTP module): \([0-9.]*\) s.*/, draft \1 s/p')
   prop=$(echo "$out" | sed -n 's/^Proposers: .*(\([0-9.]*%\) of the decode steps.*/, proposers \1 of decode time/p')
   acc=$(echo "$out" | sed -n 's/.*(acceptance rate \([0-9.]*\), mean acceptance length \([0-9.]*\)).*/, acceptance \1, length \2/p')
   echo "$1: $tps tok/s, decode $decode tok/s, target-time $target tok/s$draft$acc$prop"

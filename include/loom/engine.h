@@ -38,7 +38,9 @@ class EngineCore;
 // accepted prefix is kept, so the output is exactly what decoding without it gives (greedy:
 // the same tokens; sampled: the same distribution, and the same tokens for the same seed).
 struct SpeculativeConfig {
-  enum class Method { kNone, kNgram, kDraftModel };
+  // kMtp: the target's own multi-token prediction layers (DeepSeek-V3's MTP; vLLM's "mtp",
+  // formerly "deepseek_mtp") propose from its hidden states.
+  enum class Method { kNone, kNgram, kDraftModel, kMtp };
   Method method = Method::kNone;
   // kDraftModel: the draft (a GGUF, HF directory or synth:PRESET) with the target's
   // vocabulary; it proposes its greedy continuation.
@@ -171,9 +173,9 @@ struct EngineMetrics {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
-  double spec_draft_seconds = 0;  // time in a draft model's forward passes
-  // Time in the proposers (n-gram lookups; a draft model's passes included), so the cost of
-  // speculation that finds nothing can be read directly.
+  double spec_draft_seconds = 0;  // time in a draft model's (or MTP module's) forward passes
+  // Time in the proposers (n-gram lookups; a draft model's or MTP module's passes included),
+  // so the cost of speculation that finds nothing can be read directly.
   double spec_proposer_seconds = 0;
 };
 

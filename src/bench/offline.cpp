@@ -1,6 +1,7 @@
 #include "bench/offline.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -228,8 +229,12 @@ int offline_main(int argc, char** argv) {
                 r->metrics.decode_step_seconds,
                 static_cast<long long>(r->metrics.decode_step_tokens),
                 r->metrics.decode_step_tokens / r->metrics.decode_step_seconds);
+  // A draft model runs per verify; an MTP module every step (over the step's kept rows) plus
+  // k - 1 rows per verify.
   if (r->metrics.spec_draft_seconds > 0)
-    std::printf("Draft model forward passes: %.2f s\n", r->metrics.spec_draft_seconds);
+    std::printf("Proposer forward passes (draft model or MTP module): %.2f s, %.2f ms per step\n",
+                r->metrics.spec_draft_seconds,
+                1e3 * r->metrics.spec_draft_seconds / std::max<int64_t>(1, r->metrics.num_steps));
   if (rc.speculative.enabled() && r->metrics.decode_step_seconds > 0)
     std::printf("Proposers: %.4f s (%.3f%% of the decode steps' time)\n",
                 r->metrics.spec_proposer_seconds,

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "format/gguf.h"
 #include "hub/hf_option.h"
+#include "model/tensor_names.h"
 
 namespace loom::cli {
 namespace {
@@ -69,13 +70,21 @@ int cmd_inspect(int argc, char** argv) {
   }
   // A Mixture-of-Experts file: a token reads expert_used_count of each stacked tensor's
   // experts (its third dimension).
+  // Multi-token prediction layers (llama.cpp's nextn) are the last nextn_predict_layers of
+  // block_count: a speculative proposer's, never read by a token of the main pass.
   const std::string arch = f->get_string("general.architecture").value_or("");
   const int64_t used = f->get_int(arch + ".expert_used_count").value_or(0);
-  uint64_t params = 0, bytes = 0, active_params = 0, active_bytes = 0;
+  const int64_t n_mtp = f->get_int(arch + ".nextn_predict_layers").value_or(0);
+  const int64_t first_mtp = f->get_int(arch + ".block_count").value_or(0) - n_mtp;
+  uint64_t params = 0, bytes = 0, active_params = 0, active_bytes = 0, mtp_params = 0;
   for (const auto& t : f->tensors()) {
     const uint64_t n = static_cast<uint64_t>(t.view.numel());
     params += n;
     bytes += t.view.nbytes;
+    if (auto l = names::parse_layer_tensor(t.name); n_mtp > 0 && l && l->layer >= first_mtp) {
+      mtp_params += n;
+      continue;
+    }
     const bool experts =
         used > 0 && t.view.n_dims == 3 && t.name.find("_exps.") != std::string::npos;
     const uint64_t of = experts ? static_cast<uint64_t>(t.view.ne[2]) : 1;
@@ -91,6 +100,14 @@ int cmd_inspect(int argc, char** argv) {
         "active per token (%lld experts of each MoE layer): %llu params (%.3f B), %s read\n",
         static_cast<long long>(used), static_cast<unsigned long long>(active_params),
         active_params / 1e9, format_bytes(active_bytes, 2).c_str());
+  if (n_mtp > 0)
+    std::printf(
+        "multi-token prediction: %lld layer(s), blocks %lld..%lld, %llu params (%.3f B), outside "
+        "the main forward pass (--speculative-config '{\"method\": \"mtp\"}' proposes with "
+        "them)\n",
+        static_cast<long long>(n_mtp), static_cast<long long>(first_mtp),
+        static_cast<long long>(first_mtp + n_mtp - 1), static_cast<unsigned long long>(mtp_params),
+        mtp_params / 1e9);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "engine/kv_plan.h"
 #include "engine/memory_plan.h"
+#include "spec/mtp_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/spec_config.h"
 #include "tools/model_spec.h"
@@ -67,6 +68,20 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
                   c.speculative.model.c_str(), e->draft_model_->model().config().arch.c_str(),
                   e->draft_model_->model().config().n_layer,
                   static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
+  } else if (c.speculative.method == SpeculativeConfig::Method::kMtp) {
+    // The module's K/V follow group 0's tables, which must cover every position.
+    if (plan.groups[0].window != 0)
+      return invalid_argument(
+          "MTP speculation needs a model whose first KV group is full attention");
+    auto mtp =
+        spec::MtpProposer::create(*model, plan.groups[0].num_blocks, c.block_size, c.kv_dtype);
+    if (!mtp.is_ok())
+      return Status(mtp.status().code(), "speculative method \"mtp\": " + mtp.status().message());
+    LOOM_LOG_INFO(
+        "engine: MTP proposer (the model's multi-token prediction layer 0 of %d), its "
+        "KV in the target's blocks: %.1f MiB",
+        mc.n_mtp_layers, static_cast<double>((*mtp)->kv_bytes()) / (1 << 20));
+    e->proposer_ = std::move(*mtp);
   } else if (c.speculative.method == SpeculativeConfig::Method::kNgram) {
     e->proposer_ = std::make_unique<spec::NgramProposer>(c.speculative.prompt_lookup_min,
                                                          c.speculative.prompt_lookup_max);
@@ -218,13 +233,19 @@ void EngineCore::finish_seq(Request& r, FinishReason reason) {
   ++totals_.num_finished;
 }
 
+bool EngineCore::too_many_decoding_to_propose() const {
+  const int32_t bound = config_.speculative.disable_by_batch_size;
+  int32_t decoding = 0;
+  for (const Request* r : scheduler_->running())
+    decoding += r->num_tokens() - r->num_computed_tokens == 1;
+  return bound > 0 && decoding >= bound;
+}
+
 void EngineCore::propose_drafts() {
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled()) return;
   const std::vector<Request*>& running = scheduler_->running();
-  int32_t decoding = 0;
-  for (const Request* r : running) decoding += r->num_tokens() - r->num_computed_tokens == 1;
-  const bool off = sc.disable_by_batch_size > 0 && decoding >= sc.disable_by_batch_size;
+  const bool off = too_many_decoding_to_propose();
   for (Request* r : running) {
     r->draft.clear();
     if (off || r->num_tokens() - r->num_computed_tokens != 1 || r->num_output_tokens() == 0)
@@ -239,6 +260,8 @@ void EngineCore::propose_drafts() {
         std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
                   config_.max_model_len - r->num_tokens()});
     if (k <= 0 || k < sc.draft_min) continue;
+    // A hidden-state proposer proposes for a sequence its last step observed.
+    if (proposer_->needs_hidden() && r->hidden_proposal.at_tokens != r->num_tokens()) continue;
     proposer_->plan(r->tokens, k, r->draft);
   }
 }
@@ -252,10 +275,36 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
     // Blocks recomputed after a preemption hold no draft K/V any more.
     r.draft_computed = std::min(r.draft_computed, r.num_computed_tokens);
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
-    draft_seqs_.push_back(
-        {r.tokens, table.data(), static_cast<int32_t>(table.size()), &r.draft_computed, &r.draft});
+    draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()),
+                           &r.draft_computed, &r.draft, &r.hidden_proposal});
   }
   return proposer_->fill(draft_seqs_);
+}
+
+Status EngineCore::observe_rows(const SchedulerOutput& so) {
+  const int64_t E = model_->config().n_embd;
+  observed_.clear();
+  // The next step's propose_drafts sees the running set this step leaves (new requests wait).
+  const bool batch_off = too_many_decoding_to_propose();
+  // batch_.sequences[i] is so.seqs[i]'s (build_batch).
+  for (size_t i = 0; i < so.seqs.size(); ++i) {
+    Request& r = *so.seqs[i].req;
+    if (r.finished() || r.group->pooling) continue;  // a finished one's blocks are gone
+    const BatchSequence& bs = batch_.sequences[i];
+    // Rows kept (a verify's rejected ones were rolled back) whose next token is known.
+    const int32_t n_rows = std::min(r.num_computed_tokens, r.num_tokens() - 1) - bs.n_past;
+    if (n_rows <= 0) continue;
+    const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
+    // A proposal (the module's LM head, most of its cost) only for a sequence that decodes
+    // next and is not pausing its proposals, in a batch small enough to speculate
+    // (propose_drafts skips it otherwise anyway).
+    const bool proposes_next =
+        !batch_off && r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0;
+    observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
+                         n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
+                         proposes_next ? &r.hidden_proposal : nullptr});
+  }
+  return proposer_->observe(observed_);
 }
 
 void EngineCore::build_batch(const SchedulerOutput& so) {
@@ -479,9 +528,13 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   const size_t need_hidden =
       batch_.hidden_rows.size() * static_cast<size_t>(model_->config().n_embd);
   if (hidden_.size() < need_hidden) hidden_.resize(need_hidden);
+  const bool observes = proposer_ && proposer_->needs_hidden();
+  if (observes && residual_.size() < static_cast<size_t>(batch_.n_rows()) * model_->config().n_embd)
+    residual_.resize(static_cast<size_t>(batch_.n_rows()) * model_->config().n_embd);
   start_masks();  // overlaps the forward pass
   const auto forward_start = std::chrono::steady_clock::now();
-  Status st = model_->forward(batch_, *kv_, logits_.data(), hidden_.data());
+  Status st = model_->forward(batch_, *kv_, logits_.data(), hidden_.data(),
+                              observes ? residual_.data() : nullptr);
   totals_.forward_seconds += seconds_since(forward_start);
   mask_worker_.wait();
   if (!st.is_ok()) {
@@ -518,6 +571,16 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     }
     RequestGroup& g = *r.group;
     if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
+  }
+  if (observes) {
+    const auto observe_start = std::chrono::steady_clock::now();
+    Status os = observe_rows(so);
+    totals_.spec_proposer_seconds += seconds_since(observe_start);
+    if (!os.is_ok()) {
+      for (const ScheduledSeq& s : so.seqs)
+        if (!s.req->group->aborted) abort(s.req->group->id);
+      return Status(os.code(), "speculative proposer failed: " + os.message());
+    }
   }
   if (!runs_prompt) {
     totals_.decode_step_seconds += seconds_since(step_start);
@@ -605,7 +668,7 @@ EngineMetrics EngineCore::metrics() const {
   m.num_state_slots_live = kv_manager_->states().num_live();
   m.num_state_snapshots = kv_manager_->states().num_snapshots();
   m.state_snapshots_taken = kv_manager_->states().num_snapshots_taken();
-  if (draft_model_) m.spec_draft_seconds = draft_model_->seconds();
+  if (proposer_) m.spec_draft_seconds = proposer_->seconds();
   return m;
 }
 

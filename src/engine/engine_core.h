@@ -75,8 +75,12 @@ class EngineCore {
   EngineCore() = default;
   // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
   void propose_drafts();
+  // disable_by_batch_size: the running set has too many decoding sequences for proposals.
+  bool too_many_decoding_to_propose() const;
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
+  // A hidden-state proposer's third call, after sampling: the rows each sequence kept.
+  Status observe_rows(const SchedulerOutput& so);
   // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
   // each proposed token the sample agrees with; returns how many proposals it kept.
   int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
@@ -105,6 +109,10 @@ class EngineCore {
   std::unique_ptr<spec::Proposer> proposer_;               // null without speculation
   const spec::DraftModelProposer* draft_model_ = nullptr;  // proposer_, when a draft model
   std::vector<spec::DraftSeq> draft_seqs_;
+  // A hidden-state proposer (MTP): every row's hidden state before the final norm of this step
+  // ([rows][n_embd]) and what observe() gets of it.
+  std::vector<float> residual_;
+  std::vector<spec::ObservedSeq> observed_;
   Sampler sampler_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 

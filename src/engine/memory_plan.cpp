@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_model.h"
 #include "base/format_bytes.h"
 #include "base/thread_pool.h"
+#include "model/mtp_config.h"
 #include "tools/synth.h"
 
 namespace loom {
@@ -89,6 +90,23 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   p.scratch_bytes =
       CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads) +
       static_cast<uint64_t>(logits_rows) * mc.n_vocab * sizeof(float);
+  // MTP speculation: the module's K/V beside the target's (one more layer in group 0's
+  // blocks), its block's kernel-ready copies (and its own LM head's), the scratch of a step
+  // it runs over every row of a full target step.
+  if (c.speculative.method == SpeculativeConfig::Method::kMtp && mc.n_mtp_layers > 0) {
+    const ModelConfig m0 = mtp_module_config(mc, 0);
+    p.kv_bytes += static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
+                  KvCache::bytes_per_block(m0, c.block_size, c.kv_dtype);
+    Weights mw;
+    mw.layers = {w.mtp[0].block};
+    if (mc.mtp_own_head) mw.output = w.mtp[0].head;
+    p.weight_copies += CpuModel::weight_copy_bytes(mw);
+    p.scratch_bytes +=
+        CpuModel::scratch_bytes(m0, c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len,
+                                threads) +
+        static_cast<uint64_t>(c.max_num_batched_tokens) * 3 * mc.n_embd * sizeof(float) +
+        static_cast<uint64_t>(c.max_num_seqs) * mc.n_vocab * sizeof(float);
+  }
   p.config = c;
   read_meminfo(&p.mem_total, &p.mem_available);
   if (available > 0) p.mem_available = available;

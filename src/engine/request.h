@@ -13,6 +13,7 @@
 #include "sampling/penalty_state.h"
 #include "sampling/rng.h"
 #include "sampling/sampling_params.h"
+#include "spec/proposer.h"
 #include "structured/matcher.h"
 
 namespace loom {
@@ -52,6 +53,8 @@ struct Request {
   // Tokens whose K/V a draft model has written (spec/draft_model.h); never above
   // num_computed_tokens when a step starts.
   int32_t draft_computed = 0;
+  // A hidden-state proposer's (MTP) proposal from the last step (spec/proposer.h).
+  spec::HiddenProposal hidden_proposal;
 
   Rng rng;
   PenaltyState penalties;  // only fed when the params have penalties

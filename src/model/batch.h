@@ -48,6 +48,9 @@ struct Batch {
   // Rows whose final hidden state (after the output norm, before the LM head: what embedding
   // models pool) is wanted, in output order; n_embd floats each.
   std::vector<int32_t> hidden_rows;
+  // A multi-token prediction module's input (ModelConfig::mtp_module): per row, the hidden
+  // state before the final norm that goes with its token ([n_rows][n_embd]); empty otherwise.
+  std::vector<float> prev_hidden;
 
   // Recurrent state movements of the step (models with recurrent layers; empty otherwise).
   // restores: before anything runs, slot src's state is copied into slot dst (a sequence
@@ -71,6 +74,7 @@ struct Batch {
     sequences.clear();
     logits_rows.clear();
     hidden_rows.clear();
+    prev_hidden.clear();
     state_restores.clear();
     state_snapshots.clear();
   }

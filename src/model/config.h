@@ -186,6 +186,20 @@ struct ModelConfig {
   // the query's head_dim rows then the gate's; the attention output is multiplied by
   // sigmoid(gate) before wo.
   bool attn_output_gate = false;
+  // Multi-token prediction (DeepSeek-V3's MTP modules; llama.cpp's "nextn" layers): module i
+  // turns the main model's last hidden state h_p (before the final norm) at position p and
+  // the next token t_{p+1} into a prediction of t_{p+2}: one transformer block (mtp_layers[i])
+  // on eh_proj([enorm(embed(t_{p+1})), hnorm(h_p)]) at position p, then its own norm and the
+  // LM head. Never part of the main forward pass: a speculative proposer runs them
+  // (spec/mtp_proposer.h). GGUF counts them in block_count after the main layers.
+  int32_t n_mtp_layers = 0;           // 0 when the checkpoint has none (or loom runs none)
+  std::vector<LayerSpec> mtp_layers;  // n_mtp_layers entries: each module's block
+  bool mtp_own_head = false;          // the modules have their own shared_head.head (else output)
+  bool mtp_own_embed = false;         // their own embed_tokens (else token_embd)
+  bool mtp_own_norm = false;          // their own shared_head.norm (else output_norm)
+  // This model IS one MTP module (Model::mtp_module): its layer 0 reads the rows of
+  // Batch::prev_hidden through Weights::mtp[0]'s input projection instead of an embedding.
+  bool mtp_module = false;
   int32_t bos_token = -1;
   int32_t eos_token = -1;
   // Embedding / reranking metadata: {arch}.pooling_type, the classifier head's outputs

@@ -145,6 +145,12 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   };
   LOOM_RETURN_IF_ERROR(req_int(names::kEmbeddingLength, &c.n_embd));
   LOOM_RETURN_IF_ERROR(req_int(names::kBlockCount, &c.n_layer));
+  // block_count counts the multi-token prediction layers too (after the main ones).
+  c.n_mtp_layers = opt_int(key(names::kNextnPredictLayers), 0);
+  if (c.n_mtp_layers < 0 || c.n_mtp_layers >= c.n_layer)
+    return invalid_file("GGUF file: " + key(names::kNextnPredictLayers) + " " +
+                        std::to_string(c.n_mtp_layers) + " must be in [0, block_count)");
+  c.n_layer -= c.n_mtp_layers;
   LOOM_RETURN_IF_ERROR(req_int(names::kHeadCount, &c.n_head));
   LOOM_RETURN_IF_ERROR(req_int(names::kFeedForwardLength, &c.n_ff));
   c.n_head_kv = opt_int(key(names::kHeadCountKv), c.n_head);
@@ -277,6 +283,10 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   c.n_head_kv = get_int("num_key_value_heads", c.n_head);
   c.head_dim = get_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
   c.n_ff = get_int("intermediate_size", -1);
+  // DeepSeek-V3's multi-token prediction modules (model.layers.{num_hidden_layers + i}).
+  c.n_mtp_layers = get_int("num_nextn_predict_layers", 0);
+  if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16)
+    return invalid_file(source + ": num_nextn_predict_layers must be in [0, 16]");
   c.context_length = get_int("max_position_embeddings", 0);
   c.rms_eps = static_cast<float>(get_float(j, "rms_norm_eps", 1e-6));
   c.tied_embeddings = j.value("tie_word_embeddings", false);

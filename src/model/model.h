@@ -127,9 +127,22 @@ class Model {
   // `logits` ([logits_rows.size()][n_vocab]). New K/V land in `kv` at each row's position.
   // `hidden` ([hidden_rows.size()][n_embd]) gets the final-norm hidden states of
   // batch.hidden_rows (may be null when there are none); they cost no LM head.
-  virtual Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) = 0;
+  // `residual` (may be null): every row's hidden state before the final norm
+  // ([n_rows][n_embd]), what a multi-token prediction module reads (Batch::prev_hidden).
+  virtual Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden,
+                         float* residual) = 0;
+  Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) {
+    return forward(batch, kv, logits, hidden, nullptr);
+  }
   Status forward(const Batch& batch, KvCache& kv, float* logits) {
-    return forward(batch, kv, logits, nullptr);
+    return forward(batch, kv, logits, nullptr, nullptr);
+  }
+  // Multi-token prediction module `index` (< config().n_mtp_layers) as a model of its own:
+  // one block, ModelConfig::mtp_module set, its input rows in Batch::prev_hidden, logits
+  // through the module's head. It shares this model's weights (views into the same file and
+  // copies), so it must not outlive this model. Its KvCache is its own (one layer).
+  virtual Result<std::unique_ptr<Model>> mtp_module(int index) {
+    return unsupported("this backend has no multi-token prediction modules");
   }
   // The classifier head (cls.output, config().n_cls_out outputs) on one final hidden state
   // (n_embd floats): out[j] = cls_out[j] · hidden (+ bias). An error when the model has none.

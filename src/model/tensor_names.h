@@ -68,6 +68,9 @@ inline constexpr std::string_view kExpertSharedCount = "expert_shared_count";
 inline constexpr std::string_view kExpertWeightsScale = "expert_weights_scale";
 inline constexpr std::string_view kExpertGatingFunc = "expert_gating_func";  // 1 softmax, 2 sigmoid
 inline constexpr std::string_view kLeadingDenseBlockCount = "leading_dense_block_count";
+// Multi-token prediction layers counted in block_count after the main ones (llama.cpp's
+// LLM_KV_NEXTN_PREDICT_LAYERS).
+inline constexpr std::string_view kNextnPredictLayers = "nextn_predict_layers";
 inline constexpr std::string_view kExpertGroupCount = "expert_group_count";
 inline constexpr std::string_view kExpertGroupUsedCount = "expert_group_used_count";
 inline constexpr std::string_view kRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
@@ -185,6 +188,15 @@ inline constexpr std::string_view kSsmA = "ssm_a";                   // {Hv}: -e
 inline constexpr std::string_view kSsmDt = "ssm_dt.bias";            // {Hv}
 inline constexpr std::string_view kSsmNorm = "ssm_norm.weight";      // {d_v}: w, not 1 + w
 inline constexpr std::string_view kSsmOut = "ssm_out.weight";        // {Hv * d_v, E}
+
+// Multi-token prediction modules ("blk.{n_layer + i}.nextn.*", llama.cpp's names), beside
+// that block's ordinary attention and FFN tensors.
+inline constexpr std::string_view kNextnEhProj = "nextn.eh_proj.weight";  // {2E, E}: embd, hidden
+inline constexpr std::string_view kNextnEnorm = "nextn.enorm.weight";     // {E}
+inline constexpr std::string_view kNextnHnorm = "nextn.hnorm.weight";     // {E}
+inline constexpr std::string_view kNextnHeadNorm = "nextn.shared_head_norm.weight";  // {E}
+inline constexpr std::string_view kNextnHead = "nextn.shared_head_head.weight";      // {E, V}
+inline constexpr std::string_view kNextnEmbed = "nextn.embed_tokens.weight";         // {E, V}
 
 std::string layer_tensor(int layer, std::string_view suffix);  // "blk.3.attn_q.weight"
 

@@ -22,13 +22,14 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     global(n::kRopeFactorsLong, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFactorsLong);
     global(n::kRopeFactorsShort, {R / 2}, TensorKind::kRopeFreqs, TensorRole::kRopeFactorsShort);
   }
-  for (int32_t l = 0; l < c.n_layer; ++l) {
+  // One block's tensors: blk.{l}.*, by its spec.
+  auto add_block = [&](int32_t l, const LayerSpec& spec) {
     auto add = [&](std::string_view suffix, std::vector<int64_t> ne, TensorKind k, TensorRole r) {
       plan.push_back({n::layer_tensor(l, suffix), std::move(ne), k, r, l});
     };
     if (pre_norms) add(n::kAttnNorm, {E}, TensorKind::kNorm, TensorRole::kAttnNorm);
-    const bool mla = l < static_cast<int32_t>(c.layers.size()) && c.layers[l].mla;
-    const bool deltanet = l < static_cast<int32_t>(c.layers.size()) && c.layers[l].deltanet;
+    const bool mla = spec.mla;
+    const bool deltanet = spec.deltanet;
     if (deltanet) {  // llama.cpp's qwen3next / qwen35 tensors; the 1-D ones stay F32
       const DeltaNetConfig& d = c.deltanet;
       const int64_t Hv = d.n_v_heads, Z = int64_t{d.n_v_heads} * d.d_v;
@@ -88,7 +89,7 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     if (pre_norms)
       add(c.ffn_norm_named_post_attention ? n::kAttnPostNorm : n::kFfnNorm, {E}, TensorKind::kNorm,
           TensorRole::kFfnNorm);
-    if (l < static_cast<int32_t>(c.layers.size()) && c.layers[l].moe) {
+    if (spec.moe) {
       const MoeConfig& m = c.moe;
       const int64_t X = m.n_expert, Fx = m.n_ff_exp, Fs = m.n_ff_shexp;
       add(n::kFfnGateInp, {E, X}, TensorKind::kMatrix, TensorRole::kRouter);
@@ -109,7 +110,7 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
         add(n::kFfnUpShexp, {E, Fs}, TensorKind::kMatrix, TensorRole::kWUpShexp);
       }
       if (post_norms) add(n::kFfnPostNorm, {E}, TensorKind::kNorm, TensorRole::kFfnPostNorm);
-      continue;
+      return;
     }
     if (c.fused_gate_up) {
       add(n::kFfnUp, {E, 2 * F}, TensorKind::kMatrix, TensorRole::kWGateUp);
@@ -119,6 +120,23 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
     }
     add(n::kFfnDown, {F, E}, TensorKind::kMatrix, TensorRole::kWDown);
     if (post_norms) add(n::kFfnPostNorm, {E}, TensorKind::kNorm, TensorRole::kFfnPostNorm);
+  };
+  for (int32_t l = 0; l < c.n_layer; ++l)
+    add_block(l, l < static_cast<int32_t>(c.layers.size()) ? c.layers[l] : LayerSpec{});
+  // Multi-token prediction modules: the input projection and norms, the head's (optional)
+  // norm, head and embedding, then the block, in llama.cpp's nextn names.
+  for (int32_t i = 0; i < c.n_mtp_layers && i < static_cast<int32_t>(c.mtp_layers.size()); ++i) {
+    const int32_t l = c.n_layer + i;
+    auto add = [&](std::string_view suffix, std::vector<int64_t> ne, TensorKind k, TensorRole r) {
+      plan.push_back({n::layer_tensor(l, suffix), std::move(ne), k, r, l});
+    };
+    add(n::kNextnEhProj, {2 * E, E}, TensorKind::kMatrix, TensorRole::kMtpEhProj);
+    add(n::kNextnEnorm, {E}, TensorKind::kNorm, TensorRole::kMtpEnorm);
+    add(n::kNextnHnorm, {E}, TensorKind::kNorm, TensorRole::kMtpHnorm);
+    if (c.mtp_own_norm) add(n::kNextnHeadNorm, {E}, TensorKind::kNorm, TensorRole::kMtpHeadNorm);
+    if (c.mtp_own_head) add(n::kNextnHead, {E, V}, TensorKind::kMatrix, TensorRole::kMtpHead);
+    if (c.mtp_own_embed) add(n::kNextnEmbed, {E, V}, TensorKind::kMatrix, TensorRole::kMtpEmbed);
+    add_block(l, c.mtp_layers[i]);
   }
   global(n::kOutputNorm, {E}, TensorKind::kNorm, TensorRole::kOutputNorm);
   if (!c.tied_embeddings) global(n::kOutput, {E, V}, TensorKind::kMatrix, TensorRole::kOutput);

@@ -85,6 +85,15 @@ enum class TensorRole {
   kSsmDt,
   kSsmNorm,
   kSsmOut,
+  // Multi-token prediction modules (ModelConfig::n_mtp_layers; layer = n_layer + i): the
+  // input projection and its two norms, the head's norm, and the optional own head and
+  // embedding.
+  kMtpEhProj,
+  kMtpEnorm,
+  kMtpHnorm,
+  kMtpHeadNorm,
+  kMtpHead,
+  kMtpEmbed,
 };
 
 struct PlannedWeight {
@@ -92,7 +101,7 @@ struct PlannedWeight {
   std::vector<int64_t> ne;  // ggml order: {cols, rows} for matrices, {cols, rows, n_expert}
   TensorKind kind;
   TensorRole role;
-  int32_t layer = -1;  // -1: a global tensor
+  int32_t layer = -1;  // -1: a global tensor; >= n_layer: MTP module layer - n_layer
 };
 
 struct TensorPlanOptions {
@@ -100,7 +109,8 @@ struct TensorPlanOptions {
 };
 // LongRoPE configs (RopeScalingType::kLongRope) always plan rope_factors_{long,short}.weight.
 
-// In llama.cpp's file order: token_embd, rope_freqs, each layer's, output_norm, output.
+// In llama.cpp's file order: token_embd, rope_freqs, each layer's (the MTP modules' blocks
+// last), output_norm, output.
 std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOptions& o = {});
 
 }  // namespace loom

@@ -140,11 +140,31 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   if (b.has(n::kRopeFactorsLong) || b.has(n::kRopeFactorsShort))
     c.rope_scaling.type = RopeScalingType::kLongRope;
 
+  // Multi-token prediction modules run when the file has them (a checkpoint's config may
+  // count modules its weights left out, as transformers' save_pretrained does) and the
+  // architecture says what their blocks are; their own head, norm and embedding are optional.
+  if (c.n_mtp_layers > 0) {
+    auto mtp_tensor = [&](std::string_view suffix) {
+      return b.has(n::layer_tensor(c.n_layer, suffix));
+    };
+    if (!mtp_tensor(n::kNextnEhProj) ||
+        c.mtp_layers.size() != static_cast<size_t>(c.n_mtp_layers)) {
+      c.n_mtp_layers = 0;
+      c.mtp_layers.clear();
+    } else {
+      c.mtp_own_head = mtp_tensor(n::kNextnHead);
+      c.mtp_own_embed = mtp_tensor(n::kNextnEmbed);
+      c.mtp_own_norm = mtp_tensor(n::kNextnHeadNorm);
+    }
+  }
+
   const int64_t D = c.head_dim, F = c.n_ff;
   const int64_t q_dim = c.n_head * D, kv_dim = c.n_head_kv * D;
   w.layers.resize(c.n_layer);
+  w.mtp.resize(c.n_mtp_layers);
   for (const PlannedWeight& t : tensor_plan(c, po)) {
-    LayerWeights* L = t.layer >= 0 ? &w.layers[t.layer] : nullptr;
+    MtpWeights* M = t.layer >= c.n_layer ? &w.mtp[t.layer - c.n_layer] : nullptr;
+    LayerWeights* L = M ? &M->block : t.layer >= 0 ? &w.layers[t.layer] : nullptr;
     if (t.kind == TensorKind::kMatrix && t.ne.size() == 3) {
       std::vector<TensorView>* dst = t.role == TensorRole::kGateExps   ? &L->gate_exp
                                      : t.role == TensorRole::kUpExps   ? &L->up_exp
@@ -236,6 +256,15 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
           break;
         case TensorRole::kSsmOut:
           L->ssm_out = m;
+          break;
+        case TensorRole::kMtpEhProj:
+          M->eh_proj = m;
+          break;
+        case TensorRole::kMtpHead:
+          M->head = m;
+          break;
+        case TensorRole::kMtpEmbed:
+          M->embed = m;
           break;
         default:
           return internal_error("tensor plan: " + t.name + " is not a matrix role");
@@ -329,6 +358,15 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       case TensorRole::kSsmNorm:
         dst = &L->ssm_norm;
         break;
+      case TensorRole::kMtpEnorm:
+        dst = &M->enorm;
+        break;
+      case TensorRole::kMtpHnorm:
+        dst = &M->hnorm;
+        break;
+      case TensorRole::kMtpHeadNorm:
+        dst = &M->head_norm;
+        break;
       default:
         return internal_error("tensor plan: " + t.name + " is not a vector role");
     }
@@ -338,6 +376,11 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
       LOOM_RETURN_IF_ERROR(b.vector(t.name, t.ne[0], true, dst, t.ne.size() > 1 ? t.ne[1] : 1));
   }
   if (c.tied_embeddings) w.output = w.token_embd;
+  for (MtpWeights& m : w.mtp) {
+    if (!m.head.data) m.head = w.output;
+    if (!m.embed.data) m.embed = w.token_embd;
+    if (m.head_norm.empty()) m.head_norm = w.output_norm;
+  }
   return w;
 }
 

@@ -77,6 +77,19 @@ struct LayerWeights {
   TensorView ssm_out;           // (E, Hv * dv)
 };
 
+// One multi-token prediction module (ModelConfig::n_mtp_layers): the input projection of
+// [enorm(embedding), hnorm(hidden)], the block, and the head. head_norm, head and embed are
+// the model's output_norm, output and token_embd when the file has no own copies.
+struct MtpWeights {
+  TensorView eh_proj;            // (E, 2E): columns [0, E) the embedding's, [E, 2E) the hidden's
+  std::vector<float> enorm;      // (E)
+  std::vector<float> hnorm;      // (E)
+  std::vector<float> head_norm;  // (E)
+  TensorView head;               // (V, E)
+  TensorView embed;              // (V, E)
+  LayerWeights block;            // ModelConfig::mtp_layers[i]
+};
+
 struct Weights {
   TensorView token_embd;            // (V, E), any dtype; rows dequantized on lookup
   std::vector<float> output_norm;   // (E)
@@ -85,6 +98,7 @@ struct Weights {
   TensorView cls_out;               // (n_cls_out, E) classifier head; absent (null) without
   std::vector<float> cls_out_bias;  // (n_cls_out); empty without
   std::vector<LayerWeights> layers;
+  std::vector<MtpWeights> mtp;            // [n_mtp_layers]; never read by the main forward pass
   std::shared_ptr<const void> keepalive;  // the mapping / buffer the views point into
 
   // Binds every tensor the config needs. Fills the tensor-derived config fields: n_vocab

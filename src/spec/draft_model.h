@@ -42,7 +42,7 @@ class DraftModelProposer : public Proposer {
 
   const Model& model() const { return *model_; }
   size_t kv_bytes() const { return kv_bytes_; }
-  double seconds() const { return seconds_; }  // time spent in the draft's forward passes
+  double seconds() const override { return seconds_; }  // in the draft's forward passes
 
  private:
   Status run(std::vector<float>& logits);

@@ -4,9 +4,11 @@
 // for the sequences whose verify got KV slots (a draft model runs then, writing its own K/V
 // into those slots). Verification and acceptance are the engine's, the same for every proposer.
 //
-// A proposer that needs the target's hidden states (EAGLE, MTP heads) fits the same two calls
-// once the forward pass exposes them: fill() would read the last step's hidden state of each
-// sequence instead of running a model from tokens.
+// A proposer that reads the target's hidden states (MTP heads; EAGLE would too) gets a third
+// call, observe(), after every target step: each sequence's rows computed and kept in that
+// step, with their hidden states before the final norm. It keeps its own K/V over them and
+// leaves, for a sequence that decodes next, its first proposal and the state the next ones
+// chain on (HiddenProposal); fill() then chains the rest in the verify's lookahead slots.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,15 @@
 
 namespace loom::spec {
 
+// What observe() left for a sequence that decodes next: the proposal for the token after its
+// known ones and the hidden state (n_embd floats) a further proposal chains on; valid while
+// the sequence has at_tokens tokens.
+struct HiddenProposal {
+  int32_t at_tokens = -1;
+  int32_t token = -1;
+  std::vector<float> hidden;
+};
+
 // A sequence whose verify was scheduled, as fill() sees it.
 struct DraftSeq {
   std::span<const int32_t> tokens;  // the sequence's known tokens (prompt and output)
@@ -24,6 +35,18 @@ struct DraftSeq {
   int32_t n_blocks;                 // < tokens.size() - 1 + draft->size()
   int32_t* draft_computed;          // tokens whose K/V the proposer has written; updated
   std::vector<int32_t>* draft;      // as plan() left it, cut to the slots granted
+  const HiddenProposal* hidden_proposal = nullptr;  // observe()'s, for hidden-state proposers
+};
+
+// A sequence's rows of the target step just run, as observe() sees them.
+struct ObservedSeq {
+  std::span<const int32_t> tokens;  // its known tokens, this step's sampled ones included
+  const int32_t* block_table;       // the target's full-attention table; covers the rows
+  int32_t n_blocks;
+  int32_t first_pos;         // rows at positions [first_pos, first_pos + n_rows) were computed and
+  int32_t n_rows;            // kept (a verify's rejected rows are not among them)
+  const float* hidden;       // [n_rows][n_embd]: the target's hidden states before its norm
+  HiddenProposal* proposal;  // non-null when the sequence decodes next: filled from the last row
 };
 
 class Proposer {
@@ -32,6 +55,11 @@ class Proposer {
   // Appends up to k proposed tokens (or k placeholders that fill() replaces) to `draft`.
   virtual void plan(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& draft) = 0;
   virtual Status fill(std::span<DraftSeq> seqs) { return Status::ok(); }
+  // Hidden-state proposers: the engine then asks its forward pass for every row's hidden state
+  // before the final norm and calls observe() after each step (before the next plan()).
+  virtual bool needs_hidden() const { return false; }
+  virtual Status observe(std::span<const ObservedSeq> seqs) { return Status::ok(); }
+  virtual double seconds() const { return 0; }  // time spent in the proposer's own forwards
 };
 
 }  // namespace loom::spec

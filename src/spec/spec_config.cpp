@@ -39,10 +39,13 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
         c.method = SpeculativeConfig::Method::kNgram;
       else if (m == "draft_model")
         c.method = SpeculativeConfig::Method::kDraftModel;
+      else if (m == "mtp" || m == "deepseek_mtp")  // vLLM's name, and its older one
+        c.method = SpeculativeConfig::Method::kMtp;
       else
         return invalid_argument("--speculative-config: method \"" + m +
-                                "\" is not supported; loom speculates with \"ngram\" or a "
-                                "draft model (\"draft_model\", or just \"model\")");
+                                "\" is not supported; loom speculates with \"ngram\", a "
+                                "draft model (\"draft_model\", or just \"model\") or the "
+                                "model's own MTP layers (\"mtp\")");
     } else if (key == "model") {
       if (!value.is_string() || value.get<std::string>().empty())
         return invalid_argument("--speculative-config: \"model\" must be a model path");
@@ -66,7 +69,8 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
     c.method = SpeculativeConfig::Method::kDraftModel;
   if (c.method == SpeculativeConfig::Method::kNone)
     return invalid_argument(
-        "--speculative-config: \"method\" (\"ngram\") or \"model\" (a draft model) is required");
+        "--speculative-config: \"method\" (\"ngram\", \"mtp\") or \"model\" (a draft model) is "
+        "required");
   LOOM_RETURN_IF_ERROR(finalize_speculative_config(c));
   return c;
 }
@@ -77,7 +81,8 @@ Status finalize_speculative_config(SpeculativeConfig& c) {
   if (draft && c.model.empty())
     return invalid_argument("a draft-model speculative config needs \"model\"");
   if (!draft && !c.model.empty())
-    return invalid_argument("\"model\" is only for a draft model, not for method ngram");
+    return invalid_argument(std::string("\"model\" is only for a draft model, not for method ") +
+                            (c.method == SpeculativeConfig::Method::kMtp ? "mtp" : "ngram"));
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
     return invalid_argument("num_speculative_tokens must be in [1, " +
                             std::to_string(kMaxSpeculativeTokens) + "], got " +

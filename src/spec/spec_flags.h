@@ -21,7 +21,9 @@ struct SpeculativeFlags {
     app.add_option("--speculative-config", config_json,
                    "speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", "
                    "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, "
-                   "\"prompt_lookup_min\": 2}' (optional \"disable_by_batch_size\")");
+                   "\"prompt_lookup_min\": 2}', a draft model ('{\"model\": PATH, ...}') or "
+                   "the model's own MTP layers ('{\"method\": \"mtp\", "
+                   "\"num_speculative_tokens\": 2}') (optional \"disable_by_batch_size\")");
     app.add_option("--draft-max,--draft", draft_max,
                    "tokens proposed per step (llama-server's name; alone it enables n-gram "
                    "lookup)")

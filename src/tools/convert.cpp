@@ -42,7 +42,9 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
   m.set_u32(key(n::kVocabSize), c.n_vocab);
   m.set_u32(key(n::kContextLength), c.context_length);
   m.set_u32(key(n::kEmbeddingLength), c.n_embd);
-  m.set_u32(key(n::kBlockCount), c.n_layer);
+  // The multi-token prediction layers count as blocks after the main ones (llama.cpp).
+  m.set_u32(key(n::kBlockCount), c.n_layer + c.n_mtp_layers);
+  if (c.n_mtp_layers > 0) m.set_u32(key(n::kNextnPredictLayers), c.n_mtp_layers);
   m.set_u32(key(n::kFeedForwardLength), c.n_ff);
   m.set_u32(key(n::kHeadCount), c.n_head);
   m.set_u32(key(n::kHeadCountKv), c.n_head_kv);

@@ -197,7 +197,9 @@ Result<Plan> make_plan(const SynthOptions& o) {
   m.set_u32(key(names::kVocabSize), static_cast<uint32_t>(V));
   m.set_u32(key(names::kContextLength), static_cast<uint32_t>(ps.context_length));
   m.set_u32(key(names::kEmbeddingLength), static_cast<uint32_t>(E));
-  m.set_u32(key(names::kBlockCount), static_cast<uint32_t>(ps.n_layer));
+  m.set_u32(key(names::kBlockCount), static_cast<uint32_t>(ps.n_layer + ps.n_mtp_layers));
+  if (ps.n_mtp_layers > 0)
+    m.set_u32(key(names::kNextnPredictLayers), static_cast<uint32_t>(ps.n_mtp_layers));
   m.set_u32(key(names::kFeedForwardLength), static_cast<uint32_t>(F));
   m.set_u32(key(names::kHeadCount), static_cast<uint32_t>(ps.n_head));
   if (ps.kv_lora_rank > 0) {  // as llama.cpp's deepseek2 converter describes MLA
@@ -296,6 +298,9 @@ Result<Plan> make_plan(const SynthOptions& o) {
   c.n_vocab = static_cast<int32_t>(V);
   if (ps.rerank_head) c.n_cls_out = 2;
   c.moe.score_bias = c.moe.sigmoid_scores;  // DeepSeek-V3's correction bias (exp_probs_b)
+  // MTP modules with their own head norm (as DeepSeek-V3's shared_head.norm), sharing the
+  // model's embedding and LM head (as llama.cpp's converter leaves them out).
+  c.mtp_own_norm = c.n_mtp_layers > 0;
   TensorPlanOptions po;
   po.rope_freqs = llama3_rope;
   for (const PlannedWeight& t : tensor_plan(c, po)) {

@@ -28,11 +28,11 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // clang-format off
     {"tiny-qwen3-embed", "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0, 0, 0, {}, 0, 0, 0,
-     0, 0, 0, 0, 0, 0, 0, 0, 0.0f,  // not MLA
+     0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0,  // not MLA, no MTP layers
      3, false},
     {"tiny-qwen3-rerank", "qwen3", 2, 64, 4, 2, 16, 128, 151936, true, 4096, 1e6f, 1e-6f, true,
      "ggml-vocab-qwen3.gguf", 0, 1, 4, 0, 0, 0, {}, 0, 0, 0,
-     0, 0, 0, 0, 0, 0, 0, 0, 0.0f,  // not MLA
+     0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0,  // not MLA, no MTP layers
      4, true},
     // clang-format on
     {"llama-0.5b", "llama", 28, 1024, 16, 8, 128, 3072, 32000, false, 4096, 10000.0f, 1e-5f, false,
@@ -123,19 +123,20 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // DeepSeek-V3's layout (Multi-head Latent Attention, a leading dense layer, sigmoid routing
     // over expert groups, a shared expert). Tiny: a dense and a MoE layer, 4 heads of 16 + 8
     // (value 16), query rank 32, latent 32 + 8; 8 experts of width 32 in 4 groups (2 used),
-    // 2 per token.
+    // 2 per token; one multi-token prediction module (a MoE block, as DeepSeek-V3's).
     {"tiny-mla", "deepseek2", 2,  64, 4,  4, 24, 128, 512, false, 512, 10000.0f,
      1e-6f,      false,       "", 0,  1,  4, 0,  0,   8,   {},    8,   2,
-     32,         32,          32, 8,  16, 1, 1,  4,   2,   2.5f},
+     32,         32,          32, 8,  16, 1, 1,  4,   2,   2.5f,  1},
     // DeepSeek-V3's proportions (61 layers, hidden 7168, 128 heads of 128 + 64, query rank
     // 1536, latent 512 + 64, 256 experts of 2048 in 8 groups, 8 per token, 1 shared, 3 dense)
     // at a size a 2-core machine runs: 16 layers, hidden 1024, 16 heads of 64 + 32 (value 64),
     // query rank 512, latent 256 + 32, 64 experts of 512 in 8 groups (4 used), 6 per token,
-    // 1 shared, 1 dense layer of 4096, vocab 32000: 1.66B parameters, 0.30B active.
+    // 1 shared, 1 dense layer of 4096, vocab 32000: 1.66B parameters, 0.30B active; and, as
+    // DeepSeek-V3, one multi-token prediction module (one more MoE block, 0.11B parameters).
     // clang-format off
     {"deepseek3-2b", "deepseek2", 16, 1024, 16, 16, 96, 4096, 32000, true, 4096, 10000.0f, 1e-6f,
      false, "", 0, 1, 4, 0, 0, 32, {}, 64, 6, 512,
-     512, 256, 32, 64, 1, 1, 8, 4, 2.5f},
+     512, 256, 32, 64, 1, 1, 8, 4, 2.5f, 1},
     // clang-format on
     // Gated DeltaNet hybrids (issue 18): three recurrent layers to one of gated full attention,
     // partial RoPE (a quarter of each head). Tiny: value heads twice the key heads (their

@@ -58,6 +58,9 @@ struct SynthPreset {
   int32_t n_expert_group = 0;
   int32_t n_expert_group_used = 0;
   float expert_weights_scale = 0;
+  // Multi-token prediction modules after the main layers (DeepSeek-V3 has one): llama.cpp's
+  // nextn tensors plus an ordinary block of the family's pattern each.
+  int32_t n_mtp_layers = 0;
   // Embedding / reranking models: {arch}.pooling_type (-1: not written, a generative model)
   // and, for a reranker, the head llama.cpp's converter gives a Qwen3-Reranker: cls.output
   // holding the LM head's "yes" and "no" rows, classifier.output_labels and the rerank prompt.

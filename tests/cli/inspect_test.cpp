@@ -44,6 +44,26 @@ TEST(CliInspectTest, SynthModelTensorTableAndTotals) {
   std::remove(path.c_str());
 }
 
+// DeepSeek-V3's multi-token prediction layer (synth's tiny-mla has one): block_count counts it,
+// its nextn tensors are listed, and it is totalled apart, outside the per-token figure.
+TEST(CliInspectTest, MtpLayerListedApart) {
+  const std::string path = tmp("mla.gguf");
+  ASSERT_EQ(run("synth --preset tiny-mla -o " + path).code, 0);
+  CmdResult r = run("inspect " + path);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"deepseek2.nextn_predict_layers", "blk.2.nextn.eh_proj.weight", "[128, 64]",
+                        "blk.2.nextn.shared_head_norm.weight", "blk.2.ffn_gate_exps.weight"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // Counted by hand (E 64, 4 heads, q rank 32, latent 32 + 8, nope 16, value 16, 8 experts of
+  // 32 and a shared one): eh_proj 128*64 + 3 norms of 64 = 8384; attention: norm 64, q_a
+  // 64*32, its norm 32, q_b 32*96, kv_a 64*40, its norm 32, k_b and v_b 2 * 16*32*4, o 64*64
+  // = 16000; FFN: norm 64, router 64*8, experts 3 * 64*32*8, bias 8, shared 3 * 64*32 = 55880.
+  EXPECT_NE(r.out.find("multi-token prediction: 1 layer(s), blocks 2..2, 80264 params"),
+            std::string::npos)
+      << r.out;
+  std::remove(path.c_str());
+}
+
 TEST(CliInspectTest, MalformedFilesExitOne) {
   const std::string path = tmp("bad.gguf");
   {

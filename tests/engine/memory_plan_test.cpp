@@ -127,6 +127,24 @@ TEST(MemoryPlan, MlaCachesOneLatentRowPerTokenAndLayer) {
   }
 }
 
+// MTP speculation adds the module's latent rows (one more MLA layer in the same blocks: 3/2 of
+// tiny-mla's two layers), its block's weight copies and its step's scratch.
+TEST(MemoryPlan, MtpModuleIsPlanned) {
+  const BoundModel b = bind_synth("tiny-mla");
+  ASSERT_EQ(b.config.n_mtp_layers, 1);
+  EngineConfig c;
+  c.max_num_seqs = 2;
+  c.max_model_len = 128;
+  auto plain = plan_memory("tiny-mla", b, c, 0);
+  c.speculative.method = SpeculativeConfig::Method::kMtp;
+  c.speculative.num_speculative_tokens = 2;
+  auto mtp = plan_memory("tiny-mla", b, c, 0);
+  ASSERT_TRUE(plain.is_ok() && mtp.is_ok());
+  EXPECT_EQ(mtp->kv_bytes * 2, plain->kv_bytes * 3);
+  EXPECT_GT(mtp->weight_copies, plain->weight_copies);
+  EXPECT_GT(mtp->scratch_bytes, plain->scratch_bytes);
+}
+
 TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {
   const BoundModel b = bind_synth("tiny");
   EngineConfig c;

@@ -233,6 +233,89 @@ Result<std::vector<Vec>> gated_deltanet(const ModelConfig& c, const PlannedTenso
   return out;
 }
 
+// Multi-head Latent Attention over every position in its decompressed form (transformers'
+// DeepseekV3Attention): each head's key is [W_k,h · latent ; the shared RoPE key], its value
+// W_v,h · latent, with the latent kv_a_norm(kv_a · x) of each position; h is every position's
+// normed input, the result every position's output after wo.
+Result<std::vector<Vec>> mla_attention(const ModelConfig& c, const PlannedTensors& w, int l,
+                                       const std::vector<Vec>& h, const Vec& freqs) {
+  const MlaConfig& a = c.mla;
+  const int64_t H = c.n_head, N = a.qk_nope_head_dim, P = a.qk_rope_head_dim;
+  const int64_t R = a.kv_lora_rank, Dv = a.v_head_dim, Dq = N + P;
+  const int64_t T = static_cast<int64_t>(h.size());
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  Mat wq, wq_a, wq_b;
+  Vec q_a_norm;
+  if (a.q_lora_rank > 0) {
+    LOOM_ASSIGN_OR_RETURN(wq_a, w.mat(TensorRole::kWqA, l));
+    LOOM_ASSIGN_OR_RETURN(q_a_norm, w.vec(TensorRole::kQANorm, l));
+    LOOM_ASSIGN_OR_RETURN(wq_b, w.mat(TensorRole::kWqB, l));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(wq, w.mat(TensorRole::kWq, l));
+  }
+  LOOM_ASSIGN_OR_RETURN(Mat wkv_a, w.mat(TensorRole::kWkvA, l));
+  LOOM_ASSIGN_OR_RETURN(Vec kv_norm, w.vec(TensorRole::kKvANorm, l));
+  LOOM_ASSIGN_OR_RETURN(Mat k_b, w.mat(TensorRole::kWkB, l));  // per head (R, N): W_k,h^T
+  LOOM_ASSIGN_OR_RETURN(Mat v_b, w.mat(TensorRole::kWvB, l));  // per head (Dv, R): W_v,h
+  LOOM_ASSIGN_OR_RETURN(Mat wo, w.mat(TensorRole::kWo, l));
+  std::vector<Vec> q(T), k(T), v(T);  // q, k: (H, N + P); v: (H, Dv)
+  for (int64_t t = 0; t < T; ++t) {
+    if (a.q_lora_rank > 0) {
+      Vec qa = matvec(wq_a, h[t]);
+      rmsnorm(qa, 0, a.q_lora_rank, q_a_norm, c.rms_eps);
+      q[t] = matvec(wq_b, qa);
+    } else {
+      q[t] = matvec(wq, h[t]);
+    }
+    Vec kv = matvec(wkv_a, h[t]);  // latent (R), then the RoPE key (P)
+    rmsnorm(kv, 0, R, kv_norm, c.rms_eps);
+    Vec q_rope(H * P), k_rope(kv.begin() + R, kv.end());
+    for (int64_t hh = 0; hh < H; ++hh)
+      for (int64_t i = 0; i < P; ++i) q_rope[hh * P + i] = q[t][hh * Dq + N + i];
+    apply_rope(q_rope, H, P, P, t, freqs, neox);
+    apply_rope(k_rope, 1, P, P, t, freqs, neox);
+    k[t].assign(H * Dq, 0.0);
+    v[t].assign(H * Dv, 0.0);
+    for (int64_t hh = 0; hh < H; ++hh) {
+      for (int64_t i = 0; i < P; ++i) {
+        q[t][hh * Dq + N + i] = q_rope[hh * P + i];
+        k[t][hh * Dq + N + i] = k_rope[i];
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t r = 0; r < R; ++r) acc += k_b.w[(hh * R + r) * N + n] * kv[r];
+        k[t][hh * Dq + n] = acc;
+      }
+      for (int64_t d = 0; d < Dv; ++d) {
+        double acc = 0;
+        for (int64_t r = 0; r < R; ++r) acc += v_b.w[(hh * Dv + d) * R + r] * kv[r];
+        v[t][hh * Dv + d] = acc;
+      }
+    }
+  }
+  const double scale = c.attn_scale > 0 ? c.attn_scale : 1 / std::sqrt(static_cast<double>(Dq));
+  std::vector<Vec> out(T);
+  for (int64_t t = 0; t < T; ++t) {
+    Vec att(H * Dv, 0.0);
+    for (int64_t hh = 0; hh < H; ++hh) {
+      Vec sc(t + 1);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j <= t; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < Dq; ++i) d += q[t][hh * Dq + i] * k[j][hh * Dq + i];
+        sc[j] = d * scale;
+        mx = std::max(mx, sc[j]);
+      }
+      double sum = 0;
+      for (auto& e : sc) sum += e = std::exp(e - mx);
+      for (int64_t j = 0; j <= t; ++j)
+        for (int64_t d = 0; d < Dv; ++d) att[hh * Dv + d] += sc[j] / sum * v[j][hh * Dv + d];
+    }
+    out[t] = matvec(wo, att);
+  }
+  return out;
+}
+
 // The softmax-routed Mixture-of-Experts FFN (Qwen2/3-MoE, Qwen3-Next): the top n_expert_used
 // experts' SwiGLU outputs weighted by their (renormalised) probabilities, plus the shared
 // expert scaled by sigmoid(x · gate).
@@ -244,14 +327,48 @@ Result<Vec> moe_ffn(const ModelConfig& c, const PlannedTensors& w, int l, const 
   LOOM_ASSIGN_OR_RETURN(Mat up, w.mat(TensorRole::kUpExps, l));
   LOOM_ASSIGN_OR_RETURN(Mat down, w.mat(TensorRole::kDownExps, l));
   Vec logits = matvec(router, h), p(X);
-  double mx = -INFINITY, sum = 0;
-  for (double v : logits) mx = std::max(mx, v);
-  for (int64_t e = 0; e < X; ++e) sum += p[e] = std::exp(logits[e] - mx);
-  for (double& v : p) v /= sum;
   std::vector<int64_t> order(X);
   for (int64_t e = 0; e < X; ++e) order[e] = e;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-  double chosen = 0;
+  if (m.sigmoid_scores) {
+    // DeepSeek-V3 (transformers' DeepseekV3MoE): sigmoid scores; experts are chosen by score +
+    // correction bias, within the topk_group groups whose two best biased scores sum highest;
+    // they weigh by their plain scores (renormalised), times routed_scaling_factor.
+    Vec choice(X);
+    Vec bias(X, 0.0);
+    if (m.score_bias) {
+      LOOM_ASSIGN_OR_RETURN(bias, w.vec(TensorRole::kExpProbsB, l));
+    }
+    for (int64_t e = 0; e < X; ++e) {
+      p[e] = sigmoid(logits[e]);
+      choice[e] = p[e] + bias[e];
+    }
+    std::vector<bool> allowed(X, true);
+    if (m.n_group > 1 && m.topk_group < m.n_group) {
+      const int64_t per = X / m.n_group;
+      std::vector<std::pair<double, int64_t>> groups;
+      for (int64_t g = 0; g < m.n_group; ++g) {
+        Vec in(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+        std::sort(in.begin(), in.end(), std::greater<double>());
+        groups.push_back({in[0] + (per > 1 ? in[1] : 0.0), g});
+      }
+      std::stable_sort(groups.begin(), groups.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      allowed.assign(X, false);
+      for (int64_t k = 0; k < m.topk_group; ++k)
+        for (int64_t e = 0; e < per; ++e) allowed[groups[k].second * per + e] = true;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      if (allowed[a] != allowed[b]) return static_cast<bool>(allowed[a]);
+      return choice[a] > choice[b];
+    });
+  } else {
+    double mx = -INFINITY, sum = 0;
+    for (double v : logits) mx = std::max(mx, v);
+    for (int64_t e = 0; e < X; ++e) sum += p[e] = std::exp(logits[e] - mx);
+    for (double& v : p) v /= sum;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  }
+  double chosen = m.sigmoid_scores ? 1e-20 : 0.0;
   for (int64_t k = 0; k < m.n_expert_used; ++k) chosen += p[order[k]];
   Vec out(E, 0.0);
   auto expert = [&](const float* g, const float* u, const float* dn, int64_t f, double weight) {
@@ -270,7 +387,7 @@ Result<Vec> moe_ffn(const ModelConfig& c, const PlannedTensors& w, int l, const 
   for (int64_t k = 0; k < m.n_expert_used; ++k) {
     const int64_t e = order[k];
     expert(&gate.w[e * F * E], &up.w[e * F * E], &down.w[e * E * F], F,
-           m.norm_topk ? p[e] / chosen : p[e]);
+           (m.norm_topk ? p[e] / chosen : p[e]) * m.weights_scale);
   }
   if (m.n_ff_shexp > 0) {
     LOOM_ASSIGN_OR_RETURN(Mat sg, w.mat(TensorRole::kWGateShexp, l));
@@ -298,56 +415,37 @@ Status check_supported(const ModelConfig& c) {
   if (c.norm_placement != NormPlacement::kPre) what = "norms other than pre-norm";
   if (c.fused_qkv || c.fused_gate_up) what = "fused projections";
   if (c.qk_norm && c.qk_norm_kind != QkNorm::kPerHead) what = "whole-projection q/k norms";
-  if (c.embd_scale != 1.0f || c.residual_scale != 1.0f || c.attn_scale != 0.0f ||
-      c.logit_scale != 1.0f || c.attn_softcap != 0.0f || c.final_softcap != 0.0f)
+  if (c.embd_scale != 1.0f || c.residual_scale != 1.0f ||
+      (c.attn_scale != 0.0f && c.mla.kv_lora_rank == 0) || c.logit_scale != 1.0f ||
+      c.attn_softcap != 0.0f || c.final_softcap != 0.0f)
     what = "scales or soft-caps";
   for (const LayerSpec& s : c.layers)
     if (s.window != 0 || !s.rope || s.rope_theta != 0) what = "per-layer attention variants";
   if (c.rope_scaling.type == RopeScalingType::kLongRope) what = "LongRoPE";
   const MoeConfig& m = c.moe;
-  if (m.n_expert > 0 && (m.sigmoid_scores || m.score_bias || m.router_bias || m.expert_bias ||
-                         m.weights_scale != 1.0f))
-    what = "Mixture-of-Experts routing other than softmax top-k";
-  if (c.mla.kv_lora_rank > 0) what = "Multi-head Latent Attention";
+  if (m.n_expert > 0 && (m.router_bias || m.expert_bias ||
+                         (!m.sigmoid_scores && (m.score_bias || m.weights_scale != 1.0f))))
+    what = "Mixture-of-Experts routing other than softmax top-k or DeepSeek's sigmoid routing";
+  if (c.rope_scaling.type == RopeScalingType::kYarn) what = "YaRN";
   if (what.empty()) return Status::ok();
   return invalid_argument("reference: " + c.arch + " uses " + what +
                           ", which the reference does not implement");
 }
 
-}  // namespace
-
-TensorLookup gguf_lookup(const GgufFile& file) {
-  return [&file](std::string_view name) -> const TensorView* {
-    const GgufTensorInfo* t = file.find_tensor(name);
-    return t ? &t->view : nullptr;
-  };
-}
-
-Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& find,
-                                   std::span<const int32_t> tokens, std::vector<float>* hidden) {
-  LOOM_RETURN_IF_ERROR(check_supported(c));
-  LOOM_ASSIGN_OR_RETURN(const PlannedTensors w, PlannedTensors::bind(c, find));
+// One block (layer l's tensors, laid out by spec) over every position 0..T-1 of x, in place.
+Status run_block(const ModelConfig& c, const PlannedTensors& w, int l, const LayerSpec& spec,
+                 const Vec& freqs, std::vector<Vec>& x) {
   const int64_t E = c.n_embd, D = c.head_dim, H = c.n_head, HK = c.n_head_kv;
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  LOOM_ASSIGN_OR_RETURN(Mat embd, w.mat(TensorRole::kTokenEmbd));
-  const int64_t V = embd.rows;
-  const Vec freqs = rope_freqs(c, w);
+  const int64_t T = static_cast<int64_t>(x.size());
   const bool neox = c.rope_style == RopeStyle::kNeox;
-
-  // Residual stream for all positions, then layer by layer (K/V history per layer).
-  std::vector<Vec> x(T, Vec(E));
-  for (int64_t t = 0; t < T; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= V) return invalid_argument("reference: token out of range");
-    for (int64_t i = 0; i < E; ++i) x[t][i] = embd.w[tokens[t] * E + i];
-  }
   const int64_t n_rot = c.n_rot > 0 ? c.n_rot : D;
   // The FFN half of a block: x += ffn(norm(x)).
-  auto ffn = [&](int l, Vec& xt) -> Status {
+  auto ffn = [&](Vec& xt) -> Status {
     LOOM_ASSIGN_OR_RETURN(Vec ffn_norm, w.vec(TensorRole::kFfnNorm, l));
     Vec h = xt;
     rmsnorm(h, 0, E, ffn_norm, c.rms_eps);
     Vec dn;
-    if (l < static_cast<int>(c.layers.size()) && c.layers[l].moe) {
+    if (spec.moe) {
       LOOM_ASSIGN_OR_RETURN(dn, moe_ffn(c, w, l, h));
     } else {
       LOOM_ASSIGN_OR_RETURN(Mat wg, w.mat(TensorRole::kWGate, l));
@@ -360,9 +458,22 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
     for (int64_t i = 0; i < E; ++i) xt[i] += dn[i];
     return Status::ok();
   };
-  for (int l = 0; l < c.n_layer; ++l) {
+  {
     LOOM_ASSIGN_OR_RETURN(Vec attn_norm, w.vec(TensorRole::kAttnNorm, l));
-    if (l < static_cast<int>(c.layers.size()) && c.layers[l].deltanet) {
+    if (spec.mla) {
+      std::vector<Vec> h(T);
+      for (int64_t t = 0; t < T; ++t) {
+        h[t] = x[t];
+        rmsnorm(h[t], 0, E, attn_norm, c.rms_eps);
+      }
+      LOOM_ASSIGN_OR_RETURN(std::vector<Vec> o, mla_attention(c, w, l, h, freqs));
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < E; ++i) x[t][i] += o[t][i];
+        LOOM_RETURN_IF_ERROR(ffn(x[t]));
+      }
+      return Status::ok();
+    }
+    if (spec.deltanet) {
       std::vector<Vec> h(T);
       for (int64_t t = 0; t < T; ++t) {
         h[t] = x[t];
@@ -371,9 +482,9 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
       LOOM_ASSIGN_OR_RETURN(std::vector<Vec> o, gated_deltanet(c, w, l, h));
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t i = 0; i < E; ++i) x[t][i] += o[t][i];
-        LOOM_RETURN_IF_ERROR(ffn(l, x[t]));
+        LOOM_RETURN_IF_ERROR(ffn(x[t]));
       }
-      continue;
+      return Status::ok();
     }
     LOOM_ASSIGN_OR_RETURN(Mat wq, w.mat(TensorRole::kWq, l));
     LOOM_ASSIGN_OR_RETURN(Mat wk, w.mat(TensorRole::kWk, l));
@@ -438,8 +549,45 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
         for (int64_t i = 0; i < H * D; ++i) att[i] *= sigmoid(gate[t][i]);
       Vec o = matvec(wo, att);
       for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
-      LOOM_RETURN_IF_ERROR(ffn(l, x[t]));
+      LOOM_RETURN_IF_ERROR(ffn(x[t]));
     }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+TensorLookup gguf_lookup(const GgufFile& file) {
+  return [&file](std::string_view name) -> const TensorView* {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    return t ? &t->view : nullptr;
+  };
+}
+
+Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& find,
+                                   std::span<const int32_t> tokens, std::vector<float>* hidden,
+                                   std::vector<float>* pre_norm) {
+  LOOM_RETURN_IF_ERROR(check_supported(c));
+  LOOM_ASSIGN_OR_RETURN(const PlannedTensors w, PlannedTensors::bind(c, find));
+  const int64_t E = c.n_embd;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  LOOM_ASSIGN_OR_RETURN(Mat embd, w.mat(TensorRole::kTokenEmbd));
+  const int64_t V = embd.rows;
+  const Vec freqs = rope_freqs(c, w);
+
+  // Residual stream for all positions, then layer by layer (K/V history per layer).
+  std::vector<Vec> x(T, Vec(E));
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= V) return invalid_argument("reference: token out of range");
+    for (int64_t i = 0; i < E; ++i) x[t][i] = embd.w[tokens[t] * E + i];
+  }
+  for (int l = 0; l < c.n_layer; ++l)
+    LOOM_RETURN_IF_ERROR(run_block(
+        c, w, l, l < static_cast<int>(c.layers.size()) ? c.layers[l] : LayerSpec{}, freqs, x));
+  if (pre_norm) {
+    pre_norm->assign(T * E, 0.0f);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < E; ++i) (*pre_norm)[t * E + i] = static_cast<float>(x[t][i]);
   }
   LOOM_ASSIGN_OR_RETURN(Vec out_norm, w.vec(TensorRole::kOutputNorm));
   Mat out_w;
@@ -455,6 +603,63 @@ Result<std::vector<float>> forward(const ModelConfig& c, const TensorLookup& fin
     if (hidden)
       for (int64_t i = 0; i < E; ++i) (*hidden)[t * E + i] = static_cast<float>(x[t][i]);
     Vec lg = matvec(out_w, x[t]);
+    for (int64_t i = 0; i < V; ++i) logits[t * V + i] = static_cast<float>(lg[i]);
+  }
+  return logits;
+}
+
+Result<std::vector<float>> mtp_forward(const ModelConfig& c, const TensorLookup& find, int index,
+                                       std::span<const int32_t> tokens,
+                                       std::span<const float> hidden,
+                                       std::vector<float>* out_hidden) {
+  LOOM_RETURN_IF_ERROR(check_supported(c));
+  if (index < 0 || index >= c.n_mtp_layers || index >= static_cast<int>(c.mtp_layers.size()))
+    return invalid_argument("reference: no multi-token prediction module " + std::to_string(index));
+  LOOM_ASSIGN_OR_RETURN(const PlannedTensors w, PlannedTensors::bind(c, find));
+  const int64_t E = c.n_embd;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (hidden.size() != static_cast<size_t>(T * E))
+    return invalid_argument("reference: one hidden state per token expected");
+  const int l = c.n_layer + index;
+  // The module's own embedding, head norm and head, else the model's.
+  auto mat_or = [&](TensorRole own, TensorRole fallback) -> Result<Mat> {
+    if (w.find(own, l)) return w.mat(own, l);
+    if (fallback == TensorRole::kOutput && !w.find(TensorRole::kOutput))
+      return w.mat(TensorRole::kTokenEmbd);  // tied
+    return w.mat(fallback);
+  };
+  LOOM_ASSIGN_OR_RETURN(Mat embd, mat_or(TensorRole::kMtpEmbed, TensorRole::kTokenEmbd));
+  LOOM_ASSIGN_OR_RETURN(Mat head, mat_or(TensorRole::kMtpHead, TensorRole::kOutput));
+  LOOM_ASSIGN_OR_RETURN(Vec head_norm, w.find(TensorRole::kMtpHeadNorm, l)
+                                           ? w.vec(TensorRole::kMtpHeadNorm, l)
+                                           : w.vec(TensorRole::kOutputNorm));
+  LOOM_ASSIGN_OR_RETURN(Vec enorm, w.vec(TensorRole::kMtpEnorm, l));
+  LOOM_ASSIGN_OR_RETURN(Vec hnorm, w.vec(TensorRole::kMtpHnorm, l));
+  LOOM_ASSIGN_OR_RETURN(Mat eh_proj, w.mat(TensorRole::kMtpEhProj, l));
+  const int64_t V = head.rows;
+  // x_t = eh_proj · [enorm(embedding of tokens[t]), hnorm(hidden[t])]; the embedding is
+  // zero at position 0 (vLLM's DeepSeek MTP).
+  std::vector<Vec> x(T);
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= embd.rows)
+      return invalid_argument("reference: token out of range");
+    Vec in(2 * E, 0.0);
+    if (t > 0) {
+      for (int64_t i = 0; i < E; ++i) in[i] = embd.w[tokens[t] * E + i];
+      rmsnorm(in, 0, E, enorm, c.rms_eps);
+    }
+    for (int64_t i = 0; i < E; ++i) in[E + i] = hidden[t * E + i];
+    rmsnorm(in, E, E, hnorm, c.rms_eps);
+    x[t] = matvec(eh_proj, in);
+  }
+  LOOM_RETURN_IF_ERROR(run_block(c, w, l, c.mtp_layers[index], rope_freqs(c, w), x));
+  if (out_hidden) out_hidden->assign(T * E, 0.0f);
+  std::vector<float> logits(T * V);
+  for (int64_t t = 0; t < T; ++t) {
+    if (out_hidden)
+      for (int64_t i = 0; i < E; ++i) (*out_hidden)[t * E + i] = static_cast<float>(x[t][i]);
+    rmsnorm(x[t], 0, E, head_norm, c.rms_eps);
+    Vec lg = matvec(head, x[t]);
     for (int64_t i = 0; i < V; ++i) logits[t * V + i] = static_cast<float>(lg[i]);
   }
   return logits;

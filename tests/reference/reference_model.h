@@ -26,8 +26,21 @@ TensorLookup gguf_lookup(const GgufFile& file);
 // Uses the config's hyperparameters and feature flags; computes RoPE frequencies (including
 // llama3 scaling and a rope_freqs.weight tensor) itself.
 // hidden (optional): the final-norm hidden states, [n][n_embd] (what embedding models pool).
+// pre_norm (optional): the hidden states before the final norm, [n][n_embd] (what a
+// multi-token prediction module reads).
 Result<std::vector<float>> forward(const ModelConfig& config, const TensorLookup& tensors,
                                    std::span<const int32_t> tokens,
-                                   std::vector<float>* hidden = nullptr);
+                                   std::vector<float>* hidden = nullptr,
+                                   std::vector<float>* pre_norm = nullptr);
+
+// Multi-token prediction module `index` (ModelConfig::n_mtp_layers) over one sequence: row t,
+// at position t, combines tokens[t] with hidden[t] (the main model's state before its final
+// norm, [n][n_embd]; for DeepSeek-V3's use, tokens[t] is the token after the one hidden[t]
+// was computed for). Returns logits [n][n_vocab]; out_hidden (optional) gets the block's
+// output before the module's norm, [n][n_embd] (what a second step chains on).
+Result<std::vector<float>> mtp_forward(const ModelConfig& config, const TensorLookup& tensors,
+                                       int index, std::span<const int32_t> tokens,
+                                       std::span<const float> hidden,
+                                       std::vector<float>* out_hidden = nullptr);
 
 }  // namespace loom::reference

@@ -30,6 +30,23 @@ TEST(SpecConfig, DraftModel) {
   }
 }
 
+// The model's own multi-token prediction layers: vLLM's "mtp" and its older "deepseek_mtp";
+// a draft model path makes no sense with them.
+TEST(SpecConfig, Mtp) {
+  for (const char* json : {R"({"method": "mtp", "num_speculative_tokens": 2})",
+                           R"({"method": "deepseek_mtp", "num_speculative_tokens": 2})"}) {
+    auto c = parse_speculative_config(json);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    EXPECT_EQ(c->method, SpeculativeConfig::Method::kMtp);
+    EXPECT_EQ(c->num_speculative_tokens, 2);
+    EXPECT_TRUE(c->enabled());
+  }
+  auto with_model = parse_speculative_config(
+      R"({"method": "mtp", "model": "draft.gguf", "num_speculative_tokens": 2})");
+  ASSERT_FALSE(with_model.is_ok());
+  EXPECT_NE(with_model.status().message().find("mtp"), std::string::npos);
+}
+
 TEST(SpecConfig, LookupBoundsDefaultAsVllms) {
   auto both = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3})");
   ASSERT_TRUE(both.is_ok());

@@ -23,11 +23,17 @@
 #include "model/config_reader.h"
 #include "model/layers/deltanet_order.h"
 #include "model/layers/steps.h"
+#include "model/mtp_config.h"
 
 namespace loom {
 
-CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options)
-    : config_(std::move(config)), weights_(std::move(weights)), pool_(options.n_threads) {
+CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options,
+                   CpuModel* parent)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      own_pool_(parent ? nullptr : std::make_unique<ThreadPool>(options.n_threads)),
+      pool_(parent ? parent->pool_ : *own_pool_),
+      repack_output_(!parent || config_.mtp_own_head) {
   if (options.disable_sliding_window)
     for (LayerSpec& s : config_.layers) s.window = 0;
   if (config_.mla.kv_lora_rank > 0)  // from the weights as loaded, so before their repacking
@@ -71,7 +77,7 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
 // The matrices that get kernel-ready copies (a MoE layer has no dense FFN, a dense one no
 // router): every view f is called with.
 template <class W, class F>
-void for_each_repacked(W& weights, F&& f) {
+void for_each_repacked(W& weights, F&& f, bool with_output = true) {
   for (auto& L : weights.layers) {
     for (auto* w : {&L.wq,           &L.wk,     &L.wv,       &L.wo,           &L.w_gate,
                     &L.w_up,         &L.w_down, &L.router,   &L.w_gate_shexp, &L.w_up_shexp,
@@ -81,7 +87,7 @@ void for_each_repacked(W& weights, F&& f) {
     for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp, &L.k_b, &L.v_b})
       for (auto& w : *experts) f(w);
   }
-  f(weights.output);
+  if (with_output) f(weights.output);
 }
 
 // At load, every weight matrix gets a kernel-ready copy in huge-page memory: Q8_0/Q4_0/MXFP4/
@@ -92,7 +98,8 @@ void for_each_repacked(W& weights, F&& f) {
 // thread on the test machine), not the packing: a server makes the copies in the background while
 // it already answers on the file's layout (the kernels take either), a benchmark waits for them.
 void CpuModel::start_repacking(bool background) {
-  for_each_repacked(weights_, [&](TensorView& w) { repack_todo_.push_back(&w); });
+  for_each_repacked(
+      weights_, [&](TensorView& w) { repack_todo_.push_back(&w); }, repack_output_);
   packed_.resize(repack_todo_.size());
   auto pack = [this](size_t i) {
     const TensorView& w = *repack_todo_[i];
@@ -185,7 +192,7 @@ Model::MemoryUse CpuModel::memory_use() const {
     for (const kernels::PackedMatrix& p : packed_) m.weight_copies += p.view().nbytes;
   uint64_t floats = 0;
   for (const std::vector<float>* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &qg_, &attn_gate_, &proj_,
-                                      &gate_, &up_, &final_, &rope_cs_, &attn_scratch_})
+                                      &gate_, &up_, &final_, &mtp_in_, &rope_cs_, &attn_scratch_})
     floats += v->capacity();
   m.scratch = floats * sizeof(float) + moe_.scratch_bytes() + mla_.scratch_bytes() +
               deltanet_.scratch_bytes();
@@ -268,6 +275,7 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
     resize_exact(gate_, n_rows * c.n_ff);
     resize_exact(up_, n_rows * c.n_ff);
     resize_exact(rope_cs_, n_rows * n_rot_ * std::max<size_t>(1, rope_tables_.size()));
+    if (c.mtp_module) resize_exact(mtp_in_, n_rows * 2 * c.n_embd);
   }
   if (n_logits > cap_logits_) {
     cap_logits_ = n_logits;
@@ -365,7 +373,31 @@ Status CpuModel::classify(const float* hidden, float* out) const {
   return Status::ok();
 }
 
-Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float* hidden) {
+Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
+  if (index < 0 || index >= config_.n_mtp_layers)
+    return invalid_argument("mtp_module: the model has " + std::to_string(config_.n_mtp_layers) +
+                            " multi-token prediction modules, not " + std::to_string(index + 1));
+  // A shared LM head is this model's copy: wait for it (a server making its copies in the
+  // background waits here once, at start-up).
+  if (repack_pending_) finish_repacking();
+  const MtpWeights& m = weights_.mtp[index];
+  ModelConfig mc = mtp_module_config(config_, index);
+  Weights w;
+  w.token_embd = m.embed;
+  w.output_norm = m.head_norm;
+  w.output = config_.mtp_own_head ? m.head : weights_.output;
+  w.rope_freqs = weights_.rope_freqs;
+  w.layers = {m.block};
+  w.mtp = {m};
+  w.mtp[0].block = LayerWeights{};  // the one in layers[0] runs
+  w.keepalive = weights_.keepalive;
+  ModelLoadOptions o;
+  o.n_threads = pool_.size();
+  return std::unique_ptr<Model>(new CpuModel(std::move(mc), std::move(w), o, this));
+}
+
+Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float* hidden,
+                         float* residual) {
   if (kv_base.backend() != KvBackend::kCpu)
     return invalid_argument("forward: KV cache was not created for the CPU model");
   auto* kv = static_cast<CpuKvCache*>(&kv_base);
@@ -398,6 +430,18 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
   // run row by row inside the pass where the next matmul quantizes its activations
   // (kernels::RowFill); the last residual add goes with the output norm.
   const TensorView& embd = weights_.token_embd;
+  if (c.mtp_module) {
+    // "mtp_in": the residual stream starts as eh_proj([enorm(embedding), hnorm(hidden)]).
+    if (b.prev_hidden.size() != static_cast<size_t>(n * E))
+      return invalid_argument("forward: an MTP module needs one previous hidden state per row");
+    const MtpWeights& m = weights_.mtp[0];
+    const auto input_row = [&](int64_t i, float* row) {
+      kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), row, E);
+      layers::mtp_input(c, m, &b.prev_hidden[i * E], b.pos[i] == 0, row);
+    };
+    kernels::matmul(m.eh_proj, mtp_in_.data(), n, x_.data(), pool, input_row);
+    clock.end(ForwardProfile::kQkv);
+  }
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const LayerSpec spec = l < static_cast<int>(c.layers.size()) ? c.layers[l] : LayerSpec{};
@@ -405,8 +449,10 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
     const auto attn_norm_row = [&](int64_t i, float* xn) {
       float* x = &x_[i * E];
       if (l == 0) {
-        kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
-        layers::scale_embedding(c, x);
+        if (!c.mtp_module) {  // an MTP module's x_ holds its input projection already
+          kernels::dequantize_row(embd.dtype, embd.row(b.tokens[i]), x, E);
+          layers::scale_embedding(c, x);
+        }
         // RoPE angles of the row's position per frequency table, shared by every layer.
         for (int64_t t = 0; t < n_tables; ++t) {
           float* cs = &rope_cs_[(i * n_tables + t) * R];
@@ -554,10 +600,13 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
 
   // Final hidden states (embedding models): the last residual add in place, then the output
   // norm, the same two steps the logits rows take below (so they agree bit for bit).
+  // With `residual`, every row's last residual add is done here and the rows copied out
+  // before the norm (what a multi-token prediction module reads).
   residual_done_.clear();
-  if (!b.hidden_rows.empty()) {
-    if (!hidden) return invalid_argument("forward: hidden rows asked for without an output buffer");
-    residual_done_.assign(n, 0);
+  if (!b.hidden_rows.empty() || residual) {
+    if (!b.hidden_rows.empty() && !hidden)
+      return invalid_argument("forward: hidden rows asked for without an output buffer");
+    residual_done_.assign(n, residual ? 1 : 0);
     const int64_t n_hidden = static_cast<int64_t>(b.hidden_rows.size());
     for (int64_t r = 0; r < n_hidden; ++r) residual_done_[b.hidden_rows[r]] = 1;
     for (int64_t i = 0; i < n; ++i) {  // each row once, even when listed twice
@@ -568,6 +617,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       else
         layers::add_block_output(c, x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
     }
+    if (residual) std::copy_n(x_.data(), n * E, residual);
     for_rows(n_hidden, E, [&](int64_t r, int) {
       kernels::rms_norm(&x_[static_cast<int64_t>(b.hidden_rows[r]) * E],
                         weights_.output_norm.data(), hidden + r * E, E, c.rms_eps);

@@ -22,12 +22,17 @@ namespace loom {
 
 class CpuModel final : public Model {
  public:
-  CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options);
+  // parent: the model whose multi-token prediction module this is (Model::mtp_module): it runs
+  // on the parent's thread pool and uses the parent's copy of a shared LM head.
+  CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& options,
+           CpuModel* parent = nullptr);
   ~CpuModel() override;
 
   const ModelConfig& config() const override { return config_; }
   using Model::forward;
-  Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) override;
+  Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden,
+                 float* residual) override;
+  Result<std::unique_ptr<Model>> mtp_module(int index) override;
   Status classify(const float* hidden, float* out) const override;
   ThreadPool& thread_pool() override { return pool_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
@@ -50,7 +55,9 @@ class CpuModel final : public Model {
 
   ModelConfig config_;
   Weights weights_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // null for an MTP module (it runs on its parent's)
+  ThreadPool& pool_;
+  bool repack_output_ = true;  // false: output is the parent's copy (an MTP module's head)
   uint64_t weight_bytes_ = 0;
   // RoPE: the distinct frequency tables (n_rot/2 pairs each, scaling folded in) and each
   // layer's (-1: no RoPE in that layer).
@@ -70,10 +77,11 @@ class CpuModel final : public Model {
   // With an output gate (ModelConfig::attn_output_gate): attn_q's output (rows, 2 n_head D),
   // each head's query then its gate, and the gates (rows, n_head * D). Empty without.
   std::vector<float> qg_, attn_gate_;
-  std::vector<float> proj_;   // (rows, E) output of wo / w_down
-  std::vector<float> gate_;   // (rows, F)
-  std::vector<float> up_;     // (rows, F)
-  std::vector<float> final_;  // (logits rows, E)
+  std::vector<float> proj_;    // (rows, E) output of wo / w_down
+  std::vector<float> gate_;    // (rows, F)
+  std::vector<float> up_;      // (rows, F)
+  std::vector<float> final_;   // (logits rows, E)
+  std::vector<float> mtp_in_;  // (rows, 2E) an MTP module's eh_proj input; empty otherwise
   // Per row of the step: its last residual add was done by the hidden-state pass (so the
   // logits pass must not add it again). Empty in steps without hidden rows.
   std::vector<uint8_t> residual_done_;

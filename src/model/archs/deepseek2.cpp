@@ -37,6 +37,13 @@ constexpr LayerTensorName kNames[] = {
     {"mlp.shared_experts.gate_proj.weight", names::kFfnGateShexp},
     {"mlp.shared_experts.up_proj.weight", names::kFfnUpShexp},
     {"mlp.shared_experts.down_proj.weight", names::kFfnDownShexp},
+    // The multi-token prediction module's own tensors (model.layers.{num_hidden_layers}.*).
+    {"eh_proj.weight", names::kNextnEhProj},
+    {"enorm.weight", names::kNextnEnorm},
+    {"hnorm.weight", names::kNextnHnorm},
+    {"shared_head.norm.weight", names::kNextnHeadNorm},
+    {"shared_head.head.weight", names::kNextnHead},
+    {"embed_tokens.weight", names::kNextnEmbed},
 };
 
 constexpr uint32_t kGatingSoftmax = 1, kGatingSigmoid = 2;  // llama.cpp's expert_gating_func
@@ -67,9 +74,13 @@ Status finish(ModelConfig& c, int32_t first_dense, int32_t moe_every, const std:
   c.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(c.head_dim)));
   if (first_dense < 0 || first_dense > c.n_layer || moe_every < 1)
     return invalid_file(source + ": first_k_dense_replace / moe_layer_freq out of range");
-  for (int l = 0; l < c.n_layer; ++l) {
-    c.layers[l].mla = true;
-    c.layers[l].moe = c.moe.n_expert > 0 && l >= first_dense && l % moe_every == 0;
+  // The multi-token prediction modules' blocks continue the pattern (DeepSeek-V3's layer 61:
+  // MLA and experts).
+  c.mtp_layers.assign(c.n_mtp_layers, LayerSpec{});
+  for (int l = 0; l < c.n_layer + c.n_mtp_layers; ++l) {
+    LayerSpec& s = l < c.n_layer ? c.layers[l] : c.mtp_layers[l - c.n_layer];
+    s.mla = true;
+    s.moe = c.moe.n_expert > 0 && l >= first_dense && l % moe_every == 0;
   }
   const MoeConfig& m = c.moe;
   if (m.n_expert > 0 &&

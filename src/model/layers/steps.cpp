@@ -30,6 +30,16 @@ void scale_embedding(const ModelConfig& c, float* x) {
   for (int64_t j = 0; j < c.n_embd; ++j) x[j] *= c.embd_scale;
 }
 
+void mtp_input(const ModelConfig& c, const MtpWeights& m, const float* hidden, bool first_position,
+               float* row) {
+  const int64_t E = c.n_embd;
+  if (first_position)
+    std::fill_n(row, E, 0.0f);  // RMSNorm of zeros is zeros
+  else
+    kernels::rms_norm(row, m.enorm.data(), row, E, c.rms_eps);
+  kernels::rms_norm(hidden, m.hnorm.data(), row + E, E, c.rms_eps);
+}
+
 void split_query_gate(const ModelConfig& c, const float* qg, float* q, float* gate) {
   const int64_t D = c.head_dim;
   for (int64_t h = 0; h < c.n_head; ++h) {

@@ -27,6 +27,13 @@ void add_block_output(const ModelConfig& c, float* x, float* p,
 // says (Gemma √n_embd, Granite's embedding_multiplier).
 void scale_embedding(const ModelConfig& c, float* x);
 
+// "mtp_in": a multi-token prediction module's input row (2E floats, the input of its
+// eh_proj): [enorm(embedding), hnorm(hidden)], the token's embedding already dequantized into
+// row[0, E) and zeroed at position 0 (as vLLM's DeepSeek MTP does), the main model's hidden
+// state before its final norm from `hidden`.
+void mtp_input(const ModelConfig& c, const MtpWeights& m, const float* hidden, bool first_position,
+               float* row);
+
 // "qk": one token's q (n_head·D), k and v (n_head_kv·D) after their projections: biases,
 // q/k RMSNorm per head or over the whole projection, then RoPE over the first n_rot
 // dimensions of each head with the angles cs[0, n_rot/2) / cs[n_rot/2, n_rot) (rope: false

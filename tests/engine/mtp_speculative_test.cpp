@@ -1,0 +1,291 @@
+// Speculative decoding with the model's own multi-token prediction layer (method "mtp") on
+// synth's tiny-mla (DeepSeek-V3's layout with one MTP module, random weights): the proposer's
+// proposals are those of the independent reference module (tests/reference) chained as vLLM
+// chains them, after a prompt and after a decode whose row overwrote a chained one; through the
+// engine, outputs and every sampled row's logits are identical with and without MTP
+// speculation (greedy and seeded, alone, batched with n > 1, in prompt chunks, under
+// preemption), proposals ran (the counters say so), and the KV pool drains. Random weights keep
+// acceptance near zero: what is checked here is exactness, not speed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "reference/reference_model.h"
+#include "spec/mtp_proposer.h"
+#include "test_engine_util.h"
+
+namespace loom {
+namespace {
+
+using testing::Collected;
+using testing::make_engine;
+using testing::random_prompt;
+using testing::run_all;
+using testing::test_model_bytes;
+
+// The reference's argmax of a logits row, and whether it is clear of the runner-up by more
+// than float rounding could move it (a near tie could flip between two correct passes).
+struct Pick {
+  int32_t token;
+  bool clear;
+};
+Pick pick(const float* row, int32_t n) {
+  int32_t best = 0, second = -1;
+  for (int32_t i = 1; i < n; ++i) {
+    if (row[i] > row[best]) {
+      second = best;
+      best = i;
+    } else if (second < 0 || row[i] > row[second]) {
+      second = i;
+    }
+  }
+  double scale = 0;
+  for (int32_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(static_cast<double>(row[i])));
+  return {best, row[best] - row[second] > 1e-4 * scale};
+}
+
+// The target's rows [begin, end) of one sequence (blocks 0..7 of `kv`): appends every row's
+// hidden state before the final norm; returns the last row's greedy token.
+int32_t target_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens, int32_t begin,
+                    int32_t end, const std::vector<int32_t>& table, std::vector<float>& pre) {
+  const int64_t E = m.config().n_embd, V = m.config().n_vocab;
+  Batch b;
+  b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), begin, end - begin, 0});
+  for (int32_t p = begin; p < end; ++p) {
+    b.tokens.push_back(tokens[p]);
+    b.pos.push_back(p);
+    b.seq.push_back(0);
+  }
+  b.logits_rows.push_back(end - begin - 1);
+  std::vector<float> logits(V), h((end - begin) * E);
+  Status st = m.forward(b, kv, logits.data(), nullptr, h.data());
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  pre.insert(pre.end(), h.begin(), h.end());
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// The reference's k chained proposals after `tokens` (n of them), given the target's pre-norm
+// states of positions 0..n-2: module rows p = 0..n-2 pair t_{p+1} with h_p; proposal j >= 1
+// appends a row pairing proposal j-1 with the previous row's output state.
+std::vector<Pick> reference_chain(const ModelConfig& c, const GgufFile& f,
+                                  const std::vector<int32_t>& tokens, const std::vector<float>& pre,
+                                  int k) {
+  const int64_t E = c.n_embd, V = c.n_vocab;
+  const size_t n = tokens.size();
+  std::vector<int32_t> in_tokens(tokens.begin() + 1, tokens.end());
+  std::vector<float> in_hidden(pre.begin(), pre.begin() + (n - 1) * E);
+  std::vector<Pick> picks;
+  for (int j = 0; j < k; ++j) {
+    std::vector<float> out;
+    auto logits =
+        reference::mtp_forward(c, reference::gguf_lookup(f), 0, in_tokens, in_hidden, &out);
+    EXPECT_TRUE(logits.is_ok()) << logits.status().message();
+    if (!logits.is_ok()) return picks;
+    const size_t last = in_tokens.size() - 1;
+    picks.push_back(pick(logits->data() + last * V, static_cast<int32_t>(V)));
+    in_tokens.push_back(picks.back().token);
+    in_hidden.insert(in_hidden.end(), out.begin() + last * E, out.begin() + (last + 1) * E);
+  }
+  return picks;
+}
+
+TEST(MtpProposer, ProposalsAreTheReferenceModulesChained) {
+  auto bytes = test_model_bytes({.preset = "tiny-mla"});
+  auto file = GgufFile::parse_bytes(bytes).value();
+  auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {2}).value();
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.n_mtp_layers, 1);
+  auto kv = KvCache::create(c, 8, 16, Dtype::kF32).value();
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto proposer = spec::MtpProposer::create(*model, 8, 16, Dtype::kF32);
+  ASSERT_TRUE(proposer.is_ok()) << proposer.status().message();
+  spec::MtpProposer& p = **proposer;
+
+  std::vector<int32_t> tokens = random_prompt(10, 3, c.n_vocab);
+  std::vector<float> pre;
+  int checked = 0, near_ties = 0;
+  // Round 0: the prompt (positions 0..9), then its greedy token; round 1: that token decoded
+  // (position 10, whose module K/V the chain of round 0 had written), then the next one.
+  for (int round = 0; round < 2; ++round) {
+    const int32_t begin = round == 0 ? 0 : static_cast<int32_t>(tokens.size()) - 1;
+    const int32_t end = static_cast<int32_t>(tokens.size());
+    const size_t pre_before = pre.size();
+    tokens.push_back(target_rows(*model, *kv, tokens, begin, end, table, pre));
+    spec::HiddenProposal hp;
+    const spec::ObservedSeq seen = {tokens,      table.data(),     8,  begin,
+                                    end - begin, &pre[pre_before], &hp};
+    ASSERT_TRUE(p.observe({&seen, 1}).is_ok());
+    EXPECT_EQ(hp.at_tokens, static_cast<int32_t>(tokens.size()));
+    ASSERT_EQ(hp.hidden.size(), static_cast<size_t>(c.n_embd));
+    const int k = 3;
+    std::vector<int32_t> draft(k, -1);
+    int32_t draft_computed = 0;
+    spec::DraftSeq ds = {tokens, table.data(), 8, &draft_computed, &draft, &hp};
+    ASSERT_TRUE(p.fill({&ds, 1}).is_ok());
+    const std::vector<Pick> want = reference_chain(c, file, tokens, pre, k);
+    ASSERT_EQ(want.size(), static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j) {
+      if (!want[j].clear) {  // a near tie: either token is right; later ones chain on it
+        ++near_ties;
+        break;
+      }
+      EXPECT_EQ(draft[j], want[j].token) << "round " << round << " proposal " << j;
+      ++checked;
+    }
+    EXPECT_EQ(hp.token, draft[0]);
+  }
+  EXPECT_GE(checked, 4) << near_ties << " near ties";
+  EXPECT_GT(p.seconds(), 0.0);
+  EXPECT_EQ(p.rows_run(), 10 + 2 + 1 + 2);  // prompt rows + 2 chained, 1 decode row + 2 chained
+}
+
+class MtpEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { bytes_ = test_model_bytes({.preset = "tiny-mla"}); }
+  static void TearDownTestSuite() { bytes_.reset(); }
+
+  static EngineConfig config(int k) {
+    EngineConfig c;
+    c.block_size = 4;
+    c.max_num_seqs = 8;
+    c.max_model_len = 256;
+    c.max_num_batched_tokens = 256;
+    c.n_threads = 1;
+    c.kv_dtype = Dtype::kF32;
+    if (k > 0) {
+      c.speculative.method = SpeculativeConfig::Method::kMtp;
+      c.speculative.num_speculative_tokens = k;
+    }
+    return c;
+  }
+  static GenerateRequest request(int i, float temperature, int max_tokens = 40) {
+    GenerateRequest r;
+    r.request_id = "r" + std::to_string(i);
+    r.prompt = random_prompt(9 + 3 * i, 700 + i, 512);
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = temperature;
+    r.params.seed = 5 + i;
+    r.params.ignore_eos = true;
+    return r;
+  }
+  std::map<std::string, Collected> run(const EngineConfig& c,
+                                       const std::vector<GenerateRequest>& rs) {
+    auto e = make_engine(c, bytes_);
+    if (!e) return {};
+    e->keep_logits(true);
+    for (const auto& r : rs) EXPECT_TRUE(e->add_request(r).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(e->check_kv_drained(), "");
+    metrics_ = e->metrics();
+    return out;
+  }
+  static void expect_same(const std::map<std::string, Collected>& want,
+                          const std::map<std::string, Collected>& got, const std::string& what) {
+    ASSERT_EQ(want.size(), got.size()) << what;
+    for (const auto& [id, w] : want) {
+      const Collected& g = got.at(id);
+      EXPECT_EQ(g.tokens, w.tokens) << what << ": " << id;
+      EXPECT_EQ(g.finish, w.finish) << what << ": " << id;
+      auto rows_w = w.logits, rows_g = g.logits;
+      if (w.tokens.size() > 1) {  // n > 1 samples' rows interleave differently
+        std::sort(rows_w.begin(), rows_w.end());
+        std::sort(rows_g.begin(), rows_g.end());
+      }
+      ASSERT_EQ(rows_g.size(), rows_w.size()) << what << ": " << id;
+      for (size_t i = 0; i < rows_w.size(); ++i)
+        ASSERT_EQ(rows_g[i], rows_w[i]) << what << ": " << id << " row " << i;
+    }
+  }
+  static std::shared_ptr<std::vector<uint8_t>> bytes_;
+  EngineMetrics metrics_;
+};
+std::shared_ptr<std::vector<uint8_t>> MtpEngine::bytes_;
+
+TEST_F(MtpEngine, GreedyAloneIsIdenticalAndProposalsRan) {
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<GenerateRequest> rs = {request(i, 0.0f)};
+    auto plain = run(config(0), rs);
+    for (int k : {1, 2, 4}) {
+      expect_same(plain, run(config(k), rs), "greedy k=" + std::to_string(k));
+      EXPECT_GT(metrics_.spec_num_drafts, 0) << i << " k=" << k;
+      EXPECT_LE(metrics_.spec_num_draft_tokens, k * metrics_.spec_num_drafts);
+      EXPECT_LE(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+      EXPECT_GT(metrics_.spec_draft_seconds, 0.0);
+      int64_t per_pos = 0;
+      for (int64_t n : metrics_.spec_accepted_per_pos) per_pos += n;
+      EXPECT_EQ(per_pos, metrics_.spec_num_accepted_tokens);
+    }
+  }
+}
+
+TEST_F(MtpEngine, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 5; ++i) rs.push_back(request(i, i % 2 ? 0.8f : 0.0f));
+  rs[1].params.n = 2;  // forked samples share the prompt's blocks (and their module K/V)
+  rs[3].params.max_tokens = 6;
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(3);
+  expect_same(plain, run(c, rs), "batched");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  c.max_num_batched_tokens = 7;  // prompt chunks of 7: the module runs over each chunk
+  expect_same(plain, run(c, rs), "chunked");
+  c = config(3);
+  // ~60 blocks of 4 tokens (2 MLA layers of 32 + 8 floats per token): preemption.
+  c.kv_cache_memory_gib = 60.0 * 4 * 2 * 40 * 4 / (1 << 30);
+  expect_same(plain, run(c, rs), "preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+}
+
+// disable_by_batch_size: no proposals (the module then only keeps its K/V), same outputs.
+TEST_F(MtpEngine, LargeBatchesDoNotSpeculate) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 3; ++i) rs.push_back(request(i, 0.0f, 16));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(2);
+  c.speculative.disable_by_batch_size = 1;
+  expect_same(plain, run(c, rs), "batch at the bound");
+  EXPECT_EQ(metrics_.spec_num_drafts, 0);
+  EXPECT_GT(metrics_.spec_draft_seconds, 0.0);  // the module still ran over every row
+}
+
+TEST_F(MtpEngine, PrefixCacheHitIsIdentical) {
+  std::vector<GenerateRequest> rs = {request(2, 0.0f)};
+  auto plain = run(config(0), rs);
+  auto e = make_engine(config(2), bytes_);
+  ASSERT_TRUE(e);
+  for (int round = 0; round < 2; ++round) {
+    rs[0].request_id = "again" + std::to_string(round);
+    ASSERT_TRUE(e->add_request(rs[0]).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(out.at(rs[0].request_id).tokens, plain.at("r2").tokens) << round;
+    if (round == 1) {
+      EXPECT_GT(out.at(rs[0].request_id).num_cached_tokens, 0);
+    }
+  }
+  EXPECT_EQ(e->check_kv_drained(), "");
+}
+
+TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {
+  auto bytes = test_model_bytes({.preset = "tiny"});
+  auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {1}).value();
+  EngineConfig c;
+  c.max_model_len = 128;
+  c.speculative.method = SpeculativeConfig::Method::kMtp;
+  c.speculative.num_speculative_tokens = 2;
+  auto e = Engine::create(std::move(model), nullptr, c);
+  ASSERT_FALSE(e.is_ok());
+  const std::string msg = e.status().message();
+  EXPECT_NE(msg.find("llama"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no multi-token prediction"), std::string::npos) << msg;
+  // Loading by name says which model, before its weights are loaded.
+  auto loaded = Engine::load("synth:tiny", c);
+  ASSERT_FALSE(loaded.is_ok());
+  EXPECT_NE(loaded.status().message().find("the model synth:tiny (llama) has no multi-token"),
+            std::string::npos)
+      << loaded.status().message();
+}
+
+}  // namespace
+}  // namespace loom
