@@ -182,20 +182,7 @@ class MtpEngine : public ::testing::Test {
   }
   static void expect_same(const std::map<std::string, Collected>& want,
                           const std::map<std::string, Collected>& got, const std::string& what) {
-    ASSERT_EQ(want.size(), got.size()) << what;
-    for (const auto& [id, w] : want) {
-      const Collected& g = got.at(id);
-      EXPECT_EQ(g.tokens, w.tokens) << what << ": " << id;
-      EXPECT_EQ(g.finish, w.finish) << what << ": " << id;
-      auto rows_w = w.logits, rows_g = g.logits;
-      if (w.tokens.size() > 1) {  // n > 1 samples' rows interleave differently
-        std::sort(rows_w.begin(), rows_w.end());
-        std::sort(rows_g.begin(), rows_g.end());
-      }
-      ASSERT_EQ(rows_g.size(), rows_w.size()) << what << ": " << id;
-      for (size_t i = 0; i < rows_w.size(); ++i)
-        ASSERT_EQ(rows_g[i], rows_w[i]) << what << ": " << id << " row " << i;
-    }
+    testing::expect_same_outputs(want, got, what);
   }
   static std::shared_ptr<std::vector<uint8_t>> bytes_;
   EngineMetrics metrics_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -85,6 +86,29 @@ struct Collected {
   bool finished = false;
   int n_outputs = 0;
 };
+
+// Two runs of the same requests agree: tokens, text and finish reasons per sample, and every
+// sampled row's logits bit for bit (as a set for n > 1, whose samples' rows interleave
+// differently when a speculative verify samples several rows of one sample in a step).
+inline void expect_same_outputs(const std::map<std::string, Collected>& want,
+                                const std::map<std::string, Collected>& got,
+                                const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (const auto& [id, w] : want) {
+    const Collected& g = got.at(id);
+    EXPECT_EQ(g.tokens, w.tokens) << what << ": " << id;
+    EXPECT_EQ(g.text, w.text) << what << ": " << id;
+    EXPECT_EQ(g.finish, w.finish) << what << ": " << id;
+    auto rows_w = w.logits, rows_g = g.logits;
+    if (w.tokens.size() > 1) {
+      std::sort(rows_w.begin(), rows_w.end());
+      std::sort(rows_g.begin(), rows_g.end());
+    }
+    ASSERT_EQ(rows_g.size(), rows_w.size()) << what << ": " << id;
+    for (size_t i = 0; i < rows_w.size(); ++i)
+      ASSERT_EQ(rows_g[i], rows_w[i]) << what << ": " << id << " row " << i;
+  }
+}
 
 // Steps until nothing is left; returns per-request results. Fails the test on a step error.
 inline std::map<std::string, Collected> run_all(Engine& engine, int max_steps = 100000) {
