@@ -362,8 +362,8 @@ TEST_P(GatedDeltaNetTest, RolledBackVerifiesGiveTheBitsOfOneTokenPerStep) {
           p += m;
           continue;
         }
-        const int32_t k = std::min(std::uniform_int_distribution<int32_t>(1, rollback)(rng),
-                                   n - p - 1);
+        const int32_t k =
+            std::min(std::uniform_int_distribution<int32_t>(1, rollback)(rng), n - p - 1);
         if (k <= 0) {
           h.step({{&in, p, 1, 1, &got}});
           ++p;

@@ -61,8 +61,8 @@ ConvHistory history_of(const BatchSequence& s, const float* state, const DeltaNe
 // The convolution input at absolute position `pos` of a sequence: from its slot's history
 // (positions before n_past), a row of this step, or nullptr before position 0 or where the
 // history does not reach (rows a later rollback can never need).
-const float* conv_input(const BatchSequence& s, int64_t pos, const ConvHistory& h,
-                        const float* qkv, int64_t C) {
+const float* conv_input(const BatchSequence& s, int64_t pos, const ConvHistory& h, const float* qkv,
+                        int64_t C) {
   if (pos < 0) return nullptr;
   if (pos < s.n_past)
     return pos >= h.end - h.n && pos < h.end ? h.rows + (pos - h.end + h.n) * C : nullptr;
@@ -233,14 +233,14 @@ void CpuGatedDeltaNet::run_head(const ModelConfig& c, const LayerWeights& L, int
   const DeltaNetStateLayout lay(d, kv.state_rollback_tokens());
   const gdn::Kernels& K = gdn::kernels_for(dk, dv);
   float* st = kv.state(layer, sq.state_slot);
-  if (begin == 0) std::fill(st + lay.s0_of(0) + h * dk * dv, st + lay.s0_of(0) + (h + 1) * dk * dv,
-                            0.0f);
+  if (begin == 0)
+    std::fill(st + lay.s0_of(0) + h * dk * dv, st + lay.s0_of(0) + (h + 1) * dk * dv, 0.0f);
 
   for (int64_t p = begin; p < end;) {
     // One segment: the step's rows inside the absolute chunk [p / 16 · 16, + 16).
     const int64_t chunk = p / kChunk, m0 = p % kChunk;
     const int64_t seg_end = std::min(end, (chunk + 1) * kChunk);
-    float* S0 = st + lay.s0_of(chunk) + h * dk * dv;          // the state the chunk starts from
+    float* S0 = st + lay.s0_of(chunk) + h * dk * dv;              // the state the chunk starts from
     float* Kt = st + lay.tail_of(chunk) + h * lay.tail_per_head;  // (16, dk) the chunk's keys
     float* Dt = Kt + kChunk * dk;                                 // (16, dv) their δ
     float* Gt = Dt + kChunk * dv;                                 // (16) their cumulative decays
