@@ -54,10 +54,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       return invalid_argument("the draft model's context (" +
                               std::to_string(draft->config().context_length) +
                               ") is shorter than max_model_len " + std::to_string(c.max_model_len));
-    LOOM_ASSIGN_OR_RETURN(
-        std::unique_ptr<spec::DraftModelProposer> dm,
-        spec::DraftModelProposer::create(std::move(draft), mc.n_vocab, plan.groups[0].num_blocks,
-                                         c.block_size, c.kv_dtype));
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<spec::DraftModelProposer> dm,
+                          spec::DraftModelProposer::create(
+                              std::move(draft), mc.n_vocab, plan.groups[0].num_blocks, c.block_size,
+                              c.kv_dtype, c.max_num_seqs, c.speculative.num_speculative_tokens));
     e->draft_model_ = dm.get();
     e->proposer_ = std::move(dm);
     LOOM_LOG_INFO("engine: draft model %s (%s, %d layers), its KV in the target's blocks: %.1f MiB",
@@ -220,6 +220,7 @@ void EngineCore::abort(const std::string& request_id) {
 void EngineCore::finish_seq(Request& r, FinishReason reason) {
   RequestGroup& g = *r.group;
   scheduler_->remove(&r);  // frees its blocks now
+  if (proposer_) proposer_->release(r.seq_id);
   r.status = RequestStatus::kFinished;
   g.text[r.index]->flush();  // no-op after a stop string, which already fixed the text
   CompletionOutput& out = g.pending[r.index];
@@ -271,7 +272,7 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
     // Blocks recomputed after a preemption hold no draft K/V any more.
     r.draft_computed = std::min(r.draft_computed, r.num_computed_tokens);
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
-    draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()),
+    draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), r.seq_id,
                            &r.draft_computed, &r.draft, &r.hidden_proposal});
   }
   return proposer_->fill(draft_seqs_);

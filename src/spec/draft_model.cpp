@@ -12,24 +12,36 @@ int32_t argmax(const float* row, int32_t n) {
 
 }  // namespace
 
-Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(std::unique_ptr<Model> draft,
-                                                                       int32_t target_vocab,
-                                                                       int32_t num_blocks,
-                                                                       int32_t block_size,
-                                                                       Dtype kv_dtype) {
+Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
+    std::unique_ptr<Model> draft, int32_t target_vocab, int32_t num_blocks, int32_t block_size,
+    Dtype kv_dtype, int32_t max_seqs, int32_t k) {
   if (!draft) return invalid_argument("draft model: none given");
   const ModelConfig& c = draft->config();
   if (c.n_vocab != target_vocab)
     return invalid_argument("the draft model's vocabulary has " + std::to_string(c.n_vocab) +
                             " tokens but the target's has " + std::to_string(target_vocab) +
                             "; a draft model must share the target's vocabulary");
-  if (KvCache::state_bytes_per_slot(c) > 0)
-    return unsupported("a draft model with recurrent layers (" + c.arch +
-                       ") is not supported: its state cannot take back rejected proposals");
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
-  LOOM_ASSIGN_OR_RETURN(p->kv_, KvCache::create(c, num_blocks, block_size, kv_dtype));
+  KvLayout layout = KvLayout::single(c.n_layer, num_blocks);
+  if (KvCache::state_bytes_per_slot(c) > 0) {
+    if (k >= kRecurrentChunk)
+      return invalid_argument("num_speculative_tokens " + std::to_string(k) +
+                              ": a draft model with recurrent layers (" + c.arch +
+                              ") can take back at most " + std::to_string(kRecurrentChunk - 1));
+    if (block_size % kRecurrentChunk != 0)
+      return invalid_argument("a draft model with recurrent layers (" + c.arch +
+                              ") needs a block size that is a multiple of " +
+                              std::to_string(kRecurrentChunk));
+    layout.num_state_slots = max_seqs;
+    layout.state_rollback_tokens = k;
+    p->rollback_ = k;
+    p->state_end_.assign(max_seqs, 0);
+    for (int32_t slot = max_seqs - 1; slot >= 0; --slot) p->free_slots_.push_back(slot);
+  }
+  LOOM_ASSIGN_OR_RETURN(p->kv_, KvCache::create(c, layout, block_size, kv_dtype));
   p->kv_bytes_ =
-      static_cast<size_t>(num_blocks) * KvCache::bytes_per_block(c, block_size, kv_dtype);
+      static_cast<size_t>(num_blocks) * KvCache::bytes_per_block(c, block_size, kv_dtype) +
+      static_cast<size_t>(layout.num_state_slots) * KvCache::state_bytes_per_slot(c, k);
   p->model_ = std::move(draft);
   return p;
 }
@@ -43,16 +55,44 @@ Status DraftModelProposer::run(std::vector<float>& logits) {
   return st;
 }
 
+int32_t DraftModelProposer::state_slot(int64_t seq_id, int32_t& from) {
+  auto it = slot_of_.find(seq_id);
+  if (it == slot_of_.end()) {
+    LOOM_CHECK(!free_slots_.empty());  // at most max_seqs sequences run at once
+    it = slot_of_.emplace(seq_id, free_slots_.back()).first;
+    free_slots_.pop_back();
+    from = 0;
+  }
+  const int32_t end = state_end_[it->second];
+  if (from > end || end - from > rollback_) from = 0;
+  return it->second;
+}
+
+void DraftModelProposer::release(int64_t seq_id) {
+  auto it = slot_of_.find(seq_id);
+  if (it == slot_of_.end()) return;
+  free_slots_.push_back(it->second);
+  slot_of_.erase(it);
+}
+
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   if (seqs.empty()) return Status::ok();
   const int32_t n_vocab = model_->config().n_vocab;
-  auto add_sequence = [&](const DraftSeq& s, int32_t n_past, int32_t n_new) {
+  const bool recurrent = rollback_ > 0;
+  std::vector<int32_t>& slots = slots_;
+  slots.assign(seqs.size(), -1);
+  auto add_sequence = [&](size_t i, int32_t n_past, int32_t n_new) {
+    const DraftSeq& s = seqs[i];
     BatchSequence bs;
     bs.block_table = s.block_table;
     bs.n_blocks = s.n_blocks;
     bs.n_past = n_past;
     bs.n_new = n_new;
     bs.row_begin = batch_.n_rows();
+    if (recurrent) {
+      bs.state_slot = slots[i];
+      state_end_[slots[i]] = n_past + n_new;
+    }
     batch_.sequences.push_back(bs);
   };
   // Step 1: every token without draft K/V, the last known one included; its logits give the
@@ -60,8 +100,9 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   batch_.clear();
   for (const DraftSeq& s : seqs) {
     const int32_t len = static_cast<int32_t>(s.tokens.size());
-    const int32_t from = std::min(*s.draft_computed, len - 1);
-    add_sequence(s, from, len - from);
+    int32_t from = std::min(*s.draft_computed, len - 1);
+    if (recurrent) slots[&s - seqs.data()] = state_slot(s.seq_id, from);
+    add_sequence(&s - seqs.data(), from, len - from);
     const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size()) - 1;
     for (int32_t p = from; p < len; ++p) {
       batch_.tokens.push_back(s.tokens[p]);
@@ -88,7 +129,7 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
       const DraftSeq& s = seqs[i];
       if (static_cast<int32_t>(s.draft->size()) <= j) continue;
       const int32_t pos = static_cast<int32_t>(s.tokens.size()) - 1 + j;
-      add_sequence(s, pos, 1);
+      add_sequence(i, pos, 1);
       batch_.tokens.push_back((*s.draft)[j - 1]);
       batch_.pos.push_back(pos);
       batch_.seq.push_back(static_cast<int32_t>(batch_.sequences.size()) - 1);

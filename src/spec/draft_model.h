@@ -10,11 +10,18 @@
 // since) as one chunk, then k - 1 single-token steps. Whatever the draft proposes, the target's
 // verify decides what is kept, so stale or missing draft K/V can cost acceptance, never change
 // an output.
+//
+// A draft with recurrent layers (a small Qwen3.5 for a large one) keeps one state slot per
+// sequence in its own cache, planned to take back k tokens (KvLayout::state_rollback_tokens):
+// a round leaves the state k - 1 positions past the known tokens, and the next round resumes
+// from the kept ones. When a sequence's draft_computed falls further back than that (a
+// preemption recomputed the target), its draft state restarts from position 0.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -28,10 +35,13 @@ class DraftModelProposer : public Proposer {
  public:
   // `target_vocab`: the target's n_vocab, which the draft must share. `num_blocks`,
   // `block_size`: the target's full-attention KV group, whose tables the draft reads.
+  // `max_seqs`, `k`: sequences that can run at once and proposals per verify (the state slots
+  // of a draft with recurrent layers).
   static Result<std::unique_ptr<DraftModelProposer>> create(std::unique_ptr<Model> draft,
                                                             int32_t target_vocab,
                                                             int32_t num_blocks, int32_t block_size,
-                                                            Dtype kv_dtype);
+                                                            Dtype kv_dtype, int32_t max_seqs = 1,
+                                                            int32_t k = 1);
 
   // k placeholders: the draft runs once the verify has its slots.
   void plan(std::span<const int32_t>, int32_t k, std::vector<int32_t>& draft) override {
@@ -39,6 +49,7 @@ class DraftModelProposer : public Proposer {
   }
   // Fills every sequence's draft with the draft model's greedy continuation.
   Status fill(std::span<DraftSeq> seqs) override;
+  void release(int64_t seq_id) override;
 
   const Model& model() const { return *model_; }
   size_t kv_bytes() const { return kv_bytes_; }
@@ -46,10 +57,18 @@ class DraftModelProposer : public Proposer {
 
  private:
   Status run(std::vector<float>& logits);
+  // A draft with recurrent layers: the state slot of seq_id (taken on its first round) and the
+  // position its draft may resume from, `from` or 0 when its state cannot go back there.
+  int32_t state_slot(int64_t seq_id, int32_t& from);
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> kv_;
   size_t kv_bytes_ = 0;
+  int32_t rollback_ = 0;                          // tokens a draft state can take back
+  std::unordered_map<int64_t, int32_t> slot_of_;  // sequence -> state slot
+  std::vector<int32_t> free_slots_;               // state slots nobody holds
+  std::vector<int32_t> state_end_;                // [slot] position after its last row
+  std::vector<int32_t> slots_;                    // fill()'s sequences' slots
   Batch batch_;
   std::vector<float> logits_;
   double seconds_ = 0;

@@ -33,6 +33,7 @@ struct DraftSeq {
   std::span<const int32_t> tokens;  // the sequence's known tokens (prompt and output)
   const int32_t* block_table;       // the target's full-attention table; covers positions
   int32_t n_blocks;                 // < tokens.size() - 1 + draft->size()
+  int64_t seq_id;                   // the engine's sequence id (stable while it runs)
   int32_t* draft_computed;          // tokens whose K/V the proposer has written; updated
   std::vector<int32_t>* draft;      // as plan() left it, cut to the slots granted
   const HiddenProposal* hidden_proposal = nullptr;  // observe()'s, for hidden-state proposers
@@ -60,6 +61,8 @@ class Proposer {
   virtual bool needs_hidden() const { return false; }
   virtual Status observe(std::span<const ObservedSeq> seqs) { return Status::ok(); }
   virtual double seconds() const { return 0; }  // time spent in the proposer's own forwards
+  // The sequence has finished or was aborted: whatever the proposer keeps for it can go.
+  virtual void release(int64_t seq_id) {}
 };
 
 }  // namespace loom::spec

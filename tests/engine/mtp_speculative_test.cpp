@@ -121,7 +121,7 @@ TEST(MtpProposer, ProposalsAreTheReferenceModulesChained) {
     const int k = 3;
     std::vector<int32_t> draft(k, -1);
     int32_t draft_computed = 0;
-    spec::DraftSeq ds = {tokens, table.data(), 8, &draft_computed, &draft, &hp};
+    spec::DraftSeq ds = {tokens, table.data(), 8, 0, &draft_computed, &draft, &hp};
     ASSERT_TRUE(p.fill({&ds, 1}).is_ok());
     const std::vector<Pick> want = reference_chain(c, file, tokens, pre, k);
     ASSERT_EQ(want.size(), static_cast<size_t>(k));
