@@ -13,7 +13,7 @@
 # ran no prompt token: what speculation changes; prefill is the same in both runs) and over
 # the target's forward time.
 #   LOOM=build/loom REPS=3 [VREPS=9] bench/speculative.sh   (VREPS: the verify cost's repetitions)
-# A hybrid model (Gated DeltaNet layers), whose draft would need states of its own, skips 3:
+# Another preset (a hybrid one too), or without part 3 (SELF_DRAFT=0):
 #   PRESET=qwen35-2b TYPES=q8_0 SELF_DRAFT=0 LOOM=build/loom REPS=2 bench/speculative.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
