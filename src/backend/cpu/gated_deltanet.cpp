@@ -88,6 +88,8 @@ void write_conv_state(const BatchSequence& s, int64_t end, const ConvHistory& h,
     for (int64_t r = 0; r < n; ++r) write(r);
   else
     for (int64_t r = n - 1; r >= 0; --r) write(r);
+  // The end position, then zeros up to S0 (the whole of a slot holds defined values).
+  std::fill(dst + lay.conv_end, dst + lay.s0, 0.0f);
   const int32_t e = static_cast<int32_t>(end);
   std::memcpy(dst + lay.conv_end, &e, sizeof e);
 }
