@@ -283,10 +283,13 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   c.n_head_kv = get_int("num_key_value_heads", c.n_head);
   c.head_dim = get_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
   c.n_ff = get_int("intermediate_size", -1);
-  // DeepSeek-V3's multi-token prediction modules (model.layers.{num_hidden_layers + i}).
-  c.n_mtp_layers = get_int("num_nextn_predict_layers", 0);
+  // Multi-token prediction modules: DeepSeek-V3's and Qwen3-Next's num_nextn_predict_layers,
+  // Qwen3.5's mtp_num_hidden_layers.
+  const char* mtp_key =
+      j.contains("num_nextn_predict_layers") ? "num_nextn_predict_layers" : "mtp_num_hidden_layers";
+  c.n_mtp_layers = get_int(mtp_key, 0);
   if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16)
-    return invalid_file(source + ": num_nextn_predict_layers must be in [0, 16]");
+    return invalid_file(source + ": " + mtp_key + " must be in [0, 16]");
   c.context_length = get_int("max_position_embeddings", 0);
   c.rms_eps = static_cast<float>(get_float(j, "rms_norm_eps", 1e-6));
   c.tied_embeddings = j.value("tie_word_embeddings", false);
