@@ -93,19 +93,19 @@ std::vector<float> module_logits(Model& target, const std::vector<int32_t>& toke
   return logits;
 }
 
-// (fixture, the config key that counts the modules)
+// (fixture, the config key that counts the modules; "" for none)
 class HybridMtpHf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(HybridMtpHf, CheckpointLoadsAndConvertsToNextnTensors) {
   const auto [fixture, key] = GetParam();
   const std::string dir =
-      (fs::temp_directory_path() /
-       ("loom_hybrid_mtp_hf_" + std::string(fixture) + "_" + std::to_string(::getpid())))
+      (fs::temp_directory_path() / ("loom_hybrid_mtp_hf_" + std::string(fixture) +
+                                    (*key ? "_" : "_n_") + std::to_string(::getpid())))
           .string();
   const std::string src = test::fixture(fixture);
   std::ifstream cin(src + "/config.json");
   nlohmann::json cfg = nlohmann::json::parse(cin);
-  cfg[key] = 1;
+  if (*key) cfg[key] = 1;  // else counted from the index, as Qwen3-Next's config says nothing
   const std::vector<ShardTensor> extra = mtp_tensors(cfg);
   test::write_sharded_checkpoint(src, dir + "/hf", cfg, extra);
 
@@ -189,8 +189,12 @@ TEST_P(HybridMtpHf, CheckpointLoadsAndConvertsToNextnTensors) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridMtpHf,
                          ::testing::Values(std::pair{"qwen3_next", "num_nextn_predict_layers"},
+                                           std::pair{"qwen3_next", ""},
                                            std::pair{"qwen3_5_text", "mtp_num_hidden_layers"}),
-                         [](const auto& info) { return std::string(info.param.first); });
+                         [](const auto& info) {
+                           return std::string(info.param.first) +
+                                  (*info.param.second ? "" : "_counted_from_index");
+                         });
 
 }  // namespace
 }  // namespace loom
