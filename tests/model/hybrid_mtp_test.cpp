@@ -2,8 +2,9 @@
 // (tiny-qwen3next: experts and a shared expert; tiny-qwen35: dense; tiny-qwen3next@qwen35moe:
 // Qwen3.5's layers with experts), each with one module after its Gated DeltaNet hybrid layers:
 // the module is one gated full-attention block whatever the layer pattern, with the model's
-// FFN, and its logits and output states over several positions, in a chunk and then row by
-// row, match the independent reference (tests/reference) fed the CPU pass's pre-norm states.
+// FFN reading the target's final-norm hidden states, and its logits and normed output states
+// over several positions, in a chunk and then row by row, match the independent reference
+// (tests/reference) fed the states the CPU pass hands a module.
 #include <gtest/gtest.h>
 
 #include "model/model.h"
@@ -37,7 +38,7 @@ Synth load_synth(const std::string& spec) {
 }
 
 // Runs rows [begin, end) of one sequence (blocks 0..7, state slot 0) through `m`, with
-// `prev_hidden` rows for an MTP module; appends logits and pre-norm states.
+// `prev_hidden` rows for an MTP module; appends logits and the states a module reads.
 Status run_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens,
                 const std::vector<float>& prev_hidden, int32_t begin, int32_t end,
                 std::vector<float>& logits, std::vector<float>& pre_norm) {
@@ -87,6 +88,7 @@ TEST_P(HybridMtp, PresetHasOneFullAttentionModuleKeptOutOfTheMainPass) {
   EXPECT_TRUE(c.mtp_own_norm);
   EXPECT_FALSE(c.mtp_own_head || c.mtp_own_embed);
   EXPECT_FALSE(c.mtp_zero_embedding_at_start);
+  EXPECT_TRUE(c.mtp_hidden_after_norm);
   for (std::string_view t : {names::kNextnEhProj, names::kNextnEnorm, names::kNextnHnorm,
                              names::kNextnHeadNorm, names::kAttnQ, names::kAttnQNorm,
                              names::kAttnPostNorm, experts ? names::kFfnGateExps : names::kFfnGate})
@@ -104,9 +106,10 @@ TEST_P(HybridMtp, PresetHasOneFullAttentionModuleKeptOutOfTheMainPass) {
   EXPECT_TRUE((*mod)->config().mtp_module);
 }
 
-// The main pass matches the reference (logits and pre-norm states); then the module over rows
-// 0..n-2 (row p: token t_{p+1} with h_p), as a chunk of 5 and then row by row, matches the
-// reference's logits and output states, the embedding read at position 0 too.
+// The main pass matches the reference (logits, and the final-norm states a module reads, not
+// those before the norm); then the module over rows 0..n-2 (row p: token t_{p+1} with h_p), as
+// a chunk of 5 and then row by row, matches the reference's logits and normed output states,
+// the embedding read at position 0 too.
 TEST_P(HybridMtp, ModuleMatchesReferenceOverSeveralPositions) {
   Synth s = load_synth(GetParam());
   ASSERT_TRUE(s.model);
@@ -116,20 +119,21 @@ TEST_P(HybridMtp, ModuleMatchesReferenceOverSeveralPositions) {
   const auto tokens = test::random_tokens(12, c.n_vocab, 5);
   const int32_t n = static_cast<int32_t>(tokens.size());
 
-  std::vector<float> ref_pre;
-  auto ref = reference::forward(c, reference::gguf_lookup(s.file), tokens, nullptr, &ref_pre);
+  std::vector<float> ref_normed, ref_pre;
+  auto ref = reference::forward(c, reference::gguf_lookup(s.file), tokens, &ref_normed, &ref_pre);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   auto kv = cache(c);
-  std::vector<float> logits, pre;
-  ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 0, 7, logits, pre).is_ok());
-  ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 7, n, logits, pre).is_ok());
+  std::vector<float> logits, reads;
+  ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 0, 7, logits, reads).is_ok());
+  ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 7, n, logits, reads).is_ok());
   const double main_err = test::rel_err(logits.data(), ref->data(), ref->size());
-  const double pre_err = test::rel_err(pre.data(), ref_pre.data(), ref_pre.size());
+  const double reads_err = test::rel_err(reads.data(), ref_normed.data(), ref_normed.size());
   EXPECT_LT(main_err, 1e-4);
-  EXPECT_LT(pre_err, 1e-4);
+  EXPECT_LT(reads_err, 1e-4);
+  EXPECT_GT(test::rel_err(reads.data(), ref_pre.data(), ref_pre.size()), 1e-2);
 
   std::vector<int32_t> mtp_tokens(tokens.begin() + 1, tokens.end());
-  std::vector<float> mtp_hidden(pre.begin(), pre.begin() + (n - 1) * E);
+  std::vector<float> mtp_hidden(reads.begin(), reads.begin() + (n - 1) * E);
   std::vector<float> ref_out;
   auto ref_mtp = reference::mtp_forward(c, reference::gguf_lookup(s.file), 0, mtp_tokens,
                                         mtp_hidden, &ref_out);
@@ -147,8 +151,8 @@ TEST_P(HybridMtp, ModuleMatchesReferenceOverSeveralPositions) {
   const double out_err = test::rel_err(mtp_out.data(), ref_out.data(), ref_out.size());
   EXPECT_LT(mtp_err, 1e-4);
   EXPECT_LT(out_err, 1e-4);
-  std::printf("  %s main rel_err %.3g, pre-norm %.3g; MTP logits %.3g, output %.3g\n",
-              GetParam().c_str(), main_err, pre_err, mtp_err, out_err);
+  std::printf("  %s main rel_err %.3g, final-norm states %.3g; MTP logits %.3g, output %.3g\n",
+              GetParam().c_str(), main_err, reads_err, mtp_err, out_err);
   // Not the main head's next-position logits.
   EXPECT_GT(test::rel_err(mtp_logits.data(), logits.data() + V, V), 1e-2);
   // Position 0 reads its token's embedding (vLLM's qwen3_next_mtp; its DeepSeek MTP zeroes

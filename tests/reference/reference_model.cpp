@@ -656,9 +656,11 @@ Result<std::vector<float>> mtp_forward(const ModelConfig& c, const TensorLookup&
   if (out_hidden) out_hidden->assign(T * E, 0.0f);
   std::vector<float> logits(T * V);
   for (int64_t t = 0; t < T; ++t) {
-    if (out_hidden)
+    if (out_hidden && !c.mtp_hidden_after_norm)
       for (int64_t i = 0; i < E; ++i) (*out_hidden)[t * E + i] = static_cast<float>(x[t][i]);
     rmsnorm(x[t], 0, E, head_norm, c.rms_eps);
+    if (out_hidden && c.mtp_hidden_after_norm)
+      for (int64_t i = 0; i < E; ++i) (*out_hidden)[t * E + i] = static_cast<float>(x[t][i]);
     Vec lg = matvec(head, x[t]);
     for (int64_t i = 0; i < V; ++i) logits[t * V + i] = static_cast<float>(lg[i]);
   }

@@ -69,8 +69,8 @@ Status gguf_deltanet(const GgufFile& f, ModelConfig& c);
 // Writes those keys; an error for a layer pattern llama.cpp's interval cannot say.
 Status gguf_write_deltanet(GgufWriter& w, const ModelConfig& c);
 // Their multi-token prediction modules' blocks (ModelConfig::mtp_layers): full attention
-// whatever the layer pattern, with experts where the model has them. Called once the experts
-// are read.
+// whatever the layer pattern, with experts where the model has them, reading the target's
+// final-norm hidden state (ModelConfig::mtp_hidden_after_norm). Called once the experts are read.
 void hybrid_mtp_layers(ModelConfig& c);
 
 }  // namespace loom::archs

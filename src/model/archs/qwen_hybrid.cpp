@@ -120,6 +120,7 @@ void hybrid_mtp_layers(ModelConfig& c) {
   LayerSpec spec;
   spec.moe = c.moe.n_expert > 0;
   c.mtp_layers.assign(c.n_mtp_layers, spec);
+  c.mtp_hidden_after_norm = true;
 }
 
 Status hf_deltanet(const nlohmann::json& j, ModelConfig& c) {
