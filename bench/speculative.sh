@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's speed check on the llama-0.5b preset, Q8_0 and Q4_0, 2 threads:
+# Issue 19's speed check on the llama-0.5b preset (PRESET), Q8_0 and Q4_0 (TYPES), 2 threads:
 #  1. the cost of a verify step of 5 tokens ÷ a decode step, alone and for 16 sequences
 #     (loom bench model --verify 5 --batch-seqs 16);
 #  2. single-stream output tokens/s without and with n-gram speculation (k = 4, lookups of
@@ -13,11 +13,16 @@
 # ran no prompt token: what speculation changes; prefill is the same in both runs) and over
 # the target's forward time.
 #   LOOM=build/loom REPS=3 [VREPS=9] bench/speculative.sh   (VREPS: the verify cost's repetitions)
+# A hybrid model (Gated DeltaNet layers), whose draft would need states of its own, skips 3:
+#   PRESET=qwen35-2b TYPES=q8_0 SELF_DRAFT=0 LOOM=build/loom REPS=2 bench/speculative.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-3}
 DIR=${DIR:-/tmp/loom-spec}
 THREADS=${THREADS:-2}
+PRESET=${PRESET:-llama-0.5b}
+TYPES=${TYPES:-q8_0 q4_0}
+SELF_DRAFT=${SELF_DRAFT:-1}
 SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 mkdir -p "$DIR"
 
@@ -33,10 +38,10 @@ report() {  # label, then the bench offline output on stdin
   echo "$1: $tps tok/s, decode $decode tok/s, target-time $target tok/s$draft$acc$prop"
 }
 
-for type in q8_0 q4_0; do
-  f="$DIR/llama-0.5b-$type.gguf"
-  [ -f "$f" ] || "$LOOM" synth --preset llama-0.5b --type "$type" -o "$f" >/dev/null
-  echo "== llama-0.5b $type: verify cost"
+for type in $TYPES; do
+  f="$DIR/$PRESET-$type.gguf"
+  [ -f "$f" ] || "$LOOM" synth --preset "$PRESET" --type "$type" -o "$f" >/dev/null
+  echo "== $PRESET $type: verify cost"
   # A verify step costs milliseconds and the host drifts: many short alternating repetitions.
   "$LOOM" bench model -m "$f" -p 0 -n 64 --verify 5 --batch-seqs 16 -r "${VREPS:-9}" -t "$THREADS" |
     grep -E "^verify step cost|^\| .* tg64 "
@@ -50,6 +55,7 @@ for type in q8_0 q4_0; do
       done
     done
   done
+  [ "$SELF_DRAFT" = 1 ] || continue
   for rep in $(seq "$REPS"); do
     for mode in plain self-draft; do
       args=(bench offline -m "$f" --num-prompts 2 --input-len 16 --output-len 256

@@ -248,7 +248,15 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   const int32_t n_blocks = (longest + kBlockSize - 1) / kBlockSize;
   const int32_t n_seqs = std::max(1, o.batch_seqs);
   KvLayout layout = KvLayout::single(c.n_layer, n_blocks * n_seqs);
-  if (KvCache::state_bytes_per_slot(c) > 0) layout.num_state_slots = n_seqs;  // one each
+  if (KvCache::state_bytes_per_slot(c) > 0) {
+    layout.num_state_slots = n_seqs;  // one each
+    // Each verify step starts one token after the last one's start: it takes back rows - 1.
+    layout.state_rollback_tokens = std::max(0, o.verify_tokens - 1);
+    if (layout.state_rollback_tokens >= kRecurrentChunk)
+      return invalid_argument("--verify " + std::to_string(o.verify_tokens) +
+                              ": a model with recurrent layers verifies at most " +
+                              std::to_string(kRecurrentChunk) + " tokens a step");
+  }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
                         KvCache::create(c, layout, kBlockSize, Dtype::kF16));
   kv->wait_committed();  // no page faults inside the timed steps

@@ -39,10 +39,6 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   if (!c.commit_kv_in_background) e->kv_->wait_committed();
   e->kv_manager_ = std::make_unique<KvCoordinator>(plan.groups, c.block_size,
                                                    c.enable_prefix_caching, plan.states);
-  if (plan.states.num_slots > 0 && c.speculative.enabled())
-    return invalid_argument(
-        "speculative decoding is not supported for a model with recurrent layers (" + mc.arch +
-        "): a recurrent state cannot take back rejected proposals");
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel) {
     // The draft reads group 0's tables, which must cover every position (full attention).
     if (plan.groups[0].window != 0)

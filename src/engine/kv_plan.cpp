@@ -16,8 +16,16 @@ int64_t blocks_for(int64_t tokens, int32_t block_size) {
 
 // Hybrid models: a live state slot per sequence that can run, and the prefix snapshots' budget.
 Status plan_state_slots(const ModelConfig& mc, const EngineConfig& c, KvPlan& plan) {
-  plan.state_slot_bytes = KvCache::state_bytes_per_slot(mc);
-  if (plan.state_slot_bytes == 0) return Status::ok();
+  if (KvCache::state_bytes_per_slot(mc) == 0) return Status::ok();
+  // Speculative verifies take back rejected proposals: the states keep what that needs.
+  const int32_t rollback = c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0;
+  if (rollback >= kRecurrentChunk)
+    return invalid_argument("num_speculative_tokens " + std::to_string(rollback) +
+                            ": a model with recurrent layers (" + mc.arch +
+                            ") can take back at most " + std::to_string(kRecurrentChunk - 1) +
+                            " proposals a step");
+  plan.layout.state_rollback_tokens = rollback;
+  plan.state_slot_bytes = KvCache::state_bytes_per_slot(mc, rollback);
   if (c.block_size % kRecurrentChunk != 0)
     return invalid_argument("--block-size " + std::to_string(c.block_size) +
                             ": a model with recurrent layers needs a multiple of " +

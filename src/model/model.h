@@ -27,6 +27,10 @@ struct KvLayout {
   // Recurrent-state slots (models with Gated DeltaNet layers): one per running sequence plus
   // the prefix snapshots; each holds every recurrent layer's state (state_bytes_per_slot).
   int32_t num_state_slots = 0;
+  // How many of a step's last tokens a sequence may take back afterwards (the rejected
+  // proposals of a speculative verify; 0 = none). Recurrent states then keep what a rollback of
+  // that many tokens needs (backend/cpu/gated_deltanet.h), which makes each slot larger.
+  int32_t state_rollback_tokens = 0;
   // Every layer in one group of num_blocks blocks.
   static KvLayout single(int32_t n_layer, int32_t num_blocks) {
     return {std::vector<int32_t>(n_layer, 0), {num_blocks}};
@@ -60,9 +64,11 @@ class KvCache {
   // Elements one token takes in `layer`: K and V of every KV head, or an MLA layer's one
   // latent row (kv_lora_rank + qk_rope_head_dim, shared by every head).
   static uint64_t layer_elems_per_token(const ModelConfig& config, int layer);
-  // Bytes of one recurrent-state slot over every recurrent layer (0 for a model without).
-  static uint64_t state_bytes_per_slot(const ModelConfig& config);
+  // Bytes of one recurrent-state slot over every recurrent layer (0 for a model without), in a
+  // cache whose layout has state_rollback_tokens = rollback.
+  static uint64_t state_bytes_per_slot(const ModelConfig& config, int32_t rollback = 0);
   int32_t num_state_slots() const { return layout_.num_state_slots; }
+  int32_t state_rollback_tokens() const { return layout_.state_rollback_tokens; }
   // Copies recurrent-state slot src into dst (every recurrent layer).
   virtual void copy_state(int32_t src, int32_t dst) = 0;
   // The cache's memory is committed in the background after creation (start-up does not wait

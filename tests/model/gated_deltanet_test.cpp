@@ -39,7 +39,8 @@ std::vector<float> normal(size_t n, std::mt19937& rng, float scale) {
 // One recurrent layer, its random weights, a cache of `slots` state slots and the step.
 class Harness {
  public:
-  Harness(Shape s, int32_t slots, uint32_t seed) : rng_(seed) {
+  // rollback: the cache's KvLayout::state_rollback_tokens.
+  Harness(Shape s, int32_t slots, uint32_t seed, int32_t rollback = 0) : rng_(seed) {
     DeltaNetConfig& d = c_.deltanet;
     d.n_k_heads = s.n_k_heads;
     d.n_v_heads = s.n_v_heads;
@@ -60,6 +61,7 @@ class Harness {
     for (float& w : L_.ssm_norm) w += 1.0f;
     KvLayout layout = KvLayout::single(1, 1);
     layout.num_state_slots = slots;
+    layout.state_rollback_tokens = rollback;
     kv_ = std::make_unique<CpuKvCache>(c_, layout, 16, Dtype::kF32);
   }
 
@@ -335,12 +337,84 @@ TEST_P(GatedDeltaNetTest, SnapshotsHoldTheStateThereAndResumeBitIdentically) {
   }
 }
 
+// Speculative verifies: a step of 1 + k tokens whose last ones are wrong guesses (inputs that
+// are not the sequence's), of which only the first 1 + a are kept; the next step starts after
+// them. The kept tokens' outputs, and every later one, are the bits of one token per step,
+// for every offset inside a chunk (verifies that cross a chunk boundary and take it back
+// included), every k up to the cache's rollback, any a, and prompt pieces in between.
+TEST_P(GatedDeltaNetTest, RolledBackVerifiesGiveTheBitsOfOneTokenPerStep) {
+  std::mt19937 rng(17);
+  for (int32_t rollback : {1, 4, 15}) {
+    for (const Shape& shape : kShapes) {
+      SCOPED_TRACE(::testing::Message() << "rollback " << rollback << ", d_k " << shape.d_k);
+      Harness h(shape, 2, 29, rollback);
+      const int32_t n = 240;
+      const Inputs in = h.inputs(n);
+      const std::vector<float> plain = h.run_split(in, std::vector<int32_t>(n, 1), 0);
+      std::vector<float> got(plain.size(), std::nanf(""));
+      const Inputs noise = h.inputs(n);
+      int32_t verifies = 0, taken_back = 0, crossed_back = 0;
+      for (int32_t p = 0; p < n;) {
+        std::uniform_int_distribution<int32_t> kind(0, 5);
+        if (kind(rng) == 0) {  // a prompt piece, all kept
+          const int32_t m = std::min(std::uniform_int_distribution<int32_t>(1, 20)(rng), n - p);
+          h.step({{&in, p, m, 1, &got}});
+          p += m;
+          continue;
+        }
+        const int32_t k =
+            std::min(std::uniform_int_distribution<int32_t>(1, rollback)(rng), n - p - 1);
+        if (k <= 0) {
+          h.step({{&in, p, 1, 1, &got}});
+          ++p;
+          continue;
+        }
+        const int32_t a = std::uniform_int_distribution<int32_t>(0, k)(rng);
+        // Rows p .. p + a are the sequence's; p + a + 1 .. p + k are wrong guesses.
+        Inputs guessed = in;
+        auto spoil = [&](std::vector<float>& v, const std::vector<float>& src, int64_t row) {
+          const int64_t w = static_cast<int64_t>(v.size()) / n;
+          std::copy(src.begin() + row * w, src.begin() + (row + 1) * w, v.begin() + row * w);
+        };
+        for (int32_t t = p + a + 1; t <= p + k; ++t) {
+          spoil(guessed.qkv, noise.qkv, t);
+          spoil(guessed.z, noise.z, t);
+          spoil(guessed.b, noise.b, t);
+          spoil(guessed.a, noise.a, t);
+        }
+        std::vector<float> verify_out;
+        h.step({{&guessed, p, k + 1, 1, &verify_out}});
+        const int64_t O = h.out_row();
+        std::copy(verify_out.begin() + p * O, verify_out.begin() + (p + a + 1) * O,
+                  got.begin() + p * O);
+        ++verifies;
+        taken_back += a < k;
+        crossed_back += a < k && (p + a + 1) / kRecurrentChunk < (p + k + 1) / kRecurrentChunk;
+        p += a + 1;
+      }
+      EXPECT_TRUE(same_bits(got, plain));
+      EXPECT_GT(verifies, 10);
+      EXPECT_GT(taken_back, 5);
+      if (rollback >= 4) {
+        EXPECT_GT(crossed_back, 0);  // some rollbacks went back across a completed chunk
+      }
+    }
+  }
+}
+
 // The step's slot layout fills exactly what the cache gives a recurrent layer per slot.
 TEST(GatedDeltaNetLayout, MatchesTheCacheSlotSize) {
   for (const Shape& shape : kShapes) {
     Harness h(shape, 1, 1);
     EXPECT_EQ(static_cast<uint64_t>(DeltaNetStateLayout(h.d()).total),
               CpuKvCache::state_floats_per_layer(h.config()));
+    for (int32_t rollback : {1, 15}) {
+      const DeltaNetStateLayout lay(h.d(), rollback);
+      EXPECT_EQ(static_cast<uint64_t>(lay.total),
+                CpuKvCache::state_floats_per_layer(h.config(), rollback));
+      EXPECT_EQ(lay.buffers, 2);
+      EXPECT_EQ(lay.history, shape.conv_kernel - 1 + rollback);
+    }
   }
 }
 

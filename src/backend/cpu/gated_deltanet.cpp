@@ -43,38 +43,71 @@ void l2_normalise(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] *= f;
 }
 
-// The convolution input at absolute position `pos` of a sequence: its old conv state (the
-// K - 1 inputs before n_past, from the slot), a row of this step, or nullptr before position 0.
-const float* conv_input(const BatchSequence& s, int64_t pos, const float* conv_state,
-                        const float* qkv, int64_t K, int64_t C) {
+// A slot's convolution inputs: rows at positions [end - n, end), oldest first.
+struct ConvHistory {
+  const float* rows = nullptr;
+  int64_t end = 0, n = 0;
+};
+
+// The history in a sequence's slot (none before its first token).
+ConvHistory history_of(const BatchSequence& s, const float* state, const DeltaNetStateLayout& lay) {
+  if (s.n_past == 0 || lay.history == 0) return {};
+  int32_t end;
+  std::memcpy(&end, state + lay.conv_end, sizeof end);
+  LOOM_CHECK(end >= s.n_past && end - s.n_past <= lay.rollback);  // a rollback it can take back
+  return {state + lay.conv, end, lay.history};
+}
+
+// The convolution input at absolute position `pos` of a sequence: from its slot's history
+// (positions before n_past), a row of this step, or nullptr before position 0 or where the
+// history does not reach (rows a later rollback can never need).
+const float* conv_input(const BatchSequence& s, int64_t pos, const ConvHistory& h, const float* qkv,
+                        int64_t C) {
   if (pos < 0) return nullptr;
-  if (pos < s.n_past) return conv_state + (pos - s.n_past + K - 1) * C;
+  if (pos < s.n_past)
+    return pos >= h.end - h.n && pos < h.end ? h.rows + (pos - h.end + h.n) * C : nullptr;
   return qkv + (s.row_begin + pos - s.n_past) * C;
 }
 
-// Writes the K - 1 convolution inputs before position `end` (zeros before position 0) to dst.
-// Rows read from the sequence's own conv state must sit at or after the row they land in
-// (true for end >= n_past), so dst may be that state.
-void write_conv_state(const BatchSequence& s, int64_t end, const float* conv_state,
-                      const float* qkv, int64_t K, int64_t C, float* dst) {
-  for (int64_t r = 0; r < K - 1; ++r) {
-    const float* src = conv_input(s, end - (K - 1) + r, conv_state, qkv, K, C);
+// Writes the lay.history convolution inputs before position `end` (zeros where there is none)
+// and `end` itself into the slot state `dst`. dst may be the sequence's own slot, which `h`
+// reads: a row then moves by end - h.end rows, so rows go newest first when the history moves
+// up (end >= h.end) and oldest first when a rollback moves it down.
+void write_conv_state(const BatchSequence& s, int64_t end, const ConvHistory& h, const float* qkv,
+                      int64_t C, const DeltaNetStateLayout& lay, float* dst) {
+  const int64_t n = lay.history;
+  float* rows = dst + lay.conv;
+  auto write = [&](int64_t r) {
+    const float* src = conv_input(s, end - n + r, h, qkv, C);
     if (!src)
-      std::fill(dst + r * C, dst + (r + 1) * C, 0.0f);
-    else if (src != dst + r * C)
-      std::memmove(dst + r * C, src, C * sizeof(float));
-  }
+      std::fill(rows + r * C, rows + (r + 1) * C, 0.0f);
+    else if (src != rows + r * C)
+      std::memmove(rows + r * C, src, C * sizeof(float));
+  };
+  if (end >= h.end)
+    for (int64_t r = 0; r < n; ++r) write(r);
+  else
+    for (int64_t r = n - 1; r >= 0; --r) write(r);
+  const int32_t e = static_cast<int32_t>(end);
+  std::memcpy(dst + lay.conv_end, &e, sizeof e);
 }
 
 }  // namespace
 
-DeltaNetStateLayout::DeltaNetStateLayout(const DeltaNetConfig& d) {
+DeltaNetStateLayout::DeltaNetStateLayout(const DeltaNetConfig& d, int32_t rollback) {
+  LOOM_CHECK(rollback >= 0 && rollback < kChunk);
   const int64_t C = d.conv_dim();
+  this->rollback = rollback;
+  history = d.conv_kernel > 1 ? d.conv_kernel - 1 + rollback : 0;
+  buffers = rollback > 0 ? 2 : 1;
   conv = 0;
-  s0 = (d.conv_kernel - 1) * C;
-  tail = s0 + static_cast<int64_t>(d.n_v_heads) * d.d_k * d.d_v;
+  conv_end = history * C;
+  s0 = conv_end + 16;  // 64 bytes: S0 stays as aligned as the slot
+  s0_size = static_cast<int64_t>(d.n_v_heads) * d.d_k * d.d_v;
+  tail = s0 + buffers * s0_size;
   tail_per_head = kChunk * (d.d_k + d.d_v + 1);
-  total = tail + d.n_v_heads * tail_per_head;
+  tail_size = d.n_v_heads * tail_per_head;
+  total = tail + buffers * tail_size;
 }
 
 void CpuGatedDeltaNet::run(const ModelConfig& c, const LayerWeights& L, int layer, const Batch& b,
@@ -137,6 +170,7 @@ void CpuGatedDeltaNet::convolve(const ModelConfig& c, const LayerWeights& L, int
   const int64_t C = d.conv_dim(), K = d.conv_kernel, Hv = d.n_v_heads;
   const int64_t Hk = d.n_k_heads, dk = d.d_k;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const DeltaNetStateLayout lay(d, kv.state_rollback_tokens());
   // "gdn_conv": each row's causal depthwise convolution (taps oldest first), SiLU, then the
   // q and k heads L2-normalised. A row's inputs come from its slot's conv state or this step's
   // rows; either way the same values in the same order. Then "gdn_gates": per value head, the
@@ -145,9 +179,9 @@ void CpuGatedDeltaNet::convolve(const ModelConfig& c, const LayerWeights& L, int
     const int64_t i = r0 + task;
     const BatchSequence& s = b.sequences[b.seq[i]];
     const int64_t pos = s.n_past + (i - s.row_begin);
-    const float* state = s.n_past > 0 ? kv.state(layer, s.state_slot) : nullptr;
+    const ConvHistory hist = history_of(s, kv.state(layer, s.state_slot), lay);
     const float* in[kMaxTaps];
-    for (int64_t j = 0; j < K; ++j) in[j] = conv_input(s, pos - K + 1 + j, state, qkv, K, C);
+    for (int64_t j = 0; j < K; ++j) in[j] = conv_input(s, pos - K + 1 + j, hist, qkv, C);
     float* x = &x_[task * C];
     std::fill(x, x + C, 0.0f);
     for (int64_t j = 0; j < K; ++j)  // taps in order, skipping positions before the sequence
@@ -170,16 +204,17 @@ void CpuGatedDeltaNet::update_conv_states(const ModelConfig& c, int layer, const
   const DeltaNetConfig& d = c.deltanet;
   const int64_t C = d.conv_dim(), K = d.conv_kernel;
   if (K <= 1) return;
+  const DeltaNetStateLayout lay(d, kv.state_rollback_tokens());
   // Snapshots first: they may read the conv state the sequence's own update overwrites.
   for (const Batch::StateSnapshot& snap : b.state_snapshots) {
     const BatchSequence& s = b.sequences[snap.seq];
-    const float* state = s.n_past > 0 ? kv.state(layer, s.state_slot) : nullptr;
-    write_conv_state(s, snap.n_tokens, state, qkv, K, C, kv.state(layer, snap.slot));
+    const ConvHistory hist = history_of(s, kv.state(layer, s.state_slot), lay);
+    write_conv_state(s, snap.n_tokens, hist, qkv, C, lay, kv.state(layer, snap.slot));
   }
   for (const BatchSequence& s : b.sequences) {
     if (s.n_new == 0) continue;
     float* state = kv.state(layer, s.state_slot);
-    write_conv_state(s, s.n_past + s.n_new, s.n_past > 0 ? state : nullptr, qkv, K, C, state);
+    write_conv_state(s, s.n_past + s.n_new, history_of(s, state, lay), qkv, C, lay, state);
   }
 }
 
@@ -195,18 +230,20 @@ void CpuGatedDeltaNet::run_head(const ModelConfig& c, const LayerWeights& L, int
   const int64_t begin = sq.n_past + (row_a - sq.row_begin), end = begin + (row_e - row_a);
   const int64_t Hk = d.n_k_heads, Hv = d.n_v_heads, dk = d.d_k, dv = d.d_v;
   const int64_t C = d.conv_dim(), kh = h / (Hv / Hk);
-  const DeltaNetStateLayout lay(d);
+  const DeltaNetStateLayout lay(d, kv.state_rollback_tokens());
   const gdn::Kernels& K = gdn::kernels_for(dk, dv);
   float* st = kv.state(layer, sq.state_slot);
-  float* S0 = st + lay.s0 + h * dk * dv;
-  float* Kt = st + lay.tail + h * lay.tail_per_head;  // (16, dk) the chunk's keys
-  float* Dt = Kt + kChunk * dk;                       // (16, dv) their δ
-  float* Gt = Dt + kChunk * dv;                       // (16) their cumulative decays
-  if (begin == 0) std::fill(S0, S0 + dk * dv, 0.0f);
+  if (begin == 0)
+    std::fill(st + lay.s0_of(0) + h * dk * dv, st + lay.s0_of(0) + (h + 1) * dk * dv, 0.0f);
 
   for (int64_t p = begin; p < end;) {
     // One segment: the step's rows inside the absolute chunk [p / 16 · 16, + 16).
-    const int64_t m0 = p % kChunk, seg_end = std::min(end, (p / kChunk + 1) * kChunk);
+    const int64_t chunk = p / kChunk, m0 = p % kChunk;
+    const int64_t seg_end = std::min(end, (chunk + 1) * kChunk);
+    float* S0 = st + lay.s0_of(chunk) + h * dk * dv;              // the state the chunk starts from
+    float* Kt = st + lay.tail_of(chunk) + h * lay.tail_per_head;  // (16, dk) the chunk's keys
+    float* Dt = Kt + kChunk * dk;                                 // (16, dv) their δ
+    float* Gt = Dt + kChunk * dv;                                 // (16) their cumulative decays
     const int64_t first = row_a + (p - begin);  // the segment's first row of the batch
     const float* q_rows = &x_[(first - r0) * C + kh * dk];
     const float* k_rows = &x_[(first - r0) * C + (Hk + kh) * dk];
@@ -239,13 +276,16 @@ void CpuGatedDeltaNet::run_head(const ModelConfig& c, const LayerWeights& L, int
       kernels::silu_mul(zt, o, o, dv);
     }
     if (seg_end % kChunk == 0) {
-      // The chunk is complete: fold its tail into S0 (the tail is then empty).
+      // The chunk is complete: fold its tail into the next chunk's S0 (S0 itself when there is
+      // one buffer; else S0 stays for a rollback into this chunk).
+      float* next = st + lay.s0_of(chunk + 1) + h * dk * dv;
+      if (next != S0) std::memcpy(next, S0, dk * dv * sizeof(float));
       const float G_last = Gt[kChunk - 1];
       for (int64_t j = 0; j < kChunk; ++j) s.e[j] = std::exp(G_last - Gt[j]);
-      K.fold(std::exp(G_last), s.e.data(), Kt, Dt, kChunk, dk, dv, S0);
+      K.fold(std::exp(G_last), s.e.data(), Kt, Dt, kChunk, dk, dv, next);
       for (const Batch::StateSnapshot& snap : b.state_snapshots)
         if (snap.seq == seq && snap.n_tokens == seg_end)
-          std::memcpy(kv.state(layer, snap.slot) + lay.s0 + h * dk * dv, S0,
+          std::memcpy(kv.state(layer, snap.slot) + lay.s0_of(chunk + 1) + h * dk * dv, next,
                       dk * dv * sizeof(float));
     }
     p = seg_end;

@@ -15,10 +15,26 @@
 // snapshot. The slot keeps S0 plus the unfinished chunk's "tail" (each token's k, δ and G);
 // the tail holds n_past % 16 tokens.
 //
+// Rollback (KvLayout::state_rollback_tokens = R > 0, speculative decoding): a verify step
+// computes R + 1 tokens and may keep only the first; the next step then starts from an n_past
+// below the slot's last position. Taking back up to R ≤ 15 tokens needs no copy and no
+// recomputation, because nothing a kept token left is overwritten by a rejected one:
+//   - S0 and the tail are kept twice, by chunk parity: chunk c reads S0[c % 2] and writes its
+//     tokens to tail[c % 2], and its fold writes S0[(c + 1) % 2]. A step of at most 16
+//     tokens that keeps its first can fold at most the chunk it started in, so the state of
+//     every position it may go back to is still there.
+//   - the convolution keeps its last K − 1 + R inputs and the position after the newest of them
+//     (conv_end), so the K − 1 inputs before any position it may go back to are among them.
+// Rejected tokens' entries are simply overwritten when their positions are computed again, by
+// the same kernels on the same inputs: the kept tokens' outputs and every later one are the
+// bits of plain decoding. With R = 0 there is one S0 and one tail, and K − 1 inputs.
+//
 // Slot layout per layer (CpuKvCache::state(layer, slot), state_floats_per_layer floats):
-//   conv  (K − 1, conv_dim)      the last K − 1 convolution inputs (oldest first)
-//   S0    (Hv, d_k, d_v)         the state at the last chunk boundary
-//   tail  (Hv, 16, d_k + d_v + 1) per value head: 16 keys (d_k), then 16 δ (d_v), then 16 G
+//   conv     (K − 1 + R, conv_dim)       convolution inputs, oldest first
+//   conv_end 16 floats                  an int32: the position after the newest input
+//   S0       (B, Hv, d_k, d_v)          the state at a chunk boundary, B = 2 if R > 0 else 1
+//   tail     (B, Hv, 16, d_k + d_v + 1) per value head: 16 keys (d_k), then 16 δ (d_v), then
+//                                        16 G
 #pragma once
 
 #include <cstdint>
@@ -32,11 +48,20 @@
 
 namespace loom {
 
-// Offsets (floats) of the parts of one layer's state in a slot.
+// Offsets (floats) of the parts of one layer's state in a slot, for a cache that can take back
+// `rollback` tokens (KvLayout::state_rollback_tokens).
 struct DeltaNetStateLayout {
-  int64_t conv = 0, s0 = 0, tail = 0, total = 0;
+  int64_t conv = 0, conv_end = 0, s0 = 0, tail = 0, total = 0;
+  int64_t rollback = 0;       // tokens a step may take back
+  int64_t history = 0;        // convolution inputs kept: K − 1 + rollback
+  int64_t buffers = 1;        // copies of S0 and the tail: 2 when rollback > 0
+  int64_t s0_size = 0;        // Hv · d_k · d_v
+  int64_t tail_size = 0;      // Hv · tail_per_head
   int64_t tail_per_head = 0;  // 16 · (d_k + d_v + 1)
-  explicit DeltaNetStateLayout(const DeltaNetConfig& d);
+  explicit DeltaNetStateLayout(const DeltaNetConfig& d, int32_t rollback = 0);
+  // The S0 and the tail that chunk `chunk` (positions [16·chunk, 16·chunk + 16)) starts from.
+  int64_t s0_of(int64_t chunk) const { return s0 + (chunk % buffers) * s0_size; }
+  int64_t tail_of(int64_t chunk) const { return tail + (chunk % buffers) * tail_size; }
 };
 
 class CpuGatedDeltaNet {

@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "backend/cpu/gated_deltanet.h"
 #include "base/checked.h"
 
 namespace loom {
@@ -34,20 +35,15 @@ uint64_t KvCache::layer_elems_per_token(const ModelConfig& c, int layer) {
                 : 2ull * c.n_head_kv * static_cast<uint64_t>(c.head_dim);
 }
 
-uint64_t CpuKvCache::state_floats_per_layer(const ModelConfig& c) {
-  const DeltaNetConfig& d = c.deltanet;
-  if (d.n_v_heads == 0) return 0;
-  // The convolution's last K - 1 inputs, the state at the last chunk boundary, and per token
-  // since then (at most a chunk) what it adds: its key, its delta-rule value and its decay.
-  return static_cast<uint64_t>(d.conv_kernel - 1) * d.conv_dim() +
-         static_cast<uint64_t>(d.n_v_heads) * d.d_k * d.d_v +
-         static_cast<uint64_t>(kRecurrentChunk) * d.n_v_heads * (d.d_k + d.d_v + 1);
+uint64_t CpuKvCache::state_floats_per_layer(const ModelConfig& c, int32_t rollback) {
+  if (c.deltanet.n_v_heads == 0) return 0;
+  return static_cast<uint64_t>(DeltaNetStateLayout(c.deltanet, rollback).total);
 }
 
-uint64_t KvCache::state_bytes_per_slot(const ModelConfig& c) {
+uint64_t KvCache::state_bytes_per_slot(const ModelConfig& c, int32_t rollback) {
   int recurrent = 0;
   for (const LayerSpec& s : c.layers) recurrent += s.deltanet;
-  return recurrent * CpuKvCache::state_floats_per_layer(c) * sizeof(float);
+  return recurrent * CpuKvCache::state_floats_per_layer(c, rollback) * sizeof(float);
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
@@ -104,7 +100,7 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
   block_stride_ = head_stride_ * c.n_head_kv;
   latent_block_stride_ = elem_bytes_ * latent_row_ * block_size;
   std::vector<BackgroundCommit::Range> ranges;
-  state_layer_floats_ = state_floats_per_layer(c);
+  state_layer_floats_ = state_floats_per_layer(c, layout.state_rollback_tokens);
   for (int l = 0; l < c.n_layer; ++l) {
     const int32_t blocks = layout.num_blocks[layout.layer_group[l]];
     const bool recurrent = l < static_cast<int>(c.layers.size()) && c.layers[l].deltanet;

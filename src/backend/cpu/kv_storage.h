@@ -55,7 +55,7 @@ class CpuKvCache : public KvCache {
   // floats, f32 whatever the KV dtype; its layout is the Gated DeltaNet step's
   // (backend/cpu/gated_deltanet.h).
   float* state(int layer, int32_t slot);
-  static uint64_t state_floats_per_layer(const ModelConfig& config);
+  static uint64_t state_floats_per_layer(const ModelConfig& config, int32_t rollback = 0);
   void copy_state(int32_t src, int32_t dst) override;
 
   // Copies block src to block dst in every layer (copy-on-write of a shared prefix block; a

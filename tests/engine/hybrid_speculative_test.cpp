@@ -1,0 +1,188 @@
+// Speculative decoding on hybrid models (Gated DeltaNet + attention) through the whole engine.
+// A verify's rejected proposals are taken back from the recurrent states as from the KV blocks
+// (backend/cpu/gated_deltanet.h "Rollback"), so every sampled row's logits and every token are
+// the bits of plain decoding: n-gram and draft-model proposals, greedy and seeded sampling,
+// alone, batched, forked, in prompt chunks, preempted, and resumed from prefix snapshots; the
+// proposals really ran and some were kept; every state slot and block is free after a drain.
+#include <gtest/gtest.h>
+
+#include "test_engine_util.h"
+
+namespace loom {
+namespace {
+
+using testing::Collected;
+using testing::make_engine;
+using testing::random_prompt;
+using testing::run_all;
+using testing::test_model_bytes;
+
+class HybridSpeculative : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { bytes_ = test_model_bytes({.preset = GetParam()}); }
+
+  // k = 0: no speculation; else n-gram lookup proposing up to k tokens.
+  static EngineConfig config(int k) {
+    EngineConfig c;
+    c.max_model_len = 512;
+    c.max_num_seqs = 8;
+    c.n_threads = 2;
+    c.kv_dtype = Dtype::kF32;
+    c.commit_kv_in_background = false;
+    if (k > 0) {
+      c.speculative.method = SpeculativeConfig::Method::kNgram;
+      c.speculative.num_speculative_tokens = k;
+      c.speculative.prompt_lookup_min = 1;
+      c.speculative.prompt_lookup_max = 3;
+    }
+    return c;
+  }
+  static EngineConfig draft_model(EngineConfig c) {
+    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+    c.speculative.model = "synth:tiny";  // a dense model with the same 512-token vocabulary
+    c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
+    return c;
+  }
+  // A prompt that repeats a random span (lookups find something from the start), of a length
+  // that puts the first verifies at different offsets inside a recurrent chunk.
+  static GenerateRequest request(int i, float temperature, int max_tokens = 48) {
+    GenerateRequest r;
+    r.request_id = "r" + std::to_string(i);
+    const std::vector<int32_t> span = random_prompt(6 + i % 5, 700 + i, 512);
+    for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), span.begin(), span.end());
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = temperature;
+    r.params.seed = 31 + i;
+    r.params.ignore_eos = true;
+    return r;
+  }
+  std::map<std::string, Collected> run(const EngineConfig& c,
+                                       const std::vector<GenerateRequest>& rs) {
+    auto e = make_engine(c, bytes_);
+    EXPECT_TRUE(e != nullptr);
+    if (!e) return {};
+    e->keep_logits(true);
+    for (const auto& r : rs) EXPECT_TRUE(e->add_request(r).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(e->check_kv_drained(), "");
+    metrics_ = e->metrics();
+    return out;
+  }
+
+  std::shared_ptr<std::vector<uint8_t>> bytes_;
+  EngineMetrics metrics_;
+};
+
+TEST_P(HybridSpeculative, NgramGreedyAloneIsIdenticalAndProposalsAreKept) {
+  int64_t drafted = 0, accepted = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<GenerateRequest> rs = {request(i, 0.0f, 80)};
+    auto plain = run(config(0), rs);
+    for (int k : {4, 15}) {
+      testing::expect_same_outputs(plain, run(config(k), rs),
+                                   "greedy " + std::to_string(i) + ", k " + std::to_string(k));
+      EXPECT_GT(metrics_.spec_num_drafts, 0) << i;
+      EXPECT_LE(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+      drafted += metrics_.spec_num_draft_tokens;
+      accepted += metrics_.spec_num_accepted_tokens;
+    }
+  }
+  EXPECT_GT(accepted, 0) << "no proposal was ever kept over " << drafted << " proposed tokens";
+}
+
+TEST_P(HybridSpeculative, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 6; ++i) rs.push_back(request(i, i % 2 ? 0.8f : 0.0f));
+  rs[2].params.n = 3;  // forked samples speculate independently, each with its own state
+  rs[3].params.max_tokens = 7;
+  auto plain = run(config(0), rs);
+  for (int k : {1, 3, 7}) {
+    EngineConfig c = config(k);
+    testing::expect_same_outputs(plain, run(c, rs), "batched k=" + std::to_string(k));
+    EXPECT_GT(metrics_.spec_num_drafts, 0);
+    EXPECT_GT(metrics_.spec_num_accepted_tokens, 0) << k;
+    if (k > 1) {  // sampled tokens leave the lookups' guesses: some are taken back
+      EXPECT_LT(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens) << k;
+    }
+    c.max_num_batched_tokens = 7;  // prompt chunks of 7, verifies cut to the budget
+    c.shared_prefill_tokens = 7;
+    testing::expect_same_outputs(plain, run(c, rs), "chunked k=" + std::to_string(k));
+  }
+  // Preempted all the time (a pool of 14 blocks), with prefix caching on: preempted sequences
+  // resume from state snapshots taken between verifies.
+  EngineConfig c = config(4);
+  c.max_num_batched_tokens = 40;
+  c.shared_prefill_tokens = 40;
+  c.enable_prefix_caching = true;
+  auto probe = make_engine(c, bytes_);
+  ASSERT_TRUE(probe != nullptr);
+  const uint64_t block_bytes =
+      KvCache::bytes_per_block(probe->model().config(), c.block_size, c.kv_dtype);
+  c.kv_cache_memory_gib = 14.0 * static_cast<double>(block_bytes) / double(1ull << 30);
+  testing::expect_same_outputs(plain, run(c, rs), "preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+}
+
+TEST_P(HybridSpeculative, PrefixCacheHitAfterRollbacksIsIdentical) {
+  std::vector<GenerateRequest> rs = {request(1, 0.0f, 64)};
+  auto plain = run(config(0), rs);
+  auto e = make_engine(config(4), bytes_);
+  ASSERT_TRUE(e != nullptr);
+  for (int round = 0; round < 2; ++round) {
+    // The first prompt plus its own output: the second round resumes from snapshots taken
+    // during the first round's verifies.
+    GenerateRequest r = rs[0];
+    r.request_id = "again" + std::to_string(round);
+    ASSERT_TRUE(e->add_request(r).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(out.at(r.request_id).tokens, plain.at("r1").tokens) << round;
+    if (round == 1) {
+      EXPECT_GT(out.at(r.request_id).num_cached_tokens, 0);
+    }
+  }
+  EXPECT_EQ(e->check_kv_drained(), "");
+}
+
+TEST_P(HybridSpeculative, DenseDraftModelOutputsAreIdentical) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 4; ++i) rs.push_back(request(i, i % 2 ? 0.9f : 0.0f, 40));
+  auto plain = run(config(0), rs);
+  EngineConfig c = draft_model(config(4));
+  testing::expect_same_outputs(plain, run(c, rs), "draft batched");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  EXPECT_GT(metrics_.spec_draft_seconds, 0.0);
+  c.max_num_batched_tokens = 9;
+  c.shared_prefill_tokens = 9;
+  testing::expect_same_outputs(plain, run(c, rs), "draft chunked");
+}
+
+TEST_P(HybridSpeculative, TooManyProposalsAndHybridDraftsAreRefusedByName) {
+  auto engine_status = [&](const EngineConfig& c) {
+    auto file = GgufFile::parse_bytes(bytes_);
+    EXPECT_TRUE(file.is_ok());
+    auto model = Model::from_gguf(std::move(*file), {});
+    EXPECT_TRUE(model.is_ok());
+    return Engine::create(std::move(*model), nullptr, c).status();
+  };
+  const Status many = engine_status(config(16));
+  EXPECT_FALSE(many.is_ok());
+  EXPECT_NE(many.message().find("num_speculative_tokens 16"), std::string::npos) << many.message();
+  EXPECT_NE(many.message().find("at most 15"), std::string::npos) << many.message();
+  EngineConfig c = draft_model(config(4));
+  c.speculative.model = "synth:" + GetParam();  // a hybrid draft: its own states
+  const Status hybrid_draft = engine_status(c);
+  EXPECT_FALSE(hybrid_draft.is_ok());
+  EXPECT_NE(hybrid_draft.message().find("recurrent"), std::string::npos) << hybrid_draft.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, HybridSpeculative,
+                         ::testing::Values("tiny-qwen35", "tiny-qwen3next"), [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace loom
