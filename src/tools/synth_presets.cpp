@@ -191,7 +191,8 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // config has them: 24 layers, every fourth full attention, heads of 256 with 2 KV heads,
     // partial_rotary_factor 0.25 (64 dimensions), rope_theta 1e7, linear attention of 16 key and
     // 16 value heads of 128, conv kernel 4, vocab 248320, tied; assumed: 16 query heads and
-    // intermediate 6144 (context cut to 8192).
+    // intermediate 6144 (context cut to 8192); one multi-token prediction module, as the
+    // published checkpoints' mtp_num_hidden_layers (a gated attention block and a dense FFN).
     {.name = "qwen35-2b",
      .default_arch = "qwen35",
      .n_layer = 24,
@@ -209,6 +210,7 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
      .rope_low_freq_factor = 1,
      .rope_high_freq_factor = 4,
      .n_rot = 64,
+     .n_mtp_layers = 1,
      .ssm_k_heads = 16,
      .ssm_v_heads = 16,
      .ssm_d_k = 128,
