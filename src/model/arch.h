@@ -45,6 +45,14 @@ struct ArchSpec {
   std::span<const LayerTensorName> layer_tensors;  // this architecture's per-layer names
   // HF checkpoints store RMSNorm weights w of x·(1 + w); GGUF files store 1 + w (Gemma).
   bool hf_norm_plus_one = false;
+  // Where an HF checkpoint keeps its multi-token prediction modules. Empty: as ordinary layers
+  // model.layers.{n_layer + i}. (DeepSeek-V3; their own tensors are in layer_tensors). Else
+  // this prefix (Qwen3-Next's and Qwen3.5's "mtp."): module i's block under
+  // "{prefix}layers.{i}." with layer_tensors' names, and the tensors the modules share under
+  // "{prefix}{mtp_tensors[k].hf}" (every module's blk.N.nextn.* maps to the same one, as
+  // llama.cpp's converter writes them).
+  std::string_view hf_mtp_prefix;
+  std::span<const LayerTensorName> mtp_tensors;
   // The hyperparameters only this architecture has, after the shared ones are read (null:
   // none). They fill ModelConfig's flags and config.layers (already n_layer default specs).
   Status (*read_hf)(const nlohmann::json& j, ModelConfig& c) = nullptr;

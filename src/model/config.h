@@ -197,6 +197,14 @@ struct ModelConfig {
   bool mtp_own_head = false;          // the modules have their own shared_head.head (else output)
   bool mtp_own_embed = false;         // their own embed_tokens (else token_embd)
   bool mtp_own_norm = false;          // their own shared_head.norm (else output_norm)
+  // The token's embedding is zeroed at position 0 (vLLM's DeepSeek MTP); Qwen3-Next's and
+  // Qwen3.5's modules read it there too (vLLM's qwen3_next_mtp).
+  bool mtp_zero_embedding_at_start = false;
+  // The modules read the target's hidden state after its final norm (what its LM head reads)
+  // instead of before it, and a chained step reads the module's own normed output: Qwen3-Next
+  // and Qwen3.5 (vLLM's qwen3_next_mtp; llama.cpp's qwen35 since its PR 24025, which measured
+  // the higher acceptance), not DeepSeek-V3 (llama.cpp reads its state before the norm).
+  bool mtp_hidden_after_norm = false;
   // This model IS one MTP module (Model::mtp_module): its layer 0 reads the rows of
   // Batch::prev_hidden through Weights::mtp[0]'s input projection instead of an embedding.
   bool mtp_module = false;

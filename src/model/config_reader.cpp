@@ -283,10 +283,13 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   c.n_head_kv = get_int("num_key_value_heads", c.n_head);
   c.head_dim = get_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
   c.n_ff = get_int("intermediate_size", -1);
-  // DeepSeek-V3's multi-token prediction modules (model.layers.{num_hidden_layers + i}).
-  c.n_mtp_layers = get_int("num_nextn_predict_layers", 0);
+  // Multi-token prediction modules: DeepSeek-V3's and Qwen3-Next's num_nextn_predict_layers,
+  // Qwen3.5's mtp_num_hidden_layers.
+  const char* mtp_key =
+      j.contains("num_nextn_predict_layers") ? "num_nextn_predict_layers" : "mtp_num_hidden_layers";
+  c.n_mtp_layers = get_int(mtp_key, 0);
   if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16)
-    return invalid_file(source + ": num_nextn_predict_layers must be in [0, 16]");
+    return invalid_file(source + ": " + mtp_key + " must be in [0, 16]");
   c.context_length = get_int("max_position_embeddings", 0);
   c.rms_eps = static_cast<float>(get_float(j, "rms_norm_eps", 1e-6));
   c.tied_embeddings = j.value("tie_word_embeddings", false);
@@ -366,14 +369,61 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   return c;
 }
 
+namespace {
+
+// The multi-token prediction modules a sharded checkpoint's index names under the
+// architecture's prefix ("mtp.layers.{i}."): one more than the largest i, 0 when none.
+int32_t indexed_mtp_modules(const std::string& dir, const ArchSpec& arch) {
+  std::ifstream in(dir + "/model.safetensors.index.json");
+  if (!in || arch.hf_mtp_prefix.empty()) return 0;
+  const nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto map = index.is_object() ? index.find("weight_map") : index.end();
+  if (map == index.end() || !map->is_object()) return 0;
+  const std::string prefix = std::string(arch.hf_mtp_prefix) + "layers.";
+  int32_t n = 0;
+  for (const auto& [name, file] : map->items()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+    if (digits.empty() || digits.size() > 2 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
+    n = std::max(n, std::stoi(digits) + 1);
+  }
+  return n;
+}
+
+}  // namespace
+
 Result<ModelConfig> config_from_hf_dir(const std::string& dir) {
   std::string path = dir + "/config.json";
   std::ifstream in(path);
   if (!in) return not_found("cannot open " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_from_hf_json(ss.str(), path));
-  LOOM_RETURN_IF_ERROR(read_hf_pooling(dir, ss.str(), c));
+  std::string text = ss.str();
+  LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_from_hf_json(text, path));
+  // Qwen3-Next's published config.json does not count its MTP module (vLLM assumes one;
+  // llama.cpp's converter counts the mtp.* tensors): count them in the index and read the
+  // config again with that count, where the config says nothing.
+  const ArchSpec* arch = find_arch(c.arch);
+  if (c.n_mtp_layers == 0 && arch) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    auto silent = [](const nlohmann::json& o) {
+      return o.is_object() && !o.contains("num_nextn_predict_layers") &&
+             !o.contains("mtp_num_hidden_layers");
+    };
+    auto inner = j.find("text_config");
+    const bool wrapped = inner != j.end() && inner->is_object();
+    if (const int32_t n = indexed_mtp_modules(dir, *arch);
+        n > 0 && silent(j) && (!wrapped || silent(*inner))) {
+      j["num_nextn_predict_layers"] = n;
+      if (wrapped) (*inner)["num_nextn_predict_layers"] = n;
+      text = j.dump();
+      LOOM_ASSIGN_OR_RETURN(c, config_from_hf_json(text, path));
+    }
+  }
+  LOOM_RETURN_IF_ERROR(read_hf_pooling(dir, text, c));
   return c;
 }
 

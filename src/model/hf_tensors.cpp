@@ -14,7 +14,7 @@ Result<std::shared_ptr<HfTensors>> HfTensors::open(const std::string& dir, const
 }
 
 std::string HfTensors::hf_name(std::string_view gguf_name) const {
-  return names::gguf_to_hf(arch_, gguf_name).value_or(std::string(gguf_name));
+  return names::gguf_to_hf(arch_, gguf_name, n_layer_).value_or(std::string(gguf_name));
 }
 
 const TensorView* HfTensors::lookup(const std::string& hf) const {
@@ -28,7 +28,7 @@ const TensorView* HfTensors::lookup(const std::string& hf) const {
 }
 
 const TensorView* HfTensors::find(std::string_view gguf_name) {
-  auto hf = names::gguf_to_hf(arch_, gguf_name);
+  auto hf = names::gguf_to_hf(arch_, gguf_name, n_layer_);
   if (!hf) return nullptr;
   const bool derived = hf->find('#') != std::string::npos;
   if (!derived && hf->find(names::kExpertIndex) == std::string::npos) return lookup(*hf);

@@ -37,6 +37,7 @@ class HfTensors {
   HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config)
       : st_(std::move(st)),
         arch_(arch),
+        n_layer_(config.n_layer),
         n_head_(config.n_head),
         mla_(config.mla),
         deltanet_(config.deltanet) {}
@@ -48,6 +49,7 @@ class HfTensors {
 
   SafetensorsModel st_;
   const ArchSpec& arch_;
+  int32_t n_layer_;  // blocks from here on are multi-token prediction modules
   int32_t n_head_;
   MlaConfig mla_;
   DeltaNetConfig deltanet_;  // Gated DeltaNet's sizes (model/hf_deltanet.h)

@@ -133,8 +133,9 @@ class Model {
   // `logits` ([logits_rows.size()][n_vocab]). New K/V land in `kv` at each row's position.
   // `hidden` ([hidden_rows.size()][n_embd]) gets the final-norm hidden states of
   // batch.hidden_rows (may be null when there are none); they cost no LM head.
-  // `residual` (may be null): every row's hidden state before the final norm
-  // ([n_rows][n_embd]), what a multi-token prediction module reads (Batch::prev_hidden).
+  // `residual` (may be null): every row's hidden state before the final norm, or after it
+  // where ModelConfig::mtp_hidden_after_norm says so ([n_rows][n_embd]): what a multi-token
+  // prediction module reads (Batch::prev_hidden).
   virtual Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden,
                          float* residual) = 0;
   Status forward(const Batch& batch, KvCache& kv, float* logits, float* hidden) {

@@ -83,6 +83,25 @@ std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view ggu
   return std::nullopt;
 }
 
+std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name,
+                                      int32_t n_layer) {
+  auto l = split_layer(gguf_name, kGgufLayerPrefix);
+  if (arch.hf_mtp_prefix.empty() || !l || l->layer < n_layer) return gguf_to_hf(arch, gguf_name);
+  // A module's shared tensors ("mtp.fc.weight"), else its block ("mtp.layers.0.…").
+  for (const auto& p : arch.mtp_tensors)
+    if (p.gguf == l->suffix) return std::string(arch.hf_mtp_prefix) + std::string(p.hf);
+  for (const auto& p : arch.layer_tensors)
+    if (p.gguf == l->suffix) {
+      std::string s(arch.hf_mtp_prefix);
+      s += "layers.";
+      s += std::to_string(l->layer - n_layer);
+      s += '.';
+      s += p.hf;
+      return s;
+    }
+  return std::nullopt;
+}
+
 std::optional<std::string> hf_to_gguf(std::string_view hf_name) {
   return hf_to_gguf(archs::kLlama, hf_name);
 }

@@ -238,8 +238,12 @@ inline constexpr std::string_view kDeriveTileRows = "#tile";
 inline constexpr std::string_view kDeriveTileCols = "#tile_cols";
 inline constexpr std::string_view kDeriveNegExp = "#neg_exp";
 std::optional<std::string> hf_to_gguf(const ArchSpec& arch, std::string_view hf_name);
-// The inverse; nullopt for GGUF-only tensors (rope_freqs.weight).
+// The inverse; nullopt for GGUF-only tensors (rope_freqs.weight). With n_layer (the main
+// layers' count), blocks from n_layer on are multi-token prediction modules, named as the
+// architecture's checkpoints name them (ArchSpec::hf_mtp_prefix).
 std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name);
+std::optional<std::string> gguf_to_hf(const ArchSpec& arch, std::string_view gguf_name,
+                                      int32_t n_layer);
 // The same with Llama's table (the names most architectures share).
 std::optional<std::string> hf_to_gguf(std::string_view hf_name);
 std::optional<std::string> gguf_to_hf(std::string_view gguf_name);

@@ -141,7 +141,8 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // Gated DeltaNet hybrids (issue 18): three recurrent layers to one of gated full attention,
     // partial RoPE (a quarter of each head). Tiny: value heads twice the key heads (their
     // regrouping is exercised), 16-wide heads; tiny-qwen3next adds Qwen3-Next's experts (8 of
-    // width 32, 2 per token, a shared one of 32).
+    // width 32, 2 per token, a shared one of 32). Each has one multi-token prediction module
+    // (a gated full-attention block with the model's FFN), as the published checkpoints do.
     {.name = "tiny-qwen35",
      .default_arch = "qwen35",
      .n_layer = 4,
@@ -155,6 +156,7 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
      .rope_low_freq_factor = 1,
      .rope_high_freq_factor = 4,
      .n_rot = 4,
+     .n_mtp_layers = 1,
      .ssm_k_heads = 2,
      .ssm_v_heads = 4,
      .ssm_d_k = 16,
@@ -177,6 +179,7 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
      .n_expert = 8,
      .n_expert_used = 2,
      .n_ff_exp = 32,
+     .n_mtp_layers = 1,
      .ssm_k_heads = 2,
      .ssm_v_heads = 4,
      .ssm_d_k = 16,
@@ -188,7 +191,8 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // config has them: 24 layers, every fourth full attention, heads of 256 with 2 KV heads,
     // partial_rotary_factor 0.25 (64 dimensions), rope_theta 1e7, linear attention of 16 key and
     // 16 value heads of 128, conv kernel 4, vocab 248320, tied; assumed: 16 query heads and
-    // intermediate 6144 (context cut to 8192).
+    // intermediate 6144 (context cut to 8192); one multi-token prediction module, as the
+    // published checkpoints' mtp_num_hidden_layers (a gated attention block and a dense FFN).
     {.name = "qwen35-2b",
      .default_arch = "qwen35",
      .n_layer = 24,
@@ -206,6 +210,7 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
      .rope_low_freq_factor = 1,
      .rope_high_freq_factor = 4,
      .n_rot = 64,
+     .n_mtp_layers = 1,
      .ssm_k_heads = 16,
      .ssm_v_heads = 16,
      .ssm_d_k = 128,

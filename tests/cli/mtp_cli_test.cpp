@@ -1,7 +1,7 @@
 // `loom run` and `loom bench offline` with the model's own MTP layer as the proposer
-// (--speculative-config '{"method": "mtp", ...}'): greedy text is plain decoding's, the bench
-// reports the proposals and the module's time, and a model without MTP layers is refused by
-// name.
+// (--speculative-config '{"method": "mtp", ...}'): greedy text is plain decoding's (DeepSeek's
+// and the Qwen hybrids' modules), the bench reports the proposals and the module's time, and a
+// model without MTP layers is refused by name.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,14 +14,18 @@ namespace {
 const std::string kMtp =
     R"( --speculative-config '{"method": "mtp", "num_speculative_tokens": 2}')";
 
+// DeepSeek-V3's layout, and Qwen3-Next's and Qwen3.5's behind Gated DeltaNet layers.
 TEST(CliMtp, RunGreedyTextIsPlainDecodings) {
-  const std::string base = "run -m synth:tiny-mla -p 'hello world' -n 24 --temp 0 -t 1";
-  CmdResult plain = run_stdout(base);
-  ASSERT_EQ(plain.code, 0) << plain.out;
-  CmdResult mtp = run_stdout(base + kMtp);
-  ASSERT_EQ(mtp.code, 0) << mtp.out;
-  EXPECT_EQ(mtp.out, plain.out);
-  EXPECT_GT(plain.out.size(), std::string("hello world").size());
+  for (const char* preset : {"tiny-mla", "tiny-qwen3next", "tiny-qwen35"}) {
+    const std::string base =
+        std::string("run -m synth:") + preset + " -p 'hello world' -n 24 --temp 0 -t 1";
+    CmdResult plain = run_stdout(base);
+    ASSERT_EQ(plain.code, 0) << preset << plain.out;
+    CmdResult mtp = run_stdout(base + kMtp);
+    ASSERT_EQ(mtp.code, 0) << preset << mtp.out;
+    EXPECT_EQ(mtp.out, plain.out) << preset;
+    EXPECT_GT(plain.out.size(), std::string("hello world").size()) << preset;
+  }
 }
 
 TEST(CliMtp, BenchOfflineReportsProposalsAndModuleTime) {

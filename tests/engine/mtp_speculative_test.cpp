@@ -45,13 +45,15 @@ Pick pick(const float* row, int32_t n) {
   return {best, row[best] - row[second] > 1e-4 * scale};
 }
 
-// The target's rows [begin, end) of one sequence (blocks 0..7 of `kv`): appends every row's
-// hidden state before the final norm; returns the last row's greedy token.
+// The target's rows [begin, end) of one sequence (blocks 0..7 of `kv`, state slot 0 for a
+// hybrid): appends every row's hidden state a module reads (before the final norm, or after it:
+// ModelConfig::mtp_hidden_after_norm); returns the last row's greedy token.
 int32_t target_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens, int32_t begin,
                     int32_t end, const std::vector<int32_t>& table, std::vector<float>& pre) {
   const int64_t E = m.config().n_embd, V = m.config().n_vocab;
   Batch b;
   b.sequences.push_back({table.data(), static_cast<int32_t>(table.size()), begin, end - begin, 0});
+  if (kv.num_state_slots() > 0) b.sequences[0].state_slot = 0;
   for (int32_t p = begin; p < end; ++p) {
     b.tokens.push_back(tokens[p]);
     b.pos.push_back(p);
@@ -65,9 +67,9 @@ int32_t target_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens, i
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-// The reference's k chained proposals after `tokens` (n of them), given the target's pre-norm
-// states of positions 0..n-2: module rows p = 0..n-2 pair t_{p+1} with h_p; proposal j >= 1
-// appends a row pairing proposal j-1 with the previous row's output state.
+// The reference's k chained proposals after `tokens` (n of them), given the target's states
+// of positions 0..n-2 (those a module reads): module rows p = 0..n-2 pair t_{p+1} with h_p;
+// proposal j >= 1 appends a row pairing proposal j-1 with the previous row's output state.
 std::vector<Pick> reference_chain(const ModelConfig& c, const GgufFile& f,
                                   const std::vector<int32_t>& tokens, const std::vector<float>& pre,
                                   int k) {
@@ -90,8 +92,10 @@ std::vector<Pick> reference_chain(const ModelConfig& c, const GgufFile& f,
   return picks;
 }
 
-TEST(MtpProposer, ProposalsAreTheReferenceModulesChained) {
-  auto bytes = test_model_bytes({.preset = "tiny-mla"});
+// The proposer's k = 3 proposals after a prompt and after a decode are the reference module's,
+// chained on its output states, for synth preset `preset`.
+void check_proposals_are_reference_chain(const std::string& preset) {
+  auto bytes = test_model_bytes({.preset = preset});
   auto file = GgufFile::parse_bytes(bytes).value();
   auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {2}).value();
   const ModelConfig& c = model->config();
@@ -139,6 +143,23 @@ TEST(MtpProposer, ProposalsAreTheReferenceModulesChained) {
   EXPECT_GT(p.seconds(), 0.0);
   EXPECT_EQ(p.rows_run(), 10 + 2 + 1 + 2);  // prompt rows + 2 chained, 1 decode row + 2 chained
 }
+
+TEST(MtpProposer, ProposalsAreTheReferenceModulesChained) {
+  check_proposals_are_reference_chain("tiny-mla");
+}
+
+// Qwen3-Next's and Qwen3.5's modules behind Gated DeltaNet hybrids: they read the target's
+// final-norm states and chain on their own normed output.
+class HybridMtpProposer : public ::testing::TestWithParam<std::string> {};
+TEST_P(HybridMtpProposer, ProposalsAreTheReferenceModulesChained) {
+  check_proposals_are_reference_chain(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Presets, HybridMtpProposer,
+                         ::testing::Values("tiny-qwen3next", "tiny-qwen35"), [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 class MtpEngine : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "model/hf_cases.h"
+#include "model/hf_shards.h"
 #include "model/model.h"
 #include "model/tensor_names.h"
 #include "reference/reference_model.h"
@@ -25,20 +26,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;  // torch order
-};
+using test::ShardTensor;
 
 // The MTP layer's tensors as DeepSeek-V3's checkpoints name them, for the fixture's sizes.
-std::vector<Tensor> mtp_tensors(const nlohmann::json& cfg) {
+std::vector<ShardTensor> mtp_tensors(const nlohmann::json& cfg) {
   const int64_t E = cfg["hidden_size"], H = cfg["num_attention_heads"], V = cfg["vocab_size"];
   const int64_t Rq = cfg["q_lora_rank"], R = cfg["kv_lora_rank"], N = cfg["qk_nope_head_dim"];
   const int64_t P = cfg["qk_rope_head_dim"], Dv = cfg["v_head_dim"];
   const int64_t X = cfg["n_routed_experts"], F = cfg["moe_intermediate_size"];
   const int64_t Fs = F * cfg["n_shared_experts"].get<int64_t>();
   const std::string l = "model.layers." + std::to_string(cfg["num_hidden_layers"].get<int>()) + ".";
-  std::vector<Tensor> t = {
+  std::vector<ShardTensor> t = {
       {l + "eh_proj.weight", {E, 2 * E}},
       {l + "enorm.weight", {E}},
       {l + "hnorm.weight", {E}},
@@ -69,55 +67,13 @@ std::vector<Tensor> mtp_tensors(const nlohmann::json& cfg) {
   return t;
 }
 
-// Writes `tensors` (random F32: norms near 1, the rest ~N(0, 0.2)) as a safetensors file.
-void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> d(0.0f, 0.2f);
-  nlohmann::json header;
-  std::vector<float> data;
-  for (const Tensor& t : tensors) {
-    int64_t n = 1;
-    for (int64_t s : t.shape) n *= s;
-    const bool norm = t.name.find("norm") != std::string::npos;
-    const size_t begin = data.size() * 4;
-    for (int64_t i = 0; i < n; ++i) data.push_back(norm ? 1.0f + d(rng) : d(rng));
-    header[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size() * 4}}};
-  }
-  std::string h = header.dump();
-  while (h.size() % 8) h += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t len = h.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * 4));
-}
-
-// The fixture plus the MTP shard and an index naming every tensor's file.
+// The fixture plus the MTP shard and an index naming every tensor's file (sharded as large
+// checkpoints are: a lone model.safetensors would hide the index).
 std::string make_checkpoint(const std::string& dir) {
   const std::string src = test::fixture("deepseek_v3");
-  fs::create_directories(dir);
-  // Sharded as large checkpoints are (a lone model.safetensors would hide the index).
-  fs::copy_file(src + "/config.json", dir + "/config.json", fs::copy_options::overwrite_existing);
-  fs::copy_file(src + "/model.safetensors", dir + "/model-main.safetensors",
-                fs::copy_options::overwrite_existing);
   std::ifstream cin(src + "/config.json");
   const nlohmann::json cfg = nlohmann::json::parse(cin);
-  const std::vector<Tensor> extra = mtp_tensors(cfg);
-  write_safetensors(dir + "/model-mtp.safetensors", extra);
-  // The main file's names, from its header.
-  std::ifstream main(src + "/model.safetensors", std::ios::binary);
-  uint64_t len = 0;
-  main.read(reinterpret_cast<char*>(&len), 8);
-  std::string h(len, '\0');
-  main.read(h.data(), static_cast<std::streamsize>(len));
-  nlohmann::json index;
-  const nlohmann::json main_header = nlohmann::json::parse(h);  // kept: items() refers to it
-  for (const auto& [name, v] : main_header.items())
-    if (name != "__metadata__") index["weight_map"][name] = "model-main.safetensors";
-  for (const Tensor& t : extra) index["weight_map"][t.name] = "model-mtp.safetensors";
-  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  test::write_sharded_checkpoint(src, dir, cfg, mtp_tensors(cfg));
   return dir;
 }
 

@@ -638,13 +638,13 @@ Result<std::vector<float>> mtp_forward(const ModelConfig& c, const TensorLookup&
   LOOM_ASSIGN_OR_RETURN(Mat eh_proj, w.mat(TensorRole::kMtpEhProj, l));
   const int64_t V = head.rows;
   // x_t = eh_proj · [enorm(embedding of tokens[t]), hnorm(hidden[t])]; the embedding is
-  // zero at position 0 (vLLM's DeepSeek MTP).
+  // zero at position 0 where the config says so (vLLM's DeepSeek MTP; not Qwen3-Next's).
   std::vector<Vec> x(T);
   for (int64_t t = 0; t < T; ++t) {
     if (tokens[t] < 0 || tokens[t] >= embd.rows)
       return invalid_argument("reference: token out of range");
     Vec in(2 * E, 0.0);
-    if (t > 0) {
+    if (t > 0 || !c.mtp_zero_embedding_at_start) {
       for (int64_t i = 0; i < E; ++i) in[i] = embd.w[tokens[t] * E + i];
       rmsnorm(in, 0, E, enorm, c.rms_eps);
     }
@@ -656,9 +656,11 @@ Result<std::vector<float>> mtp_forward(const ModelConfig& c, const TensorLookup&
   if (out_hidden) out_hidden->assign(T * E, 0.0f);
   std::vector<float> logits(T * V);
   for (int64_t t = 0; t < T; ++t) {
-    if (out_hidden)
+    if (out_hidden && !c.mtp_hidden_after_norm)
       for (int64_t i = 0; i < E; ++i) (*out_hidden)[t * E + i] = static_cast<float>(x[t][i]);
     rmsnorm(x[t], 0, E, head_norm, c.rms_eps);
+    if (out_hidden && c.mtp_hidden_after_norm)
+      for (int64_t i = 0; i < E; ++i) (*out_hidden)[t * E + i] = static_cast<float>(x[t][i]);
     Vec lg = matvec(head, x[t]);
     for (int64_t i = 0; i < V; ++i) logits[t * V + i] = static_cast<float>(lg[i]);
   }

@@ -36,8 +36,10 @@ Result<std::vector<float>> forward(const ModelConfig& config, const TensorLookup
 // Multi-token prediction module `index` (ModelConfig::n_mtp_layers) over one sequence: row t,
 // at position t, combines tokens[t] with hidden[t] (the main model's state before its final
 // norm, [n][n_embd]; for DeepSeek-V3's use, tokens[t] is the token after the one hidden[t]
-// was computed for). Returns logits [n][n_vocab]; out_hidden (optional) gets the block's
-// output before the module's norm, [n][n_embd] (what a second step chains on).
+// was computed for; with ModelConfig::mtp_hidden_after_norm, hidden[t] is the state after the
+// final norm). Returns logits [n][n_vocab]; out_hidden (optional) gets the block's output
+// before the module's norm, or after it with mtp_hidden_after_norm, [n][n_embd] (what a second
+// step chains on).
 Result<std::vector<float>> mtp_forward(const ModelConfig& config, const TensorLookup& tensors,
                                        int index, std::span<const int32_t> tokens,
                                        std::span<const float> hidden,

@@ -601,7 +601,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
   // Final hidden states (embedding models): the last residual add in place, then the output
   // norm, the same two steps the logits rows take below (so they agree bit for bit).
   // With `residual`, every row's last residual add is done here and the rows copied out
-  // before the norm (what a multi-token prediction module reads).
+  // before the norm, or normed as the logits rows are (mtp_hidden_after_norm): what a
+  // multi-token prediction module reads.
   residual_done_.clear();
   if (!b.hidden_rows.empty() || residual) {
     if (!b.hidden_rows.empty() && !hidden)
@@ -617,7 +618,13 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       else
         layers::add_block_output(c, x, &proj_[i * E], weights_.layers[c.n_layer - 1].ffn_post_norm);
     }
-    if (residual) std::copy_n(x_.data(), n * E, residual);
+    if (residual && c.mtp_hidden_after_norm) {
+      for_rows(n, E, [&](int64_t i, int) {
+        kernels::rms_norm(&x_[i * E], weights_.output_norm.data(), residual + i * E, E, c.rms_eps);
+      });
+    } else if (residual) {
+      std::copy_n(x_.data(), n * E, residual);
+    }
     for_rows(n_hidden, E, [&](int64_t r, int) {
       kernels::rms_norm(&x_[static_cast<int64_t>(b.hidden_rows[r]) * E],
                         weights_.output_norm.data(), hidden + r * E, E, c.rms_eps);

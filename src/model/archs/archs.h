@@ -62,9 +62,15 @@ Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);
 // of the full-attention layers and the pre-FFN norm's name (post_attention_norm).
 extern const std::span<const LayerTensorName> kQwen3NextLayerTensors, kQwen35LayerTensors,
     kQwen35MoeLayerTensors;
+// Their multi-token prediction modules' own tensors under "mtp." (ArchSpec::mtp_tensors).
+extern const std::span<const LayerTensorName> kQwenMtpTensors;
 Status hf_deltanet(const nlohmann::json& j, ModelConfig& c);
 Status gguf_deltanet(const GgufFile& f, ModelConfig& c);
 // Writes those keys; an error for a layer pattern llama.cpp's interval cannot say.
 Status gguf_write_deltanet(GgufWriter& w, const ModelConfig& c);
+// Their multi-token prediction modules' blocks (ModelConfig::mtp_layers): full attention
+// whatever the layer pattern, with experts where the model has them, reading the target's
+// final-norm hidden state (ModelConfig::mtp_hidden_after_norm). Called once the experts are read.
+void hybrid_mtp_layers(ModelConfig& c);
 
 }  // namespace loom::archs

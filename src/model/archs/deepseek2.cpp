@@ -77,6 +77,7 @@ Status finish(ModelConfig& c, int32_t first_dense, int32_t moe_every, const std:
   // The multi-token prediction modules' blocks continue the pattern (DeepSeek-V3's layer 61:
   // MLA and experts).
   c.mtp_layers.assign(c.n_mtp_layers, LayerSpec{});
+  c.mtp_zero_embedding_at_start = true;  // vLLM's deepseek_mtp
   for (int l = 0; l < c.n_layer + c.n_mtp_layers; ++l) {
     LayerSpec& s = l < c.n_layer ? c.layers[l] : c.mtp_layers[l - c.n_layer];
     s.mla = true;

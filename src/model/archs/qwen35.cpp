@@ -12,11 +12,13 @@ namespace loom::archs {
 Status read_qwen35_hf(const nlohmann::json& j, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(hf_deltanet(j, c));
   c.deltanet.v_heads_tiled = true;
+  hybrid_mtp_layers(c);  // dense (Qwen3.5-MoE's reader redoes them with its experts)
   return Status::ok();
 }
 Status read_qwen35_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_deltanet(f, c));
   c.deltanet.v_heads_tiled = true;
+  hybrid_mtp_layers(c);
   return Status::ok();
 }
 Status write_qwen35_gguf(GgufWriter& w, const ModelConfig& c) {
@@ -36,6 +38,8 @@ const ArchSpec kQwen35 = {
     .qk_norm = TensorNeed::kRequired,
     .layer_tensors = kQwen35LayerTensors,
     .hf_norm_plus_one = true,  // Qwen3_5RMSNorm: x·(1 + w), but not the gated norm
+    .hf_mtp_prefix = "mtp.",
+    .mtp_tensors = kQwenMtpTensors,
     .read_hf = read_qwen35_hf,
     .read_gguf = read_qwen35_gguf,
     .write_gguf = write_qwen35_gguf,

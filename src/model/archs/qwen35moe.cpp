@@ -12,11 +12,15 @@ namespace {
 
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(read_qwen35_hf(j, c));
-  return hf_moe(j, c, /*norm_default=*/true, /*required=*/true);
+  LOOM_RETURN_IF_ERROR(hf_moe(j, c, /*norm_default=*/true, /*required=*/true));
+  hybrid_mtp_layers(c);
+  return Status::ok();
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(read_qwen35_gguf(f, c));
-  return gguf_moe(f, c, /*norm_default=*/true, /*required=*/true);
+  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/true, /*required=*/true));
+  hybrid_mtp_layers(c);
+  return Status::ok();
 }
 Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(write_qwen35_gguf(w, c));
@@ -33,6 +37,8 @@ const ArchSpec kQwen35Moe = {
     .qk_norm = TensorNeed::kRequired,
     .layer_tensors = kQwen35MoeLayerTensors,
     .hf_norm_plus_one = true,
+    .hf_mtp_prefix = "mtp.",
+    .mtp_tensors = kQwenMtpTensors,
     .read_hf = read_hf,
     .read_gguf = read_gguf,
     .write_gguf = write_gguf,

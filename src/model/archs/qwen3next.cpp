@@ -11,12 +11,16 @@ namespace {
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(hf_deltanet(j, c));
   c.deltanet.fused_ba = true;
-  return hf_moe(j, c, /*norm_default=*/true, /*required=*/true);
+  LOOM_RETURN_IF_ERROR(hf_moe(j, c, /*norm_default=*/true, /*required=*/true));
+  hybrid_mtp_layers(c);
+  return Status::ok();
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_deltanet(f, c));
   c.deltanet.fused_ba = true;
-  return gguf_moe(f, c, /*norm_default=*/true, /*required=*/true);
+  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/true, /*required=*/true));
+  hybrid_mtp_layers(c);
+  return Status::ok();
 }
 Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_write_deltanet(w, c));
@@ -33,6 +37,8 @@ const ArchSpec kQwen3Next = {
     .qk_norm = TensorNeed::kRequired,
     .layer_tensors = kQwen3NextLayerTensors,
     .hf_norm_plus_one = true,  // Qwen3NextRMSNorm: x·(1 + w), but not the gated norm
+    .hf_mtp_prefix = "mtp.",
+    .mtp_tensors = kQwenMtpTensors,
     .read_hf = read_hf,
     .read_gguf = read_gguf,
     .write_gguf = write_gguf,

@@ -75,6 +75,16 @@ constexpr LayerTensorName kQwen35MoeNames[] = {
 #undef LOOM_QWEN_HYBRID_MOE_NAMES
 #undef LOOM_QWEN35_LINEAR_NAMES
 
+// The multi-token prediction module's own tensors under "mtp.", as llama.cpp's converter
+// maps them to nextn names: fc over [embedding, hidden] (vLLM's qwen3_next_mtp concatenates
+// them in that order), the two input norms, and the norm before the shared LM head.
+constexpr LayerTensorName kQwenMtpNames[] = {
+    {"fc.weight", names::kNextnEhProj},
+    {"pre_fc_norm_embedding.weight", names::kNextnEnorm},
+    {"pre_fc_norm_hidden.weight", names::kNextnHnorm},
+    {"norm.weight", names::kNextnHeadNorm},
+};
+
 constexpr int32_t kDefaultFullAttentionInterval = 4;  // transformers' and llama.cpp's default
 
 // Every interval-th layer (1-based) attends fully, the others are recurrent.
@@ -102,6 +112,16 @@ Status finish(ModelConfig& c, const std::string& source) {
 const std::span<const LayerTensorName> kQwen3NextLayerTensors = kQwen3NextNames;
 const std::span<const LayerTensorName> kQwen35LayerTensors = kQwen35Names;
 const std::span<const LayerTensorName> kQwen35MoeLayerTensors = kQwen35MoeNames;
+const std::span<const LayerTensorName> kQwenMtpTensors = kQwenMtpNames;
+
+void hybrid_mtp_layers(ModelConfig& c) {
+  // One gated full-attention block each (vLLM builds it with layer_type "full_attention"),
+  // with the model's FFN kind: experts and the shared expert where the model has experts.
+  LayerSpec spec;
+  spec.moe = c.moe.n_expert > 0;
+  c.mtp_layers.assign(c.n_mtp_layers, spec);
+  c.mtp_hidden_after_norm = true;
+}
 
 Status hf_deltanet(const nlohmann::json& j, ModelConfig& c) {
   DeltaNetConfig& d = c.deltanet;

@@ -33,7 +33,7 @@ void scale_embedding(const ModelConfig& c, float* x) {
 void mtp_input(const ModelConfig& c, const MtpWeights& m, const float* hidden, bool first_position,
                float* row) {
   const int64_t E = c.n_embd;
-  if (first_position)
+  if (first_position && c.mtp_zero_embedding_at_start)
     std::fill_n(row, E, 0.0f);  // RMSNorm of zeros is zeros
   else
     kernels::rms_norm(row, m.enorm.data(), row, E, c.rms_eps);

@@ -29,8 +29,8 @@ void scale_embedding(const ModelConfig& c, float* x);
 
 // "mtp_in": a multi-token prediction module's input row (2E floats, the input of its
 // eh_proj): [enorm(embedding), hnorm(hidden)], the token's embedding already dequantized into
-// row[0, E) and zeroed at position 0 (as vLLM's DeepSeek MTP does), the main model's hidden
-// state before its final norm from `hidden`.
+// row[0, E) and zeroed at position 0 where the config says so (mtp_zero_embedding_at_start,
+// as vLLM's DeepSeek MTP), the main model's hidden state before its final norm from `hidden`.
 void mtp_input(const ModelConfig& c, const MtpWeights& m, const float* hidden, bool first_position,
                float* row);
 

@@ -1,0 +1,73 @@
+// Test helpers that grow a Hugging Face fixture (tests/data/hf_reference/*) into a sharded
+// checkpoint: its own model.safetensors as one shard, tensors the fixture lacks (transformers'
+// save_pretrained leaves multi-token prediction layers out) as a second one with random
+// values, and the model.safetensors.index.json that names every tensor's file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace loom::test {
+
+struct ShardTensor {
+  std::string name;
+  std::vector<int64_t> shape;  // torch order
+};
+
+// Writes `tensors` (random F32: names with "norm" near 1, the rest ~N(0, 0.2)) as a
+// safetensors file.
+inline void write_random_safetensors(const std::string& path,
+                                     const std::vector<ShardTensor>& tensors) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  nlohmann::json header;
+  std::vector<float> data;
+  for (const ShardTensor& t : tensors) {
+    int64_t n = 1;
+    for (int64_t s : t.shape) n *= s;
+    const bool norm = t.name.find("norm") != std::string::npos;
+    const size_t begin = data.size() * 4;
+    for (int64_t i = 0; i < n; ++i) data.push_back(norm ? 1.0f + d(rng) : d(rng));
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size() * 4}}};
+  }
+  std::string h = header.dump();
+  while (h.size() % 8) h += ' ';
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t len = h.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * 4));
+}
+
+// `dir`: the fixture `src`'s weights as model-main.safetensors, `extra` as
+// model-extra.safetensors, the index, and `config` as config.json.
+inline void write_sharded_checkpoint(const std::string& src, const std::string& dir,
+                                     const nlohmann::json& config,
+                                     const std::vector<ShardTensor>& extra) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  fs::copy_file(src + "/model.safetensors", dir + "/model-main.safetensors",
+                fs::copy_options::overwrite_existing);
+  write_random_safetensors(dir + "/model-extra.safetensors", extra);
+  std::ifstream main(src + "/model.safetensors", std::ios::binary);
+  uint64_t len = 0;
+  main.read(reinterpret_cast<char*>(&len), 8);
+  std::string h(len, '\0');
+  main.read(h.data(), static_cast<std::streamsize>(len));
+  nlohmann::json index;
+  const nlohmann::json main_header = nlohmann::json::parse(h);  // kept: items() refers to it
+  for (const auto& [name, v] : main_header.items())
+    if (name != "__metadata__") index["weight_map"][name] = "model-main.safetensors";
+  for (const ShardTensor& t : extra) index["weight_map"][t.name] = "model-extra.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+}
+
+}  // namespace loom::test
