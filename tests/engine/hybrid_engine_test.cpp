@@ -120,10 +120,7 @@ TEST_P(HybridEngine, LogitsAreBitIdenticalAloneBatchedChunkedAndPreempted) {
     c.max_num_batched_tokens = 40;
     c.shared_prefill_tokens = 40;
     c.enable_prefix_caching = caching;
-    auto probe = engine(c);
-    const uint64_t block_bytes =
-        KvCache::bytes_per_block(probe->model().config(), c.block_size, c.kv_dtype);
-    c.kv_cache_memory_gib = 14.0 * static_cast<double>(block_bytes) / double(1ull << 30);
+    c.kv_cache_memory_gib = testing::kv_gib_for_blocks(c, bytes_, 14);
     auto e = engine(c);
     auto got = run(*e, reqs);
     EXPECT_GT(e->metrics().num_preemptions, 0) << "caching " << caching;

@@ -49,15 +49,7 @@ class HybridMtpEngine : public ::testing::TestWithParam<std::string> {
   }
   std::map<std::string, Collected> run(const EngineConfig& c,
                                        const std::vector<GenerateRequest>& rs) {
-    auto e = make_engine(c, bytes_);
-    EXPECT_TRUE(e != nullptr);
-    if (!e) return {};
-    e->keep_logits(true);
-    for (const auto& r : rs) EXPECT_TRUE(e->add_request(r).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(e->check_kv_drained(), "");
-    metrics_ = e->metrics();
-    return out;
+    return testing::run_requests(c, bytes_, rs, &metrics_);
   }
 
   std::shared_ptr<std::vector<uint8_t>> bytes_;
@@ -97,11 +89,7 @@ TEST_P(HybridMtpEngine, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
   c.max_num_batched_tokens = 40;
   c.shared_prefill_tokens = 40;
   c.enable_prefix_caching = true;
-  auto probe = make_engine(c, bytes_);
-  ASSERT_TRUE(probe != nullptr);
-  const uint64_t block_bytes =
-      KvCache::bytes_per_block(probe->model().config(), c.block_size, c.kv_dtype);
-  c.kv_cache_memory_gib = 14.0 * static_cast<double>(block_bytes) / double(1ull << 30);
+  c.kv_cache_memory_gib = testing::kv_gib_for_blocks(c, bytes_, 14);
   testing::expect_same_outputs(plain, run(c, rs), "preempted");
   EXPECT_GT(metrics_.num_preemptions, 0);
   EXPECT_GT(metrics_.spec_num_drafts, 0);

@@ -100,7 +100,8 @@ TEST(EngineText, StopStringsThroughTheEngine) {
     std::string a = tok.decode(std::vector<int32_t>{toks[i]}),
                 b = tok.decode(std::vector<int32_t>{toks[i + 1]});
     auto ascii = [](const std::string& s) {
-      for (unsigned char ch : s) if (ch >= 0x80 || ch < 0x20) return false;
+      for (unsigned char ch : s)
+        if (ch >= 0x80 || ch < 0x20) return false;
       return true;
     };
     if (a.size() >= 2 && b.size() >= 2 && ascii(a) && ascii(b))

@@ -60,13 +60,7 @@ class SlidingWindowEngine : public ::testing::Test {
   }
   std::map<std::string, Collected> run(const EngineConfig& c,
                                        const std::vector<GenerateRequest>& rs) {
-    auto e = make_engine(c, bytes_);
-    e->keep_logits(true);
-    for (const auto& r : rs) EXPECT_TRUE(e->add_request(r).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(e->check_kv_drained(), "");
-    metrics_ = e->metrics();
-    return out;
+    return testing::run_requests(c, bytes_, rs, &metrics_);
   }
 
   static std::shared_ptr<std::vector<uint8_t>> bytes_;

@@ -54,13 +54,7 @@ class SpeculativeEngine : public ::testing::Test {
   }
   std::map<std::string, Collected> run(const EngineConfig& c,
                                        const std::vector<GenerateRequest>& rs) {
-    auto e = make_engine(c, bytes_);
-    e->keep_logits(true);
-    for (const auto& r : rs) EXPECT_TRUE(e->add_request(r).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(e->check_kv_drained(), "");
-    metrics_ = e->metrics();
-    return out;
+    return testing::run_requests(c, bytes_, rs, &metrics_);
   }
   static void expect_same(const std::map<std::string, Collected>& want,
                           const std::map<std::string, Collected>& got, const std::string& what) {

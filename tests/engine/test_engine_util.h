@@ -139,4 +139,29 @@ inline std::map<std::string, Collected> run_all(Engine& engine, int max_steps = 
   return out;
 }
 
+// `requests` to completion on a fresh engine of `config` that keeps every sampled row's logits;
+// the KV pool (and every state slot) must drain. The engine's metrics afterwards in *metrics.
+inline std::map<std::string, Collected> run_requests(
+    const EngineConfig& config, const std::shared_ptr<std::vector<uint8_t>>& bytes,
+    const std::vector<GenerateRequest>& requests, EngineMetrics* metrics = nullptr) {
+  auto e = make_engine(config, bytes);
+  if (!e) return {};
+  e->keep_logits(true);
+  for (const GenerateRequest& r : requests) EXPECT_TRUE(e->add_request(r).is_ok()) << r.request_id;
+  auto out = run_all(*e);
+  EXPECT_EQ(e->check_kv_drained(), "");
+  if (metrics) *metrics = e->metrics();
+  return out;
+}
+
+// The kv_cache_memory_gib that gives `config` on this model a pool of n_blocks blocks.
+inline double kv_gib_for_blocks(const EngineConfig& config,
+                                const std::shared_ptr<std::vector<uint8_t>>& bytes, int n_blocks) {
+  auto probe = make_engine(config, bytes);
+  if (!probe) return 0;
+  const uint64_t block_bytes =
+      KvCache::bytes_per_block(probe->model().config(), config.block_size, config.kv_dtype);
+  return n_blocks * static_cast<double>(block_bytes) / double(1ull << 30);
+}
+
 }  // namespace loom::testing
