@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "model/model.h"
+#include "model/mtp_check.h"
 #include "model/tensor_names.h"
 #include "model/tiny_model.h"
 #include "reference/reference_model.h"
@@ -16,59 +17,9 @@
 namespace loom {
 namespace {
 
-struct Synth {
-  GgufFile file;  // the reference reads the same bytes
-  std::unique_ptr<Model> model;
-};
-
-// "PRESET[@ARCH]": ARCH another family for the preset's shape.
-Synth load_synth(const std::string& spec) {
-  const size_t at = spec.find('@');
-  auto so = parse_synth_spec("synth:" + spec.substr(0, at));
-  EXPECT_TRUE(so.is_ok()) << so.status().message();
-  if (at != std::string::npos) so->arch = spec.substr(at + 1);
-  auto bytes = synth_model_bytes(*so);
-  EXPECT_TRUE(bytes.is_ok()) << bytes.status().message();
-  auto f = GgufFile::parse_bytes(*bytes);
-  EXPECT_TRUE(f.is_ok());
-  auto f2 = GgufFile::parse_bytes(*bytes);
-  auto m = Model::from_gguf(std::move(*f2), {2});
-  EXPECT_TRUE(m.is_ok()) << m.status().message();
-  return {std::move(*f), std::move(*m)};
-}
-
-// Runs rows [begin, end) of one sequence (blocks 0..7, state slot 0) through `m`, with
-// `prev_hidden` rows for an MTP module; appends logits and the states a module reads.
-Status run_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens,
-                const std::vector<float>& prev_hidden, int32_t begin, int32_t end,
-                std::vector<float>& logits, std::vector<float>& pre_norm) {
-  const int64_t E = m.config().n_embd, V = m.config().n_vocab;
-  std::vector<int32_t> table(8);
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  Batch b;
-  BatchSequence s{table.data(), static_cast<int32_t>(table.size()), begin, end - begin, 0};
-  s.state_slot = 0;
-  b.sequences.push_back(s);
-  for (int32_t p = begin; p < end; ++p) {
-    b.tokens.push_back(tokens[p]);
-    b.pos.push_back(p);
-    b.seq.push_back(0);
-    b.logits_rows.push_back(p - begin);
-  }
-  if (!prev_hidden.empty())
-    b.prev_hidden.assign(prev_hidden.begin() + begin * E, prev_hidden.begin() + end * E);
-  std::vector<float> lg((end - begin) * V), h((end - begin) * E);
-  LOOM_RETURN_IF_ERROR(m.forward(b, kv, lg.data(), nullptr, h.data()));
-  logits.insert(logits.end(), lg.begin(), lg.end());
-  pre_norm.insert(pre_norm.end(), h.begin(), h.end());
-  return Status::ok();
-}
-
-std::unique_ptr<KvCache> cache(const ModelConfig& c) {
-  KvLayout layout = KvLayout::single(c.n_layer, 8);
-  layout.num_state_slots = 1;
-  return KvCache::create(c, layout, 16, Dtype::kF32).value();
-}
+using test::load_synth;
+using test::run_rows;
+using test::Synth;
 
 class HybridMtp : public ::testing::TestWithParam<std::string> {};
 
@@ -115,14 +66,14 @@ TEST_P(HybridMtp, ModuleMatchesReferenceOverSeveralPositions) {
   ASSERT_TRUE(s.model);
   Model& m = *s.model;
   const ModelConfig& c = m.config();
-  const int64_t E = c.n_embd, V = c.n_vocab;
+  const int64_t V = c.n_vocab;
   const auto tokens = test::random_tokens(12, c.n_vocab, 5);
   const int32_t n = static_cast<int32_t>(tokens.size());
 
   std::vector<float> ref_normed, ref_pre;
   auto ref = reference::forward(c, reference::gguf_lookup(s.file), tokens, &ref_normed, &ref_pre);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
-  auto kv = cache(c);
+  auto kv = test::mtp_test_cache(c);
   std::vector<float> logits, reads;
   ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 0, 7, logits, reads).is_ok());
   ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 7, n, logits, reads).is_ok());
@@ -132,37 +83,22 @@ TEST_P(HybridMtp, ModuleMatchesReferenceOverSeveralPositions) {
   EXPECT_LT(reads_err, 1e-4);
   EXPECT_GT(test::rel_err(reads.data(), ref_pre.data(), ref_pre.size()), 1e-2);
 
-  std::vector<int32_t> mtp_tokens(tokens.begin() + 1, tokens.end());
-  std::vector<float> mtp_hidden(reads.begin(), reads.begin() + (n - 1) * E);
-  std::vector<float> ref_out;
-  auto ref_mtp = reference::mtp_forward(c, reference::gguf_lookup(s.file), 0, mtp_tokens,
-                                        mtp_hidden, &ref_out);
-  ASSERT_TRUE(ref_mtp.is_ok()) << ref_mtp.status().message();
-  auto mod = m.mtp_module(0);
-  ASSERT_TRUE(mod.is_ok()) << mod.status().message();
-  auto mkv = KvCache::create((*mod)->config(), 8, 16, Dtype::kF32).value();
-  std::vector<float> mtp_logits, mtp_out;
-  ASSERT_TRUE(run_rows(**mod, *mkv, mtp_tokens, mtp_hidden, 0, 5, mtp_logits, mtp_out).is_ok());
-  for (int32_t p = 5; p < n - 1; ++p)
-    ASSERT_TRUE(
-        run_rows(**mod, *mkv, mtp_tokens, mtp_hidden, p, p + 1, mtp_logits, mtp_out).is_ok());
-  ASSERT_EQ(mtp_logits.size(), ref_mtp->size());
-  const double mtp_err = test::rel_err(mtp_logits.data(), ref_mtp->data(), ref_mtp->size());
-  const double out_err = test::rel_err(mtp_out.data(), ref_out.data(), ref_out.size());
+  const test::ModuleRun r = test::run_module_against_reference(m, s.file, tokens, reads);
+  const double mtp_err = r.logits_err, out_err = r.out_err;
   EXPECT_LT(mtp_err, 1e-4);
   EXPECT_LT(out_err, 1e-4);
   std::printf("  %s main rel_err %.3g, final-norm states %.3g; MTP logits %.3g, output %.3g\n",
               GetParam().c_str(), main_err, reads_err, mtp_err, out_err);
   // Not the main head's next-position logits.
-  EXPECT_GT(test::rel_err(mtp_logits.data(), logits.data() + V, V), 1e-2);
+  EXPECT_GT(test::rel_err(r.logits.data(), logits.data() + V, V), 1e-2);
   // Position 0 reads its token's embedding (vLLM's qwen3_next_mtp; its DeepSeek MTP zeroes
   // it): the reference with the embedding zeroed there gives other logits for row 0.
   ModelConfig zeroed = c;
   zeroed.mtp_zero_embedding_at_start = true;
   auto ref_zeroed =
-      reference::mtp_forward(zeroed, reference::gguf_lookup(s.file), 0, mtp_tokens, mtp_hidden);
+      reference::mtp_forward(zeroed, reference::gguf_lookup(s.file), 0, r.tokens, r.hidden);
   ASSERT_TRUE(ref_zeroed.is_ok());
-  EXPECT_GT(test::rel_err(mtp_logits.data(), ref_zeroed->data(), V), 1e-3);
+  EXPECT_GT(test::rel_err(r.logits.data(), ref_zeroed->data(), V), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, HybridMtp,
