@@ -38,6 +38,22 @@ void read_meminfo(uint64_t* total, uint64_t* available) {
   }
 }
 
+// Binds spec (GGUF file, Hugging Face directory or synth:PRESET): configuration and weight
+// views, nothing read.
+Result<BoundModel> bind_model_spec(const std::string& spec) {
+  std::error_code ec;
+  if (spec.rfind("synth:", 0) == 0) {
+    LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
+    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
+    return bind_gguf(std::move(file));
+  }
+  if (std::filesystem::is_directory(spec, ec)) return bind_hf_dir(spec);
+  if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);
+  LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(spec));
+  return bind_gguf(std::move(file));
+}
+
 }  // namespace
 
 Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c) {
@@ -107,6 +123,30 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
         static_cast<uint64_t>(c.max_num_batched_tokens) * 3 * mc.n_embd * sizeof(float) +
         static_cast<uint64_t>(c.max_num_seqs) * mc.n_vocab * sizeof(float);
   }
+  // A draft model: its kernel-ready weights and embeddings, its K/V in as many blocks as the
+  // target's full-attention group, its recurrent states (a slot per sequence that can run,
+  // taking back k tokens) and the scratch of its largest step (a sequence's first proposal
+  // runs its whole prompt through the draft).
+  if (c.speculative.method == SpeculativeConfig::Method::kDraftModel &&
+      !c.speculative.model.empty()) {
+    auto draft = bind_model_spec(c.speculative.model);
+    if (!draft.is_ok())
+      return Status(draft.status().code(), "draft model: " + draft.status().message());
+    const ModelConfig& dc = draft->config;
+    if (KvCache::state_bytes_per_slot(dc) > 0 && k >= kRecurrentChunk)
+      return invalid_argument("num_speculative_tokens " + std::to_string(k) +
+                              ": a draft model with recurrent layers (" + dc.arch +
+                              ") can take back at most " + std::to_string(kRecurrentChunk - 1));
+    const int64_t rows = std::max(c.max_num_batched_tokens, c.max_model_len);
+    p.draft_model = c.speculative.model;
+    p.draft_bytes = CpuModel::weight_copy_bytes(draft->weights) + draft->weights.token_embd.nbytes +
+                    static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
+                        KvCache::bytes_per_block(dc, c.block_size, c.kv_dtype) +
+                    static_cast<uint64_t>(c.max_num_seqs) *
+                        KvCache::state_bytes_per_slot(dc, static_cast<int32_t>(k)) +
+                    CpuModel::scratch_bytes(dc, rows, c.max_num_seqs, c.max_model_len, threads) +
+                    static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
+  }
   p.config = c;
   read_meminfo(&p.mem_total, &p.mem_available);
   if (available > 0) p.mem_available = available;
@@ -114,26 +154,13 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
 }
 
 Result<MemoryPlan> plan_memory(const std::string& spec, const EngineConfig& c) {
-  BoundModel bound;
-  std::error_code ec;
-  if (spec.rfind("synth:", 0) == 0) {
-    LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
-    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
-    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
-    LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
-  } else if (std::filesystem::is_directory(spec, ec)) {
-    LOOM_ASSIGN_OR_RETURN(bound, bind_hf_dir(spec));
-  } else {
-    if (!std::filesystem::exists(spec, ec)) return not_found("model not found: " + spec);
-    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(spec));
-    LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
-  }
+  LOOM_ASSIGN_OR_RETURN(const BoundModel bound, bind_model_spec(spec));
   return plan_memory(spec, bound, c);
 }
 
 std::string MemoryPlan::advice() const {
   if (fits()) return "";
-  const uint64_t fixed = weight_copies + weights_mapped + state_bytes + scratch_bytes;
+  const uint64_t fixed = weight_copies + weights_mapped + state_bytes + scratch_bytes + draft_bytes;
   std::ostringstream s;
   s << "this configuration needs " << format_bytes(total()) << " but the machine has "
     << format_bytes(mem_available) << " available";
@@ -182,6 +209,8 @@ std::string MemoryPlan::table() const {
   line("recurrent states", state_bytes, "");
   line("scratch", scratch_bytes,
        "a step of " + std::to_string(config.max_num_batched_tokens) + " tokens");
+  if (!draft_model.empty())
+    line("draft model", draft_bytes, draft_model + ": weights, K/V, states, scratch");
   line("total", total(), "");
   line("machine available", mem_available, "of " + format_bytes(mem_total));
   s << "  fits: " << (fits() ? "yes" : "no") << "\n";
@@ -207,6 +236,7 @@ std::string MemoryPlan::to_json() const {
         {"bytes", kv_bytes}}},
       {"recurrent_state_bytes", state_bytes},
       {"scratch_bytes", scratch_bytes},
+      {"draft_model", {{"model", draft_model}, {"bytes", draft_bytes}}},
       {"total_bytes", total()},
       {"config",
        {{"max_model_len", config.max_model_len},

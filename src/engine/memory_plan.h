@@ -5,7 +5,7 @@
 //
 // Lines: weights as stored in the file and the backend's kernel-ready copies of them; the KV
 // cache per token and in total; recurrent states (none for attention-only models); scratch
-// (a full step's activations and logits); and the machine's memory.
+// (a full step's activations and logits); a draft model's share; and the machine's memory.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +40,16 @@ struct MemoryPlan {
   KvPlan kv;
   uint64_t state_bytes = 0;  // recurrent states (per sequence x max_num_seqs)
   uint64_t scratch_bytes = 0;
+  // A draft model's weights, K/V, states and scratch (speculative "model"; else 0 and "").
+  std::string draft_model;
+  uint64_t draft_bytes = 0;
   // The machine.
   uint64_t mem_total = 0;
   uint64_t mem_available = 0;
 
-  // What the process will hold: copies, KV, states, scratch, and the mapped embeddings.
+  // What the process will hold: copies, KV, states, scratch, the mapped embeddings, a draft.
   uint64_t total() const {
-    return weight_copies + weights_mapped + kv_bytes + state_bytes + scratch_bytes;
+    return weight_copies + weights_mapped + kv_bytes + state_bytes + scratch_bytes + draft_bytes;
   }
   bool fits() const { return mem_available == 0 || total() <= mem_available; }
   // Why it does not fit and which option, set to which value, would make it fit.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cpu/cpu_model.h"
 #include "loom/engine.h"
 #include "model/model.h"
 #include "tools/synth.h"
@@ -143,6 +144,43 @@ TEST(MemoryPlan, MtpModuleIsPlanned) {
   EXPECT_EQ(mtp->kv_bytes * 2, plain->kv_bytes * 3);
   EXPECT_GT(mtp->weight_copies, plain->weight_copies);
   EXPECT_GT(mtp->scratch_bytes, plain->scratch_bytes);
+}
+
+// A draft model's weights, K/V (as many blocks as the target's), recurrent states (a slot
+// per sequence, taking back k tokens) and scratch are planned beside the target's.
+TEST(MemoryPlan, DraftModelIsPlanned) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.max_num_seqs = 3;
+  c.max_model_len = 128;
+  c.speculative.num_speculative_tokens = 3;
+  c.speculative.method = SpeculativeConfig::Method::kNgram;  // the target's share as with a draft
+  auto plain = plan_memory("tiny", b, c, 0);
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->draft_bytes, 0u);
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny";
+  auto dense = plan_memory("tiny", b, c, 0);
+  c.speculative.model = "synth:tiny-qwen35";
+  auto hybrid = plan_memory("tiny", b, c, 0);
+  ASSERT_TRUE(dense.is_ok() && hybrid.is_ok());
+  const BoundModel d = bind_synth("tiny");
+  const uint64_t draft_kv = static_cast<uint64_t>(plain->kv.groups[0].num_blocks) *
+                            KvCache::bytes_per_block(d.config, c.block_size, c.kv_dtype);
+  EXPECT_GT(dense->draft_bytes, draft_kv + CpuModel::weight_copy_bytes(d.weights));
+  EXPECT_EQ(dense->total(), plain->total() + dense->draft_bytes);
+  EXPECT_EQ(dense->kv_bytes, plain->kv_bytes);
+  EXPECT_NE(dense->table().find("draft model"), std::string::npos);
+  const BoundModel h = bind_synth("tiny-qwen35");
+  EXPECT_GT(hybrid->draft_bytes, 3 * KvCache::state_bytes_per_slot(h.config, 3));
+  c.speculative.num_speculative_tokens = 16;
+  auto too_many = plan_memory("tiny", b, c, 0);
+  ASSERT_FALSE(too_many.is_ok());
+  EXPECT_NE(too_many.status().message().find("num_speculative_tokens 16"), std::string::npos);
+  c.speculative.model = "/nonexistent/draft.gguf";
+  auto missing = plan_memory("tiny", b, c, 0);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("draft model"), std::string::npos);
 }
 
 TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {
