@@ -1,10 +1,11 @@
 // Speculative decoding on hybrid models (Gated DeltaNet + attention) through the whole engine.
 // A verify's rejected proposals are taken back from the recurrent states as from the KV blocks
 // (backend/cpu/gated_deltanet.h "Rollback"), so every sampled row's logits and every token are
-// the bits of plain decoding: n-gram and draft-model proposals, greedy and seeded sampling,
-// alone, batched, forked, in prompt chunks, preempted, and resumed from prefix snapshots, with
-// dense and hybrid drafts; the proposals really ran and some were kept; every state slot and
-// block is free after a drain.
+// the bits of plain decoding: n-gram, draft-model (dense and hybrid) and MTP proposals (the
+// Qwen-style module each preset carries), greedy and seeded sampling, alone, batched, forked,
+// in prompt chunks, preempted, and resumed from prefix snapshots; the proposals really ran and
+// some were kept; every state slot and block is free after a drain. (Random weights keep MTP's
+// acceptance near zero: its tests check exactness, not speed.)
 #include <gtest/gtest.h>
 
 #include "test_engine_util.h"
@@ -36,6 +37,11 @@ class HybridSpeculative : public ::testing::TestWithParam<std::string> {
       c.speculative.prompt_lookup_min = 1;
       c.speculative.prompt_lookup_max = 3;
     }
+    return c;
+  }
+  static EngineConfig mtp(EngineConfig c) {
+    c.speculative.method = SpeculativeConfig::Method::kMtp;
+    c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
     return c;
   }
   static EngineConfig draft_model(EngineConfig c) {
@@ -186,6 +192,65 @@ TEST_P(HybridSpeculative, TooManyProposalsAreRefusedByName) {
   EXPECT_FALSE(many.is_ok());
   EXPECT_NE(many.message().find("num_speculative_tokens 16"), std::string::npos) << many.message();
   EXPECT_NE(many.message().find("at most 15"), std::string::npos) << many.message();
+}
+
+TEST_P(HybridSpeculative, MtpGreedyAloneIsIdenticalAndProposalsRan) {
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<GenerateRequest> rs = {request(i, 0.0f)};
+    auto plain = run(config(0), rs);
+    for (int k : {1, 2, 4}) {
+      testing::expect_same_outputs(plain, run(mtp(config(k)), rs),
+                                   "greedy " + std::to_string(i) + ", k " + std::to_string(k));
+      EXPECT_GT(metrics_.spec_num_drafts, 0) << i << " k=" << k;
+      EXPECT_LE(metrics_.spec_num_draft_tokens, k * metrics_.spec_num_drafts);
+      EXPECT_LE(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+      EXPECT_GT(metrics_.spec_draft_seconds, 0.0);
+    }
+  }
+}
+
+TEST_P(HybridSpeculative, MtpSeededBatchedForkedChunkedAndPreemptedIsIdentical) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 5; ++i) rs.push_back(request(i, i % 2 ? 0.8f : 0.0f));
+  rs[1].params.n = 2;  // forked samples: their own states, the prompt's module K/V shared
+  rs[3].params.max_tokens = 6;
+  auto plain = run(config(0), rs);
+  EngineConfig c = mtp(config(3));
+  testing::expect_same_outputs(plain, run(c, rs), "batched");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  c.max_num_batched_tokens = 7;  // prompt chunks of 7: the module runs over each chunk
+  c.shared_prefill_tokens = 7;
+  testing::expect_same_outputs(plain, run(c, rs), "chunked");
+  // Preempted all the time (a pool of 14 blocks), prefix caching on: preempted sequences
+  // resume from state snapshots.
+  c = mtp(config(3));
+  c.max_num_batched_tokens = 40;
+  c.shared_prefill_tokens = 40;
+  c.enable_prefix_caching = true;
+  c.kv_cache_memory_gib = testing::kv_gib_for_blocks(c, bytes_, 14);
+  testing::expect_same_outputs(plain, run(c, rs), "preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+}
+
+TEST_P(HybridSpeculative, MtpPrefixCacheHitIsIdentical) {
+  std::vector<GenerateRequest> rs = {request(2, 0.0f)};
+  rs[0].prompt = random_prompt(40, 702, 512);  // full blocks: a hybrid hits at a state snapshot
+  auto plain = run(config(0), rs);
+  EngineConfig c = mtp(config(2));
+  c.enable_prefix_caching = true;
+  auto e = make_engine(c, bytes_);
+  ASSERT_TRUE(e != nullptr);
+  for (int round = 0; round < 2; ++round) {
+    rs[0].request_id = "again" + std::to_string(round);
+    ASSERT_TRUE(e->add_request(rs[0]).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(out.at(rs[0].request_id).tokens, plain.at("r2").tokens) << round;
+    if (round == 1) {
+      EXPECT_GT(out.at(rs[0].request_id).num_cached_tokens, 0);
+    }
+  }
+  EXPECT_EQ(e->check_kv_drained(), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, HybridSpeculative,
