@@ -75,6 +75,21 @@ inline Status run_rows(Model& m, KvCache& kv, const std::vector<int32_t>& tokens
   return Status::ok();
 }
 
+// Module 0 of `target` over rows 0..n-1 (row p: tokens[p] with hidden[p]) in one chunk: its
+// logits (empty, with the failure reported, when it cannot run).
+inline std::vector<float> module_logits(Model& target, const std::vector<int32_t>& tokens,
+                                        const std::vector<float>& hidden) {
+  auto mod = target.mtp_module(0);
+  EXPECT_TRUE(mod.is_ok()) << mod.status().message();
+  if (!mod.is_ok()) return {};
+  auto kv = mtp_test_cache((*mod)->config());
+  std::vector<float> logits, states;
+  const Status st =
+      run_rows(**mod, *kv, tokens, hidden, 0, static_cast<int32_t>(tokens.size()), logits, states);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return logits;
+}
+
 // Module 0 of `m` over rows p = 0..n-2 (token tokens[p + 1] with the target's state row p of
 // `hidden`), as a chunk of 5 and then row by row, and the reference's mtp_forward over the same
 // rows: both modules' logits and output states, and their relative errors (infinite when a

@@ -17,6 +17,7 @@
 #include "model/hf_cases.h"
 #include "model/hf_shards.h"
 #include "model/model.h"
+#include "model/mtp_check.h"
 #include "model/tensor_names.h"
 #include "reference/reference_model.h"
 #include "tools/convert.h"
@@ -77,29 +78,7 @@ std::string make_checkpoint(const std::string& dir) {
   return dir;
 }
 
-// The module's logits over rows 0..n-1 (row p: tokens[p] with hidden[p]) in one chunk.
-std::vector<float> module_logits(Model& target, const std::vector<int32_t>& tokens,
-                                 const std::vector<float>& hidden) {
-  auto mod = target.mtp_module(0);
-  EXPECT_TRUE(mod.is_ok()) << mod.status().message();
-  if (!mod.is_ok()) return {};
-  const ModelConfig& c = (*mod)->config();
-  auto kv = KvCache::create(c, 4, 16, Dtype::kF32).value();
-  std::vector<int32_t> table = {0, 1, 2, 3};
-  const int32_t n = static_cast<int32_t>(tokens.size());
-  Batch b;
-  b.sequences.push_back({table.data(), 4, 0, n, 0});
-  for (int32_t p = 0; p < n; ++p) {
-    b.tokens.push_back(tokens[p]);
-    b.pos.push_back(p);
-    b.seq.push_back(0);
-    b.logits_rows.push_back(p);
-  }
-  b.prev_hidden = hidden;
-  std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
-  EXPECT_TRUE((*mod)->forward(b, *kv, logits.data()).is_ok());
-  return logits;
-}
+using test::module_logits;
 
 TEST(MtpHf, CheckpointLoadsAndConvertsToNextnTensors) {
   const std::string dir =
