@@ -19,11 +19,7 @@ Status plan_state_slots(const ModelConfig& mc, const EngineConfig& c, KvPlan& pl
   if (KvCache::state_bytes_per_slot(mc) == 0) return Status::ok();
   // Speculative verifies take back rejected proposals: the states keep what that needs.
   const int32_t rollback = c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0;
-  if (rollback >= kRecurrentChunk)
-    return invalid_argument("num_speculative_tokens " + std::to_string(rollback) +
-                            ": a model with recurrent layers (" + mc.arch +
-                            ") can take back at most " + std::to_string(kRecurrentChunk - 1) +
-                            " proposals a step");
+  LOOM_RETURN_IF_ERROR(KvCache::check_state_rollback(mc, rollback));
   plan.layout.state_rollback_tokens = rollback;
   plan.state_slot_bytes = KvCache::state_bytes_per_slot(mc, rollback);
   if (c.block_size % kRecurrentChunk != 0)

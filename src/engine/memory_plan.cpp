@@ -133,10 +133,8 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
     if (!draft.is_ok())
       return Status(draft.status().code(), "draft model: " + draft.status().message());
     const ModelConfig& dc = draft->config;
-    if (KvCache::state_bytes_per_slot(dc) > 0 && k >= kRecurrentChunk)
-      return invalid_argument("num_speculative_tokens " + std::to_string(k) +
-                              ": a draft model with recurrent layers (" + dc.arch +
-                              ") can take back at most " + std::to_string(kRecurrentChunk - 1));
+    if (Status st = KvCache::check_state_rollback(dc, k); !st.is_ok())
+      return Status(st.code(), "draft model: " + st.message());
     const int64_t rows = std::max(c.max_num_batched_tokens, c.max_model_len);
     p.draft_model = c.speculative.model;
     p.draft_bytes = CpuModel::weight_copy_bytes(draft->weights) + draft->weights.token_embd.nbytes +

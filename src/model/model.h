@@ -67,6 +67,10 @@ class KvCache {
   // Bytes of one recurrent-state slot over every recurrent layer (0 for a model without), in a
   // cache whose layout has state_rollback_tokens = rollback.
   static uint64_t state_bytes_per_slot(const ModelConfig& config, int32_t rollback = 0);
+  // Ok unless `config` has recurrent layers and `rollback` (the proposals a verify may take
+  // back) is more than they can take back (kRecurrentChunk - 1), an error naming
+  // num_speculative_tokens.
+  static Status check_state_rollback(const ModelConfig& config, int64_t rollback);
   int32_t num_state_slots() const { return layout_.num_state_slots; }
   int32_t state_rollback_tokens() const { return layout_.state_rollback_tokens; }
   // Copies recurrent-state slot src into dst (every recurrent layer).

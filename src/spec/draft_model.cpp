@@ -24,10 +24,8 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
   KvLayout layout = KvLayout::single(c.n_layer, num_blocks);
   if (KvCache::state_bytes_per_slot(c) > 0) {
-    if (k >= kRecurrentChunk)
-      return invalid_argument("num_speculative_tokens " + std::to_string(k) +
-                              ": a draft model with recurrent layers (" + c.arch +
-                              ") can take back at most " + std::to_string(kRecurrentChunk - 1));
+    if (Status st = KvCache::check_state_rollback(c, k); !st.is_ok())
+      return Status(st.code(), "draft model: " + st.message());
     if (block_size % kRecurrentChunk != 0)
       return invalid_argument("a draft model with recurrent layers (" + c.arch +
                               ") needs a block size that is a multiple of " +

@@ -122,21 +122,9 @@ TEST_P(HybridSpeculative, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
 TEST_P(HybridSpeculative, PrefixCacheHitAfterRollbacksIsIdentical) {
   std::vector<GenerateRequest> rs = {request(1, 0.0f, 64)};
   auto plain = run(config(0), rs);
-  auto e = make_engine(config(4), bytes_);
-  ASSERT_TRUE(e != nullptr);
-  for (int round = 0; round < 2; ++round) {
-    // The first prompt plus its own output: the second round resumes from snapshots taken
-    // during the first round's verifies.
-    GenerateRequest r = rs[0];
-    r.request_id = "again" + std::to_string(round);
-    ASSERT_TRUE(e->add_request(r).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(out.at(r.request_id).tokens, plain.at("r1").tokens) << round;
-    if (round == 1) {
-      EXPECT_GT(out.at(r.request_id).num_cached_tokens, 0);
-    }
-  }
-  EXPECT_EQ(e->check_kv_drained(), "");
+  // The same request again: the second run resumes from state snapshots the first one took
+  // between its verifies.
+  testing::expect_rerun_hits_prefix(config(4), bytes_, rs[0], plain.at("r1").tokens);
 }
 
 TEST_P(HybridSpeculative, DenseDraftModelOutputsAreIdentical) {
@@ -239,18 +227,7 @@ TEST_P(HybridSpeculative, MtpPrefixCacheHitIsIdentical) {
   auto plain = run(config(0), rs);
   EngineConfig c = mtp(config(2));
   c.enable_prefix_caching = true;
-  auto e = make_engine(c, bytes_);
-  ASSERT_TRUE(e != nullptr);
-  for (int round = 0; round < 2; ++round) {
-    rs[0].request_id = "again" + std::to_string(round);
-    ASSERT_TRUE(e->add_request(rs[0]).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(out.at(rs[0].request_id).tokens, plain.at("r2").tokens) << round;
-    if (round == 1) {
-      EXPECT_GT(out.at(rs[0].request_id).num_cached_tokens, 0);
-    }
-  }
-  EXPECT_EQ(e->check_kv_drained(), "");
+  testing::expect_rerun_hits_prefix(c, bytes_, rs[0], plain.at("r2").tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, HybridSpeculative,

@@ -254,18 +254,7 @@ TEST_F(MtpEngine, LargeBatchesDoNotSpeculate) {
 TEST_F(MtpEngine, PrefixCacheHitIsIdentical) {
   std::vector<GenerateRequest> rs = {request(2, 0.0f)};
   auto plain = run(config(0), rs);
-  auto e = make_engine(config(2), bytes_);
-  ASSERT_TRUE(e);
-  for (int round = 0; round < 2; ++round) {
-    rs[0].request_id = "again" + std::to_string(round);
-    ASSERT_TRUE(e->add_request(rs[0]).is_ok());
-    auto out = run_all(*e);
-    EXPECT_EQ(out.at(rs[0].request_id).tokens, plain.at("r2").tokens) << round;
-    if (round == 1) {
-      EXPECT_GT(out.at(rs[0].request_id).num_cached_tokens, 0);
-    }
-  }
-  EXPECT_EQ(e->check_kv_drained(), "");
+  testing::expect_rerun_hits_prefix(config(2), bytes_, rs[0], plain.at("r2").tokens);
 }
 
 TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {

@@ -154,6 +154,26 @@ inline std::map<std::string, Collected> run_requests(
   return out;
 }
 
+// Runs `r` twice on one engine of `config` (ids "again0", "again1"): both times its tokens
+// are `want`, and the second run is served partly from the prefix cache the first one left.
+inline void expect_rerun_hits_prefix(const EngineConfig& config,
+                                     const std::shared_ptr<std::vector<uint8_t>>& bytes,
+                                     GenerateRequest r,
+                                     const std::map<int32_t, std::vector<int32_t>>& want) {
+  auto e = make_engine(config, bytes);
+  ASSERT_TRUE(e != nullptr);
+  for (int round = 0; round < 2; ++round) {
+    r.request_id = "again" + std::to_string(round);
+    ASSERT_TRUE(e->add_request(r).is_ok());
+    auto out = run_all(*e);
+    EXPECT_EQ(out.at(r.request_id).tokens, want) << "round " << round;
+    if (round == 1) {
+      EXPECT_GT(out.at(r.request_id).num_cached_tokens, 0);
+    }
+  }
+  EXPECT_EQ(e->check_kv_drained(), "");
+}
+
 // The kv_cache_memory_gib that gives `config` on this model a pool of n_blocks blocks.
 inline double kv_gib_for_blocks(const EngineConfig& config,
                                 const std::shared_ptr<std::vector<uint8_t>>& bytes, int n_blocks) {

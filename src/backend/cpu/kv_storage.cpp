@@ -46,6 +46,14 @@ uint64_t KvCache::state_bytes_per_slot(const ModelConfig& c, int32_t rollback) {
   return recurrent * CpuKvCache::state_floats_per_layer(c, rollback) * sizeof(float);
 }
 
+Status KvCache::check_state_rollback(const ModelConfig& c, int64_t rollback) {
+  if (rollback < kRecurrentChunk || state_bytes_per_slot(c) == 0) return Status::ok();
+  return invalid_argument("num_speculative_tokens " + std::to_string(rollback) +
+                          ": a model with recurrent layers (" + c.arch +
+                          ") can take back at most " + std::to_string(kRecurrentChunk - 1) +
+                          " proposals a step");
+}
+
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int32_t num_blocks,
                                                  int32_t block_size, Dtype dtype) {
   KvLayout layout = KvLayout::single(config.n_layer, num_blocks);
