@@ -82,7 +82,8 @@ TEST_P(Packed, MatchesReferenceAndRowLayout) {
 }
 
 TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
-  const int64_t rows = 301, cols = 512, nt = 70;  // > 64: the prefill loop order (matmul.cpp)
+  // > 64: the prefill loop order; > 2 * 516: token blocks, the last one partial (matmul.cpp).
+  const int64_t rows = 301, cols = 512, nt = 1100;
   Matrix m = make_matrix(GetParam(), rows, cols, 77);
   const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
   const auto x = testing::random_normal(nt * cols, 78);
@@ -121,6 +122,27 @@ TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
   matmul(b.view, x.data(), nt, rb.data(), &pool);
   EXPECT_EQ(oa, sa);
   EXPECT_EQ(ob, rb);
+}
+
+// A prefill call of several token blocks (matmul.cpp: kPrefillTokenBlock) over two matrices
+// at once: every token's rows are what calls of 100 tokens (one block each) give.
+TEST(PackedMixed, MultiCallOverManyTokenBlocksMatchesSmallCalls) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool pool(2);
+  const int64_t cols = 256, nt = 1100, rows_a = 70, rows_b = 45;
+  Matrix a = make_matrix(Dtype::kQ8_0, rows_a, cols, 31),
+         b = make_matrix(Dtype::kQ4_0, rows_b, cols, 32);
+  const PackedMatrix pa = PackedMatrix::pack_rows16(a.view), pb = PackedMatrix::pack_rows16(b.view);
+  const auto x = testing::random_normal(nt * cols, 33);
+  std::vector<float> oa(nt * rows_a), ob(nt * rows_b), sa(nt * rows_a), sb(nt * rows_b);
+  const MatmulTarget targets[] = {{&pa.view(), oa.data()}, {&pb.view(), ob.data()}};
+  matmul_multi(targets, 2, x.data(), nt, &pool);
+  for (int64_t t0 = 0; t0 < nt; t0 += 100) {
+    matmul(pa.view(), &x[t0 * cols], 100, &sa[t0 * rows_a], &pool);
+    matmul(pb.view(), &x[t0 * cols], 100, &sb[t0 * rows_b], &pool);
+  }
+  EXPECT_EQ(oa, sa);
+  EXPECT_EQ(ob, sb);
 }
 
 // Two packed matrices of (possibly) different dtypes in one matmul_multi call: each gets what
