@@ -97,6 +97,69 @@ double time_call(F&& f, int runs = 7) {
 // blocks of 16, scattered): a prefill task (16 rows x 2 query heads, the model's
 // attn_rows_per_task for GQA 2) and a decode task (2 query heads), one thread. GFLOP/s counts
 // 4 * head_dim per (query, key): the QK dot and the V sum.
+// Attention of one prefill task of a long prompt in the CPU model's layout (K dim-major, V
+// rows, f16, blocks of 16 scattered): `rows` consecutive tokens' `group` query heads each (the
+// model's attn_rows_per_task x GQA group) over a cache `tokens` deep, one thread. The default
+// is Qwen3.5-2B's (head_dim 256, GQA 8, 4 rows a task) halfway through a 4,096-token prompt.
+//   loom_kernels_bench attn-long   (LOOM_BENCH_ATTN=HEAD_DIM,TOKENS,ROWS,GROUP to change)
+void bench_attention_long() {
+  int64_t D = 256;
+  int32_t tokens = 2048, rows = 4, group = 8;
+  if (const char* e = std::getenv("LOOM_BENCH_ATTN")) {
+    long long d = 0;
+    if (std::sscanf(e, "%lld,%d,%d,%d", &d, &tokens, &rows, &group) != 4 || d % 16 || d > 256 ||
+        tokens < rows || rows < 1 || group < 1) {
+      std::fprintf(stderr, "LOOM_BENCH_ATTN must be HEAD_DIM,TOKENS,ROWS,GROUP\n");
+      std::exit(1);
+    }
+    D = d;
+  }
+  constexpr int32_t kBlock = 16;
+  const int32_t blocks = (tokens + kBlock - 1) / kBlock;
+  std::vector<uint16_t> k(static_cast<size_t>(blocks) * kBlock * D), v(k.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (size_t i = 0; i < k.size(); ++i) {
+    const float a = dist(rng), b = dist(rng);
+    kernels::store_kv(Dtype::kF16, &a, &k[i], 1);
+    kernels::store_kv(Dtype::kF16, &b, &v[i], 1);
+  }
+  std::vector<int32_t> table(blocks);
+  for (int32_t i = 0; i < blocks; ++i) table[i] = (i * 7 + 3) % blocks;
+  const uint64_t block_bytes = kBlock * D * 2;
+  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()),
+                              Dtype::kF16,
+                              table.data(),
+                              kBlock,
+                              block_bytes,
+                              2,
+                              kBlock * 2};
+  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()),
+                              Dtype::kF16,
+                              table.data(),
+                              kBlock,
+                              block_bytes,
+                              static_cast<uint64_t>(D) * 2,
+                              0};
+  const int n_q = rows * group;
+  std::vector<float> q(n_q * D), out(n_q * D);
+  for (auto& x : q) x = 0.1f * dist(rng);
+  std::vector<kernels::AttentionQuery> qs;
+  double pairs = 0;
+  for (int i = 0; i < n_q; ++i) {  // rows in order, each row's query heads together
+    const int32_t n_kv = tokens - rows + 1 + i / group;
+    qs.push_back({&q[i * D], &out[i * D], n_kv});
+    pairs += n_kv;
+  }
+  std::vector<float> scratch(kernels::attention_scratch_floats(n_q, tokens, D));
+  const double t = time_call(
+      [&] { kernels::attention_multi(qs.data(), n_q, kh, vh, D, 0.088f, scratch.data()); });
+  std::printf(
+      "attn  prefill %d rows x %d heads x %d keys, head_dim %lld  %8.1f us  %6.1f GFLOP/s "
+      "(1 thread)\n",
+      rows, group, tokens, static_cast<long long>(D), t * 1e6, 4.0 * D * pairs / t / 1e9);
+}
+
 void bench_attention() {
   constexpr int64_t D = 128;
   constexpr int32_t kTokens = 512, kBlock = 16, kBlocks = kTokens / kBlock;
@@ -233,6 +296,7 @@ int main(int argc, char** argv) {
               std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
   if (filter.empty() || filter == "attn") bench_attention();
   if (filter == "attn-dram") bench_attention_dram();
+  if (filter == "attn-long") bench_attention_long();
   if (filter == "peak") bench::print_peak(pool);
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
                           Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kMXFP4};
