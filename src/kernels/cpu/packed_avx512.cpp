@@ -54,6 +54,17 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// Token t's outputs of a tile's G groups: the rows that exist (n_rows from the first group on).
+template <int G>
+inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
+  for (int g = 0; g < G; ++g) {
+    const int n = a.n_rows - 16 * g;
+    const __mmask16 keep =
+        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g]);
+  }
+}
+
 // The 32-column block formats: their records are scales then 8 (Q8_0) or 4 (nibbles) steps.
 enum class Block32 { kQ8_0, kQ4_0, kMxfp4 };
 
@@ -149,12 +160,10 @@ void tile(const PackedArgs& a) {
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(dw[g], dx), acc[g][t]);
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const int n = a.n_rows - 16 * g;
-    const __mmask16 keep =
-        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    for (int t = 0; t < T; ++t)
-      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g][t]);
+  for (int t = 0; t < T; ++t) {
+    __m512 rows[G];
+    for (int g = 0; g < G; ++g) rows[g] = acc[g][t];
+    store_rows(a, t, rows);
   }
 }
 
@@ -180,16 +189,6 @@ struct ActRows {
 inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
-}
-
-template <int G>
-inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
-  for (int g = 0; g < G; ++g) {
-    const int n = a.n_rows - 16 * g;
-    const __mmask16 keep =
-        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g]);
-  }
 }
 
 // Q4_K: per 32-column sub-block j, the integer dot of the nibbles q (0..15) with the int8
@@ -368,13 +367,10 @@ void float_tile(const PackedArgs& a) {
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const int n = a.n_rows - 16 * g;
-    const __mmask16 keep =
-        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    for (int t = 0; t < T; ++t)
-      _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep,
-                            _mm512_add_ps(acc[0][g][t], acc[1][g][t]));
+  for (int t = 0; t < T; ++t) {
+    __m512 rows[G];
+    for (int g = 0; g < G; ++g) rows[g] = _mm512_add_ps(acc[0][g][t], acc[1][g][t]);
+    store_rows(a, t, rows);
   }
 }
 
