@@ -97,6 +97,43 @@ double time_call(F&& f, int runs = 7) {
 // blocks of 16, scattered): a prefill task (16 rows x 2 query heads, the model's
 // attn_rows_per_task for GQA 2) and a decode task (2 query heads), one thread. GFLOP/s counts
 // 4 * head_dim per (query, key): the QK dot and the V sum.
+// One head's K and V of `tokens` random f16 rows in the CPU model's layout (K dim-major, V
+// rows, blocks of 16 in a scattered order).
+struct PagedKv {
+  static constexpr int32_t kBlock = 16;
+  std::vector<uint16_t> k, v;
+  std::vector<int32_t> table;
+  kernels::PagedHead kh{}, vh{};
+  PagedKv(int64_t D, int32_t tokens, std::mt19937& rng) {
+    const int32_t blocks = (tokens + kBlock - 1) / kBlock;
+    k.resize(static_cast<size_t>(blocks) * kBlock * D);
+    v.resize(k.size());
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (size_t i = 0; i < k.size(); ++i) {
+      const float a = dist(rng), b = dist(rng);
+      kernels::store_kv(Dtype::kF16, &a, &k[i], 1);
+      kernels::store_kv(Dtype::kF16, &b, &v[i], 1);
+    }
+    table.resize(blocks);
+    for (int32_t i = 0; i < blocks; ++i) table[i] = (i * 7 + 3) % blocks;
+    const uint64_t block_bytes = kBlock * D * 2;
+    kh = {reinterpret_cast<const uint8_t*>(k.data()),
+          Dtype::kF16,
+          table.data(),
+          kBlock,
+          block_bytes,
+          2,
+          kBlock * 2};
+    vh = {reinterpret_cast<const uint8_t*>(v.data()),
+          Dtype::kF16,
+          table.data(),
+          kBlock,
+          block_bytes,
+          static_cast<uint64_t>(D) * 2,
+          0};
+  }
+};
+
 // Attention of one prefill task of a long prompt in the CPU model's layout (K dim-major, V
 // rows, f16, blocks of 16 scattered): `rows` consecutive tokens' `group` query heads each (the
 // model's attn_rows_per_task x GQA group) over a cache `tokens` deep, one thread. The default
@@ -114,33 +151,10 @@ void bench_attention_long() {
     }
     D = d;
   }
-  constexpr int32_t kBlock = 16;
-  const int32_t blocks = (tokens + kBlock - 1) / kBlock;
-  std::vector<uint16_t> k(static_cast<size_t>(blocks) * kBlock * D), v(k.size());
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.f, 1.f);
-  for (size_t i = 0; i < k.size(); ++i) {
-    const float a = dist(rng), b = dist(rng);
-    kernels::store_kv(Dtype::kF16, &a, &k[i], 1);
-    kernels::store_kv(Dtype::kF16, &b, &v[i], 1);
-  }
-  std::vector<int32_t> table(blocks);
-  for (int32_t i = 0; i < blocks; ++i) table[i] = (i * 7 + 3) % blocks;
-  const uint64_t block_bytes = kBlock * D * 2;
-  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()),
-                              Dtype::kF16,
-                              table.data(),
-                              kBlock,
-                              block_bytes,
-                              2,
-                              kBlock * 2};
-  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()),
-                              Dtype::kF16,
-                              table.data(),
-                              kBlock,
-                              block_bytes,
-                              static_cast<uint64_t>(D) * 2,
-                              0};
+  const PagedKv kv(D, tokens, rng);
+  const kernels::PagedHead &kh = kv.kh, &vh = kv.vh;
   const int n_q = rows * group;
   std::vector<float> q(n_q * D), out(n_q * D);
   for (auto& x : q) x = 0.1f * dist(rng);
@@ -162,32 +176,11 @@ void bench_attention_long() {
 
 void bench_attention() {
   constexpr int64_t D = 128;
-  constexpr int32_t kTokens = 512, kBlock = 16, kBlocks = kTokens / kBlock;
-  std::vector<uint16_t> k(kTokens * D), v(kTokens * D);
+  constexpr int32_t kTokens = 512;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.f, 1.f);
-  for (int64_t i = 0; i < kTokens * D; ++i) {
-    const float a = dist(rng), b = dist(rng);
-    kernels::store_kv(Dtype::kF16, &a, &k[i], 1);
-    kernels::store_kv(Dtype::kF16, &b, &v[i], 1);
-  }
-  std::vector<int32_t> table(kBlocks);
-  for (int32_t i = 0; i < kBlocks; ++i) table[i] = (i * 7 + 3) % kBlocks;
-  const uint64_t block_bytes = kBlock * D * 2;
-  const kernels::PagedHead kh{reinterpret_cast<const uint8_t*>(k.data()),
-                              Dtype::kF16,
-                              table.data(),
-                              kBlock,
-                              block_bytes,
-                              2,
-                              kBlock * 2};
-  const kernels::PagedHead vh{reinterpret_cast<const uint8_t*>(v.data()),
-                              Dtype::kF16,
-                              table.data(),
-                              kBlock,
-                              block_bytes,
-                              D * 2,
-                              0};
+  const PagedKv kv(D, kTokens, rng);
+  const kernels::PagedHead &kh = kv.kh, &vh = kv.vh;
   for (const int rows : {16, 1}) {
     const int n_q = 2 * rows;
     std::vector<float> q(n_q * D), out(n_q * D);
