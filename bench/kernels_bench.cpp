@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
   const char* th = std::getenv("LOOM_BENCH_THREADS");
   ThreadPool pool(th ? std::atoi(th) : 0);
   std::printf("isa=%s threads=%d clock=%s\n",
-              std::string(kernels::isa_name(kernels::active_isa())).c_str(), pool.size(),
+              kernels::kernels_name().c_str(), pool.size(),
               std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
   if (filter.empty() || filter == "attn") bench_attention();
   if (filter == "attn-dram") bench_attention_dram();

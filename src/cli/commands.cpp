@@ -46,7 +46,7 @@ int run_main(int argc, char** argv) {
     const BuildInfo& b = build_info();
     std::printf("loom %s (commit %s, %s, %s build, kernels: %s)\n", b.version.c_str(),
                 b.commit.c_str(), b.compiler.c_str(), b.build_type.c_str(),
-                std::string(kernels::isa_name(kernels::active_isa())).c_str());
+                kernels::kernels_name().c_str());
     return 0;
   }
   auto it = registry().find(argv[1]);

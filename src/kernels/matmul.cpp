@@ -164,12 +164,13 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
 constexpr uint64_t kPrefillTaskWeightBytes = 512 << 10;
 
 // Prefill calls pass over the weights in blocks of this many tokens (a whole number of token
-// tiles): every task of one block before any of the next, so the block's activation rows
-// (1.2 MiB at 2,048 Q8_0 columns) are what all tasks share from L3 while each keeps its
-// weights in L2. Without blocks a 4,096-token call re-read 9.4 MiB of activations per task,
-// and Qwen3.5-2B Q8_0's pp4096 in one call ran 204-207 tok/s against 221-233 with blocks
-// (three alternating pairs).
-constexpr int64_t kPrefillTokenBlock = 86 * cpu::kPackedTileTokens;  // 516
+// tiles, of 6 tokens or of AMX's 16): every task of one block before any of the next, so the
+// block's activation rows (1.2 MiB at 2,048 Q8_0 columns) are what all tasks share from L3
+// while each keeps its weights in L2. Without blocks a 4,096-token call re-read 9.4 MiB of
+// activations per task, and Qwen3.5-2B Q8_0's pp4096 in one call ran 204-207 tok/s against
+// 221-233 with blocks of 516 (three alternating pairs).
+constexpr int64_t kPrefillTokenBlock = 88 * cpu::kPackedTileTokens;  // 528
+static_assert(kPrefillTokenBlock % cpu::kAmxTileTokens == 0);
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).
@@ -216,7 +217,7 @@ void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_token
     const int64_t g1 = std::min(slices[i].groups, g0 + slices[i].per_task);
     // One token tile (decode) reads one group at a time: a single linear weight stream
     // prefetches best (1-thread GEMV from DRAM 50 GB/s vs 24-32 with two groups interleaved).
-    constexpr int64_t TT = cpu::kPackedTileTokens;
+    const int64_t TT = cpu::packed_tile_tokens(w.dtype);
     const int64_t G = n_tokens <= TT ? 1 : cpu::kPackedTileGroups;
     const int64_t n_tiles = (n_tokens + TT - 1) / TT;
     auto tile = [&](int64_t g, int64_t t0, int64_t gstep) {

@@ -40,7 +40,7 @@ void handle_version(ServerContext&, const HttpRequest&, ResponderPtr out) {
                            {"commit", b.commit},
                            {"compiler", b.compiler},
                            {"build_type", b.build_type},
-                           {"kernels", std::string(kernels::isa_name(kernels::active_isa()))}}));
+                           {"kernels", kernels::kernels_name()}}));
 }
 
 struct Route {

@@ -1,10 +1,10 @@
 // CPU feature detection sanity and the active-ISA switch.
+#include "kernels/cpu/isa.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
-
-#include "kernels/cpu/isa.h"
 
 namespace loom::kernels {
 namespace {
@@ -13,7 +13,8 @@ bool cpuinfo_has(const std::string& flag) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
   return false;
 }
 
@@ -25,8 +26,25 @@ TEST(Isa, DetectionAgreesWithProcCpuinfo) {
   EXPECT_EQ(f.avx512bw, cpuinfo_has("avx512bw"));
   EXPECT_EQ(f.avx512vnni, cpuinfo_has("avx512_vnni"));
   EXPECT_EQ(f.avx512bf16, cpuinfo_has("avx512_bf16"));
-  std::printf("best isa: %s (avx512_bf16: %d)\n", std::string(isa_name(best_isa())).c_str(),
-              f.avx512bf16);
+  // Linux lists amx_* only when the OS enables the tile state; the process grant follows.
+  EXPECT_EQ(f.amx_bf16, f.avx512bf16 && cpuinfo_has("amx_tile") && cpuinfo_has("amx_bf16"));
+  std::printf("best isa: %s (avx512_bf16: %d, amx_bf16: %d)\n",
+              std::string(isa_name(best_isa())).c_str(), f.avx512bf16, f.amx_bf16);
+}
+
+TEST(Isa, AmxFollowsTheActiveIsaAndTheSwitch) {
+  const Isa saved = active_isa();
+  const bool was = amx_enabled();
+  set_amx_enabled(true);
+  EXPECT_EQ(amx_enabled(), cpu_features().amx_bf16 && active_isa() == Isa::kAvx512);
+  set_active_isa(Isa::kScalar);
+  EXPECT_FALSE(amx_enabled());
+  EXPECT_EQ(kernels_name(), "scalar");
+  set_active_isa(saved);
+  set_amx_enabled(false);
+  EXPECT_FALSE(amx_enabled());
+  EXPECT_EQ(kernels_name(), isa_name(saved));
+  set_amx_enabled(was);
 }
 
 TEST(Isa, AvailableIsasAreOrderedAndSwitchable) {

@@ -2,10 +2,15 @@
 // process-wide active ISA, overridable with LOOM_ISA=scalar|avx2|avx512.
 #include "kernels/cpu/isa.h"
 
-#include <atomic>
 #include <cpuid.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <string>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "base/log.h"
 #include "base/status.h"
@@ -19,6 +24,17 @@ uint64_t xgetbv0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
+// Linux keeps the 8 KiB AMX tile data state off until a process asks for it; without the
+// grant the first tile instruction faults.
+bool request_amx_tile_state() {
+#ifdef __linux__
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
@@ -29,7 +45,7 @@ CpuFeatures detect() {
   const bool f16c = c & (1u << 29);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = xgetbv0();
-  const bool os_ymm = (xcr0 & 0x6) == 0x6;           // SSE + AVX state
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;              // SSE + AVX state
   const bool os_zmm = os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask + ZMM_Hi256 + Hi16_ZMM
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
@@ -44,6 +60,9 @@ CpuFeatures detect() {
   unsigned a1, b1, c1, d1;
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx512bf16 = os_zmm && (a1 & (1u << 5));
+  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
+  const bool os_tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
+  f.amx_bf16 = f.avx512bf16 && amx_tile && amx_bf16 && os_tiles && request_amx_tile_state();
   return f;
 }
 
@@ -52,9 +71,12 @@ Isa parse_isa_env(Isa best) {
   if (!env || !*env) return best;
   const std::string s = env;
   Isa want;
-  if (s == "scalar") want = Isa::kScalar;
-  else if (s == "avx2") want = Isa::kAvx2;
-  else if (s == "avx512") want = Isa::kAvx512;
+  if (s == "scalar")
+    want = Isa::kScalar;
+  else if (s == "avx2")
+    want = Isa::kAvx2;
+  else if (s == "avx512")
+    want = Isa::kAvx512;
   else {
     LOOM_LOG_WARN("LOOM_ISA=%s is not one of scalar|avx2|avx512; using %s", env,
                   std::string(isa_name(best)).c_str());
@@ -66,6 +88,14 @@ Isa parse_isa_env(Isa best) {
     return best;
   }
   return want;
+}
+
+std::atomic<bool>& amx_slot() {
+  static std::atomic<bool> slot{[] {
+    const char* env = std::getenv("LOOM_AMX");
+    return !(env && std::string(env) == "0");
+  }()};
+  return slot;
 }
 
 std::atomic<int>& active_slot() {
@@ -82,9 +112,12 @@ const CpuFeatures& cpu_features() {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -103,11 +136,26 @@ std::vector<Isa> available_isas() {
   return v;
 }
 
-Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
+Isa active_isa() {
+  return static_cast<Isa>(active_slot().load(std::memory_order_relaxed));
+}
 
 void set_active_isa(Isa isa) {
   LOOM_CHECK(static_cast<int>(isa) <= static_cast<int>(best_isa()));
   active_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+bool amx_enabled() {
+  return active_isa() == Isa::kAvx512 && cpu_features().amx_bf16 &&
+         amx_slot().load(std::memory_order_relaxed);
+}
+
+void set_amx_enabled(bool on) {
+  amx_slot().store(on, std::memory_order_relaxed);
+}
+
+std::string kernels_name() {
+  return std::string(isa_name(active_isa())) + (amx_enabled() ? "+amx" : "");
 }
 
 }  // namespace loom::kernels

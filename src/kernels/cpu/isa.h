@@ -1,8 +1,9 @@
 // Run-time CPU feature detection and the ISA the kernels dispatch to.
 #pragma once
 
-#include <string_view>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom::kernels {
@@ -15,13 +16,26 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;  // reported; kernels do not require it
+  // AMX-TILE + AMX-BF16 with the tile state enabled by the OS and granted to this process
+  // (Linux: arch_prctl ARCH_REQ_XCOMP_PERM), so tile instructions will not fault.
+  bool amx_bf16 = false;
 };
 const CpuFeatures& cpu_features();
 
 std::string_view isa_name(Isa isa);
-Isa best_isa();                    // what this CPU supports
-std::vector<Isa> available_isas(); // every ISA this CPU can run, scalar first
-Isa active_isa();                  // what kernels use now (best by default, LOOM_ISA env overrides)
-void set_active_isa(Isa isa);      // tests force each ISA in turn
+Isa best_isa();                     // what this CPU supports
+std::vector<Isa> available_isas();  // every ISA this CPU can run, scalar first
+Isa active_isa();              // what kernels use now (best by default, LOOM_ISA env overrides)
+void set_active_isa(Isa isa);  // tests force each ISA in turn
+
+// Whether packed BF16 matrices are multiplied with AMX tiles (kernels/cpu/packed_amx.cpp): the
+// CPU and OS allow it, the active ISA is AVX-512, and it is not switched off (LOOM_AMX=0, or
+// set_amx_enabled(false) in tests and benchmarks that compare both paths). Switch it only
+// while no matmul runs: a token's bits depend on it.
+bool amx_enabled();
+void set_amx_enabled(bool on);
+
+// What --version, /version and the benchmarks print: the active ISA, "+amx" when amx_enabled().
+std::string kernels_name();
 
 }  // namespace loom::kernels

@@ -11,6 +11,7 @@
 // batch.
 #include <immintrin.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_kernels.h"
 #include "kernels/packed.h"
 
@@ -451,8 +452,13 @@ size_t packed_act_row_bytes(int64_t cols) {
   return 64 * (lines | 1);
 }
 
+int packed_tile_tokens(Dtype dtype) {
+  return dtype == Dtype::kBF16 && amx_enabled() ? kAmxTileTokens : kPackedTileTokens;
+}
+
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2, "one or two groups below");
+  if (dtype == Dtype::kBF16 && amx_enabled()) return packed_tile_amx_bf16(a, n_tok);
   if (a.n_rows > 16)
     by_dtype<2>(dtype, a, n_tok);
   else

@@ -81,6 +81,18 @@ constexpr int64_t kPrefetchAheadBytes = 16384;
 // dtype kQ8_0, kQ4_0, kMXFP4, kQ4_K, kQ5_K or kQ6_K (activations: packed_act_row_bytes rows),
 // kF16 (float rows) or kBF16 (bf16 rows). A row's arithmetic does not depend on the tile it is
 // computed in.
+// Where amx_enabled(), BF16 tiles run on AMX (packed_tile_amx_bf16) and take up to
+// kAmxTileTokens tokens.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
+
+// The most tokens packed_tile takes for dtype: kPackedTileTokens, or kAmxTileTokens for BF16
+// on AMX.
+int packed_tile_tokens(Dtype dtype);
+
+// ceil(n_rows / 16) groups x n_tok (1..kAmxTileTokens) tokens of a packed BF16 matrix on AMX
+// tiles (packed_amx.cpp; needs cpu_features().amx_bf16). Not the arithmetic of the vdpbf16ps
+// tile: a process uses one or the other for all its BF16 tiles.
+constexpr int kAmxTileTokens = 16;
+void packed_tile_amx_bf16(const PackedArgs& a, int n_tok);
 
 }  // namespace loom::kernels::cpu
