@@ -31,9 +31,8 @@ struct alignas(64) TileConfig {
 
 // Tiles 0-1: the two groups' fp32 sums (tokens x 16 rows); 2 and 5: the activations (tokens x 32
 // bf16) of an even and an odd chunk; 3-4 and 6-7: the two groups' weights (16 column pairs x 16
-// rows) of those chunks. The configuration is per
-// thread and stays loaded until a tile of another token count comes (only these kernels use
-// tiles).
+// rows) of those chunks. The configuration is per thread and stays loaded until a tile of
+// another token count comes (only these kernels use tiles).
 void configure_tiles(int n_tok) {
   thread_local int configured_tokens = 0;
   if (configured_tokens == n_tok) return;
