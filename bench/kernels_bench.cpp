@@ -284,8 +284,7 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 1 ? argv[1] : "";
   const char* th = std::getenv("LOOM_BENCH_THREADS");
   ThreadPool pool(th ? std::atoi(th) : 0);
-  std::printf("isa=%s threads=%d clock=%s\n",
-              kernels::kernels_name().c_str(), pool.size(),
+  std::printf("isa=%s threads=%d clock=%s\n", kernels::kernels_name().c_str(), pool.size(),
               std::getenv("LOOM_BENCH_CPU_TIME") ? "thread-cpu" : "wall");
   if (filter.empty() || filter == "attn") bench_attention();
   if (filter == "attn-dram") bench_attention_dram();

@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "kernels/cpu/packed_kernels.h"
+#include "kernels/cpu/packed_tile_util.h"
 #include "kernels/packed.h"
 
 namespace loom::kernels::cpu {
@@ -65,9 +66,8 @@ void store_group(const PackedArgs& a, int g, int n_tok) {
   }
   alignas(64) float sums[16 * 16];
   store(sums, 64);
-  const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
   for (int t = 0; t < n_tok; ++t)
-    _mm512_mask_storeu_ps(out + t * a.out_stride, keep, _mm512_load_ps(sums + 16 * t));
+    _mm512_mask_storeu_ps(out + t * a.out_stride, row_mask(n), _mm512_load_ps(sums + 16 * t));
 }
 
 template <int G>
@@ -76,21 +76,12 @@ void bf16_tile(const PackedArgs& a, int n_tok) {
   const int64_t chunks = a.cols / 32;
   const int64_t group_bytes = a.cols * kPackRows * 2;
   const uint8_t* w = a.w;
-  // PackedArgs::prefetch_ahead: this tile's share [lo, hi) of each chunk's lines.
-  int lo = 0, hi = kChunkBytes;
-  if (a.prefetch_parts > 1) {
-    lo = kChunkBytes * a.prefetch_part / a.prefetch_parts / 64 * 64;
-    if (a.prefetch_part + 1 < a.prefetch_parts)
-      hi = kChunkBytes * (a.prefetch_part + 1) / a.prefetch_parts / 64 * 64;
-  }
   const long x_stride = static_cast<long>(a.x_stride);
+  const RecordPrefetch<kChunkBytes> prefetch_records(a);
   auto prefetch = [&](const uint8_t* chunk) {
-    if (a.prefetch_ahead)
-      for (int g = 0; g < G; ++g)
-        for (int off = lo; off < hi; off += 64)
-          _mm_prefetch(
-              reinterpret_cast<const char*>(chunk + g * group_bytes + off) + a.prefetch_ahead,
-              _MM_HINT_T0);
+    const uint8_t* rec[G];
+    for (int g = 0; g < G; ++g) rec[g] = chunk + g * group_bytes;
+    prefetch_records(rec);
   };
   // Chunks alternate between two sets of source tiles (2-4 and 5-7), so the next chunk's loads
   // need not wait for the products still reading the last one's; the sums take the chunks in

@@ -13,41 +13,11 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_kernels.h"
+#include "kernels/cpu/packed_tile_util.h"
 #include "kernels/packed.h"
 
 namespace loom::kernels::cpu {
 namespace {
-
-// The prefetches of a tile (PackedArgs::prefetch_ahead) for records of kRec bytes: its share
-// [lo, hi) of each record, in whole lines. The whole record (one token tile, decode's GEMV)
-// takes an unrolled loop: a runtime-bounded one cost single-sequence decode ~5%.
-template <int kRec>
-struct RecordPrefetch {
-  int64_t ahead;
-  int lo = 0, hi = kRec;
-  explicit RecordPrefetch(const PackedArgs& a) : ahead(a.prefetch_ahead) {
-    if (a.prefetch_parts > 1) {
-      lo = kRec * a.prefetch_part / a.prefetch_parts / 64 * 64;
-      if (a.prefetch_part + 1 < a.prefetch_parts)
-        hi = kRec * (a.prefetch_part + 1) / a.prefetch_parts / 64 * 64;
-    }
-  }
-  // Always inlined: a call inside a tile makes every zmm accumulator spill around it.
-  template <int G>
-  [[gnu::always_inline]] void operator()(const uint8_t* const (&rec)[G]) const {
-    if (ahead == 0) return;
-    if (lo == 0 && hi == kRec) {
-      for (int g = 0; g < G; ++g)
-        for (int off = 0; off < kRec; off += 64) line(rec[g] + off);
-      return;
-    }
-    for (int g = 0; g < G; ++g)
-      for (int off = lo; off < hi; off += 64) line(rec[g] + off);
-  }
-  [[gnu::always_inline]] void line(const uint8_t* p) const {
-    _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
-  }
-};
 
 inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -58,12 +28,8 @@ inline __m512i bcast4(const int8_t* p) {
 // Token t's outputs of a tile's G groups: the rows that exist (n_rows from the first group on).
 template <int G>
 inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
-  for (int g = 0; g < G; ++g) {
-    const int n = a.n_rows - 16 * g;
-    const __mmask16 keep =
-        n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, keep, acc[g]);
-  }
+  for (int g = 0; g < G; ++g)
+    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, row_mask(a.n_rows - 16 * g), acc[g]);
 }
 
 // The 32-column block formats: their records are scales then 8 (Q8_0) or 4 (nibbles) steps.

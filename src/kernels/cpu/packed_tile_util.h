@@ -1,0 +1,49 @@
+// What the packed tiles of every instruction set share (packed_avx512.cpp, packed_amx.cpp):
+// their software prefetch of the weights and the mask of a group's rows that exist.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/packed_kernels.h"
+
+namespace loom::kernels::cpu {
+
+// The prefetches of a tile (PackedArgs::prefetch_ahead) for records of kRec bytes: its share
+// [lo, hi) of each record, in whole lines. The whole record (one token tile, decode's GEMV)
+// takes an unrolled loop: a runtime-bounded one cost single-sequence decode ~5%.
+template <int kRec>
+struct RecordPrefetch {
+  int64_t ahead;
+  int lo = 0, hi = kRec;
+  explicit RecordPrefetch(const PackedArgs& a) : ahead(a.prefetch_ahead) {
+    if (a.prefetch_parts > 1) {
+      lo = kRec * a.prefetch_part / a.prefetch_parts / 64 * 64;
+      if (a.prefetch_part + 1 < a.prefetch_parts)
+        hi = kRec * (a.prefetch_part + 1) / a.prefetch_parts / 64 * 64;
+    }
+  }
+  // Always inlined: a call inside a tile makes every zmm accumulator spill around it.
+  template <int G>
+  [[gnu::always_inline]] void operator()(const uint8_t* const (&rec)[G]) const {
+    if (ahead == 0) return;
+    if (lo == 0 && hi == kRec) {
+      for (int g = 0; g < G; ++g)
+        for (int off = 0; off < kRec; off += 64) line(rec[g] + off);
+      return;
+    }
+    for (int g = 0; g < G; ++g)
+      for (int off = lo; off < hi; off += 64) line(rec[g] + off);
+  }
+  [[gnu::always_inline]] void line(const uint8_t* p) const {
+    _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+  }
+};
+
+// The lanes of a group's 16 rows that exist: n of them (n >= 16: all).
+inline __mmask16 row_mask(int n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+}  // namespace loom::kernels::cpu
