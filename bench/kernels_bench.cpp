@@ -358,6 +358,12 @@ int main(int argc, char** argv) {
         for (int c = 0; c < 32; ++c)
           copies.push_back(kernels::PackedMatrix::pack_rows16(file_view));
         size_t next = 0;
+        const double cold1 = time_call([&] {
+          kernels::matmul(copies[next].view(), x.data(), 1, out.data(), &pool);
+          next = (next + 1) % copies.size();
+        });
+        std::printf("%-5s cold %5lldx%-6lld x1 token %8.3f ms  %6.1f GB/s\n", name.c_str(),
+                    (long long)s.cols, (long long)s.rows, cold1 * 1e3, m.view.nbytes / cold1 / 1e9);
         const double cold = time_call([&] {
           kernels::matmul(copies[next].view(), x.data(), 16, out.data(), &pool);
           next = (next + 1) % copies.size();

@@ -180,8 +180,8 @@ void tile_q4_k(const PackedArgs& a) {
       d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
       dmin[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
     }
-    prefetch(rec);
     for (int j = 0; j < 8; ++j) {
+      prefetch.template part<G, 8>(rec, j);
       const int64_t blk = 8 * s + j;  // 32-column block of the activations
       __m512i dot[T][G];
       for (int t = 0; t < T; ++t)
@@ -238,8 +238,8 @@ void tile_q6_k(const PackedArgs& a) {
       rec[g] = a.w + (g * nsb + s) * kPackedQ6KBytes;
       d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
     }
-    prefetch(rec);
     for (int j = 0; j < 16; ++j) {
+      prefetch.template part<G, 16>(rec, j);
       const int64_t half = 16 * s + j;  // 16-column half-block of the activations
       __m512i dot[T][G];
       for (int t = 0; t < T; ++t) {
