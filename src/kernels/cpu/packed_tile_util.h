@@ -10,6 +10,18 @@
 
 namespace loom::kernels::cpu {
 
+// Weights are prefetched into L2, not L1 (_MM_HINT_T1): on the Intel host (2 vCPUs) one token's
+// GEMV from DRAM measured Q4_K 22.5 -> 26-27.8 GB/s, Q4_0 24-25 -> 28-30, Q8_0 29 -> 30-31
+// (loom_kernels_bench with LOOM_BENCH_COLD=1, alternating), x16 3-6% faster; whole models
+// (bench model tg128) llama-0.5b Q4_0 +17-25%, qwen3moe-2b Q4_K_M +18%, Q8_0 +5%. Our reading:
+// an L1 prefetch holds one of the core's few L1 fill buffers until its line arrives, which
+// leaves too few for the lines in flight at DRAM latency; an L2 prefetch does not, and the
+// tile's loads then hit L2. (The F16 tile keeps L1 prefetches, one line per column step: its
+// one-token GEMV measured 35.5 -> 32-34 GB/s with L2 ones.) Not yet measured on AMD hosts.
+[[gnu::always_inline]] inline void prefetch_weight_line(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+}
+
 // The prefetches of a tile (PackedArgs::prefetch_ahead) for records of kRec bytes: its share
 // [lo, hi) of each record, in whole lines. The whole record (one token tile, decode's GEMV)
 // takes an unrolled loop: a runtime-bounded one cost single-sequence decode ~5%.
@@ -47,9 +59,7 @@ struct RecordPrefetch {
     for (int g = 0; g < G; ++g)
       for (int off = b; off < (i + 1 == kParts ? hi : e); off += 64) line(rec[g] + off);
   }
-  [[gnu::always_inline]] void line(const uint8_t* p) const {
-    _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
-  }
+  [[gnu::always_inline]] void line(const uint8_t* p) const { prefetch_weight_line(p + ahead); }
 };
 
 // The lanes of a group's 16 rows that exist: n of them (n >= 16: all).
