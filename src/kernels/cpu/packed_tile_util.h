@@ -59,6 +59,16 @@ struct RecordPrefetch {
     for (int g = 0; g < G; ++g)
       for (int off = b; off < (i + 1 == kParts ? hi : e); off += 64) line(rec[g] + off);
   }
+  // Whether this tile prefetches whole records (one token tile over its groups: decode).
+  bool whole() const { return ahead != 0 && lo == 0 && hi == kRec; }
+  // Part i of kParts of a whole record; i a constant in an unrolled loop, so the lines are too.
+  template <int G, int kParts>
+  [[gnu::always_inline]] void whole_part(const uint8_t* const (&rec)[G], int i) const {
+    const int b = kRec * i / kParts / 64 * 64;
+    const int e = i + 1 == kParts ? kRec : kRec * (i + 1) / kParts / 64 * 64;
+    for (int g = 0; g < G; ++g)
+      for (int off = b; off < e; off += 64) line(rec[g] + off);
+  }
   [[gnu::always_inline]] void line(const uint8_t* p) const { prefetch_weight_line(p + ahead); }
 };
 
