@@ -71,7 +71,8 @@ struct ModelBenchResult {
   double roofline_tg_ts() const { return model_size ? mem_bw_bytes_per_s / bytes_per_token() : 0; }
 };
 
-// Multithreaded streaming read of a `bytes` buffer on `pool`, best of `reps`; bytes/s.
+// Multithreaded streaming read of a `bytes` buffer on `pool`, best of `reps` with plain loads
+// and `reps` behind software prefetches (as the weight kernels read); bytes/s.
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
 
 Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o);
