@@ -50,7 +50,7 @@ struct RecordPrefetch {
   }
   // Part i of kParts of the same lines, for the K-quant records (2-4 KiB) to spread over their
   // sub-blocks: their prefetches in one burst at the record's start measured x16 from DRAM
-  // 5-19% slower (Q4_K / Q6_K, loom_kernels_bench with LOOM_BENCH_COLD=1).
+  // 12-15% slower (Q4_K / Q6_K, loom_kernels_bench with LOOM_BENCH_COLD=1, alternating).
   template <int G, int kParts>
   [[gnu::always_inline]] void part(const uint8_t* const (&rec)[G], int i) const {
     if (ahead == 0) return;
