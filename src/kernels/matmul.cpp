@@ -218,11 +218,10 @@ void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_token
     // One token tile (decode) reads one group at a time: a single linear weight stream
     // prefetches best (1-thread GEMV from DRAM 50 GB/s vs 24-32 with two groups interleaved).
     // K-quant tiles of 2-6 tokens (an expert's share of a batched MoE step) take two groups:
-    // their per-sub-block epilogue is shared by more rows (qwen3moe-2b Q4_K_M tg128x16 +4-7%).
+    // their per-sub-block epilogue is shared by more rows (qwen3moe-2b Q4_K_M tg128x16 +4-9%).
     const int64_t TT = cpu::packed_tile_tokens(w.dtype);
-    const bool kquant =
-        w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K;
-    const int64_t G = n_tokens <= TT && (n_tokens == 1 || !kquant) ? 1 : cpu::kPackedTileGroups;
+    const bool one_group = n_tokens == 1 || !packed_super_blocks(w.dtype);
+    const int64_t G = n_tokens <= TT && one_group ? 1 : cpu::kPackedTileGroups;
     const int64_t n_tiles = (n_tokens + TT - 1) / TT;
     auto tile = [&](int64_t g, int64_t t0, int64_t gstep) {
       cpu::PackedArgs a;

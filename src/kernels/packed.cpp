@@ -176,7 +176,7 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
     w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
     return finish(std::move(m), w, bytes);
   }
-  if (w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K) {
+  if (packed_super_blocks(w.dtype)) {
     if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.data_.get());
     if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.data_.get());
     if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.data_.get());

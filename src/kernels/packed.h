@@ -47,6 +47,12 @@ constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 64 * 64;        // one Q6_
 // multiple of 32, Q4_K/Q5_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
 bool packable(const TensorView& w);
 
+// Whether t's kRows16 records are 256-column K-quant super-blocks (Q4_K, Q5_K, Q6_K) rather
+// than 32-column blocks or float columns.
+inline bool packed_super_blocks(Dtype t) {
+  return t == Dtype::kQ4_K || t == Dtype::kQ5_K || t == Dtype::kQ6_K;
+}
+
 // Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).
 class PackedMatrix {
  public:

@@ -53,19 +53,21 @@ struct RecordPrefetch {
   // 12-15% slower (Q4_K / Q6_K, loom_kernels_bench with LOOM_BENCH_COLD=1, alternating).
   template <int G, int kParts>
   [[gnu::always_inline]] void part(const uint8_t* const (&rec)[G], int i) const {
-    if (ahead == 0) return;
-    const int span = hi - lo;
-    const int b = lo + span * i / kParts / 64 * 64, e = lo + span * (i + 1) / kParts / 64 * 64;
-    for (int g = 0; g < G; ++g)
-      for (int off = b; off < (i + 1 == kParts ? hi : e); off += 64) line(rec[g] + off);
+    if (ahead != 0) lines_of_part<G, kParts>(rec, lo, hi, i);
   }
   // Whether this tile prefetches whole records (one token tile over its groups: decode).
   bool whole() const { return ahead != 0 && lo == 0 && hi == kRec; }
-  // Part i of kParts of a whole record; i a constant in an unrolled loop, so the lines are too.
+  // part() of a tile known to prefetch whole records: the bounds are constants, and with i a
+  // constant in an unrolled loop so are the lines.
   template <int G, int kParts>
   [[gnu::always_inline]] void whole_part(const uint8_t* const (&rec)[G], int i) const {
-    const int b = kRec * i / kParts / 64 * 64;
-    const int e = i + 1 == kParts ? kRec : kRec * (i + 1) / kParts / 64 * 64;
+    lines_of_part<G, kParts>(rec, 0, kRec, i);
+  }
+  template <int G, int kParts>
+  [[gnu::always_inline]] void lines_of_part(const uint8_t* const (&rec)[G], int from, int to,
+                                            int i) const {
+    const int b = from + (to - from) * i / kParts / 64 * 64;
+    const int e = i + 1 == kParts ? to : from + (to - from) * (i + 1) / kParts / 64 * 64;
     for (int g = 0; g < G; ++g)
       for (int off = b; off < e; off += 64) line(rec[g] + off);
   }
