@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # loom beside llama.cpp on the same GGUF files, same host, same thread count, run back to back.
-# llama.cpp comes from npm (node-llama-cpp's prebuilt CPU libraries, which pick the best ISA
-# variant of ggml-cpu at load time); bench/llamacpp/bench.mjs times it the way llama-bench
-# does: pp = one P-token batch from an empty context, tg = N single-token decodes, and with
-# SEQS > 1 also N steps of SEQS sequences decoded together (loom's tgNxSEQS).
+#
+# llama.cpp's own tools time it: llama-bench (pp P tokens, tg N tokens) and, with SEQS > 1,
+# llama-batched-bench (N steps of SEQS sequences decoding together; loom's tgNxSEQS). Its source
+# comes from the npm registry, the only network these machines have: node-llama-cpp ships the
+# llama.cpp tree it builds as a git bundle (3.22.1: llama.cpp of 2026-09-28). It is built once,
+# natively (-march=native, AMX tiles where the CPU has them), without OpenMP (the threading of
+# llama.cpp's prebuilt CPU libraries), with clang: Debian 12's GCC 12.2 compiles ggml's AMX
+# tile configuration without its row and column bytes (objdump: only palette_id is stored
+# before ldtilecfg), and the first tile instruction then dies with SIGILL. clang 14 spells the
+# AMX macros __AMXINT8__ & co., where ggml tests __AMX_INT8__: they are defined for it.
 #   LOOM=build/loom REPS=3 SEQS=16 bench/vs_llamacpp.sh /tmp/loom-moe/qwen3moe-2b-q8_0.gguf ...
-# Needs node >= 20 and the npm registry (first run only).
+# Needs clang, cmake and ninja (apt-get install clang), npm on the first run.
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-3}
@@ -14,14 +20,43 @@ N=${N:-128}
 SEQS=${SEQS:-0}
 THREADS=${THREADS:-2}
 HERE=$(cd "$(dirname "$0")/llamacpp" && pwd)
-if [ ! -d "$HERE/node_modules/node-llama-cpp" ]; then
-  # --ignore-scripts: use the prebuilt libraries as published (no local source build).
-  (cd "$HERE" && npm ci --ignore-scripts --omit=optional --no-audit --no-fund >/dev/null)
+WORK=${LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/loom/llama.cpp}
+BIN="$WORK/build/bin"
+
+if [ ! -x "$BIN/llama-bench" ] || [ ! -x "$BIN/llama-batched-bench" ]; then
+  if [ ! -d "$HERE/node_modules/node-llama-cpp" ]; then
+    # --ignore-scripts: only the source is wanted, not node-llama-cpp's own build.
+    (cd "$HERE" && npm ci --ignore-scripts --omit=optional --no-audit --no-fund >/dev/null)
+  fi
+  if [ ! -d "$WORK/.git" ]; then
+    mkdir -p "$(dirname "$WORK")"
+    git -c advice.detachedHead=false clone -q "$HERE/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$WORK"
+  fi
+  command -v clang++ >/dev/null || { echo "vs_llamacpp.sh: needs clang (apt-get install clang)" >&2; exit 1; }
+  amx=""
+  for f in TILE INT8 BF16; do
+    if clang -march=native -dM -E -x c /dev/null | grep -q "__AMX${f}__" &&
+      ! clang -march=native -dM -E -x c /dev/null | grep -q "__AMX_${f}__"; then
+      amx+=" -D__AMX_${f}__"
+    fi
+  done
+  echo "building llama.cpp $(git -C "$WORK" log -1 --format='%h of %cs') in $WORK (several minutes)" >&2
+  CC=clang CXX=clang++ cmake -S "$WORK" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DGGML_OPENMP=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF "-DCMAKE_C_FLAGS=$amx" \
+    "-DCMAKE_CXX_FLAGS=$amx" >/dev/null
+  cmake --build "$WORK/build" -j "$(nproc)" --target llama-bench llama-batched-bench >/dev/null
 fi
+
 batch=()
 [ "$SEQS" -gt 1 ] && batch=(-B "$SEQS")
 for f in "$@"; do
   echo "== $f ($(du -h "$f" | cut -f1)), $THREADS threads"
-  "$LOOM" bench model -m "$f" -p "$P" -n "$N" "${batch[@]}" -r "$REPS" -t "$THREADS"
-  node "$HERE/bench.mjs" "$f" "$THREADS" "$REPS" "$P" "$N" "$SEQS" | tail -1
+  "$LOOM" bench model -m "$f" -p "$P" -n "$N" "${batch[@]}" -r "$REPS" -t "$THREADS" 2>/dev/null
+  "$BIN/llama-bench" -m "$f" -p "$P" -n "$N" -r "$REPS" -t "$THREADS" -o md 2>/dev/null
+  if [ "$SEQS" -gt 1 ]; then
+    # One token of prompt per sequence (the tool needs one), then N steps of SEQS tokens.
+    "$BIN/llama-batched-bench" -m "$f" -c $(((N + 8) * SEQS)) -b 2048 -ub 512 -npp 1 \
+      -ntg "$N" -npl "$SEQS" -t "$THREADS" 2>/dev/null | grep -E "^\|"
+  fi
 done
