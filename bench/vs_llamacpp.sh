@@ -34,9 +34,9 @@ if [ ! -x "$BIN/llama-bench" ] || [ ! -x "$BIN/llama-batched-bench" ]; then
   fi
   command -v clang++ >/dev/null || { echo "vs_llamacpp.sh: needs clang (apt-get install clang)" >&2; exit 1; }
   amx=""
+  macros=$(clang -march=native -dM -E -x c /dev/null)
   for f in TILE INT8 BF16; do
-    if clang -march=native -dM -E -x c /dev/null | grep -q "__AMX${f}__" &&
-      ! clang -march=native -dM -E -x c /dev/null | grep -q "__AMX_${f}__"; then
+    if grep -q "__AMX${f}__" <<<"$macros" && ! grep -q "__AMX_${f}__" <<<"$macros"; then
       amx+=" -D__AMX_${f}__"
     fi
   done
