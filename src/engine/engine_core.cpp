@@ -49,6 +49,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
     lo.n_threads = c.n_threads;
     lo.max_context = c.max_model_len;
     lo.disable_sliding_window = true;
+    lo.thread_pool = &model->thread_pool();  // the draft runs between the target's steps
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft, tools::load_model(c.speculative.model, lo));
     if (draft->config().context_length > 0 && draft->config().context_length < c.max_model_len)
       return invalid_argument("the draft model's context (" +

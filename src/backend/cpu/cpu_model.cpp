@@ -31,8 +31,11 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
                    CpuModel* parent)
     : config_(std::move(config)),
       weights_(std::move(weights)),
-      own_pool_(parent ? nullptr : std::make_unique<ThreadPool>(options.n_threads)),
-      pool_(parent ? parent->pool_ : *own_pool_),
+      own_pool_(parent || options.thread_pool ? nullptr
+                                              : std::make_unique<ThreadPool>(options.n_threads)),
+      pool_(parent                ? parent->pool_
+            : options.thread_pool ? *options.thread_pool
+                                  : *own_pool_),
       repack_output_(!parent || config_.mtp_own_head) {
   if (options.disable_sliding_window)
     for (LayerSpec& s : config_.layers) s.window = 0;

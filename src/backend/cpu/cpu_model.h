@@ -55,7 +55,8 @@ class CpuModel final : public Model {
 
   ModelConfig config_;
   Weights weights_;
-  std::unique_ptr<ThreadPool> own_pool_;  // null for an MTP module (it runs on its parent's)
+  // Null for an MTP module (it runs on its parent's) and where options.thread_pool was given.
+  std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool& pool_;
   bool repack_output_ = true;  // false: output is the parent's copy (an MTP module's head)
   uint64_t weight_bytes_ = 0;
