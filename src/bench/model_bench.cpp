@@ -9,6 +9,7 @@
 #include <random>
 
 #include "hub/hf_option.h"
+#include "kernels/cpu/packed_kernels.h"
 #include "model/model.h"
 #include "tools/model_spec.h"
 
@@ -198,10 +199,10 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
   });
   std::vector<uint64_t> sinks(n_tasks * 8, 0);  // padded: one cache line per task
   // Plain loads (the hardware prefetchers alone) and loads behind software prefetches into L2
-  // 16 KiB ahead, as the weight kernels stream (kernels/cpu/packed_tile_util.h): the roofline
+  // as far ahead as the weight kernels stream (kernels/cpu/packed_tile_util.h): the roofline
   // is the faster of the two, or kernels that prefetch would beat it (Intel host: 25.7 GB/s
   // plain, while one-token GEMVs read 34-36 GB/s).
-  constexpr int64_t kAheadWords = 16384 / 8;
+  constexpr int64_t kAheadWords = kernels::cpu::kPrefetchAheadBytes / sizeof(uint64_t);
   double best = 0;
   for (int32_t r = 0; r < 2 * std::max(reps, 1); ++r) {
     const bool prefetch = r % 2 == 1;
