@@ -215,10 +215,12 @@ class Engine {
   static Result<std::unique_ptr<Engine>> load(const std::string& model_spec,
                                               const EngineConfig& config);
   // With a model already loaded; tokenizer may be null (then outputs have no text and stop
-  // strings are rejected).
+  // strings are rejected). `model_spec`: where the model came from, if known (a draft model
+  // naming the same file then runs on the target's weights instead of loading them again).
   static Result<std::unique_ptr<Engine>> create(std::unique_ptr<Model> model,
                                                 std::unique_ptr<Tokenizer> tokenizer,
-                                                const EngineConfig& config);
+                                                const EngineConfig& config,
+                                                const std::string& model_spec = "");
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

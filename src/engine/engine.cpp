@@ -26,9 +26,10 @@ const char* finish_reason_name(FinishReason r) {
 
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                                std::unique_ptr<Tokenizer> tokenizer,
-                                               const EngineConfig& config) {
-  LOOM_ASSIGN_OR_RETURN(auto core,
-                        EngineCore::create(std::move(model), std::move(tokenizer), config));
+                                               const EngineConfig& config,
+                                               const std::string& model_spec) {
+  LOOM_ASSIGN_OR_RETURN(
+      auto core, EngineCore::create(std::move(model), std::move(tokenizer), config, model_spec));
   return std::unique_ptr<Engine>(new Engine(std::move(core)));
 }
 
@@ -87,7 +88,7 @@ Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const Engin
         "made in the background",
         static_cast<double>(plan.weight_copies) / double(1ull << 30));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::from_bound(std::move(bound), mo));
-  return Engine::create(std::move(model), std::move(tokenizer), config);
+  return Engine::create(std::move(model), std::move(tokenizer), config, spec);
 }
 
 Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}

@@ -22,7 +22,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> model,
                                                        std::unique_ptr<Tokenizer> tokenizer,
-                                                       const EngineConfig& config) {
+                                                       const EngineConfig& config,
+                                                       const std::string& model_spec) {
   if (!model) return invalid_argument("engine: no model");
   std::unique_ptr<EngineCore> e(new EngineCore());
   EngineConfig& c = e->config_;
@@ -45,26 +46,36 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       return invalid_argument(
           "a draft model needs a target whose first KV group is full attention; this one "
           "slides a window there (use --disable-sliding-window)");
-    ModelLoadOptions lo;
-    lo.n_threads = c.n_threads;
-    lo.max_context = c.max_model_len;
-    lo.disable_sliding_window = true;
-    lo.thread_pool = &model->thread_pool();  // the draft runs between the target's steps
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft, tools::load_model(c.speculative.model, lo));
-    if (draft->config().context_length > 0 && draft->config().context_length < c.max_model_len)
-      return invalid_argument("the draft model's context (" +
-                              std::to_string(draft->config().context_length) +
-                              ") is shorter than max_model_len " + std::to_string(c.max_model_len));
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<spec::DraftModelProposer> dm,
-                          spec::DraftModelProposer::create(
-                              std::move(draft), mc.n_vocab, plan.groups[0].num_blocks, c.block_size,
-                              c.kv_dtype, c.max_num_seqs, c.speculative.num_speculative_tokens));
+    std::unique_ptr<spec::DraftModelProposer> dm;
+    if (draft_shares_target(model_spec, c.speculative, mc, false)) {
+      LOOM_ASSIGN_OR_RETURN(dm, spec::DraftModelProposer::create_sharing(
+                                    *model, plan.groups[0].num_blocks, c.block_size, c.kv_dtype,
+                                    c.max_num_seqs, c.speculative.num_speculative_tokens));
+    } else {
+      ModelLoadOptions lo;
+      lo.n_threads = c.n_threads;
+      lo.max_context = c.max_model_len;
+      lo.disable_sliding_window = true;
+      lo.thread_pool = &model->thread_pool();  // the draft runs between the target's steps
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft,
+                            tools::load_model(c.speculative.model, lo));
+      if (draft->config().context_length > 0 && draft->config().context_length < c.max_model_len)
+        return invalid_argument(
+            "the draft model's context (" + std::to_string(draft->config().context_length) +
+            ") is shorter than max_model_len " + std::to_string(c.max_model_len));
+      LOOM_ASSIGN_OR_RETURN(
+          dm, spec::DraftModelProposer::create(
+                  std::move(draft), mc.n_vocab, plan.groups[0].num_blocks, c.block_size, c.kv_dtype,
+                  c.max_num_seqs, c.speculative.num_speculative_tokens));
+    }
     e->draft_model_ = dm.get();
     e->proposer_ = std::move(dm);
-    LOOM_LOG_INFO("engine: draft model %s (%s, %d layers), its KV in the target's blocks: %.1f MiB",
-                  c.speculative.model.c_str(), e->draft_model_->model().config().arch.c_str(),
-                  e->draft_model_->model().config().n_layer,
-                  static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
+    LOOM_LOG_INFO(
+        "engine: draft model %s (%s, %d layers%s), its KV in the target's blocks: %.1f MiB",
+        c.speculative.model.c_str(), e->draft_model_->model().config().arch.c_str(),
+        e->draft_model_->model().config().n_layer,
+        e->draft_model_->shares_target() ? ", the target itself: its weights shared" : "",
+        static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
   } else if (c.speculative.method == SpeculativeConfig::Method::kMtp) {
     // The module's K/V follow group 0's tables, which must cover every position.
     if (plan.groups[0].window != 0)
@@ -83,6 +94,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
     e->proposer_ = std::make_unique<spec::NgramProposer>(c.speculative.prompt_lookup_min,
                                                          c.speculative.prompt_lookup_max);
   }
+  // A draft model's or MTP module's K/V too: its pages would otherwise be committed during
+  // the first steps, on the cores the forward passes run on.
+  if (!c.commit_kv_in_background && e->proposer_) e->proposer_->wait_committed();
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.shared_prefill_tokens},
       *e->kv_manager_);

@@ -51,9 +51,12 @@ struct RequestGroup {
 
 class EngineCore {
  public:
+  // `model_spec`: where `model` was loaded from, if known; a draft model naming the same file
+  // then runs on `model` itself (draft_shares_target).
   static Result<std::unique_ptr<EngineCore>> create(std::unique_ptr<Model> model,
                                                     std::unique_ptr<Tokenizer> tokenizer,
-                                                    const EngineConfig& config);
+                                                    const EngineConfig& config,
+                                                    const std::string& model_spec = "");
 
   Status add_request(GenerateRequest request);
   Status validate(const GenerateRequest& request) const;

@@ -13,6 +13,7 @@
 #include "base/format_bytes.h"
 #include "base/thread_pool.h"
 #include "model/mtp_config.h"
+#include "tools/model_spec.h"
 #include "tools/synth.h"
 
 namespace loom {
@@ -76,6 +77,15 @@ Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c) {
   return Status();
 }
 
+bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s,
+                         const ModelConfig& target, bool sliding_window_disabled) {
+  if (s.method != SpeculativeConfig::Method::kDraftModel || s.model.empty() ||
+      !tools::same_model_spec(target_spec, s.model))
+    return false;
+  return sliding_window_disabled || std::all_of(target.layers.begin(), target.layers.end(),
+                                                [](const LayerSpec& l) { return l.window == 0; });
+}
+
 Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
                                EngineConfig c, uint64_t available) {
   const ModelConfig& mc = bound.config;
@@ -123,27 +133,33 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
         static_cast<uint64_t>(c.max_num_batched_tokens) * 3 * mc.n_embd * sizeof(float) +
         static_cast<uint64_t>(c.max_num_seqs) * mc.n_vocab * sizeof(float);
   }
-  // A draft model: its kernel-ready weights and embeddings, its K/V in as many blocks as the
-  // target's full-attention group, its recurrent states (a slot per sequence that can run,
-  // taking back k tokens) and the scratch of its largest step (a sequence's first proposal
-  // runs its whole prompt through the draft).
+  // A draft model: its kernel-ready weights and embeddings (none when it is the target itself),
+  // its K/V in as many blocks as the target's full-attention group, its recurrent states (a
+  // slot per sequence that can run, taking back k tokens) and the scratch of its largest step
+  // (a sequence's first proposal runs its whole prompt through the draft).
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel &&
       !c.speculative.model.empty()) {
-    auto draft = bind_model_spec(c.speculative.model);
-    if (!draft.is_ok())
-      return Status(draft.status().code(), "draft model: " + draft.status().message());
-    const ModelConfig& dc = draft->config;
+    p.draft_model = c.speculative.model;
+    p.draft_shares_weights =
+        draft_shares_target(model_name, c.speculative, mc, c.disable_sliding_window);
+    Result<BoundModel> draft = BoundModel{};
+    if (!p.draft_shares_weights) {
+      draft = bind_model_spec(c.speculative.model);
+      if (!draft.is_ok())
+        return Status(draft.status().code(), "draft model: " + draft.status().message());
+      p.draft_bytes =
+          CpuModel::weight_copy_bytes(draft->weights) + draft->weights.token_embd.nbytes;
+    }
+    const ModelConfig& dc = p.draft_shares_weights ? mc : draft->config;
     if (Status st = KvCache::check_state_rollback(dc, k); !st.is_ok())
       return Status(st.code(), "draft model: " + st.message());
     const int64_t rows = std::max(c.max_num_batched_tokens, c.max_model_len);
-    p.draft_model = c.speculative.model;
-    p.draft_bytes = CpuModel::weight_copy_bytes(draft->weights) + draft->weights.token_embd.nbytes +
-                    static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
-                        KvCache::bytes_per_block(dc, c.block_size, c.kv_dtype) +
-                    static_cast<uint64_t>(c.max_num_seqs) *
-                        KvCache::state_bytes_per_slot(dc, static_cast<int32_t>(k)) +
-                    CpuModel::scratch_bytes(dc, rows, c.max_num_seqs, c.max_model_len, threads) +
-                    static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
+    p.draft_bytes += static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
+                         KvCache::bytes_per_block(dc, c.block_size, c.kv_dtype) +
+                     static_cast<uint64_t>(c.max_num_seqs) *
+                         KvCache::state_bytes_per_slot(dc, static_cast<int32_t>(k)) +
+                     CpuModel::scratch_bytes(dc, rows, c.max_num_seqs, c.max_model_len, threads) +
+                     static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
   }
   p.config = c;
   read_meminfo(&p.mem_total, &p.mem_available);
@@ -208,7 +224,9 @@ std::string MemoryPlan::table() const {
   line("scratch", scratch_bytes,
        "a step of " + std::to_string(config.max_num_batched_tokens) + " tokens");
   if (!draft_model.empty())
-    line("draft model", draft_bytes, draft_model + ": weights, K/V, states, scratch");
+    line("draft model", draft_bytes,
+         draft_model + (draft_shares_weights ? ": the target's weights; its K/V, states, scratch"
+                                             : ": weights, K/V, states, scratch"));
   line("total", total(), "");
   line("machine available", mem_available, "of " + format_bytes(mem_total));
   s << "  fits: " << (fits() ? "yes" : "no") << "\n";
@@ -234,7 +252,10 @@ std::string MemoryPlan::to_json() const {
         {"bytes", kv_bytes}}},
       {"recurrent_state_bytes", state_bytes},
       {"scratch_bytes", scratch_bytes},
-      {"draft_model", {{"model", draft_model}, {"bytes", draft_bytes}}},
+      {"draft_model",
+       {{"model", draft_model},
+        {"bytes", draft_bytes},
+        {"shares_target_weights", draft_shares_weights}}},
       {"total_bytes", total()},
       {"config",
        {{"max_model_len", config.max_model_len},

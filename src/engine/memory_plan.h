@@ -24,6 +24,13 @@ namespace loom {
 // ranges; what EngineCore::create and the plan both start from.
 Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c);
 
+// Whether a draft model runs on the target's loaded weights instead of a copy of its own: its
+// spec names the target's (tools::same_model_spec) and the target attends to every position in
+// every layer, as a draft does (drafts load with sliding windows off). `target`: the target's
+// config; `sliding_window_disabled`: whether its windows are switched off at load.
+bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s,
+                         const ModelConfig& target, bool sliding_window_disabled);
+
 struct MemoryPlan {
   std::string model;
   std::string arch;
@@ -41,8 +48,10 @@ struct MemoryPlan {
   uint64_t state_bytes = 0;  // recurrent states (per sequence x max_num_seqs)
   uint64_t scratch_bytes = 0;
   // A draft model's weights, K/V, states and scratch (speculative "model"; else 0 and "").
+  // The target as its own draft runs on the target's weights: its K/V, states and scratch.
   std::string draft_model;
   uint64_t draft_bytes = 0;
+  bool draft_shares_weights = false;
   // The machine.
   uint64_t mem_total = 0;
   uint64_t mem_available = 0;

@@ -16,11 +16,25 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
     std::unique_ptr<Model> draft, int32_t target_vocab, int32_t num_blocks, int32_t block_size,
     Dtype kv_dtype, int32_t max_seqs, int32_t k) {
   if (!draft) return invalid_argument("draft model: none given");
-  const ModelConfig& c = draft->config();
-  if (c.n_vocab != target_vocab)
-    return invalid_argument("the draft model's vocabulary has " + std::to_string(c.n_vocab) +
+  const int32_t n_vocab = draft->config().n_vocab;
+  if (n_vocab != target_vocab)
+    return invalid_argument("the draft model's vocabulary has " + std::to_string(n_vocab) +
                             " tokens but the target's has " + std::to_string(target_vocab) +
                             "; a draft model must share the target's vocabulary");
+  Model& m = *draft;
+  return make(m, std::move(draft), num_blocks, block_size, kv_dtype, max_seqs, k);
+}
+
+Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create_sharing(
+    Model& target, int32_t num_blocks, int32_t block_size, Dtype kv_dtype, int32_t max_seqs,
+    int32_t k) {
+  return make(target, nullptr, num_blocks, block_size, kv_dtype, max_seqs, k);
+}
+
+Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::make(
+    Model& draft, std::unique_ptr<Model> owned, int32_t num_blocks, int32_t block_size,
+    Dtype kv_dtype, int32_t max_seqs, int32_t k) {
+  const ModelConfig& c = draft.config();
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
   KvLayout layout = KvLayout::single(c.n_layer, num_blocks);
   if (KvCache::state_bytes_per_slot(c) > 0) {
@@ -40,7 +54,8 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
   p->kv_bytes_ =
       static_cast<size_t>(num_blocks) * KvCache::bytes_per_block(c, block_size, kv_dtype) +
       static_cast<size_t>(layout.num_state_slots) * KvCache::state_bytes_per_slot(c, k);
-  p->model_ = std::move(draft);
+  p->owned_ = std::move(owned);
+  p->model_ = &draft;
   return p;
 }
 

@@ -42,6 +42,15 @@ class DraftModelProposer : public Proposer {
                                                             int32_t num_blocks, int32_t block_size,
                                                             Dtype kv_dtype, int32_t max_seqs = 1,
                                                             int32_t k = 1);
+  // The target as its own draft (a draft spec naming the target's file): the proposer runs
+  // `target` itself (not owned; it must outlive the proposer) with K/V of its own. A second
+  // copy of the same weights would double their memory and evict each other from the caches
+  // between the draft's steps and the target's.
+  static Result<std::unique_ptr<DraftModelProposer>> create_sharing(Model& target,
+                                                                    int32_t num_blocks,
+                                                                    int32_t block_size,
+                                                                    Dtype kv_dtype,
+                                                                    int32_t max_seqs, int32_t k);
 
   // k placeholders: the draft runs once the verify has its slots.
   void plan(std::span<const int32_t>, int32_t k, std::vector<int32_t>& draft) override {
@@ -52,16 +61,24 @@ class DraftModelProposer : public Proposer {
   void release(int64_t seq_id) override;
 
   const Model& model() const { return *model_; }
+  bool shares_target() const { return owned_ == nullptr; }
   size_t kv_bytes() const { return kv_bytes_; }
+  void wait_committed() override { kv_->wait_committed(); }
   double seconds() const override { return seconds_; }  // in the draft's forward passes
 
  private:
+  static Result<std::unique_ptr<DraftModelProposer>> make(Model& draft,
+                                                          std::unique_ptr<Model> owned,
+                                                          int32_t num_blocks, int32_t block_size,
+                                                          Dtype kv_dtype, int32_t max_seqs,
+                                                          int32_t k);
   Status run(std::vector<float>& logits);
   // A draft with recurrent layers: the state slot of seq_id (taken on its first round) and the
   // position its draft may resume from, `from` or 0 when its state cannot go back there.
   int32_t state_slot(int64_t seq_id, int32_t& from);
 
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> owned_;  // null when the draft is the target
+  Model* model_ = nullptr;
   std::unique_ptr<KvCache> kv_;
   size_t kv_bytes_ = 0;
   int32_t rollback_ = 0;                          // tokens a draft state can take back

@@ -44,6 +44,7 @@ class MtpProposer : public Proposer {
   Status fill(std::span<DraftSeq> seqs) override;
   bool needs_hidden() const override { return true; }
   Status observe(std::span<const ObservedSeq> seqs) override;
+  void wait_committed() override { kv_->wait_committed(); }
   double seconds() const override { return seconds_; }
 
   const Model& module() const { return *module_; }

@@ -61,6 +61,8 @@ class Proposer {
   virtual bool needs_hidden() const { return false; }
   virtual Status observe(std::span<const ObservedSeq> seqs) { return Status::ok(); }
   virtual double seconds() const { return 0; }  // time spent in the proposer's own forwards
+  // Blocks until the proposer's own K/V memory is committed (KvCache::wait_committed).
+  virtual void wait_committed() {}
   // The sequence has finished or was aborted: whatever the proposer keeps for it can go.
   virtual void release(int64_t seq_id) {}
 };

@@ -1,5 +1,7 @@
 #include "tools/model_spec.h"
 
+#include <filesystem>
+
 #include "format/gguf.h"
 #include "tools/synth.h"
 
@@ -7,6 +9,12 @@ namespace loom::tools {
 
 bool is_synth_spec(const std::string& spec) {
   return spec.rfind("synth:", 0) == 0;
+}
+
+bool same_model_spec(const std::string& a, const std::string& b) {
+  if (is_synth_spec(a) || is_synth_spec(b)) return a == b;
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& spec,

@@ -13,6 +13,10 @@ namespace loom::tools {
 
 bool is_synth_spec(const std::string& spec);
 
+// Whether two specs name the same weights: one file or directory (through any path or link to
+// it), or one synth spec (synth weights are a function of the spec alone).
+bool same_model_spec(const std::string& a, const std::string& b);
+
 Result<std::unique_ptr<Model>> load_model(const std::string& spec,
                                           const ModelLoadOptions& options = {});
 

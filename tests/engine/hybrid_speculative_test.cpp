@@ -65,11 +65,13 @@ class HybridSpeculative : public ::testing::TestWithParam<std::string> {
   }
   std::map<std::string, Collected> run(const EngineConfig& c,
                                        const std::vector<GenerateRequest>& rs) {
-    return testing::run_requests(c, bytes_, rs, &metrics_);
+    return testing::run_requests(c, bytes_, rs, &metrics_, model_spec_);
   }
+  void expect_self_draft_identical();
 
   std::shared_ptr<std::vector<uint8_t>> bytes_;
   EngineMetrics metrics_;
+  std::string model_spec_;  // where the engines' model comes from ("": unknown)
 };
 
 TEST_P(HybridSpeculative, NgramGreedyAloneIsIdenticalAndProposalsAreKept) {
@@ -143,7 +145,16 @@ TEST_P(HybridSpeculative, DenseDraftModelOutputsAreIdentical) {
 // The target as its own draft: a draft with recurrent states of its own (one slot per
 // sequence, taking back what the verify rejects). Greedy, it always agrees; sampled, batched
 // and preempted, it is taken back often; either way the outputs are plain decoding's.
-TEST_P(HybridSpeculative, HybridDraftModelOutputsAreIdentical) {
+TEST_P(HybridSpeculative, HybridDraftModelOutputsAreIdentical) { expect_self_draft_identical(); }
+
+// The same on one model: the engine knows its model is the draft's spec, so the draft runs on
+// the target's weights with K/V and recurrent state slots of its own.
+TEST_P(HybridSpeculative, DraftThatIsTheTargetSharesItsWeights) {
+  model_spec_ = "synth:" + GetParam();
+  expect_self_draft_identical();
+}
+
+void HybridSpeculative::expect_self_draft_identical() {
   auto self_draft = [&](EngineConfig c) {
     c = draft_model(c);
     c.speculative.model = "synth:" + GetParam();

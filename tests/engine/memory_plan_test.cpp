@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "backend/cpu/cpu_model.h"
@@ -181,6 +185,66 @@ TEST(MemoryPlan, DraftModelIsPlanned) {
   auto missing = plan_memory("tiny", b, c, 0);
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("draft model"), std::string::npos);
+}
+
+// The target as its own draft (the draft spec names the target's): the draft's share is its
+// K/V, states and scratch, without a second copy of the weights.
+TEST(MemoryPlan, DraftThatIsTheTargetSharesItsWeights) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.max_num_seqs = 3;
+  c.max_model_len = 128;
+  c.speculative.num_speculative_tokens = 3;
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny";
+  auto copy = plan_memory("tiny", b, c, 0);  // not the same spec: the draft loads its own
+  auto shared = plan_memory("synth:tiny", b, c, 0);
+  ASSERT_TRUE(copy.is_ok() && shared.is_ok());
+  EXPECT_FALSE(copy->draft_shares_weights);
+  EXPECT_TRUE(shared->draft_shares_weights);
+  EXPECT_EQ(shared->draft_bytes, copy->draft_bytes - CpuModel::weight_copy_bytes(b.weights) -
+                                     b.weights.token_embd.nbytes);
+  EXPECT_NE(shared->table().find("the target's weights"), std::string::npos) << shared->table();
+  EXPECT_NE(shared->to_json().find("\"shares_target_weights\": true"), std::string::npos);
+}
+
+// Which drafts share: the same file through any path (a link, ./), the same synth spec; not a
+// copy of the file, another spec, another method, nor a target that slides a window somewhere
+// (a draft attends to every position) unless its windows are switched off.
+TEST(MemoryPlan, WhichDraftsShareTheTargetsWeights) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("loom_draft_share_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string a = (dir / "a.gguf").string(), link = (dir / "link.gguf").string(),
+                    copy = (dir / "copy.gguf").string();
+  std::ofstream(a) << "weights";
+  std::ofstream(copy) << "weights";
+  std::filesystem::create_symlink(a, link);
+  ModelConfig full;
+  full.layers.resize(4);
+  ModelConfig sliding = full;
+  sliding.layers[1].window = 64;
+  SpeculativeConfig s;
+  s.method = SpeculativeConfig::Method::kDraftModel;
+  auto shares = [&](const std::string& target, const std::string& draft, const ModelConfig& mc,
+                    bool windows_off = false) {
+    s.model = draft;
+    return draft_shares_target(target, s, mc, windows_off);
+  };
+  EXPECT_TRUE(shares(a, a, full));
+  EXPECT_TRUE(shares(a, link, full));
+  EXPECT_TRUE(shares(a, (dir / "." / "a.gguf").string(), full));
+  EXPECT_FALSE(shares(a, copy, full));
+  EXPECT_FALSE(shares(a, (dir / "missing.gguf").string(), full));
+  EXPECT_FALSE(shares("", a, full));
+  EXPECT_TRUE(shares("synth:tiny", "synth:tiny", full));
+  EXPECT_FALSE(shares("synth:tiny", "synth:tiny-qwen3", full));
+  EXPECT_FALSE(shares(a, a, sliding));
+  EXPECT_TRUE(shares(a, a, sliding, /*windows_off=*/true));
+  s.model = a;
+  s.method = SpeculativeConfig::Method::kNgram;
+  EXPECT_FALSE(draft_shares_target(a, s, full, false));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {

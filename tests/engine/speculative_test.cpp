@@ -54,7 +54,7 @@ class SpeculativeEngine : public ::testing::Test {
   }
   std::map<std::string, Collected> run(const EngineConfig& c,
                                        const std::vector<GenerateRequest>& rs) {
-    return testing::run_requests(c, bytes_, rs, &metrics_);
+    return testing::run_requests(c, bytes_, rs, &metrics_, model_spec_);
   }
   static void expect_same(const std::map<std::string, Collected>& want,
                           const std::map<std::string, Collected>& got, const std::string& what) {
@@ -63,6 +63,8 @@ class SpeculativeEngine : public ::testing::Test {
 
   static std::shared_ptr<std::vector<uint8_t>> bytes_;
   EngineMetrics metrics_;
+  std::string model_spec_;  // where the engines' model comes from ("": unknown)
+  void expect_self_draft_identical();
 };
 std::shared_ptr<std::vector<uint8_t>> SpeculativeEngine::bytes_;
 
@@ -168,7 +170,17 @@ TEST_F(SpeculativeEngine, LargeBatchesDoNotSpeculate) {
 // target's verify rows; sampled requests keep fewer; outputs are plain decoding's either way,
 // also batched, chunked and preempted (the draft's K/V in the target's blocks are rolled back
 // and recomputed with them).
-TEST_F(SpeculativeEngine, DraftModelOutputsAreIdentical) {
+TEST_F(SpeculativeEngine, DraftModelOutputsAreIdentical) { expect_self_draft_identical(); }
+
+// The same with the engine told its model is synth:tiny: the draft then runs on the target
+// model itself (one copy of the weights) with K/V of its own, the two models' forward passes
+// interleaved on one set of weights and scratch.
+TEST_F(SpeculativeEngine, DraftThatIsTheTargetSharesItsWeights) {
+  model_spec_ = "synth:tiny";
+  expect_self_draft_identical();
+}
+
+void SpeculativeEngine::expect_self_draft_identical() {
   auto draft = [](EngineConfig c) {
     c.speculative.method = SpeculativeConfig::Method::kDraftModel;
     c.speculative.model = "synth:tiny";

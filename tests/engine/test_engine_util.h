@@ -53,8 +53,10 @@ inline std::shared_ptr<std::vector<uint8_t>> test_model_bytes(const TestModelOpt
   return std::make_shared<std::vector<uint8_t>>(w.to_bytes());
 }
 
+// `model_spec`: what the bytes are to the engine (a draft naming it runs on the same model).
 inline std::unique_ptr<Engine> make_engine(const EngineConfig& config,
-                                           const std::shared_ptr<std::vector<uint8_t>>& bytes) {
+                                           const std::shared_ptr<std::vector<uint8_t>>& bytes,
+                                           const std::string& model_spec = "") {
   auto file = GgufFile::parse_bytes(bytes);
   EXPECT_TRUE(file.is_ok()) << file.status().message();
   std::unique_ptr<Tokenizer> tok;
@@ -63,7 +65,7 @@ inline std::unique_ptr<Engine> make_engine(const EngineConfig& config,
   mo.n_threads = config.n_threads;
   auto model = Model::from_gguf(std::move(*file), mo);
   EXPECT_TRUE(model.is_ok()) << model.status().message();
-  auto engine = Engine::create(std::move(*model), std::move(tok), config);
+  auto engine = Engine::create(std::move(*model), std::move(tok), config, model_spec);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
   return engine.is_ok() ? std::move(engine).value() : nullptr;
 }
@@ -143,8 +145,9 @@ inline std::map<std::string, Collected> run_all(Engine& engine, int max_steps = 
 // the KV pool (and every state slot) must drain. The engine's metrics afterwards in *metrics.
 inline std::map<std::string, Collected> run_requests(
     const EngineConfig& config, const std::shared_ptr<std::vector<uint8_t>>& bytes,
-    const std::vector<GenerateRequest>& requests, EngineMetrics* metrics = nullptr) {
-  auto e = make_engine(config, bytes);
+    const std::vector<GenerateRequest>& requests, EngineMetrics* metrics = nullptr,
+    const std::string& model_spec = "") {
+  auto e = make_engine(config, bytes, model_spec);
   if (!e) return {};
   e->keep_logits(true);
   for (const GenerateRequest& r : requests) EXPECT_TRUE(e->add_request(r).is_ok()) << r.request_id;
