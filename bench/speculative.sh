@@ -8,7 +8,9 @@
 #       is decoded greedily: output that can repeat its own earlier text;
 #     - random: random prompts sampled at temperature 1, where lookups (almost) never match;
 #  3. the target model as its own draft (--model-draft, k = 4, greedy): tokens/s counting only
-#     the target's forward time, the draft's time reported beside it.
+#     the target's forward time, the draft's time reported beside it. The draft names the
+#     target's file, so it runs on the target's loaded weights ("self-draft"); "copy-draft"
+#     names a copy of the file, which loads a second set of weights as any other draft does.
 # Every line gives output tokens/s over the whole run, over its decode steps (the steps that
 # ran no prompt token: what speculation changes; prefill is the same in both runs) and over
 # the target's forward time.
@@ -56,11 +58,14 @@ for type in $TYPES; do
     done
   done
   [ "$SELF_DRAFT" = 1 ] || continue
+  copy="$DIR/copy-of-$PRESET-$type.gguf"
+  [ -f "$copy" ] || cp "$f" "$copy"
   for rep in $(seq "$REPS"); do
-    for mode in plain self-draft; do
+    for mode in plain self-draft copy-draft; do
       args=(bench offline -m "$f" --num-prompts 2 --input-len 16 --output-len 256
             --max-num-seqs 1 -t "$THREADS" --temperature 0 --seed "$rep")
       [ "$mode" = self-draft ] && args+=(--model-draft "$f" --draft-max 4)
+      [ "$mode" = copy-draft ] && args+=(--model-draft "$copy" --draft-max 4)
       "$LOOM" "${args[@]}" 2>/dev/null | report "$type draft run $rep $mode"
     done
   done

@@ -113,9 +113,9 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   const int64_t logits_rows =
       std::min<int64_t>(c.max_num_batched_tokens, int64_t{c.max_num_seqs} * (1 + k));
   const int threads = c.n_threads > 0 ? c.n_threads : ThreadPool::physical_cores();
-  p.scratch_bytes =
-      CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads) +
-      static_cast<uint64_t>(logits_rows) * mc.n_vocab * sizeof(float);
+  const uint64_t model_scratch =
+      CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads);
+  p.scratch_bytes = model_scratch + static_cast<uint64_t>(logits_rows) * mc.n_vocab * sizeof(float);
   // MTP speculation: the module's K/V beside the target's (one more layer in group 0's
   // blocks), its block's kernel-ready copies (and its own LM head's), the scratch of a step
   // it runs over every row of a full target step.
@@ -136,7 +136,8 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   // A draft model: its kernel-ready weights and embeddings (none when it is the target itself),
   // its K/V in as many blocks as the target's full-attention group, its recurrent states (a
   // slot per sequence that can run, taking back k tokens) and the scratch of its largest step
-  // (a sequence's first proposal runs its whole prompt through the draft).
+  // (a sequence's first proposal runs its whole prompt through the draft; a draft that is the
+  // target grows the target's scratch to that step).
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel &&
       !c.speculative.model.empty()) {
     p.draft_model = c.speculative.model;
@@ -154,12 +155,17 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
     if (Status st = KvCache::check_state_rollback(dc, k); !st.is_ok())
       return Status(st.code(), "draft model: " + st.message());
     const int64_t rows = std::max(c.max_num_batched_tokens, c.max_model_len);
-    p.draft_bytes += static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
-                         KvCache::bytes_per_block(dc, c.block_size, c.kv_dtype) +
-                     static_cast<uint64_t>(c.max_num_seqs) *
-                         KvCache::state_bytes_per_slot(dc, static_cast<int32_t>(k)) +
-                     CpuModel::scratch_bytes(dc, rows, c.max_num_seqs, c.max_model_len, threads) +
-                     static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
+    // A shared model's scratch grows to the draft's largest step: only the growth is the draft's.
+    const uint64_t draft_scratch =
+        CpuModel::scratch_bytes(dc, rows, c.max_num_seqs, c.max_model_len, threads);
+    p.draft_bytes +=
+        static_cast<uint64_t>(p.kv.groups[0].num_blocks) *
+            KvCache::bytes_per_block(dc, c.block_size, c.kv_dtype) +
+        static_cast<uint64_t>(c.max_num_seqs) *
+            KvCache::state_bytes_per_slot(dc, static_cast<int32_t>(k)) +
+        (p.draft_shares_weights ? draft_scratch - std::min(draft_scratch, model_scratch)
+                                : draft_scratch) +
+        static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
   }
   p.config = c;
   read_meminfo(&p.mem_total, &p.mem_available);
