@@ -8,9 +8,11 @@
 #include <memory>
 #include <random>
 
+#include "bench/model_bench_util.h"
 #include "hub/hf_option.h"
 #include "kernels/cpu/packed_kernels.h"
 #include "model/model.h"
+#include "spec/spec_flags.h"
 #include "tools/model_spec.h"
 
 namespace loom::bench {
@@ -21,20 +23,6 @@ constexpr int32_t kBlockSize = 16;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-void mean_sd(ModelBenchRow& row) {
-  const double n = static_cast<double>(row.samples_ts.size());
-  double sum = 0;
-  for (double x : row.samples_ts) sum += x;
-  row.avg_ts = sum / n;
-  double ss = 0;
-  for (double x : row.samples_ts) ss += (x - row.avg_ts) * (x - row.avg_ts);
-  row.stddev_ts = n > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
-  std::vector<double> sorted = row.samples_ts;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t m = sorted.size();
-  row.median_ts = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
 }
 
 // A model with recurrent layers keeps each sequence's state in a slot: sequence s (the one
@@ -100,11 +88,6 @@ Status generate(Model& m, KvCache& kv, const std::vector<int32_t>& table, int32_
     LOOM_RETURN_IF_ERROR(m.forward(b, kv, logits.data()));
   }
   return Status::ok();
-}
-
-// " @ dD" after a generation test's name when it starts D tokens deep (-d), else "".
-std::string depth_suffix(int32_t depth) {
-  return depth > 0 ? " @ d" + std::to_string(depth) : "";
 }
 
 // The block table of sequence s: blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
@@ -175,12 +158,6 @@ Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_se
   return Status::ok();
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size();
-  return k == 0 ? 0 : k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
-
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
@@ -240,6 +217,8 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   if (o.verify_tokens < 0 || o.verify_tokens > 64)
     return invalid_argument("--verify must be in [0, 64]");
+  if (o.speculative.enabled() && o.n_gen < 2)
+    return invalid_argument("speculative options time generation: -n must be at least 2");
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   lo.disable_sliding_window = o.disable_sliding_window;
@@ -406,6 +385,11 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   }
   model->set_profile(nullptr);
   res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
+  if (o.speculative.enabled()) {
+    kv.reset();
+    model.reset();  // its weights and thread pool, before the engines load theirs
+    LOOM_RETURN_IF_ERROR(add_speculative_rows(o, res));
+  }
   return res;
 }
 
@@ -500,6 +484,17 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
                     row.test.c_str(), row.step_cost, row.samples_ts.size());
       out += buf;
     }
+    if (row.speculation) {
+      const SpeculationFigures& f = *row.speculation;
+      std::snprintf(buf, sizeof buf,
+                    "speculative decoding (%s): %s ÷ its engine without speculation %.2f× "
+                    "(median over %zu repetitions, each run right after a plain one); "
+                    "acceptance rate %.3f, mean acceptance length %.2f; proposers %.1f%% of the "
+                    "decode steps' time\n",
+                    f.method.c_str(), row.test.c_str(), f.speedup, row.samples_ts.size(),
+                    f.acceptance_rate, f.mean_acceptance_length, 100 * f.proposer_share);
+      out += buf;
+    }
     if (row.speedup <= 0) continue;
     std::snprintf(buf, sizeof buf,
                   "batched decode speed-up, %s ÷ tg%d%s: %.2f× (median over %zu repetitions, "
@@ -556,6 +551,14 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
     if (row.speedup > 0) j["speedup_vs_single"] = row.speedup;
     if (row.step_cost > 0) j["step_cost_vs_decode"] = row.step_cost;
+    if (row.speculation) {
+      const SpeculationFigures& f = *row.speculation;
+      j["speculative"] = {{"method", f.method},
+                          {"speedup_vs_plain", f.speedup},
+                          {"acceptance_rate", f.acceptance_rate},
+                          {"mean_acceptance_length", f.mean_acceptance_length},
+                          {"proposer_share", f.proposer_share}};
+    }
     if (row.profile.calls > 0) {
       nlohmann::json ms;
       for (int p = 0; p < ForwardProfile::kPhases; ++p)
@@ -614,6 +617,8 @@ int model_main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "also print where each test's time goes: ms per forward call of each phase "
                "(norms, matmuls, attention, ...)");
+  spec::SpeculativeFlags spec_flags;
+  spec_flags.add_to(app);
   app.add_option("--bw-mib", bw_mib, "size of the bandwidth test buffer in MiB")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -623,6 +628,10 @@ int model_main(int argc, char** argv) {
     return 1;
   }
   o.bw_bytes = bw_mib << 20;
+  if (Status st = spec_flags.apply(o.speculative); !st.is_ok()) {
+    std::fprintf(stderr, "loom bench model: %s\n", st.message().c_str());
+    return 1;
+  }
   auto r = run_model_bench(o);
   if (!r.is_ok()) {
     std::fprintf(stderr, "loom bench model: %s\n", r.status().message().c_str());

@@ -4,15 +4,19 @@
 // sequences; its repetitions alternate with tgN's, and their median ratio is the batched
 // speed-up), mean ± sd over reps after one warm-up, plus the roofline single-sequence
 // generation implies: weight bytes read per token ÷ the memory read bandwidth of the same run.
+// With speculative options, generation through the engine without and with speculation
+// (bench/model_bench_spec.cpp).
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "loom/engine.h"
 #include "model/forward_profile.h"
 
 namespace loom::bench {
@@ -36,6 +40,20 @@ struct ModelBenchOptions {
   int32_t bw_reps = 5;
   bool profile = false;  // time the forward phases of the timed repetitions (row.profile)
   bool disable_sliding_window = false;  // full attention in every layer (ModelLoadOptions)
+  // Enabled (--speculative-config, --model-draft, --draft-max): generation of n_gen tokens
+  // through the engine, plain and with this speculation, repetitions alternating (rows
+  // "tgN engine" and "tgN spec"); greedy, from a random prompt of max(1, n_depth) tokens.
+  SpeculativeConfig speculative;
+};
+
+// A "tgN spec" row's speculation: its decode rate ÷ the plain engine's repetition run just
+// before it (median over the pairs), and what the proposals did over all timed repetitions.
+struct SpeculationFigures {
+  std::string method;  // "ngram, k = 4, lookup 2..4", "draft model PATH, k = 4", "mtp, k = 1"
+  double speedup = 0;
+  double acceptance_rate = 0;         // accepted ÷ proposed tokens
+  double mean_acceptance_length = 0;  // tokens per verify (1 + accepted per proposal)
+  double proposer_share = 0;          // proposers' time ÷ the decode steps' time
 };
 
 struct ModelBenchRow {
@@ -53,6 +71,7 @@ struct ModelBenchRow {
   // time (tgN or tgNxB) of the repetition run just before it; 0 elsewhere.
   double step_cost = 0;
   ForwardProfile profile;  // with ModelBenchOptions::profile: the timed repetitions' phases
+  std::optional<SpeculationFigures> speculation;  // "tgN spec" rows
 };
 
 struct ModelBenchResult {
@@ -76,6 +95,9 @@ struct ModelBenchResult {
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
 
 Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o);
+
+// The "tgN engine" and "tgN spec" rows of o.speculative (bench/model_bench_spec.cpp).
+Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res);
 
 std::string model_bench_markdown(const ModelBenchResult& r);
 std::string model_bench_csv(const ModelBenchResult& r);

@@ -187,6 +187,61 @@ TEST(ModelBench, DepthStartsGenerationDeeperInTheCache) {
   EXPECT_FALSE(run_model_bench(o).is_ok());
 }
 
+// Speculative options: generation through the engine with and without them, alternating. The
+// target as its own draft (synth:tiny naming itself: the draft runs on the target's weights)
+// agrees with every greedy token, so every proposal is accepted; the speed-up is the median of
+// the paired ratios.
+TEST(ModelBench, SpeculationRunsThroughTheEngine) {
+  ModelBenchOptions o = tiny_options(1);
+  o.n_prompt = 0;
+  o.batch_seqs = 0;
+  o.n_gen = 24;
+  o.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  o.speculative.model = "synth:tiny";
+  o.speculative.num_speculative_tokens = 4;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  EXPECT_EQ(r->rows[1].test, "tg24 engine");
+  EXPECT_EQ(r->rows[2].test, "tg24 spec");
+  EXPECT_FALSE(r->rows[1].speculation.has_value());
+  ASSERT_TRUE(r->rows[2].speculation.has_value());
+  const SpeculationFigures& f = *r->rows[2].speculation;
+  EXPECT_EQ(f.method, "draft model synth:tiny, k = 4");
+  EXPECT_EQ(f.acceptance_rate, 1.0);
+  EXPECT_GT(f.mean_acceptance_length, 3.0);  // 23 decode tokens in verifies of up to 5
+  EXPECT_LE(f.mean_acceptance_length, 5.0);
+  EXPECT_GT(f.proposer_share, 0.0);
+  EXPECT_LT(f.proposer_share, 1.0);
+  std::vector<double> ratios;
+  for (size_t i = 0; i < 3; ++i)
+    ratios.push_back(r->rows[2].samples_ts[i] / r->rows[1].samples_ts[i]);
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(f.speedup, ratios[1]);
+  EXPECT_NE(model_bench_markdown(*r).find("speculative decoding (draft model synth:tiny, k = 4): "
+                                          "tg24 spec ÷ its engine without speculation"),
+            std::string::npos)
+      << model_bench_markdown(*r);
+  const auto j = model_bench_json(*r);
+  EXPECT_EQ(j[2]["speculative"]["acceptance_rate"].get<double>(), 1.0);
+  EXPECT_FALSE(j[1].contains("speculative"));
+
+  // n-gram lookup over random tokens: whatever it proposes is verified, never more accepted.
+  o.speculative = {};
+  o.speculative.method = SpeculativeConfig::Method::kNgram;
+  o.speculative.num_speculative_tokens = 3;
+  o.speculative.prompt_lookup_min = 1;
+  o.speculative.prompt_lookup_max = 2;
+  o.n_depth = 40;
+  r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  EXPECT_EQ(r->rows[2].test, "tg24 spec @ d40");
+  ASSERT_TRUE(r->rows[2].speculation.has_value());
+  EXPECT_EQ(r->rows[2].speculation->method, "ngram, k = 3, lookup 1..2");
+  EXPECT_LE(r->rows[2].speculation->acceptance_rate, 1.0);
+}
+
 TEST(ModelBench, BadArguments) {
   ModelBenchOptions o;
   o.model = "synth:tiny";
@@ -195,6 +250,13 @@ TEST(ModelBench, BadArguments) {
   EXPECT_FALSE(run_model_bench(o).is_ok());
   o.n_gen = 100000;  // beyond the context
   EXPECT_FALSE(run_model_bench(o).is_ok());
+  o.n_gen = 1;  // speculation needs decode steps to time
+  o.speculative.method = SpeculativeConfig::Method::kNgram;
+  o.speculative.num_speculative_tokens = 2;
+  auto one = run_model_bench(o);
+  ASSERT_FALSE(one.is_ok());
+  EXPECT_NE(one.status().message().find("-n must be at least 2"), std::string::npos);
+  o.speculative = {};
   o.n_gen = 4;
   o.model = "/nonexistent.gguf";
   EXPECT_FALSE(run_model_bench(o).is_ok());
