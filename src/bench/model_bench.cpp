@@ -9,6 +9,7 @@
 #include <random>
 
 #include "bench/model_bench_util.h"
+#include "engine/memory_plan.h"
 #include "hub/hf_option.h"
 #include "kernels/cpu/packed_kernels.h"
 #include "model/model.h"
@@ -217,8 +218,11 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   if (o.verify_tokens < 0 || o.verify_tokens > 64)
     return invalid_argument("--verify must be in [0, 64]");
-  if (o.speculative.enabled() && o.n_gen < 2)
-    return invalid_argument("speculative options time generation: -n must be at least 2");
+  if (o.speculative.enabled()) {
+    if (o.n_gen < 2)
+      return invalid_argument("speculative options time generation: -n must be at least 2");
+    LOOM_RETURN_IF_ERROR(plan_memory(o.model, speculative_bench_config(o)).status());
+  }
   ModelLoadOptions lo;
   lo.n_threads = o.n_threads;
   lo.disable_sliding_window = o.disable_sliding_window;

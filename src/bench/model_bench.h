@@ -96,8 +96,11 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
 
 Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o);
 
-// The "tgN engine" and "tgN spec" rows of o.speculative (bench/model_bench_spec.cpp).
+// The "tgN engine" and "tgN spec" rows of o.speculative (bench/model_bench_spec.cpp), and the
+// engine configuration they run (checked before the other tests run: a missing draft model
+// is an error at once, not after minutes of measurements).
 Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res);
+EngineConfig speculative_bench_config(const ModelBenchOptions& o);
 
 std::string model_bench_markdown(const ModelBenchResult& r);
 std::string model_bench_csv(const ModelBenchResult& r);

@@ -30,18 +30,24 @@ std::string describe(const SpeculativeConfig& s) {
 
 }  // namespace
 
+EngineConfig speculative_bench_config(const ModelBenchOptions& o) {
+  EngineConfig c;
+  c.n_threads = o.n_threads;
+  c.max_num_seqs = 1;
+  c.max_model_len = std::max(1, o.n_depth) + o.n_gen + o.speculative.num_speculative_tokens;
+  c.disable_sliding_window = o.disable_sliding_window;
+  c.commit_kv_in_background = false;  // no page faults inside the timed steps
+  c.speculative = o.speculative;
+  return c;
+}
+
 Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
   if (o.n_gen < 2)
     return invalid_argument("speculative options time generation: -n must be at least 2");
   const int32_t prompt = std::max(1, o.n_depth);
-  EngineConfig plain_config;
-  plain_config.n_threads = o.n_threads;
-  plain_config.max_num_seqs = 1;
-  plain_config.max_model_len = prompt + o.n_gen + o.speculative.num_speculative_tokens;
-  plain_config.disable_sliding_window = o.disable_sliding_window;
-  plain_config.commit_kv_in_background = false;  // no page faults inside the timed steps
-  EngineConfig spec_config = plain_config;
-  spec_config.speculative = o.speculative;
+  const EngineConfig spec_config = speculative_bench_config(o);
+  EngineConfig plain_config = spec_config;
+  plain_config.speculative = {};
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> plain, Engine::load(o.model, plain_config));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> spec, Engine::load(o.model, spec_config));
 

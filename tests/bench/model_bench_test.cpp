@@ -256,8 +256,14 @@ TEST(ModelBench, BadArguments) {
   auto one = run_model_bench(o);
   ASSERT_FALSE(one.is_ok());
   EXPECT_NE(one.status().message().find("-n must be at least 2"), std::string::npos);
+  o.n_gen = 4;  // a draft that does not exist: refused before anything is measured
+  o.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  o.speculative.model = "/nonexistent/draft.gguf";
+  auto missing = run_model_bench(o);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("draft model"), std::string::npos)
+      << missing.status().message();
   o.speculative = {};
-  o.n_gen = 4;
   o.model = "/nonexistent.gguf";
   EXPECT_FALSE(run_model_bench(o).is_ok());
 }
