@@ -63,13 +63,8 @@ Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const Engin
     if (auto t = Tokenizer::from_gguf(file); t.is_ok()) tokenizer = std::move(t).value();
     LOOM_ASSIGN_OR_RETURN(bound, bind_gguf(std::move(file)));
   }
-  // Before anything large is allocated: a method that needs what the model lacks.
-  if (config.speculative.method == SpeculativeConfig::Method::kMtp &&
-      bound.config.n_mtp_layers == 0)
-    return invalid_argument("speculative method \"mtp\": the model " + spec + " (" +
-                            bound.config.arch +
-                            ") has no multi-token prediction (MTP / nextn) layers to propose with");
-  // The memory plan, before anything large is allocated: what cannot fit is refused here.
+  // The memory plan, before anything large is allocated: what cannot fit, and what the
+  // speculative method needs that the models lack, is refused here.
   LOOM_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(spec, bound, config));
   std::istringstream lines(plan.table());
   for (std::string line; std::getline(lines, line);)

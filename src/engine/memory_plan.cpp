@@ -13,6 +13,7 @@
 #include "base/format_bytes.h"
 #include "base/thread_pool.h"
 #include "model/mtp_config.h"
+#include "spec/draft_model.h"
 #include "tools/model_spec.h"
 #include "tools/synth.h"
 
@@ -90,6 +91,10 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
                                EngineConfig c, uint64_t available) {
   const ModelConfig& mc = bound.config;
   LOOM_RETURN_IF_ERROR(resolve_engine_config(mc, c));
+  // What the speculative method needs of the model, before anything is planned or loaded.
+  if (c.speculative.method == SpeculativeConfig::Method::kMtp && mc.n_mtp_layers == 0)
+    return invalid_argument("speculative method \"mtp\": the model " + model_name + " (" + mc.arch +
+                            ") has no multi-token prediction (MTP / nextn) layers to propose with");
   MemoryPlan p;
   p.model = model_name;
   p.arch = mc.arch;
@@ -152,6 +157,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
           CpuModel::weight_copy_bytes(draft->weights) + draft->weights.token_embd.nbytes;
     }
     const ModelConfig& dc = p.draft_shares_weights ? mc : draft->config;
+    LOOM_RETURN_IF_ERROR(spec::check_draft_vocabulary(dc.n_vocab, mc.n_vocab));
     if (Status st = KvCache::check_state_rollback(dc, k); !st.is_ok())
       return Status(st.code(), "draft model: " + st.message());
     const int64_t rows = std::max(c.max_num_batched_tokens, c.max_model_len);

@@ -12,15 +12,18 @@ int32_t argmax(const float* row, int32_t n) {
 
 }  // namespace
 
+Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab) {
+  if (draft_vocab == target_vocab) return Status::ok();
+  return invalid_argument("the draft model's vocabulary has " + std::to_string(draft_vocab) +
+                          " tokens but the target's has " + std::to_string(target_vocab) +
+                          "; a draft model must share the target's vocabulary");
+}
+
 Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
     std::unique_ptr<Model> draft, int32_t target_vocab, int32_t num_blocks, int32_t block_size,
     Dtype kv_dtype, int32_t max_seqs, int32_t k) {
   if (!draft) return invalid_argument("draft model: none given");
-  const int32_t n_vocab = draft->config().n_vocab;
-  if (n_vocab != target_vocab)
-    return invalid_argument("the draft model's vocabulary has " + std::to_string(n_vocab) +
-                            " tokens but the target's has " + std::to_string(target_vocab) +
-                            "; a draft model must share the target's vocabulary");
+  LOOM_RETURN_IF_ERROR(check_draft_vocabulary(draft->config().n_vocab, target_vocab));
   Model& m = *draft;
   return make(m, std::move(draft), num_blocks, block_size, kv_dtype, max_seqs, k);
 }

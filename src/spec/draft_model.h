@@ -31,6 +31,10 @@
 
 namespace loom::spec {
 
+// Ok when a draft with `draft_vocab` tokens can propose for a target with `target_vocab`; an
+// error saying why otherwise.
+Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab);
+
 class DraftModelProposer : public Proposer {
  public:
   // `target_vocab`: the target's n_vocab, which the draft must share. `num_blocks`,

@@ -186,6 +186,29 @@ TEST(MemoryPlan, DraftModelIsPlanned) {
   EXPECT_NE(missing.status().message().find("draft model"), std::string::npos);
 }
 
+// What a speculative method needs of the models is refused by the plan, before any weights
+// are loaded: a draft with another vocabulary, MTP on a model without MTP layers.
+TEST(MemoryPlan, SpeculationTheModelsCannotDoIsRefused) {
+  const BoundModel b = bind_synth("tiny");
+  EngineConfig c;
+  c.max_num_seqs = 2;
+  c.max_model_len = 128;
+  c.speculative.num_speculative_tokens = 2;
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny-qwen3";  // Qwen3's 151,936 tokens against tiny's 512
+  auto vocab = plan_memory("tiny", b, c, 0);
+  ASSERT_FALSE(vocab.is_ok());
+  EXPECT_NE(vocab.status().message().find("must share the target's vocabulary"), std::string::npos)
+      << vocab.status().message();
+  c.speculative.model.clear();
+  c.speculative.method = SpeculativeConfig::Method::kMtp;
+  auto mtp = plan_memory("tiny", b, c, 0);
+  ASSERT_FALSE(mtp.is_ok());
+  EXPECT_NE(mtp.status().message().find("has no multi-token prediction"), std::string::npos)
+      << mtp.status().message();
+  EXPECT_TRUE(plan_memory("tiny-mla", bind_synth("tiny-mla"), c, 0).is_ok());
+}
+
 // The target as its own draft (the draft spec names the target's): the draft's share is its
 // K/V, states and the growth of the target's scratch, without a second copy of the weights.
 TEST(MemoryPlan, DraftThatIsTheTargetSharesItsWeights) {
