@@ -1,7 +1,7 @@
 // Kernel micro-benchmark (not a test): GEMV weight-read bandwidth (GB/s) and 512-token GEMM
 // throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
 // override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
-//   loom_kernels_bench [filter-substring]
+//   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts: below)
 // Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s
 // is cache, not DRAM, bandwidth.
 #include <immintrin.h>
@@ -278,6 +278,59 @@ void bench_attention_dram() {
   }
 }
 
+// A MoE step's expert matmuls against one dense matrix of the same bytes, both from DRAM
+// (cycling through 2,048 copies of an expert's 1024 x 512 matrix, 590 MiB in Q4_K): 8 tasks
+// of 3 single-threaded matmuls at random places (how the CPU MoE runs 8 experts' gate, up and
+// down) against one 24-matrix GEMV split over the pool, for 1-3 tokens.
+//   loom_kernels_bench experts   (LOOM_BENCH_EXPERT_TYPE=q6_k & co. for another type)
+void bench_experts(ThreadPool& pool) {
+  const int64_t cols = 1024, rows = 512;
+  const int n_copies = 2048, per_step = 24;
+  const char* type_name = std::getenv("LOOM_BENCH_EXPERT_TYPE");
+  const auto type = parse_dtype(type_name ? type_name : "q4_k");
+  if (!type) {
+    std::fprintf(stderr, "LOOM_BENCH_EXPERT_TYPE: unknown type\n");
+    return;
+  }
+  Matrix m = make_matrix(*type, rows, cols);
+  const kernels::PackedMatrix packed = kernels::PackedMatrix::pack_rows16(m.view);
+  const TensorView one = packed.view();
+  const uint64_t bytes = one.nbytes;
+  HugeBuffer copies = allocate_huge(bytes * n_copies, /*commit=*/true);
+  for (int i = 0; i < n_copies; ++i) std::memcpy(copies.get() + i * bytes, one.data, bytes);
+  auto matrices_at = [&](int first, int n) {  // n consecutive copies as one matrix
+    TensorView v = one;
+    v.data = copies.get() + first * bytes;
+    v.ne[1] = rows * n;
+    v.nbytes = bytes * n;
+    return v;
+  };
+  std::vector<float> x(16 * cols), out(static_cast<size_t>(pool.size()) * 16 * rows * per_step);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 7);
+  std::mt19937 rng(3);
+  std::vector<int> ids(per_step);
+  for (int tokens = 1; tokens <= 3; ++tokens) {
+    const double experts = time_call([&] {
+      for (int& id : ids) id = static_cast<int>(rng() % n_copies);
+      pool.parallel_for(per_step / 3, [&](int64_t task, int thread) {
+        for (int k = 0; k < 3; ++k)
+          kernels::matmul(matrices_at(ids[task * 3 + k], 1), x.data(), tokens,
+                          out.data() + static_cast<size_t>(thread) * 16 * rows * per_step, nullptr);
+      });
+    });
+    int next = 0;
+    const double dense = time_call([&] {
+      kernels::matmul(matrices_at(next, per_step), x.data(), tokens, out.data(), &pool);
+      next = (next + per_step) % (n_copies - per_step);
+    });
+    std::printf(
+        "%-5s experts x%d tokens: 8 tasks x 3 matrices %7.1f us %5.1f GB/s; one matrix "
+        "%7.1f us %5.1f GB/s\n",
+        std::string(dtype_name(*type)).c_str(), tokens, experts * 1e6,
+        bytes * per_step / experts / 1e9, dense * 1e6, bytes * per_step / dense / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,6 +343,10 @@ int main(int argc, char** argv) {
   if (filter == "attn-dram") bench_attention_dram();
   if (filter == "attn-long") bench_attention_long();
   if (filter == "peak") bench::print_peak(pool);
+  if (filter == "experts") {
+    bench_experts(pool);
+    return 0;
+  }
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
                           Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kMXFP4};
   struct Shape {
