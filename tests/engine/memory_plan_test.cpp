@@ -30,6 +30,17 @@ BoundModel bind_synth(const std::string& preset) {
   return std::move(*bound);
 }
 
+// A small engine (`seqs` sequences of 128 tokens) speculating k tokens with a draft model.
+EngineConfig draft_config(int32_t seqs, int32_t k, const std::string& draft) {
+  EngineConfig c;
+  c.max_num_seqs = seqs;
+  c.max_model_len = 128;
+  c.speculative.num_speculative_tokens = k;
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = draft;
+  return c;
+}
+
 // The value written after `flag ` in `text` (-1 when absent).
 double suggested(const std::string& text, const std::string& flag) {
   const size_t at = text.find(flag + " ");
@@ -153,10 +164,7 @@ TEST(MemoryPlan, MtpModuleIsPlanned) {
 // per sequence, taking back k tokens) and scratch are planned beside the target's.
 TEST(MemoryPlan, DraftModelIsPlanned) {
   const BoundModel b = bind_synth("tiny");
-  EngineConfig c;
-  c.max_num_seqs = 3;
-  c.max_model_len = 128;
-  c.speculative.num_speculative_tokens = 3;
+  EngineConfig c = draft_config(3, 3, "");
   c.speculative.method = SpeculativeConfig::Method::kNgram;  // the target's share as with a draft
   auto plain = plan_memory("tiny", b, c, 0);
   ASSERT_TRUE(plain.is_ok());
@@ -190,12 +198,8 @@ TEST(MemoryPlan, DraftModelIsPlanned) {
 // are loaded: a draft with another vocabulary, MTP on a model without MTP layers.
 TEST(MemoryPlan, SpeculationTheModelsCannotDoIsRefused) {
   const BoundModel b = bind_synth("tiny");
-  EngineConfig c;
-  c.max_num_seqs = 2;
-  c.max_model_len = 128;
-  c.speculative.num_speculative_tokens = 2;
-  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-  c.speculative.model = "synth:tiny-qwen3";  // Qwen3's 151,936 tokens against tiny's 512
+  // Qwen3's 151,936 tokens against tiny's 512.
+  EngineConfig c = draft_config(2, 2, "synth:tiny-qwen3");
   auto vocab = plan_memory("tiny", b, c, 0);
   ASSERT_FALSE(vocab.is_ok());
   EXPECT_NE(vocab.status().message().find("must share the target's vocabulary"), std::string::npos)
@@ -213,12 +217,7 @@ TEST(MemoryPlan, SpeculationTheModelsCannotDoIsRefused) {
 // K/V, states and the growth of the target's scratch, without a second copy of the weights.
 TEST(MemoryPlan, DraftThatIsTheTargetSharesItsWeights) {
   const BoundModel b = bind_synth("tiny");
-  EngineConfig c;
-  c.max_num_seqs = 3;
-  c.max_model_len = 128;
-  c.speculative.num_speculative_tokens = 3;
-  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-  c.speculative.model = "synth:tiny";
+  const EngineConfig c = draft_config(3, 3, "synth:tiny");
   auto copy = plan_memory("tiny", b, c, 0);  // not the same spec: the draft loads its own
   auto shared = plan_memory("synth:tiny", b, c, 0);
   ASSERT_TRUE(copy.is_ok() && shared.is_ok());
