@@ -50,10 +50,12 @@ struct SpeculativeConfig {
   // against the sequence so far and propose what followed the latest earlier match.
   int32_t prompt_lookup_min = 0;
   int32_t prompt_lookup_max = 0;
-  // No proposals in a step with at least this many decoding sequences: decode is then no
-  // longer bound by reading the weights, and a verify costs what it computes (on 2 CPU cores a
-  // 5-token verify of 16 sequences costs 4.1x their decode step, of one sequence 1.3x).
-  // 0: the default, 8.
+  // No proposals in a step with at least this many decoding sequences (vLLM's option).
+  // 0, the default: no fixed bound; each sequence's proposals must keep, on average, more
+  // tokens than their rows cost in a step-time model the engine fits as it runs
+  // (engine/step_cost.h): a few of 4 proposals in a memory-bound step, nearly all once the
+  // batch makes steps compute-bound (on 2 CPU cores a 5-token verify of 16 sequences costs
+  // 4.3x their decode step, of one sequence 1.2-1.45x).
   int32_t disable_by_batch_size = 0;
   // llama-server's --draft-min: a proposal shorter than this is not verified.
   int32_t draft_min = 0;

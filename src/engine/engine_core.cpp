@@ -517,12 +517,14 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   if (so.seqs.empty()) return outputs;
   ++totals_.num_steps;
   bool runs_prompt = false;
+  decoding_in_step_ = 0;
   for (const ScheduledSeq& s : so.seqs) {
     RequestGroup& g = *s.req->group;
     if (g.queue_time_s < 0) g.queue_time_s = seconds_since(g.arrival);
     const int32_t prompt_left = s.req->num_prompt_tokens - s.req->num_computed_tokens;
     if (prompt_left > 0) totals_.prompt_tokens_computed += std::min(prompt_left, s.num_new);
     runs_prompt = runs_prompt || prompt_left > 0;
+    decoding_in_step_ += prompt_left <= 0;
   }
   const auto fill_start = std::chrono::steady_clock::now();
   Status ds = fill_drafts(so);
@@ -547,7 +549,9 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   const auto forward_start = std::chrono::steady_clock::now();
   Status st = model_->forward(batch_, *kv_, logits_.data(), hidden_.data(),
                               observes ? residual_.data() : nullptr);
-  totals_.forward_seconds += seconds_since(forward_start);
+  const double forward_s = seconds_since(forward_start);
+  totals_.forward_seconds += forward_s;
+  if (!runs_prompt) step_cost_.observe(batch_.n_rows(), forward_s);
   mask_worker_.wait();
   if (!st.is_ok()) {
     kv_manager_->drop_snapshots(snapshots_);  // never written
@@ -646,14 +650,18 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     totals_.spec_num_draft_tokens += num_draft;
     totals_.spec_num_accepted_tokens += kept;
     for (int32_t j = 0; j < kept; ++j) ++totals_.spec_accepted_per_pos[j];
-    // A verify costs about 1.2-1.4 decode steps for one sequence (bench model --verify):
-    // below half a kept token per verify, proposing loses time.
-    constexpr float kMinKeptAvg = 0.5f;
-    r.spec_kept_avg = 0.7f * r.spec_kept_avg + 0.3f * static_cast<float>(kept);
-    if (r.spec_kept_avg < kMinKeptAvg) {
+    // The proposals' rows cost num_draft * row_share(n) of a step's tokens-worth of time in a
+    // step of n decoding sequences (engine/step_cost.h): below that many kept tokens per
+    // verify, proposing loses time.
+    const float min_kept_avg =
+        static_cast<float>(num_draft * step_cost_.row_share(std::max(decoding_in_step_, 1)));
+    r.spec_kept_avg = r.spec_kept_avg < 0
+                          ? static_cast<float>(kept)
+                          : 0.7f * r.spec_kept_avg + 0.3f * static_cast<float>(kept);
+    if (r.spec_kept_avg < min_kept_avg) {
       r.spec_backoff = r.spec_backoff_next;
       r.spec_backoff_next = std::min(2 * r.spec_backoff_next, 16);
-      r.spec_kept_avg = kMinKeptAvg;  // the next verify after the pause decides again
+      r.spec_kept_avg = min_kept_avg;  // the next verify after the pause decides again
     } else {
       r.spec_backoff_next = 1;
     }

@@ -15,6 +15,7 @@
 #include "engine/pooling.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_cost.h"
 #include "kv/kv_coordinator.h"
 #include "loom/engine.h"
 #include "loom/tokenizer.h"
@@ -78,7 +79,8 @@ class EngineCore {
   EngineCore() = default;
   // Speculative decoding: proposals for the running sequences about to decode (Request::draft).
   void propose_drafts();
-  // disable_by_batch_size: the running set has too many decoding sequences for proposals.
+  // disable_by_batch_size (when set): the running set has too many decoding sequences for
+  // proposals.
   bool too_many_decoding_to_propose() const;
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
@@ -111,6 +113,10 @@ class EngineCore {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<spec::Proposer> proposer_;               // null without speculation
   const spec::DraftModelProposer* draft_model_ = nullptr;  // proposer_, when a draft model
+  // Speculation: the step-time model its proposals are weighed with, and the sequences of
+  // the current step that decode (no prompt rows).
+  StepCostModel step_cost_;
+  int32_t decoding_in_step_ = 0;
   std::vector<spec::DraftSeq> draft_seqs_;
   // A hidden-state proposer (MTP): every row's hidden state before the final norm of this step
   // ([rows][n_embd]) and what observe() gets of it.

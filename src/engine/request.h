@@ -43,11 +43,12 @@ struct Request {
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.
   std::vector<int32_t> draft;
-  // Back-off: proposals kept per verify, averaged over the last few (exponentially); when it
-  // falls below what a verify costs over a decode, the request skips proposals for
-  // spec_backoff steps (doubling, up to a bound, while it stays low), so that a sequence
-  // whose proposals keep failing costs nothing.
-  float spec_kept_avg = 1.0f;
+  // Back-off: proposals kept per verify, averaged over the last few (exponentially; the first
+  // verify sets it, -1 before); when it falls below what the proposals' rows cost in the step
+  // (engine/step_cost.h), the request skips proposals for spec_backoff steps (doubling, up to
+  // a bound, while it stays low), so that a sequence whose proposals keep failing costs
+  // nothing.
+  float spec_kept_avg = -1.0f;
   int32_t spec_backoff = 0;
   int32_t spec_backoff_next = 1;
   // Tokens whose K/V a draft model has written (spec/draft_model.h); never above

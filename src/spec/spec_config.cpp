@@ -7,7 +7,6 @@ namespace {
 
 constexpr int32_t kMaxSpeculativeTokens = 32;
 constexpr int32_t kMaxLookup = 64;
-constexpr int32_t kDefaultDisableByBatchSize = 8;
 
 Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
@@ -87,7 +86,9 @@ Status finalize_speculative_config(SpeculativeConfig& c) {
     return invalid_argument("num_speculative_tokens must be in [1, " +
                             std::to_string(kMaxSpeculativeTokens) + "], got " +
                             std::to_string(c.num_speculative_tokens));
-  if (c.disable_by_batch_size == 0) c.disable_by_batch_size = kDefaultDisableByBatchSize;
+  if (c.disable_by_batch_size < 0)
+    return invalid_argument("disable_by_batch_size must not be negative, got " +
+                            std::to_string(c.disable_by_batch_size));
   if (c.prompt_lookup_min == 0 && c.prompt_lookup_max == 0)
     c.prompt_lookup_min = c.prompt_lookup_max = 5;
   else if (c.prompt_lookup_min == 0)

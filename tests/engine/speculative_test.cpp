@@ -165,12 +165,32 @@ TEST_F(SpeculativeEngine, LargeBatchesDoNotSpeculate) {
   EXPECT_EQ(metrics_.spec_num_drafts, 0);
 }
 
+// Without disable_by_batch_size, a batch larger than its old default (8) still speculates
+// while the proposals pay: the target as its own draft keeps every greedy proposal, at any
+// batch size, and the outputs are plain decoding's.
+TEST_F(SpeculativeEngine, ByDefaultLargeBatchesSpeculateWhileProposalsPay) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 10; ++i) rs.push_back(request(i, 0.0f, 32));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(4);
+  c.max_num_seqs = 10;
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny";
+  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
+  ASSERT_EQ(c.speculative.disable_by_batch_size, 0);
+  expect_same(plain, run(c, rs), "10 sequences, self-draft");
+  EXPECT_GE(metrics_.spec_num_drafts, 10 * (32 / 5));  // every sequence, most of its steps
+  EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+}
+
 // The target as its own draft (synth:tiny is the same bytes as the test model): a greedy
 // request keeps every proposal, since the draft's single-token logits are bit-identical to the
 // target's verify rows; sampled requests keep fewer; outputs are plain decoding's either way,
 // also batched, chunked and preempted (the draft's K/V in the target's blocks are rolled back
 // and recomputed with them).
-TEST_F(SpeculativeEngine, DraftModelOutputsAreIdentical) { expect_self_draft_identical(); }
+TEST_F(SpeculativeEngine, DraftModelOutputsAreIdentical) {
+  expect_self_draft_identical();
+}
 
 // The same with the engine told its model is synth:tiny: the draft then runs on the target
 // model itself (one copy of the weights) with K/V of its own, the two models' forward passes

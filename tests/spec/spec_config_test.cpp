@@ -52,7 +52,7 @@ TEST(SpecConfig, LookupBoundsDefaultAsVllms) {
   ASSERT_TRUE(both.is_ok());
   EXPECT_EQ(both->prompt_lookup_min, 5);
   EXPECT_EQ(both->prompt_lookup_max, 5);
-  EXPECT_EQ(both->disable_by_batch_size, 8);
+  EXPECT_EQ(both->disable_by_batch_size, 0);  // vLLM's default: no fixed bound
   auto max_only = parse_speculative_config(
       R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4})");
   ASSERT_TRUE(max_only.is_ok());
