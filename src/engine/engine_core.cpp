@@ -549,9 +549,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   const auto forward_start = std::chrono::steady_clock::now();
   Status st = model_->forward(batch_, *kv_, logits_.data(), hidden_.data(),
                               observes ? residual_.data() : nullptr);
-  const double forward_s = seconds_since(forward_start);
-  totals_.forward_seconds += forward_s;
-  if (!runs_prompt) step_cost_.observe(batch_.n_rows(), forward_s);
+  totals_.forward_seconds += seconds_since(forward_start);
   mask_worker_.wait();
   if (!st.is_ok()) {
     kv_manager_->drop_snapshots(snapshots_);  // never written
@@ -599,7 +597,10 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     }
   }
   if (!runs_prompt) {
-    totals_.decode_step_seconds += seconds_since(step_start);
+    // The whole step, the proposers' own forward passes included: what proposals cost.
+    const double step_s = seconds_since(step_start);
+    step_cost_.observe(batch_.n_rows(), step_s);
+    totals_.decode_step_seconds += step_s;
     totals_.decode_step_tokens += emitted;
   }
   for (RequestGroup* g : touched) {

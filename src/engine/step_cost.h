@@ -1,7 +1,8 @@
 // What a decode step costs as a function of its rows, fitted online: t = a + b * rows, by least
-// squares over the recent steps that ran no prompt token (decodes and verifies), older steps
+// squares over the recent steps that ran no prompt token (decodes and verifies, each timed
+// whole: a draft model's or MTP module's passes, the forward pass, sampling), older steps
 // weighing geometrically less. a is what a step costs whatever its rows (streaming the weights,
-// per-step overheads), b what each row adds (its share of the compute).
+// per-step overheads), b what each row adds (its share of the compute, and of the proposers').
 //
 // Speculative decoding weighs its proposals with it: k proposal rows in a step of n decoding
 // sequences add b * k to a step that yields n tokens in a + b * n, so they pay when they keep
