@@ -245,12 +245,24 @@ void EngineCore::finish_seq(Request& r, FinishReason reason) {
   ++totals_.num_finished;
 }
 
-bool EngineCore::too_many_decoding_to_propose() const {
-  const int32_t bound = config_.speculative.disable_by_batch_size;
+int32_t EngineCore::decoding_running() const {
   int32_t decoding = 0;
   for (const Request* r : scheduler_->running())
     decoding += r->num_tokens() - r->num_computed_tokens == 1;
-  return bound > 0 && decoding >= bound;
+  return decoding;
+}
+
+bool EngineCore::too_many_decoding_to_propose() const {
+  const int32_t bound = config_.speculative.disable_by_batch_size;
+  return bound > 0 && decoding_running() >= bound;
+}
+
+bool EngineCore::first_proposal_waits(Request& r, int32_t decoding) {
+  if (r.spec_kept_avg >= 0 || r.spec_backoff_next != 1 || spec_accepted_share_ < 0 ||
+      spec_accepted_share_ >= step_cost_.row_share(std::max(decoding, 1)))
+    return false;
+  r.spec_backoff = r.spec_backoff_next = kMaxSpecBackoff;
+  return true;
 }
 
 void EngineCore::propose_drafts() {
@@ -258,11 +270,12 @@ void EngineCore::propose_drafts() {
   if (!sc.enabled()) return;
   const std::vector<Request*>& running = scheduler_->running();
   const bool off = too_many_decoding_to_propose();
+  const int32_t decoding = decoding_running();
   for (Request* r : running) {
     r->draft.clear();
     if (off || r->num_tokens() - r->num_computed_tokens != 1 || r->num_output_tokens() == 0)
       continue;
-    if (r->spec_backoff > 0) {
+    if (r->spec_backoff > 0 || first_proposal_waits(*r, decoding)) {
       --r->spec_backoff;
       continue;
     }
@@ -310,8 +323,8 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     // A proposal (the module's LM head, most of its cost) only for a sequence that decodes
     // next and is not pausing its proposals, in a batch small enough to speculate
     // (propose_drafts skips it otherwise anyway).
-    const bool proposes_next =
-        !batch_off && r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0;
+    const bool proposes_next = !batch_off && r.num_computed_tokens == r.num_tokens() - 1 &&
+                               r.spec_backoff == 0 && !first_proposal_waits(r, decoding_in_step_);
     observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
                          n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
                          proposes_next ? &r.hidden_proposal : nullptr});
@@ -659,9 +672,14 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     r.spec_kept_avg = r.spec_kept_avg < 0
                           ? static_cast<float>(kept)
                           : 0.7f * r.spec_kept_avg + 0.3f * static_cast<float>(kept);
+    const double share = static_cast<double>(kept) / num_draft;
+    spec_accepted_share_ =
+        spec_accepted_share_ < 0 ? share : 0.95 * spec_accepted_share_ + 0.05 * share;
     if (r.spec_kept_avg < min_kept_avg) {
-      r.spec_backoff = r.spec_backoff_next;
-      r.spec_backoff_next = std::min(2 * r.spec_backoff_next, 16);
+      // While the proposals of all sequences do not pay either, straight to the longest pause.
+      const bool none_pay = spec_accepted_share_ < min_kept_avg / num_draft;
+      r.spec_backoff = none_pay ? kMaxSpecBackoff : r.spec_backoff_next;
+      r.spec_backoff_next = std::min(2 * r.spec_backoff, kMaxSpecBackoff);
       r.spec_kept_avg = min_kept_avg;  // the next verify after the pause decides again
     } else {
       r.spec_backoff_next = 1;

@@ -82,6 +82,13 @@ class EngineCore {
   // disable_by_batch_size (when set): the running set has too many decoding sequences for
   // proposals.
   bool too_many_decoding_to_propose() const;
+  int32_t decoding_running() const;  // running sequences whose next step decodes
+  // A sequence that has not verified yet, while the recent verifies of all sequences kept
+  // less than their rows cost in a step of `decoding` sequences: its first proposal waits
+  // the longest back-off (it is then paused; returns true), so that a proposer that is not
+  // paying (a draft that disagrees with the target) costs a few tries per sequence, not one
+  // at every new sequence's first step.
+  bool first_proposal_waits(Request& r, int32_t decoding);
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
   // A hidden-state proposer's third call, after sampling: the rows each sequence kept.
@@ -117,6 +124,9 @@ class EngineCore {
   // the current step that decode (no prompt rows).
   StepCostModel step_cost_;
   int32_t decoding_in_step_ = 0;
+  // Share of proposed tokens kept over the recent verifies of all sequences (-1: none yet).
+  double spec_accepted_share_ = -1;
+  static constexpr int32_t kMaxSpecBackoff = 16;  // steps a sequence's proposals pause at most
   std::vector<spec::DraftSeq> draft_seqs_;
   // A hidden-state proposer (MTP): every row's hidden state before the final norm of this step
   // ([rows][n_embd]) and what observe() gets of it.

@@ -183,6 +183,27 @@ TEST_F(SpeculativeEngine, ByDefaultLargeBatchesSpeculateWhileProposalsPay) {
   EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
 }
 
+// A draft that disagrees with the target (another model with the same 512-token vocabulary):
+// once the first verifies of all sequences keep nothing, each sequence's proposals pause the
+// longest back-off after every failed try instead of doubling from one step, so 10 sequences
+// of 40 tokens try a few times each; the outputs are plain decoding's.
+TEST_F(SpeculativeEngine, ProposalsThatDoNotPayPauseLong) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 10; ++i) rs.push_back(request(i, 0.0f, 40));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(4);
+  c.max_num_seqs = 10;
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny-qwen35";
+  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
+  c.block_size = 16;  // a draft with recurrent layers takes whole recurrent chunks
+  expect_same(plain, run(c, rs), "10 sequences, a disagreeing draft");
+  EXPECT_GE(metrics_.spec_num_drafts, 10);  // every sequence tried
+  // A first try each, then one after each 16-step pause (doubling from 1 would try 5 times).
+  EXPECT_LE(metrics_.spec_num_drafts, 10 * 3);
+  EXPECT_LT(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens / 4);
+}
+
 // The target as its own draft (synth:tiny is the same bytes as the test model): a greedy
 // request keeps every proposal, since the draft's single-token logits are bit-identical to the
 // target's verify rows; sampled requests keep fewer; outputs are plain decoding's either way,
