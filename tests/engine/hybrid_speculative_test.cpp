@@ -145,7 +145,9 @@ TEST_P(HybridSpeculative, DenseDraftModelOutputsAreIdentical) {
 // The target as its own draft: a draft with recurrent states of its own (one slot per
 // sequence, taking back what the verify rejects). Greedy, it always agrees; sampled, batched
 // and preempted, it is taken back often; either way the outputs are plain decoding's.
-TEST_P(HybridSpeculative, HybridDraftModelOutputsAreIdentical) { expect_self_draft_identical(); }
+TEST_P(HybridSpeculative, HybridDraftModelOutputsAreIdentical) {
+  expect_self_draft_identical();
+}
 
 // The same on one model: the engine knows its model is the draft's spec, so the draft runs on
 // the target's weights with K/V and recurrent state slots of its own.

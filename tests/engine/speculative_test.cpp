@@ -40,6 +40,13 @@ class SpeculativeEngine : public ::testing::Test {
     }
     return c;
   }
+  // `c` speculating with the draft model `draft` instead of n-gram lookup.
+  static EngineConfig with_draft(EngineConfig c, const std::string& draft) {
+    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+    c.speculative.model = draft;
+    c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
+    return c;
+  }
   // A prompt that repeats a random span, so lookups have something to find from the start.
   static GenerateRequest request(int i, float temperature, int max_tokens = 48) {
     GenerateRequest r;
@@ -172,11 +179,8 @@ TEST_F(SpeculativeEngine, ByDefaultLargeBatchesSpeculateWhileProposalsPay) {
   std::vector<GenerateRequest> rs;
   for (int i = 0; i < 10; ++i) rs.push_back(request(i, 0.0f, 32));
   auto plain = run(config(0), rs);
-  EngineConfig c = config(4);
+  EngineConfig c = with_draft(config(4), "synth:tiny");
   c.max_num_seqs = 10;
-  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-  c.speculative.model = "synth:tiny";
-  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
   ASSERT_EQ(c.speculative.disable_by_batch_size, 0);
   expect_same(plain, run(c, rs), "10 sequences, self-draft");
   EXPECT_GE(metrics_.spec_num_drafts, 10 * (32 / 5));  // every sequence, most of its steps
@@ -191,11 +195,8 @@ TEST_F(SpeculativeEngine, ProposalsThatDoNotPayPauseLong) {
   std::vector<GenerateRequest> rs;
   for (int i = 0; i < 10; ++i) rs.push_back(request(i, 0.0f, 40));
   auto plain = run(config(0), rs);
-  EngineConfig c = config(4);
+  EngineConfig c = with_draft(config(4), "synth:tiny-qwen35");
   c.max_num_seqs = 10;
-  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-  c.speculative.model = "synth:tiny-qwen35";
-  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
   c.block_size = 16;  // a draft with recurrent layers takes whole recurrent chunks
   expect_same(plain, run(c, rs), "10 sequences, a disagreeing draft");
   EXPECT_GE(metrics_.spec_num_drafts, 10);  // every sequence tried
@@ -222,12 +223,7 @@ TEST_F(SpeculativeEngine, DraftThatIsTheTargetSharesItsWeights) {
 }
 
 void SpeculativeEngine::expect_self_draft_identical() {
-  auto draft = [](EngineConfig c) {
-    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-    c.speculative.model = "synth:tiny";
-    c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 0;
-    return c;
-  };
+  auto draft = [](EngineConfig c) { return with_draft(c, "synth:tiny"); };
   const std::vector<GenerateRequest> greedy = {request(0, 0.0f, 64)};
   auto plain = run(config(0), greedy);
   expect_same(plain, run(draft(config(4)), greedy), "draft greedy");
