@@ -59,8 +59,8 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
       LOOM_ASSIGN_OR_RETURN(c.disable_by_batch_size, int_field(j, "disable_by_batch_size"));
     } else {
       return invalid_argument("--speculative-config: unknown key \"" + key +
-                              "\" (known: method, num_speculative_tokens, prompt_lookup_min, "
-                              "prompt_lookup_max, disable_by_batch_size)");
+                              "\" (known: method, model, num_speculative_tokens, "
+                              "prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)");
     }
   }
   // vLLM: a "model" without a method is a draft model.
@@ -70,6 +70,10 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
     return invalid_argument(
         "--speculative-config: \"method\" (\"ngram\", \"mtp\") or \"model\" (a draft model) is "
         "required");
+  if (!j.contains("num_speculative_tokens"))  // vLLM requires it too (no draft config to read)
+    return invalid_argument(
+        "--speculative-config: \"num_speculative_tokens\" (tokens proposed per step, 1 to " +
+        std::to_string(kMaxSpeculativeTokens) + ") is required");
   LOOM_RETURN_IF_ERROR(finalize_speculative_config(c));
   return c;
 }
