@@ -287,6 +287,7 @@ void EngineCore::propose_drafts() {
     if (k <= 0 || k < sc.draft_min) continue;
     // A hidden-state proposer proposes for a sequence its last step observed.
     if (proposer_->needs_hidden() && r->hidden_proposal.at_tokens != r->num_tokens()) continue;
+    if (!proposer_->reserve(r->seq_id)) continue;
     proposer_->plan(r->tokens, k, r->draft);
   }
 }
@@ -297,8 +298,6 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
   for (const ScheduledSeq& s : so.seqs) {
     if (s.num_draft == 0) continue;
     Request& r = *s.req;
-    // Blocks recomputed after a preemption hold no draft K/V any more.
-    r.draft_computed = std::min(r.draft_computed, r.num_computed_tokens);
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
     draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), r.seq_id,
                            &r.draft_computed, &r.draft, &r.hidden_proposal});
@@ -527,6 +526,9 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   propose_drafts();
   totals_.spec_proposer_seconds += seconds_since(step_start);
   SchedulerOutput so = scheduler_->schedule();
+  // A preempted sequence's proposer state goes with its blocks (a draft's state slot).
+  if (proposer_)
+    for (Request* r : so.preempted) proposer_->release(r->seq_id);
   if (so.seqs.empty()) return outputs;
   ++totals_.num_steps;
   bool runs_prompt = false;

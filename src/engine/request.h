@@ -51,8 +51,8 @@ struct Request {
   float spec_kept_avg = -1.0f;
   int32_t spec_backoff = 0;
   int32_t spec_backoff_next = 1;
-  // Tokens whose K/V a draft model has written (spec/draft_model.h); never above
-  // num_computed_tokens when a step starts.
+  // Tokens whose K/V a draft model has written in this sequence's blocks (spec/draft_model.h);
+  // back to 0 when a preemption takes the blocks.
   int32_t draft_computed = 0;
   // A hidden-state proposer's (MTP) proposal from the last step (spec/proposer.h).
   spec::HiddenProposal hidden_proposal;

@@ -54,6 +54,8 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   victim->draft.clear();
   kv_.free(victim->seq_id);
   victim->num_computed_tokens = 0;
+  // The blocks it gets back hold some other sequence's draft K/V, or none.
+  victim->draft_computed = 0;
   victim->status = RequestStatus::kPreempted;
   insert_waiting(victim, /*at_head_of_class=*/true);
   out.preempted.push_back(victim);

@@ -71,14 +71,19 @@ Status DraftModelProposer::run(std::vector<float>& logits) {
   return st;
 }
 
+bool DraftModelProposer::reserve(int64_t seq_id) {
+  if (rollback_ == 0 || slot_of_.contains(seq_id)) return true;
+  if (free_slots_.empty()) return false;
+  const int32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  slot_of_.emplace(seq_id, slot);
+  state_end_[slot] = 0;  // a fresh state: the first round starts at position 0
+  return true;
+}
+
 int32_t DraftModelProposer::state_slot(int64_t seq_id, int32_t& from) {
   auto it = slot_of_.find(seq_id);
-  if (it == slot_of_.end()) {
-    LOOM_CHECK(!free_slots_.empty());  // at most max_seqs sequences run at once
-    it = slot_of_.emplace(seq_id, free_slots_.back()).first;
-    free_slots_.pop_back();
-    from = 0;
-  }
+  LOOM_CHECK(it != slot_of_.end());  // plan() follows a successful reserve()
   const int32_t end = state_end_[it->second];
   if (from > end || end - from > rollback_) from = 0;
   return it->second;

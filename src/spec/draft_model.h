@@ -14,8 +14,11 @@
 // A draft with recurrent layers (a small Qwen3.5 for a large one) keeps one state slot per
 // sequence in its own cache, planned to take back k tokens (KvLayout::state_rollback_tokens):
 // a round leaves the state k - 1 positions past the known tokens, and the next round resumes
-// from the kept ones. When a sequence's draft_computed falls further back than that (a
-// preemption recomputed the target), its draft state restarts from position 0.
+// from the kept ones. When a sequence's draft_computed falls further back than that, its draft
+// state restarts from position 0. The slots are as many as max_num_seqs, while forked samples
+// can run beyond it: a sequence proposes only once it holds one (reserve()), and gives it back
+// when it finishes or is preempted (release()). A preempted sequence also starts its draft K/V
+// over (the engine sets draft_computed to 0): the blocks it gets back hold another's.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +65,7 @@ class DraftModelProposer : public Proposer {
   }
   // Fills every sequence's draft with the draft model's greedy continuation.
   Status fill(std::span<DraftSeq> seqs) override;
+  bool reserve(int64_t seq_id) override;
   void release(int64_t seq_id) override;
 
   const Model& model() const { return *model_; }
@@ -77,7 +81,7 @@ class DraftModelProposer : public Proposer {
                                                           Dtype kv_dtype, int32_t max_seqs,
                                                           int32_t k);
   Status run(std::vector<float>& logits);
-  // A draft with recurrent layers: the state slot of seq_id (taken on its first round) and the
+  // A draft with recurrent layers: the state slot of seq_id (reserve() took it) and the
   // position its draft may resume from, `from` or 0 when its state cannot go back there.
   int32_t state_slot(int64_t seq_id, int32_t& from);
 

@@ -63,7 +63,10 @@ class Proposer {
   virtual double seconds() const { return 0; }  // time spent in the proposer's own forwards
   // Blocks until the proposer's own K/V memory is committed (KvCache::wait_committed).
   virtual void wait_committed() {}
-  // The sequence has finished or was aborted: whatever the proposer keeps for it can go.
+  // Whether the proposer can propose for seq_id now, taking what it keeps per sequence if it
+  // has not yet (a draft with recurrent layers: a state slot). Asked before each plan().
+  virtual bool reserve(int64_t seq_id) { return true; }
+  // The sequence has finished, was aborted or preempted: what the proposer keeps for it goes.
   virtual void release(int64_t seq_id) {}
 };
 

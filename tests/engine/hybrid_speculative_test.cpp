@@ -184,6 +184,24 @@ void HybridSpeculative::expect_self_draft_identical() {
   EXPECT_GT(metrics_.num_preemptions, 0);
 }
 
+// Preemption frees a sequence's blocks and its draft's state slot; back in, it gets other
+// blocks, which hold some other sequence's draft K/V (or none), so its draft starts over from
+// position 0: a greedy self-draft keeps every proposal through preemptions too.
+TEST_P(HybridSpeculative, GreedySelfDraftKeepsEveryProposalThroughPreemption) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 6; ++i) rs.push_back(request(i, 0.0f, 48));
+  auto plain = run(config(0), rs);
+  EngineConfig c = draft_model(config(3));
+  c.speculative.model = "synth:" + GetParam();
+  c.max_num_batched_tokens = 40;
+  c.shared_prefill_tokens = 40;
+  c.kv_cache_memory_gib = testing::kv_gib_for_blocks(c, bytes_, 14);
+  testing::expect_same_outputs(plain, run(c, rs), "greedy self-draft preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+}
+
 TEST_P(HybridSpeculative, TooManyProposalsAreRefusedByName) {
   auto file = GgufFile::parse_bytes(bytes_);
   ASSERT_TRUE(file.is_ok());

@@ -248,6 +248,39 @@ void SpeculativeEngine::expect_self_draft_identical() {
   EXPECT_GT(metrics_.num_preemptions, 0);
 }
 
+// Preemption frees a sequence's blocks; back in, it gets others, which hold some other
+// sequence's draft K/V (or none): its draft starts over from position 0, so a greedy
+// self-draft keeps every proposal through preemptions too.
+TEST_F(SpeculativeEngine, GreedySelfDraftKeepsEveryProposalThroughPreemption) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 6; ++i) rs.push_back(request(i, 0.0f, 48));
+  auto plain = run(config(0), rs);
+  EngineConfig c = with_draft(config(3), "synth:tiny");
+  c.kv_cache_memory_gib = 60.0 * 4 * 2 * 2 * 32 * 4 / (1 << 30);  // ~60 blocks: preemption
+  expect_same(plain, run(c, rs), "greedy self-draft preempted");
+  EXPECT_GT(metrics_.num_preemptions, 0);
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+}
+
+// A draft with recurrent layers (tiny-qwen35 has this model's vocabulary) has one state slot
+// per sequence max_num_seqs allows, but forked samples join the running set beyond it: 2
+// requests of n = 3 at max_num_seqs 2 decode 6 sequences. Those without a slot decode without
+// proposals until one frees (this aborted on a full slot pool), and outputs stay plain's.
+TEST_F(SpeculativeEngine, RecurrentDraftWithMoreSequencesThanSlots) {
+  std::vector<GenerateRequest> rs = {request(0, 0.0f, 40), request(1, 0.8f, 40)};
+  for (GenerateRequest& r : rs) r.params.n = 3;
+  EngineConfig c = config(0);
+  c.max_num_seqs = 2;
+  c.block_size = 16;  // a recurrent draft's states are checkpointed per chunk of 16
+  auto plain = run(c, rs);
+  c = with_draft(config(3), "synth:tiny-qwen35");
+  c.max_num_seqs = 2;
+  c.block_size = 16;
+  expect_same(plain, run(c, rs), "forked past the draft's slots");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+}
+
 TEST_F(SpeculativeEngine, DraftModelMustShareTheVocabulary) {
   EngineConfig c = config(4);
   c.speculative.method = SpeculativeConfig::Method::kDraftModel;
