@@ -71,9 +71,10 @@ class Sampler {
                 const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                 SampleOutput* out, std::span<const uint32_t> bitmask = {});
 
-  // Steps 2-5 only: the logits the distribution is built from (before temperature), e.g. for
-  // speculative decoding's rejection test or for debugging. The view stays valid until the
-  // next call on this Sampler. Same errors as sample().
+  // Steps 2-5 only: the logits the distribution is built from, before temperature and the
+  // top-k / top-p / min-p cuts (a rejection test's p needs those too: spec/rejection.h), e.g.
+  // for debugging. The view stays valid until the next call on this Sampler. Same errors as
+  // sample().
   Result<std::span<const float>> process(std::span<const float> logits,
                                          const SamplingParams& params,
                                          const PenaltyState* penalties,

@@ -84,6 +84,22 @@ TEST(RejectionRule, KeepsTheTargetDistribution) {
   }
 }
 
+// A draft token outside both supports (p(d) = q(d) = 0, e.g. one a grammar mask or top-k cut
+// from both) is never kept: the target cannot emit it.
+TEST(RejectionRule, DraftOutsideBothSupportsIsReplaced) {
+  const std::vector<float> p = {0.5f, 0.5f, 0, 0, 0, 0, 0, 0};
+  const std::vector<float> q = {0.25f, 0.75f, 0, 0, 0, 0, 0, 0};
+  Rng rng(5);
+  for (int t = 0; t < 100; ++t) {
+    const Verdict v = verify_draft_token(p, q, 4, rng);
+    EXPECT_FALSE(v.accepted);
+    EXPECT_EQ(v.token, 0);  // (p - q)+ is all on token 0
+  }
+  // q(d) = 0 < p(d): kept (p / q is infinite).
+  const std::vector<float> q2 = {1.0f, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_TRUE(verify_draft_token(p, q2, 1, rng).accepted);
+}
+
 TEST(RejectionRule, MutatedRulesFailTheSameTest) {
   std::mt19937 g(9);
   const auto p = random_dist(g, true), q = random_dist(g, false);
