@@ -305,6 +305,22 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
   return proposer_->fill(draft_seqs_);
 }
 
+void EngineCore::settle_draft_snapshots(const SchedulerOutput& so) {
+  // snapshots_[k] is batch_.state_snapshots[k]'s (build_batch): a sequence's are in order.
+  auto seq_of = [&](size_t k) { return batch_.state_snapshots[k].seq; };
+  auto kept = [&](size_t k) {
+    const Request& r = *so.seqs[seq_of(k)].req;
+    return !r.finished() && snapshots_[k].n_tokens <= r.num_computed_tokens;
+  };
+  for (size_t k = 0; k < snapshots_.size(); ++k) {
+    if (!snapshots_[k].provisional) continue;
+    const bool next_kept = k + 1 < snapshots_.size() && snapshots_[k + 1].provisional &&
+                           seq_of(k + 1) == seq_of(k) && kept(k + 1);
+    kv_manager_->settle_snapshot(so.seqs[seq_of(k)].req->seq_id, snapshots_[k], kept(k),
+                                 kept(k) && !next_kept);
+  }
+}
+
 Status EngineCore::observe_rows(const SchedulerOutput& so) {
   const int64_t E = model_->config().n_embd;
   observed_.clear();
@@ -358,6 +374,10 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
       const size_t first = snapshots_.size();
       kv_manager_->plan_snapshots(r.seq_id, r.num_computed_tokens, s.num_new, r.num_tokens(),
                                   snapshots_);
+      if (s.num_draft > 0)
+        kv_manager_->plan_draft_snapshots(r.seq_id, std::span<const int32_t>(r.tokens),
+                                          std::span<const int32_t>(r.draft.data(), s.num_draft),
+                                          r.cache_salt, snapshots_);
       for (size_t k = first; k < snapshots_.size(); ++k)
         batch_.state_snapshots.push_back({seq_index, snapshots_[k].n_tokens, snapshots_[k].slot});
     }
@@ -601,6 +621,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     RequestGroup& g = *r.group;
     if (std::find(touched.begin(), touched.end(), &g) == touched.end()) touched.push_back(&g);
   }
+  settle_draft_snapshots(so);
   if (observes) {
     const auto observe_start = std::chrono::steady_clock::now();
     Status os = observe_rows(so);

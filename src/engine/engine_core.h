@@ -92,6 +92,9 @@ class EngineCore {
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
   // A hidden-state proposer's third call, after sampling: the rows each sequence kept.
+  // Keeps the snapshots taken inside a verify's proposals where the proposals were kept
+  // (KvCoordinator::plan_draft_snapshots), drops the others.
+  void settle_draft_snapshots(const SchedulerOutput& so);
   Status observe_rows(const SchedulerOutput& so);
   // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
   // each proposed token the sample agrees with; returns how many proposals it kept.

@@ -179,6 +179,52 @@ void KvCoordinator::plan_snapshots(int64_t seq, int32_t num_computed, int32_t nu
   }
 }
 
+void KvCoordinator::plan_draft_snapshots(int64_t seq, std::span<const int32_t> tokens,
+                                         std::span<const int32_t> draft, uint64_t salt,
+                                         std::vector<PlannedSnapshot>& out) {
+  if (!recurrent() || !caching_ || states_.max_snapshots() == 0 || draft.empty()) return;
+  const std::vector<BlockHash>& known = seqs_.at(seq);
+  const int64_t n_known = static_cast<int64_t>(tokens.size());
+  const int64_t first = n_known / block_size_ + 1;  // boundaries after the known tokens
+  const int64_t last = (n_known + static_cast<int64_t>(draft.size())) / block_size_;
+  if (first > last) return;
+  // The chain up to block first - 2 is the known blocks'; each block from there holds known
+  // tokens then proposals, or proposals only.
+  LOOM_CHECK(static_cast<int64_t>(known.size()) >= first - 2);
+  std::vector<int32_t> block(block_size_);
+  BlockHash prev = first >= 2 ? known[first - 2] : BlockHash{};
+  for (int64_t b = first; b <= last; ++b) {
+    for (int64_t i = 0; i < block_size_; ++i) {
+      const int64_t p = (b - 1) * block_size_ + i;
+      block[i] = p < n_known ? tokens[p] : draft[p - n_known];
+    }
+    const BlockHash h = hash_block(b >= 2 ? &prev : nullptr, block, salt);
+    prev = h;
+    const int32_t slot = states_.add_snapshot(h);
+    if (slot < 0) continue;  // taken before (a shared prefix), or no room
+    out.push_back({static_cast<int32_t>(b * block_size_), slot, h, /*provisional=*/true});
+  }
+}
+
+void KvCoordinator::settle_snapshot(int64_t seq, const PlannedSnapshot& snap, bool kept,
+                                    bool last_kept) {
+  if (!kept) {
+    states_.drop_snapshot(snap.hash);
+    return;
+  }
+  const int64_t b = snap.n_tokens / block_size_;
+  if (b % snapshot_every_ == 0) return;  // on the grid: kept as plan_snapshots keeps those
+  if (!last_kept) {  // an earlier boundary of the same verify: the later one is the newest
+    states_.drop_snapshot(snap.hash);
+    return;
+  }
+  auto [it, inserted] = newest_snapshot_.try_emplace(seq, snap.hash);
+  if (!inserted) {
+    states_.drop_snapshot(it->second);
+    it->second = snap.hash;
+  }
+}
+
 void KvCoordinator::drop_snapshots(std::span<const PlannedSnapshot> snaps) {
   for (const PlannedSnapshot& s : snaps) states_.drop_snapshot(s.hash);
 }

@@ -55,6 +55,7 @@ struct StateRestore {
 struct PlannedSnapshot {
   int32_t n_tokens, slot;
   BlockHash hash;
+  bool provisional = false;  // inside a verify's proposals: settle_snapshot() decides
 };
 
 class KvCoordinator {
@@ -131,6 +132,17 @@ class KvCoordinator {
   // now under the blocks' hashes (call after allocate_slots; prefix caching on).
   void plan_snapshots(int64_t seq, int32_t num_computed, int32_t num_new, int32_t num_tokens,
                       std::vector<PlannedSnapshot>& out);
+  // Snapshots at the block boundaries a verify crosses inside its proposals (the step computes
+  // `tokens`, all known, then `draft` after them): registered under the hashes their blocks get
+  // if every proposal is kept, marked provisional. A verify that keeps most proposals crosses
+  // most boundaries there, so without these the next turn of a conversation would resume from
+  // far back. Call after plan_snapshots, with the sequence's cache salt.
+  void plan_draft_snapshots(int64_t seq, std::span<const int32_t> tokens,
+                            std::span<const int32_t> draft, uint64_t salt,
+                            std::vector<PlannedSnapshot>& out);
+  // Once the verify has decided: a provisional snapshot whose tokens were all kept stays (the
+  // step's last one becomes the sequence's newest, as plan_snapshots' is); the others go.
+  void settle_snapshot(int64_t seq, const PlannedSnapshot& snap, bool kept, bool last_kept);
   // Forgets snapshots whose forward pass did not run (it failed).
   void drop_snapshots(std::span<const PlannedSnapshot> snaps);
 

@@ -129,6 +129,46 @@ TEST_P(HybridSpeculative, PrefixCacheHitAfterRollbacksIsIdentical) {
   testing::expect_rerun_hits_prefix(config(4), bytes_, rs[0], plain.at("r1").tokens);
 }
 
+// The next turn of a conversation (this one's prompt and output, then more) resumes from the
+// state at the last block boundary this turn computed, also where a verify crossed that
+// boundary inside its proposals (their state is snapshotted as if kept, and dropped when not).
+// Before, only boundaries a verify's first row reached were snapshotted, and with most
+// proposals kept the next turn re-ran most of this turn's output.
+TEST_P(HybridSpeculative, NextTurnResumesFromTheLastBoundary) {
+  EngineConfig c = config(4);
+  c.enable_prefix_caching = true;
+  auto e = make_engine(c, bytes_);
+  ASSERT_TRUE(e != nullptr);
+  std::vector<GenerateRequest> next_turns;
+  std::map<std::string, std::map<int32_t, std::vector<int32_t>>> resumed;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest first = request(i, 0.0f, 72);
+    ASSERT_TRUE(e->add_request(first).is_ok());
+    const std::vector<int32_t> out = run_all(*e).at(first.request_id).tokens.at(0);
+    GenerateRequest next = first;
+    next.request_id = first.request_id + "-next";
+    next.prompt.insert(next.prompt.end(), out.begin(), out.end());
+    for (int32_t t : random_prompt(5, 900 + i, 512)) next.prompt.push_back(t);
+    next.params.max_tokens = 12;
+    const int32_t computed = static_cast<int32_t>(first.prompt.size() + out.size()) - 1;
+    const int32_t bs = c.block_size;
+    ASSERT_TRUE(e->add_request(next).is_ok());
+    const auto got = run_all(*e).at(next.request_id);
+    EXPECT_EQ(got.num_cached_tokens, computed / bs * bs) << i;
+    resumed[next.request_id] = got.tokens;
+    next_turns.push_back(next);
+  }
+  EXPECT_GT(e->metrics().spec_num_accepted_tokens, 0);
+  EXPECT_EQ(e->check_kv_drained(), "");
+  // Resumed from those states, the next turns generate what they do from scratch.
+  auto again = make_engine(c, bytes_);
+  ASSERT_TRUE(again != nullptr);
+  for (const GenerateRequest& r : next_turns) ASSERT_TRUE(again->add_request(r).is_ok());
+  const auto fresh = run_all(*again);
+  for (const GenerateRequest& r : next_turns)
+    EXPECT_EQ(resumed.at(r.request_id), fresh.at(r.request_id).tokens) << r.request_id;
+}
+
 TEST_P(HybridSpeculative, DenseDraftModelOutputsAreIdentical) {
   std::vector<GenerateRequest> rs;
   for (int i = 0; i < 4; ++i) rs.push_back(request(i, i % 2 ? 0.9f : 0.0f, 40));
