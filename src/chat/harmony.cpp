@@ -26,13 +26,17 @@ const std::vector<std::string>& body_ends() {
 
 }  // namespace
 
-void HarmonyParser::run(std::string_view text, size_t* pos, bool eof, HarmonySink& sink) {
+void HarmonyParser::run(std::string_view text, size_t* pos, bool eof, HarmonySink& sink,
+                        bool closed) {
   for (;;) {
     const bool progressed =
         state_ == State::kHeader ? header(text, pos, eof, sink) : body(text, pos, eof, sink);
     if (!progressed || *pos >= text.size()) {
       if (eof && *pos >= text.size() && state_ == State::kBody && in_call_) {
-        sink.call_cut(text.size());  // reads call_start() first
+        if (closed)
+          sink.end_call();
+        else
+          sink.call_cut(text.size());  // reads call_start() first
         in_call_ = false;
       }
       return;

@@ -33,7 +33,10 @@ class HarmonyParser {
   // tools_enabled false: a message to a function is answer text like any other.
   explicit HarmonyParser(bool tools_enabled) : tools_enabled_(tools_enabled) {}
   // Consumes text[*pos..]; stops where it needs more bytes (at eof it consumes everything).
-  void run(std::string_view text, size_t* pos, bool eof, HarmonySink& sink);
+  // closed (with eof): the output ended at a token that closes a message, whose text is not
+  // in it (generation stopped at gpt-oss's <|call|> or <|return|>): a call still open is
+  // complete, not cut.
+  void run(std::string_view text, size_t* pos, bool eof, HarmonySink& sink, bool closed = false);
   // Where the unfinished call's text starts (for the parser's buffer trimming); npos: none.
   size_t call_start() const { return in_call_ ? call_start_ : std::string::npos; }
   // After the parser drops `n` consumed bytes from the front of its buffer.

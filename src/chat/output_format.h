@@ -96,7 +96,10 @@ class ChatOutputParser {
   // returned as content, not as a call: its raw text comes back as content here and
   // tool_calls() leaves it out (its id/name/argument deltas were already streamed).
   // Whitespace between reasoning, text and calls is markup spacing and is not content.
-  ChatDelta finish();
+  // closed_by_token: generation stopped at an end-of-generation token (not at max_tokens or a
+  // stop string), whose text is not in the output; in harmony (gpt-oss) that token closes the
+  // last message, so a call open there (ended by <|call|>) is complete.
+  ChatDelta finish(bool closed_by_token = false);
   // The complete calls parsed so far (arguments as compact JSON text).
   const std::vector<ToolCall>& tool_calls() const;
 

@@ -55,6 +55,7 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
   std::unique_ptr<detail::ToolSyntax> syntax;  // null: tool markup is plain content
   std::vector<std::string> openers, start_openers;
   std::unique_ptr<detail::HarmonyParser> harmony;  // gpt-oss: replaces the states below
+  bool closed_by_token = false;                    // finish(): see output_format.h
 
   std::string buf;  // output text; buf[pos..] unconsumed
   size_t pos = 0;
@@ -133,7 +134,7 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
     unterminated(end);
   }
   void run_harmony(bool eof) {
-    harmony->run(buf, &pos, eof, *this);
+    harmony->run(buf, &pos, eof, *this, eof && closed_by_token);
     const size_t keep = std::min(harmony->call_start(), pos);
     if (keep > 0 && keep * 2 >= buf.size()) {
       buf.erase(0, keep);
@@ -348,8 +349,9 @@ ChatDelta ChatOutputParser::push(std::string_view text) {
   return impl_->take();
 }
 
-ChatDelta ChatOutputParser::finish() {
+ChatDelta ChatOutputParser::finish(bool closed_by_token) {
   if (impl_->state != Impl::State::kFinished) {
+    impl_->closed_by_token = closed_by_token;
     impl_->run(/*eof=*/true);
     // A plain answer keeps its trailing whitespace; after reasoning it is dropped.
     if (!impl_->held_in_reasoning) impl_->out.content += impl_->held_ws;

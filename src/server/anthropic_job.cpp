@@ -74,7 +74,7 @@ class AnthropicJob : public GenerationJob {
     for (CompletionOutput& c : out.outputs) {
       if (c.index != 0) continue;
       output_tokens_ = c.num_output_tokens;
-      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c.finished());
+      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c);
       apply(d);
       if (c.finished()) {
         finish_ = c.finish_reason;

@@ -44,8 +44,10 @@ std::string sse_data(const Json& j);
 
 // One sample's new text as reasoning / content / tool-call deltas: through the chat output
 // parser when the request has one (its held remainder appended once the sample finished),
-// else all content.
-chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text, bool finished);
+// else all content. `c`: the sample's output whose text this is (is it finished, and did an
+// end-of-generation token end it).
+chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text,
+                                const CompletionOutput& c);
 
 // One delta's parts in the order the model wrote them, for APIs that answer in blocks or items
 // (Anthropic, Responses): more arguments for the call that was open before this text (it must

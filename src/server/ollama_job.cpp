@@ -39,7 +39,7 @@ class OllamaJob : public GenerationJob {
       if (c.index != 0) continue;
       output_tokens_ = c.num_output_tokens;
       ids_.insert(ids_.end(), c.token_ids.begin(), c.token_ids.end());
-      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c.finished());
+      chat::ChatDelta d = next_chat_delta(parser_.get(), std::move(c.text), c);
       if (c.finished()) finish_ = c.finish_reason;
       content_ += d.content;
       thinking_ += d.reasoning;

@@ -13,15 +13,18 @@
 
 namespace loom::server {
 
-chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text, bool finished) {
+chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text,
+                                const CompletionOutput& c) {
   chat::ChatDelta d;
   if (!parser) {
     d.content = std::move(text);
     return d;
   }
   d = parser->push(text);
-  if (finished) {
-    chat::ChatDelta rest = parser->finish();
+  if (c.finished()) {
+    // An end-of-generation token (not a stop string, a stop_token_ids entry or the length).
+    const bool closed = c.stop_token.has_value() && c.stop_reason.empty();
+    chat::ChatDelta rest = parser->finish(closed);
     d.reasoning += rest.reasoning;
     d.content += rest.content;
     for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
@@ -131,7 +134,7 @@ class OpenAiJob : public GenerationJob {
         else if (c.stop_token && !is_eos(*c.stop_token))
           ch.stop_reason = *c.stop_token;
       }
-      chat::ChatDelta d = next_chat_delta(ch.parser.get(), std::move(text), c.finished());
+      chat::ChatDelta d = next_chat_delta(ch.parser.get(), std::move(text), c);
       if (ch.parser) ch.num_calls = ch.parser->tool_calls().size();
       if (spec_.stream) {
         if (d.empty() && lp.is_null() && !c.finished()) continue;

@@ -71,7 +71,7 @@ class ResponsesJob : public GenerationJob {
       if (c.index != 0) continue;
       output_tokens_ = c.num_output_tokens;
       if (c.finished()) finish_ = c.finish_reason;
-      apply(next_chat_delta(parser_.get(), std::move(c.text), c.finished()));
+      apply(next_chat_delta(parser_.get(), std::move(c.text), c));
     }
   }
 

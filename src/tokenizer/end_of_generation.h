@@ -26,8 +26,14 @@ inline constexpr std::string_view kEndOfTurnTexts[] = {
     "<|endoftext|>",                             // Phi-3, OLMo 2, Qwen
     "<|end_of_text|>",                           // Granite, Llama 3 base
     "<EOT>",           "<｜end▁of▁sentence｜>",  // CodeLlama infill, DeepSeek
-    "<|return|>",                                // gpt-oss
+    "<|return|>",      "<|call|>",               // gpt-oss (harmony): the reply, a tool call
 };
+
+// o200k_harmony (gpt-oss) closes every message with <|end|>, the reasoning one included, and
+// ends the reply with <|return|> or a tool call with <|call|>: in a vocabulary that has both
+// of those as special tokens, <|end|> never ends generation, whatever the files name (as
+// llama.cpp decides; gpt-oss's generation_config.json lists <|return|>, <|endoftext|> and
+// <|call|>).
 
 // The eot id a vocabulary implies when its file names none: the first special token (as
 // above) among the terminators that mean "end of turn" rather than "end of text"; -1: none.
@@ -37,8 +43,8 @@ int32_t implied_eot(const Vocab& v);
 //  - the ids the files name: eos, eot, eom (GGUF tokenizer.ggml.{eos,eot,eom}_token_id,
 //    tokenizer_config.json eos_token) and v.named_eog (HF generation_config.json /
 //    config.json eos_token_id, an id or a list), whatever their token type;
-//  - every control or user-defined token whose text is in kEndOfTurnTexts.
-// Ids outside the vocabulary are dropped.
+//  - every control or user-defined token whose text is in kEndOfTurnTexts;
+// less a harmony vocabulary's <|end|> (above). Ids outside the vocabulary are dropped.
 std::vector<int32_t> end_of_generation_ids(const Vocab& v);
 
 }  // namespace loom::tok

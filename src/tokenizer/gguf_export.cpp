@@ -26,9 +26,9 @@ constexpr std::string_view kLoomContractions =
 
 // The names tried, in order: the first whose regexes and ignore_merges match wins. Aliases
 // that share a regex with an earlier name are left out so the canonical name is written.
-constexpr const char* kPreNames[] = {"qwen2",     "llama-bpe", "dbrx",         "gpt-2",
-                                     "starcoder", "falcon",    "deepseek-llm", "deepseek-coder",
-                                     "bloom",     "viking",    "default"};
+constexpr const char* kPreNames[] = {"qwen2",          "llama-bpe", "gpt-4o", "dbrx",
+                                     "gpt-2",          "starcoder", "falcon", "deepseek-llm",
+                                     "deepseek-coder", "bloom",     "viking", "default"};
 
 std::string normalize_regex(std::string r) {
   for (size_t p; (p = r.find(kHfContractions)) != std::string::npos;) {

@@ -73,6 +73,15 @@ constexpr const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "|"
     " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// o200k (GPT-4o's and gpt-oss's tiktoken pattern; llama.cpp's "gpt-4o"): a word keeps its
+// capitalised run and lower-case tail together and takes a contraction, digits go in threes,
+// a punctuation run takes the newlines and slashes after it.
+constexpr const char* kO200k =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Written with \x{..} escapes: the literal characters include compatibility code points
 // (U+212A KELVIN SIGN, U+1FBE, ...) that editors silently normalize to other characters.
 constexpr const char* kCjk = "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+";
@@ -130,6 +139,8 @@ bool pre_splits_for_name(std::string_view pre, std::vector<PreSplit>* out, bool*
              pre == "gpt-neox" || pre == "phi-2" || pre == "jina-es" || pre == "jina-de" ||
              pre == "trillion") {
     set({kGpt2});
+  } else if (pre == "gpt-4o") {
+    set({kO200k});
   } else if (pre == "chatglm-bpe") {
     set({kLlama3});
   } else if (pre == "poro-chat" || pre == "bloom" || pre == "gpt3-finnish") {

@@ -83,6 +83,27 @@ TEST(HarmonyParser, UnterminatedCallIsContent) {
             "{\"a\": ");
 }
 
+// Generation stopped at the <|call|> token, whose text is not in the output (it is an
+// end-of-generation token): the call is complete. Cut by max_tokens at the same byte it is
+// content (above); a final answer ended by <|return|> reads the same either way.
+TEST(HarmonyParser, CallClosedByItsStopToken) {
+  const std::string text =
+      "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"location\": \"SF\"}";
+  ParserSetup s = harmony();
+  s.closed_by_token = true;
+  Collected c = parse_all_splits(s, text);
+  EXPECT_EQ(c.reasoning, "go");
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_EQ(c.calls[0].name, "get_weather");
+  EXPECT_EQ(c.calls[0].arguments, "{\"location\":\"SF\"}");
+  const std::string answer =
+      "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>final<|message|>4";
+  EXPECT_EQ(parse_all_splits(s, answer).content, "4");
+  EXPECT_EQ(parse_all_splits(harmony(), answer).content, "4");
+}
+
 // Reasoning cut off: what was written is reasoning; a model that writes no harmony at all
 // gives its text as the answer.
 TEST(HarmonyParser, CutReasoningAndPlainText) {

@@ -26,6 +26,7 @@ struct ParserSetup {
   bool tools_enabled = true;
   bool starts_in_reasoning = false;
   nlohmann::ordered_json tools;  // optional (set_tools)
+  bool closed_by_token = false;  // finish(closed_by_token): an end-of-generation token ended it
 };
 
 inline void add_delta(Collected* c, const ChatDelta& d) {
@@ -59,7 +60,7 @@ inline Collected run_parser(const ParserSetup& s, const std::string& text,
     prev = cut;
   }
   add_delta(&c, p.push(std::string_view(text).substr(prev)));
-  add_delta(&c, p.finish());
+  add_delta(&c, p.finish(s.closed_by_token));
   c.calls = p.tool_calls();
   return c;
 }

@@ -122,6 +122,43 @@ std::unique_ptr<Tokenizer> gemma_like(int64_t end_of_turn_type) {
   return t.is_ok() ? std::move(t).value() : nullptr;
 }
 
+// o200k_harmony's specials (gpt-oss): every message ends with <|end|>, the reply with
+// <|return|>, a tool call with <|call|>. Generation must go on past the reasoning message's
+// <|end|> even where the file names it as the end of turn; where <|return|> or <|call|> is
+// missing (Phi-3's <|end|> above) the rule does not apply.
+TEST(EndOfGeneration, HarmonyEndsOnReturnAndCallNotOnEnd) {
+  auto harmony = [](bool with_call, int64_t eot) {
+    std::vector<std::string> tokens = {"<|endoftext|>", "<|start|>",   "<|end|>",
+                                       "<|message|>",   "<|channel|>", "<|return|>",
+                                       "<|call|>",      "a",           "b"};
+    std::vector<int64_t> types(tokens.size(), kControl);
+    types[7] = types[8] = kNormal;
+    if (!with_call) types[6] = kNormal;
+    GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "gpt-4o");
+    w.set("tokenizer.ggml.tokens", GgufValue::of_string_array(tokens));
+    w.set("tokenizer.ggml.token_type", GgufValue::of_int_array(GgufType::kI32, types));
+    w.set("tokenizer.ggml.merges", GgufValue::of_string_array({}));
+    w.set_u32("tokenizer.ggml.eos_token_id", 5);
+    if (eot >= 0) w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(eot));
+    auto t = from_writer(w);
+    EXPECT_TRUE(t.is_ok()) << t.status().message();
+    return t.is_ok() ? std::move(t).value() : nullptr;
+  };
+  auto t = harmony(true, -1);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(eog(*t), (std::vector<int32_t>{0, 5, 6}));  // <|endoftext|>, <|return|>, <|call|>
+  EXPECT_FALSE(t->is_eog(2));
+  EXPECT_NE(t->eot(), 2);
+  auto named = harmony(true, 2);  // a file naming <|end|> as its end of turn
+  ASSERT_NE(named, nullptr);
+  EXPECT_FALSE(named->is_eog(2));
+  auto no_call = harmony(false, -1);  // not harmony: <|end|> is Phi-3's end of turn
+  ASSERT_NE(no_call, nullptr);
+  EXPECT_EQ(eog(*no_call), (std::vector<int32_t>{0, 2, 5}));
+}
+
 TEST(EndOfGeneration, GemmaEndOfTurnCountsOnlyAsASpecialToken) {
   auto control = gemma_like(kControl);
   ASSERT_NE(control, nullptr);

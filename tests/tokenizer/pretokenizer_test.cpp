@@ -1,12 +1,13 @@
 // Pre-tokenizer splits, the named regex sets, merge algorithms on a hand-made vocabulary, and
 // loader errors.
+#include "tokenizer/pretokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "format/gguf.h"
 #include "loom/tokenizer.h"
-#include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace loom::tok {
@@ -25,7 +26,8 @@ using V = std::vector<std::string>;
 TEST(PreTokenizer, Behaviors) {
   EXPECT_EQ(split({{"-", SplitBehavior::kIsolated}}, "the-final--countdown"),
             (V{"the", "-", "final", "-", "-", "countdown"}));
-  EXPECT_EQ(split({{"-", SplitBehavior::kRemoved}}, "the-final--countdown"), (V{"the", "final", "countdown"}));
+  EXPECT_EQ(split({{"-", SplitBehavior::kRemoved}}, "the-final--countdown"),
+            (V{"the", "final", "countdown"}));
   EXPECT_EQ(split({{"-", SplitBehavior::kMergedWithPrevious}}, "the-final--countdown"),
             (V{"the-", "final-", "-", "countdown"}));
   EXPECT_EQ(split({{"-", SplitBehavior::kMergedWithNext}}, "the-final--countdown"),
@@ -51,10 +53,24 @@ TEST(PreTokenizer, Gpt2AndSequences) {
   EXPECT_EQ(split(falcon, "a+b 12345"), (V{"a", "+", "b", " ", "123", "45"}));
 }
 
+// o200k ("gpt-4o": gpt-oss): a capitalised word stays whole with its contraction, camel case
+// splits before a capital that starts a lower-case run, digits in threes without a space, a
+// punctuation run takes the newlines after it.
+TEST(PreTokenizer, O200kSplitsAsTiktoken) {
+  std::vector<PreSplit> o200k;
+  bool im = true;
+  ASSERT_TRUE(pre_splits_for_name("gpt-4o", &o200k, &im));
+  EXPECT_FALSE(im);
+  EXPECT_EQ(split(o200k, "Hello World's HTTPServer 12345!\n\n  x"),
+            (V{"Hello", " World's", " HTTPServer", " ", "123", "45", "!\n\n", " ", " x"}));
+  EXPECT_EQ(split(o200k, "camelCase don'T"), (V{"camel", "Case", " don'T"}));
+}
+
 TEST(PreTokenizer, EveryNamedSetCompilesAndCoversText) {
   const std::string text = "Hello, y'all! 3333 ½ 世界 한국어 Ωmega\n\t x  ";
-  for (const char* name : {"default", "gpt-2", "llama3", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder",
-                           "falcon", "starcoder", "refact", "mpt", "gpt-neox", "command-r", "olmo", "viking"}) {
+  for (const char* name : {"default", "gpt-2", "llama3", "llama-bpe", "qwen2", "deepseek-llm",
+                           "deepseek-coder", "falcon", "starcoder", "refact", "mpt", "gpt-neox",
+                           "command-r", "olmo", "viking", "gpt-4o"}) {
     std::vector<PreSplit> s;
     bool im;
     ASSERT_TRUE(pre_splits_for_name(name, &s, &im)) << name;
@@ -94,7 +110,7 @@ TEST(Unicode, ByteLevelTableRoundTrips) {
   std::string enc;
   byte_level_encode(all, enc);
   EXPECT_EQ(byte_level_decode(enc), all);
-  EXPECT_EQ(byte_to_unicode(' '), "\xC4\xA0");  // Ġ
+  EXPECT_EQ(byte_to_unicode(' '), "\xC4\xA0");   // Ġ
   EXPECT_EQ(byte_to_unicode('\n'), "\xC4\x8A");  // Ċ
   EXPECT_EQ(byte_to_unicode('a'), "a");
 }
@@ -104,7 +120,8 @@ TEST(Unicode, ByteLevelTableRoundTrips) {
 std::shared_ptr<const std::vector<uint8_t>> tiny_gguf(const std::string& model, bool with_merges) {
   GgufWriter w;
   w.set_string("tokenizer.ggml.model", model);
-  std::vector<std::string> toks = {"<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc", "abc", "\xE2\x96\x81", "<0x41>"};
+  std::vector<std::string> toks = {"<unk>", "<s>", "</s>",         "a",     "b", "c", "ab",
+                                   "bc",    "abc", "\xE2\x96\x81", "<0x41>"};
   w.set("tokenizer.ggml.tokens", GgufValue::of_string_array(toks));
   std::vector<double> scores = {0, 0, 0, -1, -1, -1, -3, -2, -1, -1, 0};
   w.set("tokenizer.ggml.scores", GgufValue::of_float_array(GgufType::kF32, scores));
@@ -161,7 +178,8 @@ TEST(TinyVocab, LoaderErrors) {
   EXPECT_FALSE(Tokenizer::from_gguf(*g2).is_ok());
 
   EXPECT_FALSE(Tokenizer::from_hf_json("{not json", "").is_ok());
-  auto uni = Tokenizer::from_hf_json(R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})", "");
+  auto uni =
+      Tokenizer::from_hf_json(R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})", "");
   ASSERT_FALSE(uni.is_ok());
   EXPECT_EQ(uni.status().code(), StatusCode::kUnsupported);
   EXPECT_FALSE(Tokenizer::from_hf_dir("/nonexistent-dir").is_ok());
@@ -191,10 +209,12 @@ TEST(Performance, TenKilobytesInMilliseconds) {
   auto t = Tokenizer::load(std::string(LOOM_TEST_DATA) + "/vocab/ggml-vocab-qwen3.gguf");
   ASSERT_TRUE(t.is_ok());
   std::string text;
-  while (text.size() < 10000) text += "The quick brown fox jumps over the lazy dog. 快速的棕色狐狸 🦊 3.14159\n";
+  while (text.size() < 10000)
+    text += "The quick brown fox jumps over the lazy dog. 快速的棕色狐狸 🦊 3.14159\n";
   auto t0 = std::chrono::steady_clock::now();
   auto ids = (*t)->encode(text, false, false);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ((*t)->decode(ids), text);
   EXPECT_LT(ms, 500.0) << "encoding 10 KB took " << ms << " ms";
   std::printf("encoded %zu bytes into %zu tokens in %.2f ms\n", text.size(), ids.size(), ms);
