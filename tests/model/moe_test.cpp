@@ -91,18 +91,40 @@ void brute_force_sigmoid_route(const MoeConfig& m, const std::vector<float>& log
   std::iota(groups.begin(), groups.end(), 0);
   std::stable_sort(groups.begin(), groups.end(),
                    [&](int32_t a, int32_t b) { return group[a] > group[b]; });
-  std::vector<int32_t> eligible;
+  // Experts outside the chosen groups compete with a score of 0 (transformers' masked_fill).
+  std::vector<int32_t> all(m.n_expert);
+  std::iota(all.begin(), all.end(), 0);
   for (int32_t e = 0; e < m.n_expert; ++e)
-    if (std::find(groups.begin(), groups.begin() + m.topk_group, e / per) !=
+    if (std::find(groups.begin(), groups.begin() + m.topk_group, e / per) ==
         groups.begin() + m.topk_group)
-      eligible.push_back(e);
-  std::stable_sort(eligible.begin(), eligible.end(),
+      choice[e] = 0.0;
+  std::stable_sort(all.begin(), all.end(),
                    [&](int32_t a, int32_t b) { return choice[a] > choice[b]; });
-  ids->assign(eligible.begin(), eligible.begin() + m.n_expert_used);
+  ids->assign(all.begin(), all.begin() + m.n_expert_used);
   double sum = 0;
   for (int32_t e : *ids) sum += score[e];
   w->clear();
   for (int32_t e : *ids) w->push_back(score[e] / (m.norm_topk ? sum : 1.0) * m.weights_scale);
+}
+
+// Where the chosen groups have fewer than k experts scoring above 0 (biased), experts of the
+// other groups, scored 0, come first: transformers' DeepseekV3 picks {2, 3} here.
+TEST(MoeRouter, OtherGroupsCompeteAtZero) {
+  MoeConfig m;
+  m.n_expert = 4;
+  m.n_expert_used = 2;
+  m.sigmoid_scores = true;
+  m.score_bias = true;
+  m.n_group = 2;
+  m.topk_group = 1;
+  m.norm_topk = true;
+  const std::vector<float> logits(4, 0.0f), bias(4, -0.6f);  // every biased score -0.1
+  int32_t ids[2];
+  float w[2];
+  layers::route_token(m, logits.data(), ids, w, bias.data());
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 3);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);  // sigmoid(0) / (0.5 + 0.5)
 }
 
 TEST(MoeRouter, SigmoidGroupLimitedTopKWithCorrectionBias) {

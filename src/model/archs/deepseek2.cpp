@@ -121,21 +121,24 @@ Status read_hf(const nlohmann::json& j, ModelConfig& c) {
                      ? RopeStyle::kInterleaved
                      : RopeStyle::kNeox;
 
+  // Keys a config.json leaves out take DeepseekV3Config's defaults (transformers), as the
+  // reference does: 1 shared expert, 8 groups of which 4 are used, 3 leading dense layers,
+  // routed_scaling_factor 2.5, norm_topk_prob true.
   MoeConfig& m = c.moe;
   LOOM_RETURN_IF_ERROR(integer("n_routed_experts", 0, &m.n_expert));
   int32_t first_dense = 0, moe_every = 1;
   if (m.n_expert > 0) {
     LOOM_RETURN_IF_ERROR(integer("num_experts_per_tok", -1, &m.n_expert_used));
     LOOM_RETURN_IF_ERROR(integer("moe_intermediate_size", -1, &m.n_ff_exp));
-    LOOM_RETURN_IF_ERROR(integer("n_shared_experts", 0, &m.n_shared));
-    LOOM_RETURN_IF_ERROR(integer("n_group", 1, &m.n_group));
-    LOOM_RETURN_IF_ERROR(integer("topk_group", 1, &m.topk_group));
-    LOOM_RETURN_IF_ERROR(integer("first_k_dense_replace", 0, &first_dense));
+    LOOM_RETURN_IF_ERROR(integer("n_shared_experts", 1, &m.n_shared));
+    LOOM_RETURN_IF_ERROR(integer("n_group", 8, &m.n_group));
+    LOOM_RETURN_IF_ERROR(integer("topk_group", 4, &m.topk_group));
+    LOOM_RETURN_IF_ERROR(integer("first_k_dense_replace", 3, &first_dense));
     LOOM_RETURN_IF_ERROR(integer("moe_layer_freq", 1, &moe_every));
     LOOM_ASSIGN_OR_RETURN(auto scale, hf_number(j, "routed_scaling_factor"));
-    m.weights_scale = static_cast<float>(scale.value_or(1.0));
+    m.weights_scale = static_cast<float>(scale.value_or(2.5));
     auto norm = j.find("norm_topk_prob");
-    m.norm_topk = norm != j.end() && norm->is_boolean() && norm->get<bool>();
+    m.norm_topk = norm == j.end() || !norm->is_boolean() || norm->get<bool>();
     const std::string scoring = j.value("scoring_func", std::string("sigmoid"));
     const std::string method = j.value("topk_method", std::string("noaux_tc"));
     if (scoring != "sigmoid" || method != "noaux_tc")

@@ -6,8 +6,10 @@
 namespace loom::archs {
 namespace {
 
+// A config.json without norm_topk_prob: Qwen3MoeConfig's default, false (every released
+// checkpoint sets it true). GGUF files: llama.cpp's qwen3moe always renormalizes.
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
-  return hf_moe(j, c, /*norm_default=*/true, /*required=*/true);
+  return hf_moe(j, c, /*norm_default=*/false, /*required=*/true);
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
   return gguf_moe(f, c, /*norm_default=*/true, /*required=*/true);

@@ -34,7 +34,6 @@ void route_sigmoid(const MoeConfig& m, const float* logits, int32_t* ids, float*
     score[e] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[e]))));
     choice[e] = bias ? score[e] + bias[e] : score[e];
   }
-  const bool* allowed = nullptr;
   if (m.n_group > 1 && m.topk_group < m.n_group) {
     // A group's score: the sum of its two best biased scores (its only one, in groups of 1).
     const int32_t per = n / m.n_group;
@@ -49,9 +48,13 @@ void route_sigmoid(const MoeConfig& m, const float* logits, int32_t* ids, float*
     top_k(group_score.data(), m.n_group, m.topk_group, nullptr, groups.data());
     eligible.assign(n, 0);
     for (int32_t g : groups) std::fill(&eligible[g * per], &eligible[(g + 1) * per], 1);
-    allowed = reinterpret_cast<const bool*>(eligible.data());
+    // transformers' DeepseekV3 (and vLLM's grouped_topk) zero the other groups' scores rather
+    // than leave them out: where fewer than k chosen experts score above 0 (a negative
+    // correction bias), experts of other groups are picked.
+    for (int32_t e = 0; e < n; ++e)
+      if (!eligible[e]) choice[e] = 0.0f;
   }
-  top_k(choice.data(), n, k, allowed, ids);
+  top_k(choice.data(), n, k, nullptr, ids);
   double sum = 0;
   for (int32_t s = 0; s < k; ++s) sum += score[ids[s]];
   // transformers' DeepseekV3MoE adds 1e-20 to the denominator.
