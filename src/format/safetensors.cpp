@@ -7,11 +7,10 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/checked.h"
 
@@ -46,16 +45,19 @@ Result<json> parse_json_strict(std::string_view text, const std::string& what) {
   std::string dup;
   json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
     switch (ev) {
-      case json::parse_event_t::object_start: seen.emplace_back(); break;
+      case json::parse_event_t::object_start:
+        seen.emplace_back();
+        break;
       case json::parse_event_t::object_end:
         if (!seen.empty()) seen.pop_back();
         break;
       case json::parse_event_t::key:
-        if (!seen.empty() && parsed.is_string() && !seen.back().insert(parsed.get<std::string>()).second &&
-            dup.empty())
+        if (!seen.empty() && parsed.is_string() &&
+            !seen.back().insert(parsed.get<std::string>()).second && dup.empty())
           dup = parsed.get<std::string>();
         break;
-      default: break;
+      default:
+        break;
     }
     return true;
   };
@@ -74,6 +76,8 @@ constexpr DtypeSpec kDtypes[] = {
     {"F32", Dtype::kF32, 4},
     {"F16", Dtype::kF16, 2},
     {"BF16", Dtype::kBF16, 2},
+    // Raw bytes (gpt-oss's MXFP4 expert blocks and scales; model/hf_tensors.cpp repacks them).
+    {"U8", Dtype::kI8, 1},
 };
 
 Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, uint64_t data_size) {
@@ -87,7 +91,7 @@ Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, ui
   for (const DtypeSpec& s : kDtypes)
     if (dtype == s.name) spec = &s;
   if (spec == nullptr)
-    return unsupported("dtype '" + dtype + "' is not supported (loom reads F32, F16 and BF16)");
+    return unsupported("dtype '" + dtype + "' is not supported (loom reads F32, F16, BF16 and U8)");
 
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) return invalid_file("missing or non-array \"shape\"");
@@ -96,7 +100,8 @@ Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, ui
   uint64_t numel = 1;
   for (const json& d : *sh) {
     if (!d.is_number_unsigned())
-      return invalid_file("shape " + sh->dump() + " has an entry that is not a non-negative integer");
+      return invalid_file("shape " + sh->dump() +
+                          " has an entry that is not a non-negative integer");
     const uint64_t n = d.get<uint64_t>();
     if (n == 0) return unsupported("shape " + sh->dump() + " has a zero dimension");
     std::optional<uint64_t> p = checked_mul(numel, n);
@@ -114,7 +119,8 @@ Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, ui
     return invalid_file("\"data_offsets\" must be two non-negative integers");
   const uint64_t begin = (*offs)[0].get<uint64_t>();
   const uint64_t end = (*offs)[1].get<uint64_t>();
-  if (end < begin) return invalid_file("data_offsets " + range_string(begin, end) + " end before they begin");
+  if (end < begin)
+    return invalid_file("data_offsets " + range_string(begin, end) + " end before they begin");
   if (end > data_size)
     return invalid_file("data range " + range_string(begin, end) + " exceeds the data region of " +
                         std::to_string(data_size) + " bytes");
@@ -153,7 +159,8 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   return r;
 }
 
-Result<SafetensorsFile> SafetensorsFile::parse_bytes(std::shared_ptr<const std::vector<uint8_t>> bytes) {
+Result<SafetensorsFile> SafetensorsFile::parse_bytes(
+    std::shared_ptr<const std::vector<uint8_t>> bytes) {
   if (!bytes) return invalid_argument("SafetensorsFile::parse_bytes: null buffer");
   const uint8_t* data = bytes->data();
   const uint64_t size = bytes->size();
@@ -198,17 +205,17 @@ Result<SafetensorsFile> SafetensorsFile::parse_range(const uint8_t* data, uint64
     if (i > 0) {
       const SafetensorsTensor& p = f.tensors_[i - 1];
       if (t.data_begin < p.data_begin + p.view.nbytes)
-        return invalid_file(
-            "tensors '" + p.name + "' " + range_string(p.data_begin, p.data_begin + p.view.nbytes) +
-            " and '" + t.name + "' " + range_string(t.data_begin, t.data_begin + t.view.nbytes) +
-            " overlap");
+        return invalid_file("tensors '" + p.name + "' " +
+                            range_string(p.data_begin, p.data_begin + p.view.nbytes) + " and '" +
+                            t.name + "' " +
+                            range_string(t.data_begin, t.data_begin + t.view.nbytes) + " overlap");
     }
     // Kernels read elements in place; a misaligned element would be undefined behaviour.
     const uint64_t elem = t.view.dtype == Dtype::kF32 ? 4 : 2;
     if ((f.data_offset_ + t.data_begin) % elem != 0)
       return unsupported("tensor '" + t.name + "': data at file offset " +
-                         std::to_string(f.data_offset_ + t.data_begin) +
-                         " is not aligned to its " + std::to_string(elem) + "-byte elements");
+                         std::to_string(f.data_offset_ + t.data_begin) + " is not aligned to its " +
+                         std::to_string(elem) + "-byte elements");
     t.view.data = region + t.data_begin;
     f.index_.emplace(t.name, i);
   }
@@ -266,7 +273,8 @@ Result<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
   std::map<std::string, std::vector<std::string>> by_shard;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it.value().is_string())
-      return invalid_file("'" + index_path + "': weight_map entry '" + it.key() + "' is not a string");
+      return invalid_file("'" + index_path + "': weight_map entry '" + it.key() +
+                          "' is not a string");
     const std::string shard = it.value().get<std::string>();
     // Shards must sit in the model directory: a hostile index must not read other files.
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")

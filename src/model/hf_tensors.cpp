@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/quant_blocks.h"
 #include "model/hf_deltanet.h"
 #include "model/tensor_names.h"
 
@@ -80,6 +81,9 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   const size_t hash = hf.find('#');
   const std::string op = hf.substr(hash);
   const TensorView* t = lookup(hf.substr(0, hash));
+  if (!t && (op == names::kDeriveEvenCols || op == names::kDeriveOddCols ||
+             op == names::kDeriveTransposed))
+    return derive_mxfp4(gguf_name, hf.substr(0, hash), op);
   if (!t || dtype_info(t->dtype).quantized || dtype_info(t->dtype).block_size != 1) return nullptr;
   if (is_deltanet_derivation(op)) {
     auto s = std::make_unique<Stacked>();
@@ -144,6 +148,55 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   } else {
     return nullptr;
   }
+  s->view.data = s->bytes.data();
+  s->view.nbytes = s->bytes.size();
+  const TensorView* result = &s->view;
+  stacked_.emplace(gguf_name, std::move(s));
+  return result;
+}
+
+// gpt-oss as OpenAI publishes it: each expert matrix as `NAME_blocks` (U8 [X][R][G][16]: per
+// output row R, G blocks of 32 E2M1 codes, element 2i in the low nibble of byte i and 2i + 1 in
+// the high one) and `NAME_scales` (U8 [X][R][G]: E8M0, 2^(s - 127)), rows being outputs:
+// gate_up's 2F rows alternate gate and up (op #even / #odd), down's are its E outputs (op #t,
+// which the float checkpoint needs to transpose). GGUF's MXFP4 (BlockMxfp4) is the same codes
+// and scale byte, element j in the low nibble of qs[j % 16] for j < 16 and the high one after:
+// only the nibbles move.
+const TensorView* HfTensors::derive_mxfp4(const std::string& gguf_name, const std::string& base,
+                                          const std::string& op) {
+  const TensorView* blocks = lookup(base + "_blocks");
+  const TensorView* scales = lookup(base + "_scales");
+  if (!blocks || !scales || blocks->dtype != Dtype::kI8 || scales->dtype != Dtype::kI8 ||
+      blocks->n_dims != 4 || blocks->ne[0] != 16 || scales->n_dims != 3 ||
+      scales->ne[0] != blocks->ne[1] || scales->ne[1] != blocks->ne[2] ||
+      scales->ne[2] != blocks->ne[3])
+    return nullptr;
+  const int64_t G = blocks->ne[1], R = blocks->ne[2], X = blocks->ne[3];
+  const bool split = op != names::kDeriveTransposed;  // gate_up: every other row
+  if (split && R % 2 != 0) return nullptr;
+  const int64_t rows = split ? R / 2 : R, parity = op == names::kDeriveOddCols ? 1 : 0;
+  const auto* in = static_cast<const uint8_t*>(blocks->data);
+  const auto* sc = static_cast<const uint8_t*>(scales->data);
+  auto s = std::make_unique<Stacked>();
+  s->bytes.assign(static_cast<size_t>(X * rows * G) * sizeof(kernels::BlockMxfp4), 0);
+  auto* out = reinterpret_cast<kernels::BlockMxfp4*>(s->bytes.data());
+  for (int64_t x = 0; x < X; ++x)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src_row = x * R + (split ? 2 * r + parity : r);
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* b = in + (src_row * G + g) * 16;
+        kernels::BlockMxfp4& o = out[(x * rows + r) * G + g];
+        o.e = sc[src_row * G + g];
+        for (int k = 0; k < 32; ++k) {
+          const uint8_t code = (b[k / 2] >> (4 * (k % 2))) & 0x0F;
+          o.qs[k % 16] |= static_cast<uint8_t>(code << (k < 16 ? 0 : 4));
+        }
+      }
+    }
+  s->view = *blocks;
+  s->view.dtype = Dtype::kMXFP4;
+  s->view.n_dims = 3;
+  s->view.ne = {G * 32, rows, X, 1};
   s->view.data = s->bytes.data();
   s->view.nbytes = s->bytes.size();
   const TensorView* result = &s->view;

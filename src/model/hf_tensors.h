@@ -46,6 +46,9 @@ class HfTensors {
   const TensorView* lookup(const std::string& hf) const;
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
+  // gpt-oss's MXFP4 experts (`base`_blocks / `base`_scales) as GGUF MXFP4 (hf_tensors.cpp).
+  const TensorView* derive_mxfp4(const std::string& gguf_name, const std::string& base,
+                                 const std::string& op);
 
   SafetensorsModel st_;
   const ArchSpec& arch_;

@@ -2,6 +2,7 @@
 // (tools/gguf_build.h), so converting never holds a second copy of the model in memory.
 #include "tools/convert.h"
 
+#include <cstring>
 #include <filesystem>
 
 #include "kernels/quant.h"
@@ -125,14 +126,22 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     const std::string& name = t.name;
     const TensorView* v = find(name);
     if (!v) return internal_error("convert: bound tensor " + name + " disappeared");
-    if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16)
+    // gpt-oss's published experts are MXFP4 already: kept as they are (llama.cpp's converter
+    // does the same), whatever the requested type.
+    const bool mxfp4_experts =
+        v->dtype == Dtype::kMXFP4 && t.kind == TensorKind::kMatrix && t.ne.size() == 3;
+    if (v->dtype != Dtype::kF32 && v->dtype != Dtype::kF16 && v->dtype != Dtype::kBF16 &&
+        !mxfp4_experts)
       return unsupported("convert: tensor " + st->hf_name(name) + " has dtype " +
-                         std::string(dtype_name(v->dtype)) + " (expected F32, F16 or BF16)");
+                         std::string(dtype_name(v->dtype)) +
+                         " (expected F32, F16 or BF16; MXFP4 for experts)");
     // The plan's shape (an HF [1, n] gate vector is GGUF's {n}); matrices in the requested
     // type except routers, which llama.cpp's converter keeps F32.
     Dtype dt = Dtype::kF32;
     const std::vector<int64_t>& ne = t.ne;
-    if (t.kind == TensorKind::kMatrix && t.role != TensorRole::kRouter) {
+    if (mxfp4_experts) {
+      dt = Dtype::kMXFP4;
+    } else if (t.kind == TensorKind::kMatrix && t.role != TensorRole::kRouter) {
       // mxfp4: the experts only, the rest q8_0 (tools/synth.h matrix_type_for).
       dt = matrix_type_for(o.type, t.ne.size() == 3);
       if (!row_bytes(dt, ne[0])) {
@@ -177,6 +186,10 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     int64_t rows = 1;  // every row of a matrix, or of each expert's in a stacked tensor
     for (size_t d = 1; d < p.ne.size(); ++d) rows *= p.ne[d];
     const uint64_t out_row = *row_bytes(p.dtype, cols);
+    if (s.view->dtype == p.dtype && !s.permute && !s.plus_one) {  // MXFP4 experts: as they are
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * out_row, s.view->row(r), out_row);
+      return Status::ok();
+    }
     std::vector<float> row(cols), tmp;
     if (rows == 1 && s.permute) tmp.resize(cols);
     for (int64_t r = 0; r < rows; ++r) {
