@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "model/tiny_model.h"
+#include "tools/synth.h"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -150,6 +151,23 @@ TEST_P(NoAllocation, DecodeStepsOnceWarm) {
   for (int n_seqs : {1, 16})
     EXPECT_EQ(allocations_in_decode_step(**model, n_seqs), 0)
         << dtype_name(GetParam()) << ", " << n_seqs << " sequences";
+}
+
+// The MoE layer (routing, grouping by expert, the experts' tasks) and the latent attention
+// of MLA models, on synth's tiny MoE presets.
+TEST(NoAllocationMoe, DecodeStepsOnceWarm) {
+  for (const char* preset : {"tiny-moe", "tiny-gpt-oss", "tiny-mla"}) {
+    auto spec = parse_synth_spec(std::string("synth:") + preset);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().message();
+    auto bytes = synth_model_bytes(*spec);
+    ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+    auto file = GgufFile::parse_bytes(*bytes);
+    ASSERT_TRUE(file.is_ok());
+    auto model = Model::from_gguf(*file, {2});
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    for (int n_seqs : {1, 16})
+      EXPECT_EQ(allocations_in_decode_step(**model, n_seqs), 0) << preset << ", " << n_seqs;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, NoAllocation,

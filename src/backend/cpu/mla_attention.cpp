@@ -188,7 +188,10 @@ void CpuMlaAttention::attend(const ModelConfig& c, const kernels::PagedHead& row
                              int32_t n_kv, int64_t h0, int64_t h1, float scale, int thread) {
   const int64_t H = c.n_head, R = c.mla.kv_lora_rank, row = c.mla.latent_row();
   Scratch& s = scratch_[thread];
-  resize_exact(s.scores, (h1 - h0) * n_kv);
+  // Grown 256 positions at a time: a decode step's context is one longer than the last's, and
+  // growing to the exact size allocated every step.
+  const int64_t need = (h1 - h0) * ((n_kv + 255) / 256 * 256);
+  if (static_cast<int64_t>(s.scores.size()) < need) resize_exact(s.scores, need);
   resize_exact(s.row, row);
   const bool in_place = rows.dtype == Dtype::kF32;
   auto load = [&](int32_t j) -> const float* {

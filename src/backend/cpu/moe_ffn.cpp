@@ -30,15 +30,19 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   for (int32_t e : ids_) ++expert_begin_[e + 1];
   for (int64_t e = 0; e < X; ++e) expert_begin_[e + 1] += expert_begin_[e];
   resize_exact(rows_of_expert_, n * K);
-  std::vector<int32_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
-  for (int64_t s = 0; s < n * K; ++s) rows_of_expert_[fill[ids_[s]]++] = static_cast<int32_t>(s);
+  expert_fill_.assign(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t s = 0; s < n * K; ++s)
+    rows_of_expert_[expert_fill_[ids_[s]]++] = static_cast<int32_t>(s);
   tasks_.clear();
   for (int32_t e = 0; e < X; ++e)
     for (int32_t b = expert_begin_[e]; b < expert_begin_[e + 1]; b += kRowsPerTask)
       tasks_.push_back({e, b, std::min<int32_t>(b + kRowsPerTask, expert_begin_[e + 1])});
-  // Larger tasks first, so the last ones to start are short.
-  std::stable_sort(tasks_.begin(), tasks_.end(),
-                   [](const Task& a, const Task& b) { return a.end - a.begin > b.end - b.begin; });
+  // Larger tasks first, so the last ones to start are short; then in expert order (std::sort
+  // with the full key: stable_sort would allocate its buffer every layer).
+  std::sort(tasks_.begin(), tasks_.end(), [](const Task& a, const Task& b) {
+    const int32_t na = a.end - a.begin, nb = b.end - b.begin;
+    return na != nb ? na > nb : a.begin < b.begin;
+  });
 
   resize_exact(slot_out_, n * K * E);
   scratch_.resize(pool.size());
@@ -62,7 +66,9 @@ uint64_t CpuMoeFfn::scratch_bytes() const {
   uint64_t bytes = (logits_.capacity() + weights_.capacity() + slot_out_.capacity() +
                     sh_gate_.capacity() + sh_up_.capacity() + sh_out_.capacity()) *
                        sizeof(float) +
-                   (ids_.capacity() + rows_of_expert_.capacity()) * sizeof(int32_t);
+                   (ids_.capacity() + rows_of_expert_.capacity() + expert_begin_.capacity() +
+                    expert_fill_.capacity()) *
+                       sizeof(int32_t);
   for (const Scratch& s : scratch_)
     bytes +=
         (s.x.capacity() + s.gate.capacity() + s.up.capacity() + s.y.capacity()) * sizeof(float);

@@ -43,6 +43,7 @@ class CpuMoeFfn {
   std::vector<float> weights_;           // (n, k) their weights
   std::vector<int32_t> rows_of_expert_;  // slots (row * k + s) grouped by expert
   std::vector<int32_t> expert_begin_;    // [n_expert + 1] into rows_of_expert_
+  std::vector<int32_t> expert_fill_;     // the counting sort's next place per expert
   std::vector<Task> tasks_;
   std::vector<float> slot_out_;  // (n, k, E): each chosen expert's output for the row
   // Per thread: gathered input rows, gate, up and down outputs of one task.
