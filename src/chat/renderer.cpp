@@ -25,6 +25,7 @@ Result<ChatRenderer> ChatRenderer::create(const std::string& source, const Token
   static const std::regex kTestsNone(
       R"((\.content|\[\s*['"]content['"]\s*\])\s+is\s+(not\s+)?none)");
   r.keeps_null_content_ = std::regex_search(src, kTestsNone);
+  r.reads_thinking_ = src.find("message.thinking") != std::string::npos;
   r.needs_short_ids_ =
       src.find("[TOOL_CALLS]") != std::string::npos && src.find("length != 9") != std::string::npos;
   if (tokenizer) {
@@ -55,6 +56,10 @@ Json ChatRenderer::adapt_messages(const Json& messages, bool arguments_as_object
     if (!m.is_object()) continue;
     auto content = m.find("content");
     if (content != m.end() && content->is_null() && !keeps_null_content_) *content = "";
+    if (reads_thinking_ && !m.contains("thinking") && m.contains("reasoning_content") &&
+        m["reasoning_content"].is_string() &&
+        !m["reasoning_content"].get_ref<const std::string&>().empty())
+      m["thinking"] = m["reasoning_content"];
     if (needs_short_ids_ && m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
       m["tool_call_id"] = short_call_id(m["tool_call_id"].get<std::string>());
     }

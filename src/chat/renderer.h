@@ -57,6 +57,9 @@ class ChatRenderer {
   bool fallback_ = false;
   bool keeps_null_content_ = false;  // the template tests `content is none`
   bool needs_short_ids_ = false;     // Mistral: call ids of exactly 9 characters
+  // gpt-oss's template reads an assistant turn's reasoning as `thinking`; OpenAI-style requests
+  // send it as `reasoning_content` (vLLM's and llama.cpp's name), copied over for it.
+  bool reads_thinking_ = false;
   std::string bos_token_;
   std::string eos_token_;
 };

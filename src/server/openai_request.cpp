@@ -356,6 +356,17 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   const bool add_generation_prompt = r.opt_bool("add_generation_prompt").value_or(true);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(false);
   const Json* kwargs = r.opt_object("chat_template_kwargs");
+  // OpenAI's reasoning_effort (vLLM: low, medium, high): a template variable of reasoning
+  // models' templates (gpt-oss renders it into its system message); chat_template_kwargs win.
+  Json effort_kwargs;
+  if (auto effort = r.opt_string("reasoning_effort")) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high")
+      r.fail("reasoning_effort must be \"low\", \"medium\" or \"high\", got \"" + *effort + "\"",
+             "reasoning_effort");
+    effort_kwargs = kwargs ? *kwargs : Json::object();
+    if (!effort_kwargs.contains("reasoning_effort")) effort_kwargs["reasoning_effort"] = *effort;
+    kwargs = &effort_kwargs;
+  }
   if (r.opt_bool("echo").value_or(false))
     r.fail("echo is not supported for chat completions", "echo");
   if (!r.ok()) return to_error(r);

@@ -124,5 +124,30 @@ TEST(Renderer, ObjectArgumentsAndPlainChatStillRender) {
   EXPECT_EQ(*out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n");
 }
 
+// gpt-oss's template (tests/data/chat_templates, as Jinja2 renders it there) reads an assistant
+// turn's reasoning as `thinking`: OpenAI-style messages carry it as reasoning_content, which
+// renders the same; reasoning_effort is its system message's "Reasoning:" line.
+TEST(Renderer, GptOssReasoningContentIsItsThinking) {
+  std::ifstream f(std::string(LOOM_TEST_DATA) +
+                  "/chat_templates/openai-gpt-oss-120b.thinking_call.json");
+  const Json c = Json::parse(f);
+  Json messages = c["context"]["messages"];
+  messages[1]["reasoning_content"] = messages[1]["thinking"];
+  messages[1].erase("thinking");
+  auto r = ChatRenderer::create(read_template("openai-gpt-oss-120b.jinja"), nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  auto out = r->render(messages, &c["context"]["tools"], true, nullptr);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  // The fixture's only date-dependent line: render with today's date in its place.
+  std::string want = c["expected"].get<std::string>();
+  const size_t at = want.find("Current date: ") + 14;
+  want.replace(at, 10, out->substr(out->find("Current date: ") + 14, 10));
+  EXPECT_EQ(*out, want);
+  const Json effort = {{"reasoning_effort", "high"}};
+  auto high = r->render(messages, &c["context"]["tools"], true, &effort);
+  ASSERT_TRUE(high.is_ok());
+  EXPECT_NE(high->find("Reasoning: high"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom::chat

@@ -74,6 +74,21 @@ EXTRA = {
                                  "tools": CASES["tools"]["tools"]},
         "thinking": {"messages": [USER], "add_generation_prompt": True, "thinking": True},
     },
+    "openai-gpt-oss-120b": {
+        "reasoning_high": {"messages": [{"role": "developer", "content": "Be brief."}, USER],
+                           "add_generation_prompt": True, "reasoning_effort": "high"},
+        "thinking_call": {
+            "messages": [USER,
+                         {"role": "assistant", "thinking": "Need the weather.", "tool_calls": [{
+                             "type": "function", "function": {
+                                 "name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                         {"role": "tool", "content": "{\"temp\": 21}"}],
+            "tools": CASES["tools"]["tools"], "add_generation_prompt": True},
+        "channel_in_content": {
+            "messages": [USER, {"role": "assistant",
+                                "content": "<|channel|>final<|message|>Hi"}, USER],
+            "add_generation_prompt": True},
+    },
     "google-gemma-3-4b-it": {
         "content_parts": {
             "messages": [{"role": "system", "content": [{"type": "text", "text": "Read the scan."}]},
