@@ -347,7 +347,7 @@ TEST(StructuredOutput, UnknownFieldsAre400sNamingThem) {
     std::string param;
   };
   const std::vector<Case> cases = {
-      {"/v1/chat/completions", {{"reasoning_effort", "high"}}, "reasoning_effort"},
+      {"/v1/chat/completions", {{"prediction", {{"type", "content"}}}}, "prediction"},
       {"/v1/chat/completions", {{"functions", json::array()}}, "functions"},
       {"/v1/chat/completions", {{"store", true}}, "store"},
       {"/v1/chat/completions", {{"service_tier", "flex"}}, "service_tier"},

@@ -230,9 +230,9 @@ uint64_t CpuMlaAttention::scratch_bytes_for(const ModelConfig& c, int64_t rows, 
   const int64_t H = c.n_head, R = a.kv_lora_rank, P = a.qk_rope_head_dim, row = R + P;
   const int64_t N = a.qk_nope_head_dim, Dv = a.v_head_dim;
   uint64_t floats = rows * (a.q_lora_rank + H * (N + P) + row + H * row + H * R + H * Dv);
-  // A task's gathered rows, and one head's scores over max_kv positions.
-  const int64_t per_thread =
-      rows * std::max(N, R) + rows * std::max(R, Dv) + static_cast<int64_t>(max_kv) + row;
+  // A task's gathered rows, and one head's scores over max_kv positions (grown 256 at a time).
+  const int64_t per_thread = rows * std::max(N, R) + rows * std::max(R, Dv) +
+                             (static_cast<int64_t>(max_kv) + 255) / 256 * 256 + row;
   return (floats + static_cast<uint64_t>(n_threads) * per_thread) * sizeof(float);
 }
 
