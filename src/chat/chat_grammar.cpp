@@ -265,15 +265,12 @@ std::string prefix_rules(std::string_view g, const std::string& prefix) {
 
 // harmony (gpt-oss): an optional analysis message, then either one call (a commentary message
 // to functions.NAME whose body is the arguments; generation stops at its <|call|>) or the
-// final message holding the constrained answer. Calls in free text (auto) are not
+// final message holding the constrained answer; with tool_choice auto and a constrained
+// answer, either of the two. Calls in free text (auto, no answer grammar) are not
 // constrained: the caller gets "" for them.
 Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
   using Mode = ChatGrammarRequest::ToolMode;
   if (req.tool_mode == Mode::kAuto && req.answer_gbnf.empty()) return std::string();
-  if (req.tool_mode == Mode::kAuto)
-    return invalid_argument(
-        "tools with tool_choice auto cannot be combined with a constrained "
-        "answer for this model's harmony format");
   GbnfBuilder b;
   const std::string root = b.reserve("root");
   LOOM_ASSIGN_OR_RETURN(std::string thought,
@@ -283,10 +280,10 @@ Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
                       thought + " " + lit(std::string(kHarmonyEnd) + kHarmonyStart + "assistant") +
                       " )?");
   std::string answer;
-  if (req.tool_mode == Mode::kNone) {
+  if (req.tool_mode == Mode::kNone || req.tool_mode == Mode::kAuto)
     answer = b.add_rule(
         "final", lit(std::string(kHarmonyChannel) + "final" + kHarmonyMessage) + " answer-root");
-  } else {
+  if (req.tool_mode != Mode::kNone) {
     LOOM_ASSIGN_OR_RETURN(std::vector<Tool> tools, read_tools(req.tools));
     if (req.tool_mode == Mode::kNamed) {
       auto it = std::find_if(tools.begin(), tools.end(),
@@ -296,15 +293,16 @@ Result<std::string> build_harmony_grammar(const ChatGrammarRequest& req) {
                                 "', which is not among the request's tools");
       tools = {*it};
     }
-    if (tools.empty()) return invalid_argument("tool_choice requires tools, but none were given");
-    std::string alts;
+    if (tools.empty() && req.tool_mode != Mode::kAuto)
+      return invalid_argument("tool_choice requires tools, but none were given");
+    std::string alts = answer;  // auto: the final answer is one of the choices
     for (const Tool& t : tools) {
       LOOM_ASSIGN_OR_RETURN(std::string args, add_arguments(b, t));
       const std::string head = std::string(kHarmonyChannel) + "commentary to=" + kHarmonyFunctions +
                                t.name + " " + kHarmonyConstrain + "json" + kHarmonyMessage;
       alts += (alts.empty() ? "" : " | ") + b.add_rule("call-" + t.name, lit(head) + " " + args);
     }
-    answer = b.add_rule("call", alts);
+    answer = b.add_rule(req.tool_mode == Mode::kAuto ? "reply" : "call", alts);
   }
   b.define(root, seq + " " + answer);
   std::string out = b.str();
@@ -363,8 +361,9 @@ Result<std::string> build_chat_grammar(const ChatGrammarRequest& req) {
       }
       tools = {*it};
     }
-    if (tools.empty()) return invalid_argument("tool_choice requires tools, but none were given");
-    std::string alts;
+    if (tools.empty() && req.tool_mode != Mode::kAuto)
+      return invalid_argument("tool_choice requires tools, but none were given");
+    std::string alts = answer;  // auto: the final answer is one of the choices
     for (const Tool& t : tools) {
       LOOM_ASSIGN_OR_RETURN(std::string call, add_call(b, f, t));
       alts += (alts.empty() ? "" : " | ") + call;

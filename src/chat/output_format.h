@@ -96,9 +96,9 @@ class ChatOutputParser {
   // returned as content, not as a call: its raw text comes back as content here and
   // tool_calls() leaves it out (its id/name/argument deltas were already streamed).
   // Whitespace between reasoning, text and calls is markup spacing and is not content.
-  // closed_by_token: generation stopped at an end-of-generation token (not at max_tokens or a
-  // stop string), whose text is not in the output; in harmony (gpt-oss) that token closes the
-  // last message, so a call open there (ended by <|call|>) is complete.
+  // closed_by_token: the model ended the output, at an end-of-generation token (whose text is
+  // not in it) or at its grammar's end, not max_tokens or a stop string; in harmony (gpt-oss)
+  // that closes the last message, so a call open there (ended by <|call|>) is complete.
   ChatDelta finish(bool closed_by_token = false);
   // The complete calls parsed so far (arguments as compact JSON text).
   const std::vector<ToolCall>& tool_calls() const;

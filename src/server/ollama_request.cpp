@@ -74,6 +74,7 @@ struct Common {
   AnswerConstraint answer;
   std::optional<int64_t> num_predict, num_ctx;
   std::optional<bool> think;
+  std::string think_level;  // "low" / "medium" / "high": the template's reasoning_effort
 };
 
 std::optional<ApiError> read_common(const ServerContext& ctx, const Json& body, FieldReader& r,
@@ -89,7 +90,7 @@ std::optional<ApiError> read_common(const ServerContext& ctx, const Json& body, 
     if (t->is_boolean())
       c->think = t->get<bool>();
     else if (t->is_string() && one_of(t->get<std::string>(), {"low", "medium", "high"}))
-      c->think = true;
+      c->think = true, c->think_level = t->get<std::string>();
     else
       return bad_request("think must be true, false, \"low\", \"medium\" or \"high\"", "think");
   }
@@ -131,6 +132,7 @@ std::optional<ApiError> render(const ServerContext& ctx, const Json& messages,
     return bad_request("this model has no tokenizer, so chat is unavailable", "messages");
   Json kwargs = Json::object();
   if (c.think) kwargs["enable_thinking"] = *c.think;
+  if (!c.think_level.empty()) kwargs["reasoning_effort"] = c.think_level;  // gpt-oss's levels
   auto text = ctx.chat->render(messages, tools.declared() ? &tools.tools : nullptr,
                                /*add_generation_prompt=*/true, kwargs.empty() ? nullptr : &kwargs);
   if (!text.is_ok())

@@ -22,8 +22,9 @@ chat::ChatDelta next_chat_delta(chat::ChatOutputParser* parser, std::string text
   }
   d = parser->push(text);
   if (c.finished()) {
-    // An end-of-generation token (not a stop string, a stop_token_ids entry or the length).
-    const bool closed = c.stop_token.has_value() && c.stop_reason.empty();
+    // Ended by the model (an end-of-generation token) or by its grammar's end (a forced
+    // call's arguments complete), not by a stop string, a stop_token_ids entry or the length.
+    const bool closed = c.finish_reason == FinishReason::kStop && c.stop_reason.empty();
     chat::ChatDelta rest = parser->finish(closed);
     d.reasoning += rest.reasoning;
     d.content += rest.content;

@@ -258,5 +258,30 @@ TEST(ChatGrammar, NothingToConstrainAndErrors) {
       << g.status().message();
 }
 
+// harmony (gpt-oss) with tool_choice auto and a constrained answer: after an optional
+// analysis message, either the final message with the answer or a call; nothing else.
+TEST(ChatGrammar, HarmonyAutoToolsWithAnAnswerGrammar) {
+  ChatGrammarRequest req;
+  req.format = {ToolCallFormat::kHarmony, ReasoningFormat::kHarmony};
+  req.tool_mode = Mode::kAuto;
+  req.tools = tools();
+  req.answer_gbnf = "root ::= \"yes\" | \"no\"";
+  auto g = build_chat_grammar(req);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  const std::string call =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+      "{\"city\": \"Paris\"}";
+  const std::string analysis = "<|channel|>analysis<|message|>Hmm.<|end|><|start|>assistant";
+  EXPECT_TRUE(accepts(*g, "<|channel|>final<|message|>yes"));
+  EXPECT_TRUE(accepts(*g, analysis + "<|channel|>final<|message|>no"));
+  EXPECT_TRUE(accepts(*g, call));
+  EXPECT_TRUE(accepts(*g, analysis + call));
+  EXPECT_FALSE(accepts(*g, "<|channel|>final<|message|>maybe"));
+  EXPECT_FALSE(accepts(*g,
+                       "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+                       "<|message|>{\"town\": \"Paris\"}"));
+  EXPECT_FALSE(accepts(*g, "yes"));
+}
+
 }  // namespace
 }  // namespace loom::chat
