@@ -94,6 +94,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
     e->proposer_ = std::make_unique<spec::NgramProposer>(c.speculative.prompt_lookup_min,
                                                          c.speculative.prompt_lookup_max);
   }
+  if (e->proposer_ && e->proposer_->needs_hidden()) e->kv_manager_->set_hits_keep_last_block(false);
   // A draft model's or MTP module's K/V too: its pages would otherwise be committed during
   // the first steps, on the cores the forward passes run on.
   if (!c.commit_kv_in_background && e->proposer_) e->proposer_->wait_committed();

@@ -73,6 +73,7 @@ CachedPrefix KvCoordinator::find_cached_prefix(std::span<const int32_t> tokens, 
       if (h < hit) hit = h, shrunk = true;
     }
   }
+  if (!hits_keep_last_block_ && hit > 0) --hit;
   // A hybrid resumes from a state snapshot: the deepest one within the blocks' hit.
   if (recurrent()) {
     while (hit > 0 && (out.state_slot = states_.find_snapshot(hashes[hit - 1])) < 0) --hit;

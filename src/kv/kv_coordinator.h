@@ -74,6 +74,11 @@ class KvCoordinator {
   // Used fraction of the cache's memory (blocks weighed by their group's layers), 0..1.
   double usage() const;
   bool caching_enabled() const { return caching_; }
+  // A proposer whose K/V at a position also depends on the next token (MTP: the target's hidden
+  // state there with the next token's embedding): a hit's last position pairs with a token past
+  // the hit, which the new sequence may not share, so hits give their last block back (vLLM
+  // does the same for EAGLE / MTP) and it is recomputed with the sequence's own next token.
+  void set_hits_keep_last_block(bool keep) { hits_keep_last_block_ = keep; }
   // Blocks needed to hold n tokens.
   int32_t blocks_for(int64_t n_tokens) const;
   // Whether a sequence of n_tokens, computing at most max_step tokens per step, fits in every
@@ -162,6 +167,7 @@ class KvCoordinator {
   std::vector<int32_t> group_layers_;
   int32_t block_size_;
   bool caching_;
+  bool hits_keep_last_block_ = true;
   // Chain hashes of each sequence's full blocks so far (the same in every group).
   std::unordered_map<int64_t, std::vector<BlockHash>> seqs_;
   StateSlots states_;

@@ -257,6 +257,24 @@ TEST_F(MtpEngine, PrefixCacheHitIsIdentical) {
   testing::expect_rerun_hits_prefix(config(2), bytes_, rs[0], plain.at("r2").tokens);
 }
 
+// The module's K/V at a position pairs the target's hidden state there with the next token's
+// embedding, so the last cached position's pairs with a token past the hit: with MTP a hit
+// gives its last block back (recomputed with the sequence's own next token), as vLLM does.
+TEST_F(MtpEngine, PrefixHitsGiveTheirLastBlockBack) {
+  GenerateRequest r = request(2, 0.0f, 4);  // a 15-token prompt: 3 whole blocks before its last
+  for (const int k : {0, 2}) {
+    auto e = make_engine(config(k), bytes_);
+    ASSERT_TRUE(e != nullptr);
+    int32_t cached = -1;
+    for (int round = 0; round < 2; ++round) {
+      r.request_id = "again" + std::to_string(round);
+      ASSERT_TRUE(e->add_request(r).is_ok());
+      cached = run_all(*e).at(r.request_id).num_cached_tokens;
+    }
+    EXPECT_EQ(cached, k == 0 ? 12 : 8) << "k=" << k;
+  }
+}
+
 TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {
   auto bytes = test_model_bytes({.preset = "tiny"});
   auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {1}).value();
