@@ -73,7 +73,9 @@ CachedPrefix KvCoordinator::find_cached_prefix(std::span<const int32_t> tokens, 
       if (h < hit) hit = h, shrunk = true;
     }
   }
-  if (!hits_keep_last_block_ && hit > 0) --hit;
+  // Not for hybrids: they resume at state snapshots, which a block less would mostly miss
+  // (one stale module entry costs less than recomputing back to the snapshot before).
+  if (!hits_keep_last_block_ && !recurrent() && hit > 0) --hit;
   // A hybrid resumes from a state snapshot: the deepest one within the blocks' hit.
   if (recurrent()) {
     while (hit > 0 && (out.state_slot = states_.find_snapshot(hashes[hit - 1])) < 0) --hit;

@@ -78,6 +78,7 @@ class KvCoordinator {
   // state there with the next token's embedding): a hit's last position pairs with a token past
   // the hit, which the new sequence may not share, so hits give their last block back (vLLM
   // does the same for EAGLE / MTP) and it is recomputed with the sequence's own next token.
+  // Hybrids keep theirs (see find_cached_prefix).
   void set_hits_keep_last_block(bool keep) { hits_keep_last_block_ = keep; }
   // Blocks needed to hold n tokens.
   int32_t blocks_for(int64_t n_tokens) const;
