@@ -23,6 +23,7 @@
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/hf_cases.h"
+#include "model/hf_shards.h"
 #include "model/hf_tensors.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
@@ -45,22 +46,16 @@ struct Tensor {
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
   nlohmann::json header;
+  std::vector<const std::vector<uint8_t>*> data;
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
     header[name] = {{"dtype", t.dtype},
                     {"shape", t.shape},
                     {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
+    data.push_back(&t.bytes);
   }
-  std::string h = header.dump();
-  while (h.size() % 8) h += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t len = h.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, t] : tensors)
-    out.write(reinterpret_cast<const char*>(t.bytes.data()),
-              static_cast<std::streamsize>(t.bytes.size()));
+  test::write_safetensors_file(path, header, data);
 }
 
 Tensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& v) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,19 @@ struct ShardTensor {
   std::string name;
   std::vector<int64_t> shape;  // torch order
 };
+
+// A safetensors file: the JSON header (padded to 8 bytes), then the tensors' bytes.
+inline void write_safetensors_file(const std::string& path, const nlohmann::json& header,
+                                   const std::vector<const std::vector<uint8_t>*>& data) {
+  std::string h = header.dump();
+  while (h.size() % 8) h += ' ';
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t len = h.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const std::vector<uint8_t>* d : data)
+    out.write(reinterpret_cast<const char*>(d->data()), static_cast<std::streamsize>(d->size()));
+}
 
 // Writes `tensors` (random F32: names with "norm" near 1, the rest ~N(0, 0.2)) as a
 // safetensors file.
@@ -36,14 +50,9 @@ inline void write_random_safetensors(const std::string& path,
     header[t.name] = {
         {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size() * 4}}};
   }
-  std::string h = header.dump();
-  while (h.size() % 8) h += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t len = h.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * 4));
+  std::vector<uint8_t> bytes(data.size() * 4);
+  std::memcpy(bytes.data(), data.data(), bytes.size());
+  write_safetensors_file(path, header, {&bytes});
 }
 
 // `dir`: the fixture `src`'s weights as model-main.safetensors, `extra` as
