@@ -194,7 +194,8 @@ void KvCoordinator::plan_draft_snapshots(int64_t seq, std::span<const int32_t> t
   // The chain up to block first - 2 is the known blocks'; each block from there holds known
   // tokens then proposals, or proposals only.
   LOOM_CHECK(static_cast<int64_t>(known.size()) >= first - 2);
-  std::vector<int32_t> block(block_size_);
+  std::vector<int32_t>& block = draft_block_;
+  block.resize(block_size_);
   BlockHash prev = first >= 2 ? known[first - 2] : BlockHash{};
   for (int64_t b = first; b <= last; ++b) {
     for (int64_t i = 0; i < block_size_; ++i) {

@@ -169,6 +169,7 @@ class KvCoordinator {
   int32_t block_size_;
   bool caching_;
   bool hits_keep_last_block_ = true;
+  std::vector<int32_t> draft_block_;  // plan_draft_snapshots' block of tokens (no allocation)
   // Chain hashes of each sequence's full blocks so far (the same in every group).
   std::unordered_map<int64_t, std::vector<BlockHash>> seqs_;
   StateSlots states_;
