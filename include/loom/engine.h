@@ -59,6 +59,9 @@ struct SpeculativeConfig {
   int32_t disable_by_batch_size = 0;
   // llama-server's --draft-min: a proposal shorter than this is not verified.
   int32_t draft_min = 0;
+  // For tests: every decoding sequence proposes every step, however few proposals it keeps
+  // (no back-off, whose decisions follow measured step times), so proposals are reproducible.
+  bool always_propose = false;
   bool enabled() const { return method != Method::kNone && num_speculative_tokens > 0; }
 };
 
@@ -247,6 +250,9 @@ class Engine {
   // (only kept while keep_logits(true)).
   void keep_logits(bool on);
   const std::vector<std::pair<std::string, std::vector<float>>>& last_logits() const;
+  // For tests: the proposals each verify of the last step checked, keyed by request id (only
+  // kept while keep_logits(true)).
+  const std::vector<std::pair<std::string, std::vector<int32_t>>>& last_drafts() const;
   // For tests: "" when every KV block is free, else a description. Also checks pool invariants.
   std::string check_kv_drained() const;
 

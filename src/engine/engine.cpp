@@ -122,6 +122,9 @@ void Engine::keep_logits(bool on) {
 const std::vector<std::pair<std::string, std::vector<float>>>& Engine::last_logits() const {
   return core_->last_logits();
 }
+const std::vector<std::pair<std::string, std::vector<int32_t>>>& Engine::last_drafts() const {
+  return core_->last_drafts();
+}
 std::string Engine::check_kv_drained() const {
   return core_->check_kv_drained();
 }

@@ -235,8 +235,13 @@ void EngineCore::abort(const std::string& request_id) {
 
 void EngineCore::finish_seq(Request& r, FinishReason reason) {
   RequestGroup& g = *r.group;
-  scheduler_->remove(&r);  // frees its blocks now
-  if (proposer_) proposer_->release(r.seq_id);
+  if (defer_frees_) {
+    scheduler_->remove(&r, /*free_blocks=*/false);
+    deferred_frees_.push_back(r.seq_id);
+  } else {
+    scheduler_->remove(&r);  // frees its blocks now
+    if (proposer_) proposer_->release(r.seq_id);
+  }
   r.status = RequestStatus::kFinished;
   g.text[r.index]->flush();  // no-op after a stop string, which already fixed the text
   CompletionOutput& out = g.pending[r.index];
@@ -259,7 +264,8 @@ bool EngineCore::too_many_decoding_to_propose() const {
 }
 
 bool EngineCore::first_proposal_waits(Request& r, int32_t decoding) {
-  if (r.spec_kept_avg >= 0 || r.spec_backoff_next != 1 || spec_accepted_share_ < 0 ||
+  if (config_.speculative.always_propose || r.spec_kept_avg >= 0 || r.spec_backoff_next != 1 ||
+      spec_accepted_share_ < 0 ||
       spec_accepted_share_ >= step_cost_.row_share(std::max(decoding, 1)))
     return false;
   r.spec_backoff = r.spec_backoff_next = kMaxSpecBackoff;
@@ -330,7 +336,9 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
   // batch_.sequences[i] is so.seqs[i]'s (build_batch).
   for (size_t i = 0; i < so.seqs.size(); ++i) {
     Request& r = *so.seqs[i].req;
-    if (r.finished() || r.group->pooling) continue;  // a finished one's blocks are gone
+    // One that finished in this step still holds its blocks (defer_frees_); an aborted one
+    // needs no more K/V.
+    if (r.group->aborted || r.group->pooling) continue;
     const BatchSequence& bs = batch_.sequences[i];
     // Rows kept (a verify's rejected ones were rolled back) whose next token is known.
     const int32_t n_rows = std::min(r.num_computed_tokens, r.num_tokens() - 1) - bs.n_past;
@@ -339,8 +347,9 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     // A proposal (the module's LM head, most of its cost) only for a sequence that decodes
     // next and is not pausing its proposals, in a batch small enough to speculate
     // (propose_drafts skips it otherwise anyway).
-    const bool proposes_next = !batch_off && r.num_computed_tokens == r.num_tokens() - 1 &&
-                               r.spec_backoff == 0 && !first_proposal_waits(r, decoding_in_step_);
+    const bool proposes_next = !batch_off && !r.finished() &&
+                               r.num_computed_tokens == r.num_tokens() - 1 && r.spec_backoff == 0 &&
+                               !first_proposal_waits(r, decoding_in_step_);
     observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
                          n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
                          proposes_next ? &r.hidden_proposal : nullptr});
@@ -598,17 +607,24 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   }
   for (const ScheduledSeq& s : so.seqs) s.req->num_computed_tokens += s.num_new;
 
-  if (keep_logits_) last_logits_.clear();
+  if (keep_logits_) {
+    last_logits_.clear();
+    last_drafts_.clear();
+  }
   std::vector<RequestGroup*> touched;
   collect_pooling(so, touched);
   int32_t row = 0;
   int64_t emitted = 0;
+  defer_frees_ = observes;
   for (size_t i = 0; i < sample_seqs_.size(); ++i) {
     Request& r = *sample_seqs_[i];
     const int32_t first_row = row;
     row += sample_drafts_[i] + 1;
     if (r.finished()) continue;  // its group was aborted earlier in this loop
     const int32_t had = r.num_output_tokens();
+    if (keep_logits_ && sample_drafts_[i] > 0)
+      last_drafts_.emplace_back(
+          r.group->id, std::vector<int32_t>(r.draft.begin(), r.draft.begin() + sample_drafts_[i]));
     const int32_t kept = sample_rows(r, i, first_row, sample_drafts_[i]);
     emitted += r.num_output_tokens() - had;
     if (sample_drafts_[i] > 0) {
@@ -627,6 +643,12 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     const auto observe_start = std::chrono::steady_clock::now();
     Status os = observe_rows(so);
     totals_.spec_proposer_seconds += seconds_since(observe_start);
+    defer_frees_ = false;
+    for (const int64_t seq : deferred_frees_) {
+      kv_manager_->free(seq);
+      proposer_->release(seq);
+    }
+    deferred_frees_.clear();
     if (!os.is_ok()) {
       for (const ScheduledSeq& s : so.seqs)
         if (!s.req->group->aborted) abort(s.req->group->id);
@@ -699,7 +721,7 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     const double share = static_cast<double>(kept) / num_draft;
     spec_accepted_share_ =
         spec_accepted_share_ < 0 ? share : 0.95 * spec_accepted_share_ + 0.05 * share;
-    if (r.spec_kept_avg < min_kept_avg) {
+    if (r.spec_kept_avg < min_kept_avg && !config_.speculative.always_propose) {
       // While the proposals of all sequences do not pay either, straight to the longest pause.
       const bool none_pay = spec_accepted_share_ < min_kept_avg / num_draft;
       r.spec_backoff = none_pay ? kMaxSpecBackoff : r.spec_backoff_next;

@@ -73,6 +73,9 @@ class EngineCore {
   const std::vector<std::pair<std::string, std::vector<float>>>& last_logits() const {
     return last_logits_;
   }
+  const std::vector<std::pair<std::string, std::vector<int32_t>>>& last_drafts() const {
+    return last_drafts_;
+  }
   std::string check_kv_drained() const;
 
  private:
@@ -135,6 +138,11 @@ class EngineCore {
   // ([rows][n_embd]) and what observe() gets of it.
   std::vector<float> residual_;
   std::vector<spec::ObservedSeq> observed_;
+  // While a hidden-state proposer has yet to observe a step's rows, sequences finishing in
+  // that step keep their blocks (and the proposer its state) until it has: their blocks enter
+  // the prefix cache, whose hits must find the proposer's K/V there too.
+  bool defer_frees_ = false;
+  std::vector<int64_t> deferred_frees_;
   Sampler sampler_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 
@@ -170,6 +178,7 @@ class EngineCore {
 
   bool keep_logits_ = false;
   std::vector<std::pair<std::string, std::vector<float>>> last_logits_;
+  std::vector<std::pair<std::string, std::vector<int32_t>>> last_drafts_;
 
   EngineMetrics totals_;
 };

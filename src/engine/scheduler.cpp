@@ -24,12 +24,12 @@ void Scheduler::add_running(Request* r) {
   running_.push_back(r);
 }
 
-void Scheduler::remove(Request* r) {
+void Scheduler::remove(Request* r, bool free_blocks) {
   if (auto it = std::find(running_.begin(), running_.end(), r); it != running_.end())
     running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), r); it != waiting_.end())
     waiting_.erase(it);
-  kv_.free(r->seq_id);
+  if (free_blocks) kv_.free(r->seq_id);
 }
 
 Request* Scheduler::pick_victim() const {

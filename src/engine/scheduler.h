@@ -47,8 +47,9 @@ class Scheduler {
   // A sequence that already holds KV blocks (an n > 1 fork) joins the running set directly.
   void add_running(Request* r);
   SchedulerOutput schedule();
-  // Removes a sequence from whichever queue holds it and frees its blocks.
-  void remove(Request* r);
+  // Removes a sequence from whichever queue holds it and frees its blocks (unless the caller
+  // frees them later itself).
+  void remove(Request* r, bool free_blocks = true);
 
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }

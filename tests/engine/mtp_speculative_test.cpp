@@ -275,6 +275,54 @@ TEST_F(MtpEngine, PrefixHitsGiveTheirLastBlockBack) {
   }
 }
 
+// A chat's turns: each turn's prompt is the previous turn's tokens and more. Rows computed in
+// a turn's last step (all of its prompt's when it generates one token) land in blocks that
+// enter the prefix cache when it finishes; the next turns' hits read their module K/V (the
+// next turn gives its hit's last block back, above, but recomputes it into a new block while
+// the cache keeps the first under that hash, which the third turn's hit then reads). The third
+// turn's proposals must be those computed without prefix caching: every cached position's
+// module K/V written (a finishing sequence is observed before its blocks go).
+TEST_F(MtpEngine, ThirdTurnProposalsAreThoseWithoutTheCache) {
+  EngineConfig cached = config(2);
+  cached.speculative.always_propose = true;
+  EngineConfig uncached = cached;
+  uncached.enable_prefix_caching = false;
+  // 32 blocks, every one first written by two other requests of 17 blocks each (an unwritten
+  // module entry then holds their K/V, not zeros, which a softmax could all but ignore).
+  cached.kv_cache_memory_gib = testing::kv_gib_for_blocks(cached, bytes_, 32);
+  std::vector<GenerateRequest> others = {request(6, 0.0f, 8), request(7, 0.0f, 8)};
+  for (GenerateRequest& o : others)
+    o.prompt = random_prompt(60, 800 + static_cast<uint32_t>(o.params.seed.value()), 512);
+  // A first turn of one token (its prompt's rows are its last step's) and four lengths whose
+  // last step's row falls in each place of a block.
+  for (int first_len : {1, 5, 6, 7, 8}) {
+    auto e = make_engine(cached, bytes_);
+    ASSERT_TRUE(e != nullptr);
+    for (const GenerateRequest& o : others) ASSERT_TRUE(e->add_request(o).is_ok());
+    run_all(*e);
+    e->keep_logits(true);
+    GenerateRequest turn = request(1, 0.0f, first_len);
+    std::vector<int32_t> history = turn.prompt;
+    Collected last;
+    for (int t = 0; t < 3; ++t) {
+      turn.request_id = "turn" + std::to_string(t);
+      turn.prompt = history;
+      ASSERT_TRUE(e->add_request(turn).is_ok());
+      last = run_all(*e).at(turn.request_id);
+      const std::vector<int32_t>& out = last.tokens.at(0);
+      history.insert(history.end(), out.begin(), out.end());
+      const std::vector<int32_t> more = random_prompt(5 + t, 900 + t, 512);
+      history.insert(history.end(), more.begin(), more.end());
+      turn.params.max_tokens = 8;
+    }
+    EXPECT_GT(last.num_cached_tokens, static_cast<int32_t>(turn.prompt.size()) / 2) << first_len;
+    ASSERT_FALSE(last.drafts.empty());
+    const auto fresh = run(uncached, {turn}).at(turn.request_id);
+    EXPECT_EQ(fresh.tokens, last.tokens) << first_len;
+    EXPECT_EQ(fresh.drafts, last.drafts) << "first turn of " << first_len << " tokens";
+  }
+}
+
 TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {
   auto bytes = test_model_bytes({.preset = "tiny"});
   auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {1}).value();

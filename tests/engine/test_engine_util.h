@@ -83,7 +83,8 @@ struct Collected {
   std::map<int32_t, std::string> text;
   std::map<int32_t, FinishReason> finish;
   std::map<int32_t, std::string> stop_reason;
-  std::vector<std::vector<float>> logits;  // every sampled row, in order
+  std::vector<std::vector<float>> logits;    // every sampled row, in order
+  std::vector<std::vector<int32_t>> drafts;  // every verify's proposals, in order
   int32_t num_cached_tokens = 0;
   bool finished = false;
   int n_outputs = 0;
@@ -120,6 +121,7 @@ inline std::map<std::string, Collected> run_all(Engine& engine, int max_steps = 
     EXPECT_TRUE(r.is_ok()) << r.status().message();
     if (!r.is_ok()) break;
     for (const auto& [id, row] : engine.last_logits()) out[id].logits.push_back(row);
+    for (const auto& [id, draft] : engine.last_drafts()) out[id].drafts.push_back(draft);
     for (const RequestOutput& o : *r) {
       Collected& c = out[o.request_id];
       EXPECT_FALSE(c.finished) << "output after the final one for " << o.request_id;
