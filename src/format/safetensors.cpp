@@ -78,6 +78,8 @@ constexpr DtypeSpec kDtypes[] = {
     {"BF16", Dtype::kBF16, 2},
     // Raw bytes (gpt-oss's MXFP4 expert blocks and scales; model/hf_tensors.cpp repacks them).
     {"U8", Dtype::kI8, 1},
+    // FP8 checkpoints' weights, also raw bytes here (model/hf_fp8.h dequantizes them).
+    {"F8_E4M3", Dtype::kI8, 1},
 };
 
 Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, uint64_t data_size) {
@@ -91,7 +93,8 @@ Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, ui
   for (const DtypeSpec& s : kDtypes)
     if (dtype == s.name) spec = &s;
   if (spec == nullptr)
-    return unsupported("dtype '" + dtype + "' is not supported (loom reads F32, F16, BF16 and U8)");
+    return unsupported("dtype '" + dtype +
+                       "' is not supported (loom reads F32, F16, BF16, U8 and F8_E4M3)");
 
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) return invalid_file("missing or non-array \"shape\"");
@@ -129,6 +132,7 @@ Result<SafetensorsTensor> parse_entry(const std::string& name, const json& e, ui
                         std::to_string(end - begin) + " bytes but " + dtype + " " + sh->dump() +
                         " needs " + std::to_string(*nbytes));
   t.data_begin = begin;
+  t.file_dtype = spec->name;
 
   // ggml order: the last (contiguous) HF dimension becomes ne[0].
   TensorView& v = t.view;
@@ -211,7 +215,7 @@ Result<SafetensorsFile> SafetensorsFile::parse_range(const uint8_t* data, uint64
                             range_string(t.data_begin, t.data_begin + t.view.nbytes) + " overlap");
     }
     // Kernels read elements in place; a misaligned element would be undefined behaviour.
-    const uint64_t elem = t.view.dtype == Dtype::kF32 ? 4 : 2;
+    const uint64_t elem = static_cast<uint64_t>(dtype_info(t.view.dtype).block_bytes);
     if ((f.data_offset_ + t.data_begin) % elem != 0)
       return unsupported("tensor '" + t.name + "': data at file offset " +
                          std::to_string(f.data_offset_ + t.data_begin) + " is not aligned to its " +
@@ -233,6 +237,7 @@ Status SafetensorsModel::add_shard(SafetensorsFile shard, const std::string& sha
     if (!tensors_.emplace(t.name, t.view).second)
       return invalid_file("tensor '" + t.name + "' appears in more than one shard (again in '" +
                           shard_name + "')");
+    if (t.file_dtype == std::string_view("F8_E4M3")) f8_e4m3_.insert(t.name);
   }
   shards_.push_back(std::move(owned));
   return Status::ok();
@@ -297,6 +302,10 @@ Result<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
 const TensorView* SafetensorsModel::find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+bool SafetensorsModel::is_f8_e4m3(std::string_view name) const {
+  return f8_e4m3_.find(name) != f8_e4m3_.end();
 }
 
 }  // namespace loom

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,9 +22,10 @@ namespace loom {
 
 struct SafetensorsTensor {
   std::string name;
-  TensorView view;             // ggml order, data points into the mapping
-  std::vector<int64_t> shape;  // as written in the file (HF / PyTorch order)
-  uint64_t data_begin = 0;     // relative to the start of the data region
+  TensorView view;              // ggml order, data points into the mapping
+  std::vector<int64_t> shape;   // as written in the file (HF / PyTorch order)
+  uint64_t data_begin = 0;      // relative to the start of the data region
+  const char* file_dtype = "";  // as written in the file ("BF16", "F8_E4M3", ...)
 };
 
 class SafetensorsFile {
@@ -56,12 +58,16 @@ class SafetensorsModel {
   // name -> tensor, sorted by name.
   const std::map<std::string, TensorView, std::less<>>& tensors() const { return tensors_; }
   const TensorView* find(std::string_view name) const;
+  // Whether the file stores this tensor as F8_E4M3 (its view's dtype is then kI8, raw codes).
+  bool is_f8_e4m3(std::string_view name) const;
+  const std::set<std::string, std::less<>>& f8_e4m3_names() const { return f8_e4m3_; }
   size_t num_shards() const { return shards_.size(); }
 
  private:
   Status add_shard(SafetensorsFile shard, const std::string& shard_name);
   std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   std::map<std::string, TensorView, std::less<>> tensors_;
+  std::set<std::string, std::less<>> f8_e4m3_;
 };
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 #include "model/hf_tensors.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/quant_blocks.h"
@@ -11,21 +12,38 @@ namespace loom {
 Result<std::shared_ptr<HfTensors>> HfTensors::open(const std::string& dir, const ArchSpec& arch,
                                                    const ModelConfig& config) {
   LOOM_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open(dir));
-  return std::shared_ptr<HfTensors>(new HfTensors(std::move(st), arch, config));
+  LOOM_ASSIGN_OR_RETURN(std::optional<Fp8BlockSize> fp8, read_fp8_quantization(dir, st));
+  return std::shared_ptr<HfTensors>(new HfTensors(std::move(st), arch, config, fp8));
 }
 
 std::string HfTensors::hf_name(std::string_view gguf_name) const {
   return names::gguf_to_hf(arch_, gguf_name, n_layer_).value_or(std::string(gguf_name));
 }
 
-const TensorView* HfTensors::lookup(const std::string& hf) const {
-  if (const TensorView* t = st_.find(hf)) return t;
+const TensorView* HfTensors::lookup(const std::string& hf) {
+  std::string name = hf;
+  const TensorView* t = st_.find(name);
   // A vision-language checkpoint keeps its language model under model.language_model.
   // (config_reader's unwrap_text_config); lm_head stays at the top.
   constexpr std::string_view kModel = "model.";
-  if (hf.compare(0, kModel.size(), kModel) == 0)
-    return st_.find("model.language_model." + hf.substr(kModel.size()));
-  return nullptr;
+  if (!t && hf.compare(0, kModel.size(), kModel) == 0) {
+    name = "model.language_model." + hf.substr(kModel.size());
+    t = st_.find(name);
+  }
+  if (t && fp8_ && st_.is_f8_e4m3(name)) return dequantize_fp8(name, *t);
+  return t;
+}
+
+const TensorView* HfTensors::dequantize_fp8(const std::string& hf, const TensorView& codes) {
+  const std::string key = "fp8:" + hf;  // HF names never start so (GGUF ones neither)
+  if (auto it = stacked_.find(key); it != stacked_.end()) return &it->second->view;
+  auto s = std::make_unique<Stacked>();
+  // read_fp8_quantization checked that every F8_E4M3 tensor has its scales.
+  dequantize_fp8_blocks(codes, *st_.find(hf + "_scale_inv"), *fp8_, &s->bytes, &s->view);
+  s->view.data = s->bytes.data();
+  const TensorView* out = &s->view;
+  stacked_.emplace(key, std::move(s));
+  return out;
 }
 
 const TensorView* HfTensors::find(std::string_view gguf_name) {
@@ -65,6 +83,12 @@ const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
   s->view.nbytes = s->bytes.size();
   const TensorView* out = &s->view;
   stacked_.emplace(gguf_name, std::move(s));
+  // An FP8 checkpoint's experts were dequantized one by one: the stack holds them now.
+  for (auto it = stacked_.begin(); it != stacked_.end();) {
+    const bool expert =
+        std::find(experts.begin(), experts.end(), &it->second->view) != experts.end();
+    it = expert ? stacked_.erase(it) : std::next(it);
+  }
   return out;
 }
 

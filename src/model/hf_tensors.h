@@ -17,6 +17,7 @@
 #include "format/tensor.h"
 #include "model/arch.h"
 #include "model/config.h"
+#include "model/hf_fp8.h"
 
 namespace loom {
 
@@ -34,16 +35,20 @@ class HfTensors {
   std::string hf_name(std::string_view gguf_name) const;
 
  private:
-  HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config)
+  HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config,
+            std::optional<Fp8BlockSize> fp8)
       : st_(std::move(st)),
+        fp8_(fp8),
         arch_(arch),
         n_layer_(config.n_layer),
         n_head_(config.n_head),
         mla_(config.mla),
         deltanet_(config.deltanet) {}
   // The checkpoint's tensor of this HF name, also under model.language_model. for
-  // vision-language checkpoints; nullptr when it has none.
-  const TensorView* lookup(const std::string& hf) const;
+  // vision-language checkpoints (an FP8 one dequantized: model/hf_fp8.h); nullptr when it has
+  // none.
+  const TensorView* lookup(const std::string& hf);
+  const TensorView* dequantize_fp8(const std::string& hf, const TensorView& codes);
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
   // gpt-oss's MXFP4 experts (`base`_blocks / `base`_scales) as GGUF MXFP4 (hf_tensors.cpp).
@@ -51,6 +56,7 @@ class HfTensors {
                                  const std::string& op);
 
   SafetensorsModel st_;
+  std::optional<Fp8BlockSize> fp8_;  // an FP8 checkpoint's scale blocks
   const ArchSpec& arch_;
   int32_t n_layer_;  // blocks from here on are multi-token prediction modules
   int32_t n_head_;

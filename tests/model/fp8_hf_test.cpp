@@ -1,0 +1,243 @@
+// FP8 checkpoints as DeepSeek-V3 and Qwen3's "-FP8" releases are published: every linear
+// weight as F8_E4M3 codes with a float scale per block (`NAME_scale_inv`, multiplied despite
+// its name), config.json's quantization_config {"quant_method": "fp8", "weight_block_size"}.
+// The fixtures' F32 projections are quantized here (blocks of 16 x 24, which divide neither
+// dimension of most matrices, so a transposed or misplaced scale shows), and loom must compute
+// exactly what the BF16 twin computes: the same checkpoint holding each weight's value, code
+// times scale, rounded to BF16 (what loom dequantizes to, as a BF16 release would hold). The
+// codes' values and the rounding are computed here independently of loom.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "format/safetensors.h"
+#include "model/hf_cases.h"
+#include "model/hf_fp8.h"
+#include "model/hf_shards.h"
+#include "model/model.h"
+#include "model/tiny_model.h"
+#include "tools/convert.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kBlockRows = 16, kBlockCols = 24;
+
+// E4M3: (8 + m) * 2^(e - 10) for e > 0, m * 2^-9 for e = 0; S.1111.111 is NaN.
+float e4m3_value(uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                         : std::ldexp(static_cast<float>(8 + m), e - 10);
+  return code & 0x80 ? -v : v;
+}
+
+uint8_t nearest_e4m3(float x) {
+  uint8_t best = 0;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN
+    if (std::fabs(e4m3_value(static_cast<uint8_t>(c)) - x) < std::fabs(e4m3_value(best) - x))
+      best = static_cast<uint8_t>(c);
+  }
+  return best;
+}
+
+uint16_t round_to_bf16(float f) {  // round to nearest, ties to even
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
+}
+
+struct Tensor {
+  std::string dtype;
+  std::vector<int64_t> shape;  // torch order
+  std::vector<uint8_t> bytes;
+};
+
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+  nlohmann::json header;
+  std::vector<const std::vector<uint8_t>*> data;
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    header[name] = {{"dtype", t.dtype},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+    data.push_back(&t.bytes);
+  }
+  test::write_safetensors_file(path, header, data);
+}
+
+void write_config(const std::string& src, const std::string& dir,
+                  const nlohmann::json& quantization) {
+  std::ifstream in(src + "/config.json");
+  nlohmann::json c = nlohmann::json::parse(in);
+  if (!quantization.is_null()) c["quantization_config"] = quantization;
+  std::ofstream(dir + "/config.json") << c.dump(2);
+}
+
+// The fixture as an FP8 checkpoint (`fp8`) and its BF16 twin.
+void quantize_fixture(const std::string& src, std::map<std::string, Tensor>* fp8,
+                      std::map<std::string, Tensor>* twin) {
+  auto st = SafetensorsModel::open(src);
+  ASSERT_TRUE(st.is_ok()) << st.status().message();
+  for (const auto& [name, v] : st->tensors()) {
+    ASSERT_EQ(v.dtype, Dtype::kF32) << name;
+    const auto* f = static_cast<const float*>(v.data);
+    std::vector<int64_t> shape;
+    for (int d = v.n_dims - 1; d >= 0; --d) shape.push_back(v.ne[d]);
+    Tensor plain{"F32", shape, std::vector<uint8_t>(v.nbytes)};
+    std::memcpy(plain.bytes.data(), f, v.nbytes);
+    // The releases quantize the linear layers (attention and expert projections), not the
+    // embeddings, the output, norms or the router.
+    if (v.n_dims != 2 || (!name.ends_with("_proj.weight") && !name.ends_with("_mqa.weight"))) {
+      (*fp8)[name] = (*twin)[name] = plain;
+      continue;
+    }
+    const int64_t R = shape[0], C = shape[1];
+    const int64_t SR = (R + kBlockRows - 1) / kBlockRows, SC = (C + kBlockCols - 1) / kBlockCols;
+    std::vector<float> scale(SR * SC, 0.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        float& s = scale[(r / kBlockRows) * SC + c / kBlockCols];
+        s = std::max(s, std::fabs(f[r * C + c]) / 448.0f);
+      }
+    Tensor codes{"F8_E4M3", shape, std::vector<uint8_t>(R * C)};
+    Tensor values{"BF16", shape, std::vector<uint8_t>(R * C * 2)};
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const float s = scale[(r / kBlockRows) * SC + c / kBlockCols];
+        const uint8_t q = nearest_e4m3(s > 0 ? f[r * C + c] / s : 0.0f);
+        codes.bytes[r * C + c] = q;
+        const uint16_t b = round_to_bf16(e4m3_value(q) * s);
+        std::memcpy(&values.bytes[(r * C + c) * 2], &b, 2);
+      }
+    Tensor scales{"F32", {SR, SC}, std::vector<uint8_t>(scale.size() * 4)};
+    std::memcpy(scales.bytes.data(), scale.data(), scales.bytes.size());
+    (*fp8)[name] = std::move(codes);
+    (*fp8)[name + "_scale_inv"] = std::move(scales);
+    (*twin)[name] = std::move(values);
+  }
+}
+
+std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens) {
+  auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+  auto out = test::run_sequence(m, *kv, tokens, 64);
+  EXPECT_TRUE(out.is_ok());
+  return out.is_ok() ? *out : std::vector<float>();
+}
+
+class Fp8Checkpoint : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    src_ = test::fixture(GetParam());
+    root_ =
+        fs::temp_directory_path() / ("loom_fp8_" + GetParam() + "_" + std::to_string(::getpid()));
+    // The same directory name: convert names the model after it.
+    fp8_dir_ = (root_ / "fp8" / "model").string();
+    twin_dir_ = (root_ / "twin" / "model").string();
+    for (const std::string& d : {fp8_dir_, twin_dir_}) fs::create_directories(d);
+    quantize_fixture(src_, &fp8_, &twin_);
+    write_safetensors(fp8_dir_ + "/model.safetensors", fp8_);
+    write_safetensors(twin_dir_ + "/model.safetensors", twin_);
+    write_config(src_, fp8_dir_, quantization_);
+    write_config(src_, twin_dir_, nullptr);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string src_, fp8_dir_, twin_dir_;
+  fs::path root_;
+  std::map<std::string, Tensor> fp8_, twin_;
+  nlohmann::json quantization_ = {{"quant_method", "fp8"},
+                                  {"weight_block_size", {kBlockRows, kBlockCols}},
+                                  {"activation_scheme", "dynamic"},
+                                  {"fmt", "e4m3"}};
+};
+
+TEST_P(Fp8Checkpoint, ComputesWhatItsBf16TwinDoes) {
+  int quantized = 0;
+  for (const auto& [name, t] : fp8_) quantized += t.dtype == "F8_E4M3";
+  ASSERT_GT(quantized, 10);
+  auto m = Model::load(fp8_dir_, {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  auto t = Model::load(twin_dir_, {2});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  const int64_t V = (*m)->config().n_vocab;
+  for (const test::HfCase& c : test::read_cases(src_)) {
+    const std::vector<float> got = logits_of(**m, c.tokens), want = logits_of(**t, c.tokens);
+    EXPECT_EQ(got, want);
+    // And near the F32 model transformers ran (FP8 keeps 4 significant bits; a tiny random
+    // model amplifies their error, but a scale used as a divisor would be far off).
+    EXPECT_LT(test::row_rel_err(got, c.logits, V), 1.0);
+  }
+  // loom convert writes the dequantized weights: the GGUF of the BF16 twin, byte for byte.
+  auto convert = [&](const std::string& dir, const std::string& name) {
+    const std::string out = (root_ / name).string();
+    ConvertOptions opts;
+    opts.type = Dtype::kBF16;
+    const Status cs = convert_hf_to_gguf(dir, out, opts);
+    EXPECT_TRUE(cs.is_ok()) << cs.message();
+    std::ifstream in(out, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string from_fp8 = convert(fp8_dir_, "fp8.gguf");
+  EXPECT_GT(from_fp8.size(), 1000u);
+  EXPECT_TRUE(from_fp8 == convert(twin_dir_, "twin.gguf"));
+}
+
+TEST_P(Fp8Checkpoint, BadQuantizationIsNamed) {
+  auto load_error = [&](const nlohmann::json& q) {
+    write_config(src_, fp8_dir_, q);
+    auto m = Model::load(fp8_dir_, {1});
+    return m.is_ok() ? std::string("loaded") : m.status().message();
+  };
+  std::string msg = load_error({{"quant_method", "gptq"}, {"bits", 4}});
+  EXPECT_NE(msg.find("quant_method 'gptq' is not supported"), std::string::npos) << msg;
+  msg = load_error({{"quant_method", "fp8"}, {"activation_scheme", "static"}});
+  EXPECT_NE(msg.find("without \"weight_block_size\""), std::string::npos) << msg;
+  msg = load_error(nullptr);
+  EXPECT_NE(msg.find("is F8_E4M3, but config.json declares no"), std::string::npos) << msg;
+  // A scale of the wrong shape (the block size the file was not written with).
+  msg = load_error({{"quant_method", "fp8"}, {"weight_block_size", {kBlockCols, kBlockRows}}});
+  EXPECT_NE(msg.find("_scale_inv' must be F32 or BF16 of shape"), std::string::npos) << msg;
+  // A missing scale tensor.
+  write_config(src_, fp8_dir_, quantization_);
+  for (auto it = fp8_.begin(); it != fp8_.end(); ++it)
+    if (it->first.ends_with("_scale_inv")) {
+      fp8_.erase(it);
+      break;
+    }
+  write_safetensors(fp8_dir_ + "/model.safetensors", fp8_);
+  auto m = Model::load(fp8_dir_, {1});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("has no '"), std::string::npos) << m.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint, ::testing::Values("deepseek_v3", "qwen3_moe"));
+
+TEST(Fp8E4M3, KnownValues) {
+  EXPECT_EQ(e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);  // the largest
+  EXPECT_EQ(e4m3_to_float(0xFE), -448.0f);
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x3C), 1.5f);
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7F)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0xFF)));
+  for (int c = 0; c < 256; ++c)
+    if ((c & 0x7F) != 0x7F) {
+      EXPECT_EQ(e4m3_to_float(c), e4m3_value(c)) << c;
+    }
+}
+
+}  // namespace
+}  // namespace loom
