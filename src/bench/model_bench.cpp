@@ -218,7 +218,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   if (o.n_depth < 0) return invalid_argument("-d must not be negative");
   if (o.verify_tokens < 0 || o.verify_tokens > 64)
     return invalid_argument("--verify must be in [0, 64]");
-  if (o.speculative.enabled()) {
+  if (o.speculative.method != SpeculativeConfig::Method::kNone) {
     if (o.n_gen < 2)
       return invalid_argument("speculative options time generation: -n must be at least 2");
     LOOM_RETURN_IF_ERROR(plan_memory(o.model, speculative_bench_config(o)).status());
@@ -389,7 +389,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   }
   model->set_profile(nullptr);
   res.mem_bw_bytes_per_s = measure_read_bandwidth(model->thread_pool(), o.bw_bytes, o.bw_reps);
-  if (o.speculative.enabled()) {
+  if (o.speculative.method != SpeculativeConfig::Method::kNone) {
     kv.reset();
     model.reset();  // its weights and thread pool, before the engines load theirs
     LOOM_RETURN_IF_ERROR(add_speculative_rows(o, res));
@@ -490,13 +490,20 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     }
     if (row.speculation) {
       const SpeculationFigures& f = *row.speculation;
+      // No proposal at all: no acceptance to report (NaN, null in the JSON).
+      auto figure = [](double v, const char* format) {
+        char b[32] = "n/a";
+        if (!std::isnan(v)) std::snprintf(b, sizeof b, format, v);
+        return std::string(b);
+      };
       std::snprintf(buf, sizeof buf,
                     "speculative decoding (%s): %s ÷ its engine without speculation %.2f× "
                     "(median over %zu repetitions, each run right after a plain one); "
-                    "acceptance rate %.3f, mean acceptance length %.2f; proposers %.1f%% of the "
+                    "acceptance rate %s, mean acceptance length %s; proposers %.1f%% of the "
                     "decode steps' time\n",
                     f.method.c_str(), row.test.c_str(), f.speedup, row.samples_ts.size(),
-                    f.acceptance_rate, f.mean_acceptance_length, 100 * f.proposer_share);
+                    figure(f.acceptance_rate, "%.3f").c_str(),
+                    figure(f.mean_acceptance_length, "%.2f").c_str(), 100 * f.proposer_share);
       out += buf;
     }
     if (row.speedup <= 0) continue;

@@ -3,6 +3,7 @@
 // Repetitions alternate, each pair on the same random prompt, so that the speed-up compares
 // seconds-apart runs on a host whose speed drifts.
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "bench/model_bench.h"
@@ -58,7 +59,7 @@ Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
   pr.n_gen = sr.n_gen = o.n_gen;
   pr.n_depth = sr.n_depth = o.n_depth;
   SpeculationFigures f;
-  f.method = describe(o.speculative);
+  f.method = describe(spec->config().speculative);  // as the engine resolved it (mtp's k)
   std::vector<double> speedups;
   int64_t drafts = 0, proposed = 0, accepted = 0;
   double proposer_s = 0, decode_s = 0;
@@ -88,8 +89,10 @@ Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
   mean_sd(pr);
   mean_sd(sr);
   f.speedup = median_of(speedups);
-  if (proposed > 0) f.acceptance_rate = static_cast<double>(accepted) / proposed;
-  if (drafts > 0) f.mean_acceptance_length = 1.0 + static_cast<double>(accepted) / drafts;
+  // Nothing proposed: no rate to report, not a rate of 0 (NaN prints as nan, JSON null).
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  f.acceptance_rate = proposed > 0 ? static_cast<double>(accepted) / proposed : kNone;
+  f.mean_acceptance_length = drafts > 0 ? 1.0 + static_cast<double>(accepted) / drafts : kNone;
   if (decode_s > 0) f.proposer_share = proposer_s / decode_s;
   sr.speculation = std::move(f);
   res.rows.push_back(std::move(pr));

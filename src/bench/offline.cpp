@@ -13,6 +13,15 @@
 #include "spec/spec_flags.h"
 
 namespace loom::bench {
+namespace {
+
+// Whether the engine that ran `r` speculates (it counts acceptances per position then), however
+// few proposals the run made.
+bool speculating(const OfflineResult& r) {
+  return !r.metrics.spec_accepted_per_pos.empty();
+}
+
+}  // namespace
 
 Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
   if (engine.has_unfinished()) return invalid_argument("offline benchmark needs an idle engine");
@@ -117,12 +126,15 @@ std::string offline_result_json(const OfflineResult& r) {
     j["decode_step_tokens"] = r.metrics.decode_step_tokens;
     j["decode_tokens_per_second"] = r.metrics.decode_step_tokens / r.metrics.decode_step_seconds;
   }
-  if (r.metrics.spec_num_drafts > 0) {
+  if (speculating(r)) {  // also when nothing was proposed: the rates are then null
     j["spec_num_drafts"] = r.metrics.spec_num_drafts;
     j["spec_num_draft_tokens"] = r.metrics.spec_num_draft_tokens;
     j["spec_num_accepted_tokens"] = r.metrics.spec_num_accepted_tokens;
-    j["spec_acceptance_rate"] = r.spec_acceptance_rate;
-    j["spec_mean_acceptance_length"] = r.spec_mean_acceptance_length;
+    const bool proposed = r.metrics.spec_num_draft_tokens > 0;
+    j["spec_acceptance_rate"] =
+        proposed ? nlohmann::json(r.spec_acceptance_rate) : nlohmann::json();
+    j["spec_mean_acceptance_length"] =
+        proposed ? nlohmann::json(r.spec_mean_acceptance_length) : nlohmann::json();
   }
   return j.dump(4);
 }
@@ -239,14 +251,16 @@ int offline_main(int argc, char** argv) {
     std::printf("Proposers: %.4f s (%.3f%% of the decode steps' time)\n",
                 r->metrics.spec_proposer_seconds,
                 100.0 * r->metrics.spec_proposer_seconds / r->metrics.decode_step_seconds);
-  if (r->metrics.spec_num_drafts > 0)
-    std::printf(
-        "Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted "
-        "(acceptance rate %.3f, mean acceptance length %.2f)\n",
-        static_cast<long long>(r->metrics.spec_num_drafts),
-        static_cast<long long>(r->metrics.spec_num_draft_tokens),
-        static_cast<long long>(r->metrics.spec_num_accepted_tokens), r->spec_acceptance_rate,
-        r->spec_mean_acceptance_length);
+  if (speculating(*r)) {
+    char rates[96] = "acceptance rate n/a, mean acceptance length n/a";  // nothing proposed
+    if (r->metrics.spec_num_draft_tokens > 0)
+      std::snprintf(rates, sizeof rates, "acceptance rate %.3f, mean acceptance length %.2f",
+                    r->spec_acceptance_rate, r->spec_mean_acceptance_length);
+    std::printf("Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted (%s)\n",
+                static_cast<long long>(r->metrics.spec_num_drafts),
+                static_cast<long long>(r->metrics.spec_num_draft_tokens),
+                static_cast<long long>(r->metrics.spec_num_accepted_tokens), rates);
+  }
   for (const KvGroupMetrics& g : r->metrics.kv_groups)
     if (g.window > 0)
       std::printf("KV blocks released behind windows of %d tokens: %lld\n", g.window,

@@ -35,7 +35,8 @@ struct OfflineResult {
   double output_tokens_per_second = 0;
   EngineMetrics metrics;  // engine counters of the timed run (steps, preemptions, ...)
   // Speculative decoding: accepted / proposed tokens, and tokens per verify (1 + accepted
-  // per proposal, vLLM's mean acceptance length); 0 without speculation.
+  // per proposal, vLLM's mean acceptance length); 0 when nothing was proposed (the report
+  // then says n/a, the JSON null).
   double spec_acceptance_rate = 0;
   double spec_mean_acceptance_length = 0;
 };
@@ -43,7 +44,9 @@ struct OfflineResult {
 // Runs the benchmark on `engine` (which must be idle).
 Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& options);
 
-// The JSON vLLM's benchmark_throughput writes with --output-json.
+// The JSON vLLM's benchmark_throughput writes with --output-json, and with speculation
+// configured spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens,
+// spec_acceptance_rate and spec_mean_acceptance_length (null when nothing was proposed).
 std::string offline_result_json(const OfflineResult& r);
 
 // `loom bench offline ...` (argv[0] == "offline").

@@ -89,11 +89,18 @@ std::string format_summary(const Json& r, const ServeOptions& o) {
       line(out, "Prefix cache hit rate (%):", fmt2(100.0 * num(r, "server_prefix_cache_hit_rate")));
     if (r.contains("server_num_preemptions"))
       line(out, "Preemptions:", std::to_string(r["server_num_preemptions"].get<int64_t>()));
-    if (r.contains("server_spec_acceptance_rate")) {
-      line(out, "Spec. acceptance rate (%):", fmt2(100.0 * num(r, "server_spec_acceptance_rate")));
-      line(out,
-           "Spec. mean acceptance length:", fmt2(num(r, "server_spec_mean_acceptance_length")));
-    }
+  }
+  if (r.contains("spec_decode_acceptance_rate")) {  // vLLM's section and keys
+    out += header("Speculative Decoding", '-');
+    line(out, "Acceptance rate (%):", fmt2(num(r, "spec_decode_acceptance_rate")));
+    line(out, "Acceptance length:", fmt2(num(r, "spec_decode_acceptance_length")));
+    line(out, "Drafts:", std::to_string(r["spec_decode_num_drafts"].get<int64_t>()));
+    line(out, "Draft tokens:", std::to_string(r["spec_decode_draft_tokens"].get<int64_t>()));
+    line(out, "Accepted tokens:", std::to_string(r["spec_decode_accepted_tokens"].get<int64_t>()));
+    std::string per_pos;
+    for (const auto& rate : r["spec_decode_per_position_acceptance_rates"])
+      per_pos += (per_pos.empty() ? "" : ", ") + fmt2(100.0 * rate.get<double>());
+    line(out, "Per-position acceptance (%):", per_pos);
   }
   out += std::string(50, '=') + "\n";
   return out;

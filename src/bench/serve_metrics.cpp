@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace loom::bench {
 namespace {
@@ -22,6 +24,42 @@ MetricStats stats_of(std::vector<double> v, const std::vector<double>& percentil
   s.median_ms = percentile_sorted(v, 50) * 1000.0;
   for (double p : percentiles) s.percentiles_ms.emplace_back(p, percentile_sorted(v, p) * 1000.0);
   return s;
+}
+
+// after - before of one metric's samples (0 before when the first page lacks it); nullopt when
+// the second page lacks it.
+std::optional<double> delta_of(const std::map<std::string, double>& before,
+                               const std::map<std::string, double>& after,
+                               const std::string& name) {
+  auto a = after.find(name);
+  if (a == after.end()) return std::nullopt;
+  auto b = before.find(name);
+  return a->second - (b == before.end() ? 0.0 : b->second);
+}
+
+// vllm:spec_decode_num_accepted_tokens_per_pos_total by its position label, summed over the
+// other labels.
+std::map<int64_t, double> accepted_per_position(const std::string& page) {
+  static constexpr std::string_view kName = "vllm:spec_decode_num_accepted_tokens_per_pos_total{";
+  static constexpr std::string_view kLabel = "position=\"";
+  std::map<int64_t, double> out;
+  std::istringstream in(page);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(kName, 0) != 0) continue;
+    const size_t close = line.find('}');
+    const size_t at = line.find(kLabel);
+    if (close == std::string::npos || at == std::string::npos || at > close) continue;
+    const char* s = line.c_str() + at + kLabel.size();
+    char* end = nullptr;
+    const long long pos = std::strtoll(s, &end, 10);
+    if (end == s || *end != '"') continue;
+    const char* v = line.c_str() + close + 1;
+    const double value = std::strtod(v, &end);
+    if (end == v) continue;
+    out[pos] += value;
+  }
+  return out;
 }
 
 }  // namespace
@@ -228,15 +266,28 @@ nlohmann::json server_metric_deltas(const std::string& before, const std::string
   delta("vllm:num_preemptions_total", "server_num_preemptions");
   delta("vllm:prompt_tokens_total", "server_prompt_tokens");
   delta("vllm:generation_tokens_total", "server_generation_tokens");
-  // Speculative decoding: accepted ÷ proposed tokens, and tokens per verify (vLLM's mean
-  // acceptance length: the bonus token plus the accepted proposals).
-  auto drafts = delta("vllm:spec_decode_num_drafts_total", "server_spec_num_drafts");
-  auto proposed = delta("vllm:spec_decode_num_draft_tokens_total", "server_spec_num_draft_tokens");
-  auto accepted =
-      delta("vllm:spec_decode_num_accepted_tokens_total", "server_spec_num_accepted_tokens");
-  if (drafts && proposed && accepted && *drafts > 0 && *proposed > 0) {
-    j["server_spec_acceptance_rate"] = *accepted / *proposed;
-    j["server_spec_mean_acceptance_length"] = 1.0 + *accepted / *drafts;
+  // Speculative decoding, under vLLM's bench serve keys: the acceptance rate as a percent,
+  // the acceptance length (the bonus token plus the accepted proposals per draft), and per
+  // draft position the share of drafts whose token there was accepted. Only when tokens were
+  // proposed during the run, as vLLM.
+  auto drafts = delta_of(b, a, "vllm:spec_decode_num_drafts_total");
+  auto proposed = delta_of(b, a, "vllm:spec_decode_num_draft_tokens_total");
+  auto accepted = delta_of(b, a, "vllm:spec_decode_num_accepted_tokens_total");
+  if (drafts && proposed && accepted && *proposed > 0) {
+    j["spec_decode_acceptance_rate"] = 100.0 * *accepted / *proposed;
+    j["spec_decode_acceptance_length"] = *drafts > 0 ? 1.0 + *accepted / *drafts : 0.0;
+    j["spec_decode_num_drafts"] = std::llround(*drafts);
+    j["spec_decode_draft_tokens"] = std::llround(*proposed);
+    j["spec_decode_accepted_tokens"] = std::llround(*accepted);
+    const std::map<int64_t, double> pos_b = accepted_per_position(before);
+    const std::map<int64_t, double> pos_a = accepted_per_position(after);
+    std::map<int64_t, double> pos_delta;  // positions of either page, in order
+    for (const auto& [pos, n] : pos_b) pos_delta[pos] = 0.0;
+    for (const auto& [pos, n] : pos_a) pos_delta[pos] = n - (pos_b.count(pos) ? pos_b.at(pos) : 0);
+    nlohmann::json rates = nlohmann::json::array();
+    if (*drafts > 0)
+      for (const auto& [pos, n] : pos_delta) rates.push_back(n / *drafts);
+    j["spec_decode_per_position_acceptance_rates"] = std::move(rates);
   }
   return j;
 }

@@ -12,11 +12,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -72,7 +71,8 @@ double percentile_sorted(const std::vector<double>& sorted, double p);
 int64_t output_tokens_of(const RequestRecord& r);
 
 ServeMetrics compute_serve_metrics(const std::vector<RequestRecord>& records, double duration_s,
-                                   const std::vector<double>& percentiles, const GoodputSlo& goodput);
+                                   const std::vector<double>& percentiles,
+                                   const GoodputSlo& goodput);
 
 // "99" for 99, "99.9" for 99.9 (vLLM's key spelling: p99_ttft_ms, p99.9_ttft_ms).
 std::string percentile_word(double p);
@@ -81,7 +81,8 @@ std::string percentile_word(double p);
 // mean_/median_/std_/pNN_ statistics of each metric in `percentile_metrics`, and per-request
 // arrays (input_lens, output_lens, ttfts, itls, start_times, generated_texts, errors).
 nlohmann::json serve_result_json(const ServeMetrics& m, const std::vector<RequestRecord>& records,
-                                 double duration_s, const std::vector<std::string>& percentile_metrics,
+                                 double duration_s,
+                                 const std::vector<std::string>& percentile_metrics,
                                  bool goodput_set);
 
 // Sums of every sample of each metric name in a Prometheus text page (labels ignored).
@@ -89,7 +90,12 @@ std::map<std::string, double> parse_prometheus_totals(const std::string& page);
 
 // Server-side deltas between two /metrics pages when they carry vLLM's metric names:
 // server_prefix_cache_{hits,queries,hit_rate}, server_num_preemptions,
-// server_prompt_tokens, server_generation_tokens. Empty object when neither page has them.
+// server_prompt_tokens, server_generation_tokens; and, when tokens were proposed in between,
+// vLLM bench serve's speculative-decoding keys: spec_decode_acceptance_rate (a percent),
+// spec_decode_acceptance_length (1 + accepted per draft), spec_decode_num_drafts,
+// spec_decode_draft_tokens, spec_decode_accepted_tokens and
+// spec_decode_per_position_acceptance_rates (accepted at position i per draft, from the
+// ..._per_pos_total{position} counters). Empty object when neither page has them.
 nlohmann::json server_metric_deltas(const std::string& before, const std::string& after);
 
 }  // namespace loom::bench

@@ -30,7 +30,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   c = config;
   const ModelConfig& mc = model->config();
   LOOM_RETURN_IF_ERROR(resolve_engine_config(mc, c));
-  LOOM_RETURN_IF_ERROR(spec::finalize_speculative_config(c.speculative));
+  LOOM_RETURN_IF_ERROR(spec::finalize_speculative_config(c.speculative, mc.n_mtp_layers));
   if (c.speculative.enabled())
     e->totals_.spec_accepted_per_pos.assign(c.speculative.num_speculative_tokens, 0);
 
@@ -63,6 +63,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
         return invalid_argument(
             "the draft model's context (" + std::to_string(draft->config().context_length) +
             ") is shorter than max_model_len " + std::to_string(c.max_model_len));
+      // Token texts compared as llama.cpp does where both models have a tokenizer.
+      std::unique_ptr<Tokenizer> draft_tokenizer;
+      if (tokenizer)
+        if (auto t = tools::load_tokenizer(c.speculative.model); t.is_ok())
+          draft_tokenizer = std::move(t).value();
+      LOOM_RETURN_IF_ERROR(spec::check_draft_vocabulary(draft->config().n_vocab, mc.n_vocab,
+                                                        draft_tokenizer.get(), tokenizer.get()));
       LOOM_ASSIGN_OR_RETURN(
           dm, spec::DraftModelProposer::create(
                   std::move(draft), mc.n_vocab, plan.groups[0].num_blocks, c.block_size, c.kv_dtype,

@@ -160,10 +160,10 @@ std::string ServerMetrics::render(const EngineMetrics& m, const std::string& mod
            "Number of accepted tokens.");
     sample(&out, "vllm:spec_decode_num_accepted_tokens_total", l,
            static_cast<double>(m.spec_num_accepted_tokens));
-    header(&out, "vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
+    header(&out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Accepted tokens per draft position.");
     for (size_t p = 0; p < m.spec_accepted_per_pos.size(); ++p)
-      sample(&out, "vllm:spec_decode_num_accepted_tokens_per_pos",
+      sample(&out, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
              "position=\"" + std::to_string(p) + "\"," + l,
              static_cast<double>(m.spec_accepted_per_pos[p]));
   }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace loom::spec {
 namespace {
@@ -10,13 +13,44 @@ int32_t argmax(const float* row, int32_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
 
+// A token's text for a message: quoted, control bytes escaped.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b < 0x20 || b == 0x7f || ch == '"' || ch == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", b);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
-Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab) {
-  if (draft_vocab == target_vocab) return Status::ok();
-  return invalid_argument("the draft model's vocabulary has " + std::to_string(draft_vocab) +
-                          " tokens but the target's has " + std::to_string(target_vocab) +
-                          "; a draft model must share the target's vocabulary");
+Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab,
+                              const Tokenizer* draft_tokenizer, const Tokenizer* target_tokenizer) {
+  if (std::abs(draft_vocab - target_vocab) > kMaxDraftVocabDifference)
+    return invalid_argument("the draft model's vocabulary has " + std::to_string(draft_vocab) +
+                            " tokens but the target's has " + std::to_string(target_vocab) +
+                            " (more than " + std::to_string(kMaxDraftVocabDifference) +
+                            " apart); a draft model must share the target's vocabulary");
+  if (!draft_tokenizer || !target_tokenizer) return Status::ok();
+  const int32_t n = std::min(
+      {draft_vocab, target_vocab, draft_tokenizer->n_vocab(), target_tokenizer->n_vocab()});
+  for (int32_t id = kFirstComparedToken; id < n; ++id) {
+    const std::string t = target_tokenizer->token_text(id);
+    const std::string d = draft_tokenizer->token_text(id);
+    if (t != d)
+      return invalid_argument("the draft model's vocabulary differs from the target's at token " +
+                              std::to_string(id) + ": the target's is " + quoted(t) +
+                              ", the draft's " + quoted(d) +
+                              "; a draft model must share the target's vocabulary");
+  }
+  return Status::ok();
 }
 
 Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
@@ -25,18 +59,19 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
   if (!draft) return invalid_argument("draft model: none given");
   LOOM_RETURN_IF_ERROR(check_draft_vocabulary(draft->config().n_vocab, target_vocab));
   Model& m = *draft;
-  return make(m, std::move(draft), num_blocks, block_size, kv_dtype, max_seqs, k);
+  return make(m, std::move(draft), target_vocab, num_blocks, block_size, kv_dtype, max_seqs, k);
 }
 
 Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create_sharing(
     Model& target, int32_t num_blocks, int32_t block_size, Dtype kv_dtype, int32_t max_seqs,
     int32_t k) {
-  return make(target, nullptr, num_blocks, block_size, kv_dtype, max_seqs, k);
+  return make(target, nullptr, target.config().n_vocab, num_blocks, block_size, kv_dtype, max_seqs,
+              k);
 }
 
 Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::make(
-    Model& draft, std::unique_ptr<Model> owned, int32_t num_blocks, int32_t block_size,
-    Dtype kv_dtype, int32_t max_seqs, int32_t k) {
+    Model& draft, std::unique_ptr<Model> owned, int32_t target_vocab, int32_t num_blocks,
+    int32_t block_size, Dtype kv_dtype, int32_t max_seqs, int32_t k) {
   const ModelConfig& c = draft.config();
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
   KvLayout layout = KvLayout::single(c.n_layer, num_blocks);
@@ -59,6 +94,7 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::make(
       static_cast<size_t>(layout.num_state_slots) * KvCache::state_bytes_per_slot(c, k);
   p->owned_ = std::move(owned);
   p->model_ = &draft;
+  p->target_vocab_ = target_vocab;
   return p;
 }
 
@@ -99,6 +135,9 @@ void DraftModelProposer::release(int64_t seq_id) {
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   if (seqs.empty()) return Status::ok();
   const int32_t n_vocab = model_->config().n_vocab;
+  // A padded draft vocabulary's last rows are no tokens of the target: never proposed (the
+  // target's verify could not even embed them).
+  const int32_t n_propose = std::min(n_vocab, target_vocab_);
   const bool recurrent = rollback_ > 0;
   std::vector<int32_t>& slots = slots_;
   slots.assign(seqs.size(), -1);
@@ -126,7 +165,9 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
     add_sequence(&s - seqs.data(), from, len - from);
     const int32_t seq_index = static_cast<int32_t>(batch_.sequences.size()) - 1;
     for (int32_t p = from; p < len; ++p) {
-      batch_.tokens.push_back(s.tokens[p]);
+      // A padded target's token past the draft's vocabulary: any valid id (the draft's guesses
+      // after it may be worse; the verify keeps outputs exact).
+      batch_.tokens.push_back(s.tokens[p] < n_vocab ? s.tokens[p] : 0);
       batch_.pos.push_back(p);
       batch_.seq.push_back(seq_index);
     }
@@ -137,7 +178,7 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     DraftSeq& s = seqs[i];
     *s.draft_computed = static_cast<int32_t>(s.tokens.size());
-    (*s.draft)[0] = argmax(logits_.data() + i * n_vocab, n_vocab);
+    (*s.draft)[0] = argmax(logits_.data() + i * n_vocab, n_propose);
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }
   // Steps 2..k: one token per sequence that still proposes, at the positions after the last
@@ -159,7 +200,7 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
     }
     LOOM_RETURN_IF_ERROR(run(logits_));
     for (size_t r = 0; r < live.size(); ++r)
-      (*seqs[live[r]].draft)[j] = argmax(logits_.data() + r * n_vocab, n_vocab);
+      (*seqs[live[r]].draft)[j] = argmax(logits_.data() + r * n_vocab, n_propose);
   }
   return Status::ok();
 }

@@ -28,19 +28,31 @@
 #include <vector>
 
 #include "base/status.h"
+#include "loom/tokenizer.h"
 #include "model/batch.h"
 #include "model/model.h"
 #include "spec/proposer.h"
 
 namespace loom::spec {
 
-// Ok when a draft with `draft_vocab` tokens can propose for a target with `target_vocab`; an
-// error saying why otherwise.
-Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab);
+// Ok when a draft with `draft_vocab` tokens can propose for a target with `target_vocab`, by
+// llama.cpp's rule (common_speculative_are_compatible): the sizes differ by at most
+// kMaxDraftVocabDifference (checkpoints pad their embeddings: Qwen2.5-7B has 152064 rows,
+// Qwen2.5-0.5B 151936) and, where both tokenizers are given, every token from id
+// kFirstComparedToken up to the smaller vocabulary has the same text. An error naming the
+// sizes, or the first token that differs and both its texts, otherwise.
+constexpr int32_t kMaxDraftVocabDifference = 128;
+constexpr int32_t kFirstComparedToken = 5;  // ids below: control tokens that may differ
+Status check_draft_vocabulary(int32_t draft_vocab, int32_t target_vocab,
+                              const Tokenizer* draft_tokenizer = nullptr,
+                              const Tokenizer* target_tokenizer = nullptr);
 
 class DraftModelProposer : public Proposer {
  public:
-  // `target_vocab`: the target's n_vocab, which the draft must share. `num_blocks`,
+  // `target_vocab`: the target's n_vocab, which the draft must share up to padding
+  // (check_draft_vocabulary): proposals are the draft's best token below it, and a known token
+  // the draft does not have reaches it as token 0 (its K/V then cost acceptance, never an
+  // output: the target verifies). `num_blocks`,
   // `block_size`: the target's full-attention KV group, whose tables the draft reads.
   // `max_seqs`, `k`: sequences that can run at once and proposals per verify (the state slots
   // of a draft with recurrent layers).
@@ -77,9 +89,9 @@ class DraftModelProposer : public Proposer {
  private:
   static Result<std::unique_ptr<DraftModelProposer>> make(Model& draft,
                                                           std::unique_ptr<Model> owned,
-                                                          int32_t num_blocks, int32_t block_size,
-                                                          Dtype kv_dtype, int32_t max_seqs,
-                                                          int32_t k);
+                                                          int32_t target_vocab, int32_t num_blocks,
+                                                          int32_t block_size, Dtype kv_dtype,
+                                                          int32_t max_seqs, int32_t k);
   Status run(std::vector<float>& logits);
   // A draft with recurrent layers: the state slot of seq_id (reserve() took it) and the
   // position its draft may resume from, `from` or 0 when its state cannot go back there.
@@ -87,6 +99,7 @@ class DraftModelProposer : public Proposer {
 
   std::unique_ptr<Model> owned_;  // null when the draft is the target
   Model* model_ = nullptr;
+  int32_t target_vocab_ = 0;  // proposals are below it
   std::unique_ptr<KvCache> kv_;
   size_t kv_bytes_ = 0;
   int32_t rollback_ = 0;                          // tokens a draft state can take back

@@ -1,11 +1,12 @@
 #include "spec/spec_config.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
 
 namespace loom::spec {
 namespace {
 
-constexpr int32_t kMaxSpeculativeTokens = 32;
 constexpr int32_t kMaxLookup = 64;
 
 Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
@@ -20,15 +21,41 @@ Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
   return static_cast<int32_t>(x);
 }
 
-}  // namespace
-
-Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+// The JSON object, or an error. nlohmann keeps the last of a repeated key; a user who wrote
+// two values meant one of them, so which one is not for the parser to guess.
+Result<nlohmann::json> parse_object(std::string_view text) {
+  std::vector<std::set<std::string>> keys;  // of each object being parsed
+  std::string repeated;
+  auto on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      keys.emplace_back();
+    } else if (event == Event::object_end && !keys.empty()) {
+      keys.pop_back();
+    } else if (event == Event::key && !keys.empty() && parsed.is_string() &&
+               !keys.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text, on_event, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return invalid_argument(
         "--speculative-config must be a JSON object, e.g. "
         "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
+  if (!repeated.empty())
+    return invalid_argument("--speculative-config: \"" + repeated + "\" is given twice");
+  return j;
+}
+
+}  // namespace
+
+Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json j, parse_object(text));
   SpeculativeConfig c;
+  // 0 is SpeculativeConfig's "unset" for these; what the user wrote is told apart by presence.
+  const char* lookup_key = nullptr;  // the first prompt_lookup_* key given
+  bool has_k = false;
   for (const auto& [key, value] : j.items()) {
     if (key == "method") {
       if (!value.is_string())
@@ -51,12 +78,27 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
       c.model = value.get<std::string>();
     } else if (key == "num_speculative_tokens") {
       LOOM_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
-    } else if (key == "prompt_lookup_min") {
-      LOOM_ASSIGN_OR_RETURN(c.prompt_lookup_min, int_field(j, "prompt_lookup_min"));
-    } else if (key == "prompt_lookup_max") {
-      LOOM_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));
+      if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
+        return invalid_argument("--speculative-config: \"num_speculative_tokens\" must be in [1, " +
+                                std::to_string(kMaxSpeculativeTokens) + "], got " +
+                                std::to_string(c.num_speculative_tokens));
+      has_k = true;
+    } else if (key == "prompt_lookup_min" || key == "prompt_lookup_max") {
+      const bool min = key == "prompt_lookup_min";
+      const char* name = min ? "prompt_lookup_min" : "prompt_lookup_max";
+      LOOM_ASSIGN_OR_RETURN(const int32_t n, int_field(j, name));
+      if (n < 1)  // vLLM: "must be > 0"; 0 is not "unset" when written
+        return invalid_argument(std::string("--speculative-config: \"") + name +
+                                "\" must be at least 1, got " + std::to_string(n));
+      (min ? c.prompt_lookup_min : c.prompt_lookup_max) = n;
+      if (!lookup_key) lookup_key = name;
     } else if (key == "disable_by_batch_size") {
       LOOM_ASSIGN_OR_RETURN(c.disable_by_batch_size, int_field(j, "disable_by_batch_size"));
+      if (c.disable_by_batch_size < 2)  // vLLM's bound; 0 stays the engine's "unset"
+        return invalid_argument(
+            "--speculative-config: \"disable_by_batch_size\" must be > 1 (no proposals in a "
+            "step with that many decoding sequences), got " +
+            std::to_string(c.disable_by_batch_size));
     } else {
       return invalid_argument("--speculative-config: unknown key \"" + key +
                               "\" (known: method, model, num_speculative_tokens, "
@@ -70,7 +112,11 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
     return invalid_argument(
         "--speculative-config: \"method\" (\"ngram\", \"mtp\") or \"model\" (a draft model) is "
         "required");
-  if (!j.contains("num_speculative_tokens"))  // vLLM requires it too (no draft config to read)
+  if (lookup_key && c.method != SpeculativeConfig::Method::kNgram)
+    return invalid_argument(std::string("--speculative-config: \"") + lookup_key +
+                            "\" is only for method \"ngram\"");
+  // vLLM requires it too (no draft config to read), except for MTP: the model's MTP layers.
+  if (!has_k && c.method != SpeculativeConfig::Method::kMtp)
     return invalid_argument(
         "--speculative-config: \"num_speculative_tokens\" (tokens proposed per step, 1 to " +
         std::to_string(kMaxSpeculativeTokens) + ") is required");
@@ -78,31 +124,39 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
   return c;
 }
 
-Status finalize_speculative_config(SpeculativeConfig& c) {
-  if (c.method == SpeculativeConfig::Method::kNone) return Status::ok();
-  const bool draft = c.method == SpeculativeConfig::Method::kDraftModel;
+Status finalize_speculative_config(SpeculativeConfig& c, int32_t n_mtp_layers) {
+  using Method = SpeculativeConfig::Method;
+  if (c.method == Method::kNone) return Status::ok();
+  const bool draft = c.method == Method::kDraftModel;
   if (draft && c.model.empty())
     return invalid_argument("a draft-model speculative config needs \"model\"");
   if (!draft && !c.model.empty())
     return invalid_argument(std::string("\"model\" is only for a draft model, not for method ") +
-                            (c.method == SpeculativeConfig::Method::kMtp ? "mtp" : "ngram"));
-  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
+                            (c.method == Method::kMtp ? "mtp" : "ngram"));
+  // vLLM's MTP default: one proposal per MTP layer (n_predict). Until the model is known (the
+  // command line), or when it has none (refused by the MTP proposer, naming the model), unset.
+  if (c.method == Method::kMtp && c.num_speculative_tokens == 0)
+    c.num_speculative_tokens = n_mtp_layers;
+  const bool k_unset = c.method == Method::kMtp && c.num_speculative_tokens == 0;
+  if (!k_unset &&
+      (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens))
     return invalid_argument("num_speculative_tokens must be in [1, " +
                             std::to_string(kMaxSpeculativeTokens) + "], got " +
                             std::to_string(c.num_speculative_tokens));
   if (c.disable_by_batch_size < 0)
     return invalid_argument("disable_by_batch_size must not be negative, got " +
                             std::to_string(c.disable_by_batch_size));
+  if (!k_unset && c.draft_min > c.num_speculative_tokens)
+    return invalid_argument("--draft-min " + std::to_string(c.draft_min) +
+                            " is over the tokens proposed per step (" +
+                            std::to_string(c.num_speculative_tokens) + ")");
+  if (c.method != Method::kNgram) return Status::ok();
   if (c.prompt_lookup_min == 0 && c.prompt_lookup_max == 0)
     c.prompt_lookup_min = c.prompt_lookup_max = 5;
   else if (c.prompt_lookup_min == 0)
     c.prompt_lookup_min = c.prompt_lookup_max;
   else if (c.prompt_lookup_max == 0)
     c.prompt_lookup_max = c.prompt_lookup_min;
-  if (c.draft_min > c.num_speculative_tokens)
-    return invalid_argument("--draft-min " + std::to_string(c.draft_min) +
-                            " is over the tokens proposed per step (" +
-                            std::to_string(c.num_speculative_tokens) + ")");
   if (c.prompt_lookup_min < 1 || c.prompt_lookup_max > kMaxLookup ||
       c.prompt_lookup_min > c.prompt_lookup_max)
     return invalid_argument(

@@ -26,4 +26,15 @@ Result<std::unique_ptr<Model>> load_model(const std::string& spec,
   return Model::from_gguf(std::move(file), options);
 }
 
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& spec) {
+  if (!is_synth_spec(spec)) return Tokenizer::load(spec);
+  LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
+  LOOM_ASSIGN_OR_RETURN(SynthLayout layout, synth_layout(so));
+  GgufWriter w;
+  for (auto& [key, value] : layout.metadata) w.set(key, std::move(value));
+  LOOM_ASSIGN_OR_RETURN(
+      GgufFile file, GgufFile::parse_bytes(std::make_shared<std::vector<uint8_t>>(w.to_bytes())));
+  return Tokenizer::from_gguf(file);
+}
+
 }  // namespace loom::tools

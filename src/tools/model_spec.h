@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "loom/tokenizer.h"
 #include "model/model.h"
 
 namespace loom::tools {
@@ -19,5 +20,9 @@ bool same_model_spec(const std::string& a, const std::string& b);
 
 Result<std::unique_ptr<Model>> load_model(const std::string& spec,
                                           const ModelLoadOptions& options = {});
+
+// The tokenizer of a model spec, without its weights (a synth spec's from the metadata synth
+// would write).
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& spec);
 
 }  // namespace loom::tools

@@ -242,6 +242,29 @@ TEST(ModelBench, SpeculationRunsThroughTheEngine) {
   EXPECT_LE(r->rows[2].speculation->acceptance_rate, 1.0);
 }
 
+// Speculation that never proposes (an n-gram of 32 in 4 + 8 random tokens): no acceptance
+// rate or length to report, not 0 (JSON null).
+TEST(ModelBench, SpeculationWithoutProposalsHasNoAcceptance) {
+  ModelBenchOptions o = tiny_options(1);
+  o.n_prompt = 0;
+  o.batch_seqs = 0;
+  o.n_gen = 8;
+  o.n_depth = 4;
+  o.speculative.method = SpeculativeConfig::Method::kNgram;
+  o.speculative.num_speculative_tokens = 2;
+  o.speculative.prompt_lookup_min = o.speculative.prompt_lookup_max = 32;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 3u);
+  ASSERT_TRUE(r->rows[2].speculation.has_value());
+  EXPECT_TRUE(std::isnan(r->rows[2].speculation->acceptance_rate));
+  EXPECT_TRUE(std::isnan(r->rows[2].speculation->mean_acceptance_length));
+  // As `bench model -o json` writes it.
+  const auto j = nlohmann::json::parse(model_bench_json(*r).dump());
+  EXPECT_TRUE(j[2]["speculative"]["acceptance_rate"].is_null()) << j[2].dump();
+  EXPECT_TRUE(j[2]["speculative"]["mean_acceptance_length"].is_null()) << j[2].dump();
+}
+
 TEST(ModelBench, BadArguments) {
   ModelBenchOptions o;
   o.model = "synth:tiny";
@@ -289,8 +312,8 @@ TEST(ModelBench, CliJsonOutput) {
 }
 
 // A Mixture-of-Experts model reads 2 of its 8 experts per token: the roofline is computed
-// from those bytes, and the totals count every expert (tiny-moe: see tests/cli/inspect_test;
-// these are matrix parameters, without the 2 x 160 + 64 norm weights).
+// from those bytes, and the totals count every tensor, as `loom inspect` does (tiny-moe: see
+// tests/cli/inspect_test; model/weight_footprint.h).
 TEST(ModelBench, MoeCountsActiveExpertsOnly) {
   ModelBenchOptions o = tiny_options(1);
   o.model = "synth:tiny-moe";
@@ -298,13 +321,12 @@ TEST(ModelBench, MoeCountsActiveExpertsOnly) {
   o.reps = 1;
   auto r = run_model_bench(o);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
-  const uint64_t norms = 2 * 160 + 64;
-  EXPECT_EQ(r->total_params, 2u * (12960 + 8 * 6144) + 2 * 32768 + 64 - norms);
-  EXPECT_EQ(r->active_params, 2u * (12960 + 2 * 6144) + 2 * 32768 + 64 - norms);
-  // f32 weights: 4 bytes a parameter; the byte counts leave the embeddings out (a token reads
-  // one row of them).
-  EXPECT_EQ(r->total_size, 4 * (r->total_params - 32768));
-  EXPECT_EQ(r->model_size, 4 * (r->active_params - 32768));
+  EXPECT_EQ(r->total_params, 2u * (12960 + 8 * 6144) + 2 * 32768 + 64);
+  // A token reads one of the 512 embedding rows and the whole (untied) LM head.
+  EXPECT_EQ(r->active_params, 2u * (12960 + 2 * 6144) + 64 + 32768 + 64);
+  // f32 weights: 4 bytes a parameter, the whole model (llama-bench's size) and what a token reads.
+  EXPECT_EQ(r->total_size, 4 * r->total_params);
+  EXPECT_EQ(r->model_size, 4 * r->active_params);
   EXPECT_NE(model_bench_markdown(*r).find("active per token"), std::string::npos);
 }
 

@@ -82,9 +82,41 @@ TEST(OfflineBench, DecodeStepsCountEveryTokenButThePrefillsFirst) {
     }
     auto j = nlohmann::json::parse(offline_result_json(*r));
     EXPECT_EQ(j["decode_step_tokens"], 69);
+    EXPECT_EQ(j.contains("spec_num_drafts"), ngram);
+    if (ngram) {
+      EXPECT_GT(j["spec_acceptance_rate"].get<double>(), 0.0);
+    }
     EXPECT_NEAR(j["decode_tokens_per_second"].get<double>() * r->metrics.decode_step_seconds, 69.0,
                 1e-6);
   }
+}
+
+// Speculation configured but nothing proposed (an n-gram of 16 cannot occur in 8 + 8 random
+// tokens): the JSON still reports it, 0 proposals and the rates null rather than 0.
+TEST(OfflineBench, SpeculationWithoutProposalsIsStillReported) {
+  EngineConfig c;
+  c.max_num_seqs = 1;
+  c.max_model_len = 32;
+  c.n_threads = 1;
+  c.speculative.method = SpeculativeConfig::Method::kNgram;
+  c.speculative.num_speculative_tokens = 2;
+  c.speculative.prompt_lookup_min = c.speculative.prompt_lookup_max = 16;
+  auto engine = Engine::load("synth:tiny", c);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  OfflineOptions o;
+  o.num_prompts = 1;
+  o.input_len = 8;
+  o.output_len = 8;
+  auto r = run_offline(**engine, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->metrics.spec_num_drafts, 0);
+  auto j = nlohmann::json::parse(offline_result_json(*r));
+  ASSERT_TRUE(j.contains("spec_num_drafts")) << j.dump();
+  EXPECT_EQ(j["spec_num_drafts"], 0);
+  EXPECT_EQ(j["spec_num_draft_tokens"], 0);
+  EXPECT_EQ(j["spec_num_accepted_tokens"], 0);
+  EXPECT_TRUE(j["spec_acceptance_rate"].is_null()) << j.dump();
+  EXPECT_TRUE(j["spec_mean_acceptance_length"].is_null()) << j.dump();
 }
 
 TEST(OfflineBench, RejectsBadOptions) {

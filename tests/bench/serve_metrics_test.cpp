@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/http_client.h"
+#include "bench/serve.h"
 
 namespace loom::bench {
 namespace {
@@ -153,9 +154,52 @@ TEST(ServeMetrics, PrometheusDeltas) {
       "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n"
       "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 30\n";
   auto s = server_metric_deltas(before, spec_after);
-  EXPECT_DOUBLE_EQ(s["server_spec_acceptance_rate"].get<double>(), 0.75);
-  EXPECT_DOUBLE_EQ(s["server_spec_mean_acceptance_length"].get<double>(), 4.0);
-  EXPECT_FALSE(d.contains("server_spec_acceptance_rate"));
+  EXPECT_DOUBLE_EQ(s["spec_decode_acceptance_rate"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(s["spec_decode_acceptance_length"].get<double>(), 4.0);
+  EXPECT_FALSE(s.contains("server_spec_acceptance_rate"));
+  EXPECT_FALSE(d.contains("spec_decode_acceptance_rate"));
+}
+
+// vLLM's bench serve keys for speculative decoding, from /metrics deltas: the acceptance rate
+// as a percent, the acceptance length, the counts, and per draft position the accepted share
+// of the drafts (from the ..._per_pos_total{position} counters; a position only the first page
+// has counts 0).
+TEST(ServeMetrics, SpecDecodeKeysAreVllms) {
+  const std::string before =
+      "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 2\n"
+      "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 6\n"
+      "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 3\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"m\"} 2\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\",model_name=\"m\"} 1\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\",model_name=\"m\"} 0\n";
+  const std::string after =
+      "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+      "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 12\n"
+      "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 36\n"
+      "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 18\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"m\"} 10\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\",model_name=\"m\"} 6\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\",model_name=\"m\"} 2\n";
+  auto j = server_metric_deltas(before, after);
+  EXPECT_DOUBLE_EQ(j["spec_decode_acceptance_rate"].get<double>(), 50.0);   // 15 of 30, percent
+  EXPECT_DOUBLE_EQ(j["spec_decode_acceptance_length"].get<double>(), 2.5);  // 1 + 15 / 10
+  EXPECT_EQ(j["spec_decode_num_drafts"], 10);
+  EXPECT_EQ(j["spec_decode_draft_tokens"], 30);
+  EXPECT_EQ(j["spec_decode_accepted_tokens"], 15);
+  const std::vector<double> per_pos = j["spec_decode_per_position_acceptance_rates"];
+  EXPECT_EQ(per_pos, (std::vector<double>{0.8, 0.5, 0.2})) << j.dump();
+  EXPECT_FALSE(j.contains("server_spec_num_drafts"));  // vLLM's spec_decode_num_drafts instead
+  // The printed summary's section, as vLLM's bench serve prints it.
+  const std::string summary = format_summary(j, ServeOptions{});
+  EXPECT_NE(summary.find("Speculative Decoding"), std::string::npos) << summary;
+  const size_t rate = summary.find("Acceptance rate (%):");
+  ASSERT_NE(rate, std::string::npos) << summary;
+  EXPECT_EQ(summary.substr(summary.find_first_not_of(' ', rate + 20), 6), "50.00 ") << summary;
+  EXPECT_NE(summary.find("80.00, 50.00, 20.00"), std::string::npos) << summary;
+  // Nothing proposed during the run: no speculative keys, as vLLM.
+  auto idle = server_metric_deltas(after, after);
+  EXPECT_FALSE(idle.contains("spec_decode_acceptance_rate")) << idle.dump();
+  EXPECT_FALSE(idle.contains("spec_decode_per_position_acceptance_rates")) << idle.dump();
   EXPECT_TRUE(server_metric_deltas("", "").empty());
   EXPECT_TRUE(server_metric_deltas("", "some_other_metric 3\n").empty());
 }

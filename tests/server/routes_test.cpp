@@ -333,9 +333,10 @@ TEST(ServerRoutes, MetricsCountSlidingWindowGroups) {
   s->stop();
 }
 
-// Speculative decoding: /metrics carries vLLM's spec_decode counters, consistent with each other
-// (accepted <= proposed <= k per proposal; per-position counts add up to the accepted total and
-// never grow with the position), and the completion is the one plain decoding gives.
+// Speculative decoding: /metrics carries vLLM's spec_decode counters under vLLM's names,
+// consistent with each other (accepted <= proposed <= k per proposal; per-position counts add
+// up to the accepted total and never grow with the position), and the completion is the one
+// plain decoding gives.
 TEST(ServerRoutes, MetricsCountSpeculativeDecoding) {
   std::vector<int> prompt;
   for (int rep = 0; rep < 4; ++rep)
@@ -373,13 +374,19 @@ TEST(ServerRoutes, MetricsCountSpeculativeDecoding) {
       double sum = 0, prev = 1e18;
       for (int pos = 0; pos < 3; ++pos) {
         const double n =
-            metric_value(p, "vllm:spec_decode_num_accepted_tokens_per_pos{position=\"" +
+            metric_value(p, "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"" +
                                 std::to_string(pos) + "\"");
         EXPECT_LE(n, prev) << pos;
         prev = n;
         sum += n;
       }
       EXPECT_EQ(sum, accepted) << p;
+      // A counter's name ends in _total, as prometheus_client names vLLM's (bench serve skips
+      // the others).
+      EXPECT_NE(p.find("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"),
+                std::string::npos)
+          << p;
+      EXPECT_EQ(p.find("vllm:spec_decode_num_accepted_tokens_per_pos{"), std::string::npos) << p;
     }
     s->stop();
   }

@@ -47,12 +47,42 @@ TEST(SpecConfig, Mtp) {
   EXPECT_NE(with_model.status().message().find("mtp"), std::string::npos);
 }
 
+// vLLM defaults an MTP method's num_speculative_tokens to the model's MTP layers (n_predict):
+// unset after parsing, filled once the engine knows the model; an explicit 0 is an error.
+TEST(SpecConfig, MtpTokensDefaultToTheModelsMtpLayers) {
+  auto c = parse_speculative_config(R"({"method": "mtp"})");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->num_speculative_tokens, 0);
+  SpeculativeConfig with_layers = *c;
+  ASSERT_TRUE(finalize_speculative_config(with_layers, /*n_mtp_layers=*/3).is_ok());
+  EXPECT_EQ(with_layers.num_speculative_tokens, 3);
+  EXPECT_TRUE(with_layers.enabled());
+  // A model without MTP layers leaves it unset: the MTP proposer refuses it by name.
+  SpeculativeConfig without = *c;
+  EXPECT_TRUE(finalize_speculative_config(without, 0).is_ok());
+  EXPECT_EQ(without.num_speculative_tokens, 0);
+  // Given, it stays.
+  auto two = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
+  ASSERT_TRUE(two.is_ok());
+  ASSERT_TRUE(finalize_speculative_config(*two, 3).is_ok());
+  EXPECT_EQ(two->num_speculative_tokens, 2);
+  auto zero = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 0})");
+  ASSERT_FALSE(zero.is_ok());
+  EXPECT_NE(zero.status().message().find("\"num_speculative_tokens\" must be in [1, 32], got 0"),
+            std::string::npos)
+      << zero.status().message();
+}
+
 TEST(SpecConfig, LookupBoundsDefaultAsVllms) {
   auto both = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3})");
   ASSERT_TRUE(both.is_ok());
   EXPECT_EQ(both->prompt_lookup_min, 5);
   EXPECT_EQ(both->prompt_lookup_max, 5);
   EXPECT_EQ(both->disable_by_batch_size, 0);  // vLLM's default: no fixed bound
+  auto two = parse_speculative_config(
+      R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 2})");
+  ASSERT_TRUE(two.is_ok()) << two.status().message();
+  EXPECT_EQ(two->disable_by_batch_size, 2);
   auto max_only = parse_speculative_config(
       R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4})");
   ASSERT_TRUE(max_only.is_ok());
@@ -90,10 +120,34 @@ TEST(SpecConfig, ErrorsNameWhatIsWrong) {
        "prompt_lookup_min"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": -1})",
        "out of range"},
+      // Written as 0, a lookup bound is not "unset" (vLLM: must be > 0).
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0})",
+       "\"prompt_lookup_min\" must be at least 1, got 0"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 0})",
+       "\"prompt_lookup_max\" must be at least 1, got 0"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0,
+           "prompt_lookup_max": 0})",
+       "must be at least 1, got 0"},
+      // Lookup bounds belong to n-gram lookup alone.
+      {R"({"method": "mtp", "prompt_lookup_max": 3})",
+       "\"prompt_lookup_max\" is only for method \"ngram\""},
+      {R"({"model": "d.gguf", "num_speculative_tokens": 2, "prompt_lookup_min": 2})",
+       "\"prompt_lookup_min\" is only for method \"ngram\""},
+      // A key given twice: which value was meant is not for the parser to guess.
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "num_speculative_tokens": 4})",
+       "\"num_speculative_tokens\" is given twice"},
+      {R"({"method": "ngram", "method": "mtp", "num_speculative_tokens": 2})",
+       "\"method\" is given twice"},
+      // vLLM: the batch size that turns proposals off must be > 1.
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 0})",
+       "\"disable_by_batch_size\" must be > 1"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 1})",
+       "\"disable_by_batch_size\" must be > 1"},
   };
   for (const Case& c : cases) {
     auto r = parse_speculative_config(c.json);
-    ASSERT_FALSE(r.is_ok()) << c.json;
+    EXPECT_FALSE(r.is_ok()) << c.json;
+    if (r.is_ok()) continue;
     EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
         << c.json << " -> " << r.status().message();
   }
