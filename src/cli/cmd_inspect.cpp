@@ -1,6 +1,7 @@
 // `loom inspect FILE`: everything a GGUF file declares: header, metadata (arrays abbreviated)
 // and the tensor table, with totals. Works on vocabulary-only files.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "format/gguf.h"
 #include "hub/hf_option.h"
 #include "model/tensor_names.h"
+#include "model/weight_footprint.h"
 
 namespace loom::cli {
 namespace {
@@ -68,38 +70,41 @@ int cmd_inspect(int argc, char** argv) {
                   static_cast<unsigned long long>(t.offset),
                   static_cast<unsigned long long>(t.view.nbytes));
   }
-  // A Mixture-of-Experts file: a token reads expert_used_count of each stacked tensor's
-  // experts (its third dimension).
+  // What one token reads (model/weight_footprint.h, the loaded model's own count): one row of
+  // the embedding, expert_used_count of each routed expert tensor's experts, all the rest.
   // Multi-token prediction layers (llama.cpp's nextn) are the last nextn_predict_layers of
   // block_count: a speculative proposer's, never read by a token of the main pass.
   const std::string arch = f->get_string("general.architecture").value_or("");
   const int64_t used = f->get_int(arch + ".expert_used_count").value_or(0);
   const int64_t n_mtp = f->get_int(arch + ".nextn_predict_layers").value_or(0);
   const int64_t first_mtp = f->get_int(arch + ".block_count").value_or(0) - n_mtp;
-  uint64_t params = 0, bytes = 0, active_params = 0, active_bytes = 0, mtp_params = 0;
+  WeightFootprint fp;
+  uint64_t mtp_params = 0;
   for (const auto& t : f->tensors()) {
     const uint64_t n = static_cast<uint64_t>(t.view.numel());
-    params += n;
-    bytes += t.view.nbytes;
+    TokenShare share = token_share(t.name);
     if (auto l = names::parse_layer_tensor(t.name); n_mtp > 0 && l && l->layer >= first_mtp) {
       mtp_params += n;
-      continue;
+      share = TokenShare::kNone;
     }
-    const bool experts =
-        used > 0 && t.view.n_dims == 3 && t.name.find("_exps.") != std::string::npos;
-    const uint64_t of = experts ? static_cast<uint64_t>(t.view.ne[2]) : 1;
-    const uint64_t take = experts ? static_cast<uint64_t>(used) : 1;
-    active_params += n / of * take;
-    active_bytes += t.view.nbytes / of * take;
+    fp.add(share, n, t.view.nbytes, t.view.ne[std::max(t.view.n_dims, 1) - 1], used);
   }
+  // A tied LM head is the embedding, read whole by every token.
+  if (const auto* embd = f->find_tensor(names::kTokenEmbd); embd && !f->find_tensor(names::kOutput))
+    fp.add(TokenShare::kWhole, static_cast<uint64_t>(embd->view.numel()), embd->view.nbytes, 1,
+           used, /*stored=*/false);
+  const uint64_t params = fp.params, bytes = fp.bytes;
+  const uint64_t active_params = fp.active_params, active_bytes = fp.active_bytes;
   std::printf("total: %llu params (%.3f B), %llu bytes of tensor data (%s)\n",
               static_cast<unsigned long long>(params), params / 1e9,
               static_cast<unsigned long long>(bytes), format_bytes(bytes, 2).c_str());
   if (used > 0)
     std::printf(
-        "active per token (%lld experts of each MoE layer): %llu params (%.3f B), %s read\n",
+        "active per token (%lld experts of each MoE layer): %llu params (%.3f B), %llu bytes "
+        "(%s) read\n",
         static_cast<long long>(used), static_cast<unsigned long long>(active_params),
-        active_params / 1e9, format_bytes(active_bytes, 2).c_str());
+        active_params / 1e9, static_cast<unsigned long long>(active_bytes),
+        format_bytes(active_bytes, 2).c_str());
   if (n_mtp > 0)
     std::printf(
         "multi-token prediction: %lld layer(s), blocks %lld..%lld, %llu params (%.3f B), outside "

@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "model/mtp_config.h"
 #include "spec/draft_model.h"
+#include "spec/spec_config.h"
 #include "tools/model_spec.h"
 #include "tools/synth.h"
 
@@ -95,6 +96,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   if (c.speculative.method == SpeculativeConfig::Method::kMtp && mc.n_mtp_layers == 0)
     return invalid_argument("speculative method \"mtp\": the model " + model_name + " (" + mc.arch +
                             ") has no multi-token prediction (MTP / nextn) layers to propose with");
+  LOOM_RETURN_IF_ERROR(spec::finalize_speculative_config(c.speculative, mc.n_mtp_layers));
   MemoryPlan p;
   p.model = model_name;
   p.arch = mc.arch;
@@ -102,7 +104,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   p.weight_copies = CpuModel::weight_copy_bytes(w);
   // The embeddings stay in the mapping (rows read on lookup); a tied output matrix is copied.
   p.weights_mapped = w.token_embd.nbytes;
-  p.weights_stored = w.total_bytes() + (w.output.data == w.token_embd.data ? 0 : p.weights_mapped);
+  p.weights_stored = w.total_bytes();  // every tensor once, the embeddings included
   LOOM_ASSIGN_OR_RETURN(p.kv, plan_kv_cache(mc, c));
   p.kv_bytes = p.kv.bytes;
   p.state_bytes = p.kv.state_bytes;

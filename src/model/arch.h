@@ -42,6 +42,10 @@ struct ArchSpec {
   RopeStyle gguf_rope_style;           // layout of Q/K rows in GGUF files of this arch
   TensorNeed qkv_bias;                 // blk.N.attn_{q,k,v}.bias
   TensorNeed qk_norm;                  // blk.N.attn_{q,k}_norm.weight
+  // blk.N.ffn_gate_up_exps.weight instead of ffn_gate_exps + ffn_up_exps (MoeConfig::
+  // fused_gate_up): kOptional where llama.cpp's loader accepts either (its
+  // create_tensor_gate_up_exps), kAbsent elsewhere.
+  TensorNeed fused_gate_up_exps = TensorNeed::kAbsent;
   std::span<const LayerTensorName> layer_tensors;  // this architecture's per-layer names
   // HF checkpoints store RMSNorm weights w of x·(1 + w); GGUF files store 1 + w (Gemma).
   bool hf_norm_plus_one = false;

@@ -1,22 +1,51 @@
 #include "model/bind.h"
 
+#include <map>
 #include <memory>
 
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/hf_tensors.h"
+#include "model/mla_kv_b.h"
+#include "model/tensor_names.h"
 
 namespace loom {
 
-Result<BoundModel> bind_gguf(GgufFile file) {
-  auto holder = std::make_shared<GgufFile>(std::move(file));
-  BoundModel b;
-  LOOM_ASSIGN_OR_RETURN(b.config, config_from_gguf(*holder));
-  const ArchSpec* arch = find_arch(b.config.arch);
-  TensorLookup find = [&](std::string_view name) -> const TensorView* {
-    const GgufTensorInfo* t = holder->find_tensor(name);
-    return t ? &t->view : nullptr;
+namespace {
+
+// The file, and the tensors made from its own at load (mla_kv_b.h: a legacy DeepSeek file's
+// attn_k_b / attn_v_b split from attn_kv_b).
+struct GgufHolder {
+  explicit GgufHolder(GgufFile f) : file(std::move(f)) {}
+  GgufFile file;
+  struct Made {
+    std::vector<uint8_t> bytes;
+    TensorView view;
   };
+  std::map<std::string, std::unique_ptr<Made>, std::less<>> made;
+
+  const TensorView* find(std::string_view name, const ModelConfig& c) {
+    if (const GgufTensorInfo* t = file.find_tensor(name)) return &t->view;
+    if (auto it = made.find(name); it != made.end()) return &it->second->view;
+    auto l = names::parse_layer_tensor(name);
+    if (!l || (l->suffix != names::kAttnKB && l->suffix != names::kAttnVB)) return nullptr;
+    const GgufTensorInfo* kv_b = file.find_tensor(names::layer_tensor(l->layer, names::kAttnKvB));
+    if (!kv_b) return nullptr;
+    auto m = std::make_unique<Made>();
+    if (!split_kv_b(kv_b->view, c.mla, c.n_head, l->suffix == names::kAttnKB, &m->bytes, &m->view))
+      return nullptr;
+    return &made.emplace(std::string(name), std::move(m)).first->second->view;
+  }
+};
+
+}  // namespace
+
+Result<BoundModel> bind_gguf(GgufFile file) {
+  auto holder = std::make_shared<GgufHolder>(std::move(file));
+  BoundModel b;
+  LOOM_ASSIGN_OR_RETURN(b.config, config_from_gguf(holder->file));
+  const ArchSpec* arch = find_arch(b.config.arch);
+  TensorLookup find = [&](std::string_view name) { return holder->find(name, b.config); };
   LOOM_ASSIGN_OR_RETURN(b.weights, Weights::bind(b.config, *arch, find));
   b.weights.keepalive = holder;
   return b;

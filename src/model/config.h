@@ -35,6 +35,9 @@ struct RopeScaling {  // factor == 0 means none
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;
   bool yarn_truncate = true;
+  // YaRN: attn_factor is the config's own (attention_factor; GGUF rope.scaling.yarn_attn_factor),
+  // not derived from factor (and mscale), so a converted file says it.
+  bool attn_factor_given = false;
 };
 
 // Of the gated FFN: act(gate) * up. kSwigluOai (gpt-oss, llama.cpp's swiglu_oai): gate
@@ -116,6 +119,9 @@ struct MoeConfig {
   // norm_topk_prob, Mixtral's softmax over the top-k); off, they stay as the softmax over all
   // experts gave them (Qwen2-MoE).
   bool norm_topk = true;
+  // One ffn_gate_up_exps tensor holding each expert's gate rows, then its up rows (bound as two
+  // views per expert), instead of ffn_gate_exps and ffn_up_exps; set from the file's tensors.
+  bool fused_gate_up = false;
   bool router_bias = false;  // the router's logits get a bias (ffn_gate_inp.bias, gpt-oss)
   bool expert_bias = false;  // each expert's gate, up and down outputs get biases (gpt-oss)
   // DeepSeek-V3's router: each expert's score is sigmoid(logit) instead of a softmax; a
@@ -203,7 +209,8 @@ struct ModelConfig {
   // The modules read the target's hidden state after its final norm (what its LM head reads)
   // instead of before it, and a chained step reads the module's own normed output: Qwen3-Next
   // and Qwen3.5 (vLLM's qwen3_next_mtp; llama.cpp's qwen35 since its PR 24025, which measured
-  // the higher acceptance), not DeepSeek-V3 (llama.cpp reads its state before the norm).
+  // the higher acceptance), and DeepSeek-V3 (vLLM's and SGLang's deepseek MTP read the normed
+  // target state; SGLang chains the module's normed output, vLLM its state before the norm).
   bool mtp_hidden_after_norm = false;
   // This model IS one MTP module (Model::mtp_module): its layer 0 reads the rows of
   // Batch::prev_hidden through Weights::mtp[0]'s input projection instead of an embedding.

@@ -92,7 +92,11 @@ Status read_yarn(const nlohmann::json& j, const nlohmann::json& rp, const std::s
   };
   const double derived = mscale != 0 && all_dim != 0 ? get_mscale(mscale) / get_mscale(all_dim)
                                                      : yarn_default_attn_factor(s.factor);
-  s.attn_factor = static_cast<float>(num(rp, "attention_factor").value_or(derived));
+  // llama.cpp's converter takes "attn_factor" where "attention_factor" is absent.
+  auto given = num(rp, "attention_factor");
+  if (!given) given = num(rp, "attn_factor");
+  s.attn_factor_given = given.has_value();
+  s.attn_factor = static_cast<float>(given.value_or(derived));
   s.yarn_log_mul = static_cast<float>(0.1 * all_dim);
   return Status::ok();
 }
@@ -182,7 +186,13 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
       y.beta_fast = static_cast<float>(*v);
     if (auto v = f.get_float(key(names::kRopeScalingYarnBetaSlow)))
       y.beta_slow = static_cast<float>(*v);
-    y.attn_factor = yarn_default_attn_factor(y.factor);
+    // The file's attention factor (a config's attention_factor) replaces YaRN's own, as in
+    // transformers. llama.cpp's context ignores the key for these architectures (it derives
+    // 0.1·ln(factor) + 1 whatever the file says), so files that carry a different value run
+    // as their checkpoint does here, and differently in llama.cpp.
+    const auto given = f.get_float(key(names::kRopeScalingYarnAttnFactor));
+    y.attn_factor_given = given.has_value();
+    y.attn_factor = static_cast<float>(given.value_or(yarn_default_attn_factor(y.factor)));
   } else if ((type && *type == "linear") || (!type && factor && *factor != 1.0 && *factor != 0.0)) {
     c.rope_scaling.type = RopeScalingType::kLinear;
     c.rope_scaling.factor = static_cast<float>(factor.value_or(0));

@@ -77,6 +77,9 @@ inline constexpr std::string_view kRopeScalingYarnLogMul = "rope.scaling.yarn_lo
 // YaRN RoPE (gpt-oss): llama.cpp's keys; absent, beta_fast 32 and beta_slow 1.
 inline constexpr std::string_view kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
 inline constexpr std::string_view kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
+// What cos and sin are multiplied by, where a config gives it (its rope attention_factor, which
+// llama.cpp's converter writes here); absent, 0.1·ln(factor) + 1.
+inline constexpr std::string_view kRopeScalingYarnAttnFactor = "rope.scaling.yarn_attn_factor";
 
 // Gated DeltaNet hybrids (llama.cpp's qwen3next / qwen35): the recurrent layers' sizes, and
 // which layers attend fully (every full_attention_interval-th, 1-based).
@@ -147,10 +150,13 @@ inline constexpr std::string_view kFfnUp =
     "ffn_up.weight";  // {E, F}; {E, 2F} gate then up when fused (Phi-3)
 inline constexpr std::string_view kFfnDown = "ffn_down.weight";  // {F, E}
 // Mixture of Experts (X = n_expert, Fx = expert FFN width, Fs = shared expert's).
-inline constexpr std::string_view kFfnGateInp = "ffn_gate_inp.weight";             // {E, X} router
-inline constexpr std::string_view kFfnGateExps = "ffn_gate_exps.weight";           // {E, Fx, X}
-inline constexpr std::string_view kFfnUpExps = "ffn_up_exps.weight";               // {E, Fx, X}
-inline constexpr std::string_view kFfnDownExps = "ffn_down_exps.weight";           // {Fx, E, X}
+inline constexpr std::string_view kFfnGateInp = "ffn_gate_inp.weight";    // {E, X} router
+inline constexpr std::string_view kFfnGateExps = "ffn_gate_exps.weight";  // {E, Fx, X}
+inline constexpr std::string_view kFfnUpExps = "ffn_up_exps.weight";      // {E, Fx, X}
+inline constexpr std::string_view kFfnDownExps = "ffn_down_exps.weight";  // {Fx, E, X}
+// Gate and up fused (MoeConfig::fused_gate_up; llama.cpp's LLM_TENSOR_FFN_GATE_UP_EXPS, what
+// its converter's --fuse-gate-up-exps writes): each expert's Fx gate rows, then its Fx up rows.
+inline constexpr std::string_view kFfnGateUpExps = "ffn_gate_up_exps.weight";      // {E, 2 Fx, X}
 inline constexpr std::string_view kFfnGateInpShexp = "ffn_gate_inp_shexp.weight";  // {E}
 inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp.weight";         // {E, Fs}
 inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp.weight";             // {E, Fs}

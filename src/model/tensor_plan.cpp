@@ -93,9 +93,14 @@ std::vector<PlannedWeight> tensor_plan(const ModelConfig& c, const TensorPlanOpt
       const MoeConfig& m = c.moe;
       const int64_t X = m.n_expert, Fx = m.n_ff_exp, Fs = m.n_ff_shexp;
       add(n::kFfnGateInp, {E, X}, TensorKind::kMatrix, TensorRole::kRouter);
-      add(n::kFfnGateExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kGateExps);
-      add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
-      add(n::kFfnUpExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kUpExps);
+      if (m.fused_gate_up) {
+        add(n::kFfnGateUpExps, {E, 2 * Fx, X}, TensorKind::kMatrix, TensorRole::kGateUpExps);
+        add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
+      } else {
+        add(n::kFfnGateExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kGateExps);
+        add(n::kFfnDownExps, {Fx, E, X}, TensorKind::kMatrix, TensorRole::kDownExps);
+        add(n::kFfnUpExps, {E, Fx, X}, TensorKind::kMatrix, TensorRole::kUpExps);
+      }
       if (m.router_bias) add(n::kFfnGateInpBias, {X}, TensorKind::kBias, TensorRole::kRouterBias);
       if (m.score_bias) add(n::kFfnExpProbsB, {X}, TensorKind::kBias, TensorRole::kExpProbsB);
       if (m.expert_bias) {

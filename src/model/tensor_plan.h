@@ -46,6 +46,7 @@ enum class TensorRole {
   kGateExps,
   kUpExps,
   kDownExps,
+  kGateUpExps,  // gate then up rows of each expert (MoeConfig::fused_gate_up)
   kShexpGate,
   kWGateShexp,
   kWUpShexp,

@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 #include "model/tensor_names.h"
 #include "model/tensor_plan.h"
+#include "model/weight_footprint.h"
 
 namespace loom {
 namespace {
@@ -133,6 +134,13 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   };
   c.qkv_bias = group_present(arch.qkv_bias, n::kAttnQBias);
   c.qk_norm = group_present(arch.qk_norm, n::kAttnQNorm);
+  // Fused expert gate / up, as the first MoE layer holds them.
+  if (arch.fused_gate_up_exps != TensorNeed::kAbsent) {
+    int32_t first_moe = 0;
+    while (first_moe < c.n_layer && !c.layers[first_moe].moe) ++first_moe;
+    c.moe.fused_gate_up = arch.fused_gate_up_exps == TensorNeed::kRequired ||
+                          b.has(n::layer_tensor(first_moe, n::kFfnGateUpExps));
+  }
   TensorPlanOptions po;
   po.rope_freqs = b.has(n::kRopeFreqs);
   // LongRoPE factors: GGUF files carry them as tensors (the config then learns of them
@@ -172,6 +180,16 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
                                      : t.role == TensorRole::kWkB      ? &L->k_b
                                      : t.role == TensorRole::kWvB      ? &L->v_b
                                                                        : nullptr;
+      if (t.role == TensorRole::kGateUpExps) {  // each expert's gate rows, then its up rows
+        std::vector<TensorView> both;
+        LOOM_RETURN_IF_ERROR(b.stacked(t.name, t.ne[0], t.ne[1], t.ne[2], &both));
+        const int64_t Fx = t.ne[1] / 2;
+        for (const TensorView& e : both) {
+          L->gate_exp.push_back(row_range(e, 0, Fx));
+          L->up_exp.push_back(row_range(e, Fx, Fx));
+        }
+        continue;
+      }
       if (!dst) return internal_error("tensor plan: " + t.name + " is not an expert role");
       LOOM_RETURN_IF_ERROR(b.stacked(t.name, t.ne[0], t.ne[1], t.ne[2], dst));
       continue;
@@ -384,64 +402,102 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
   return w;
 }
 
-uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
-  uint64_t total = output.nbytes;
-  for (const auto& L : layers) {
-    total += L.wq.nbytes + L.wk.nbytes + L.wv.nbytes + L.wo.nbytes + L.w_gate.nbytes +
-             L.w_up.nbytes + L.w_down.nbytes + L.router.nbytes + L.w_gate_shexp.nbytes +
-             L.w_up_shexp.nbytes + L.w_down_shexp.nbytes + L.wq_a.nbytes + L.wq_b.nbytes +
-             L.wkv_a.nbytes + L.ssm_qkv.nbytes + L.ssm_z.nbytes + L.ssm_ba.nbytes +
-             L.ssm_beta.nbytes + L.ssm_alpha.nbytes + L.ssm_out.nbytes;
-    for (const auto* heads : {&L.k_b, &L.v_b})
-      for (const TensorView& h : *heads) total += h.nbytes;
-    if (!L.gate_exp.empty())
-      total += static_cast<uint64_t>(n_expert_used) *
-               (L.gate_exp[0].nbytes + L.up_exp[0].nbytes + L.down_exp[0].nbytes);
-  }
-  return total;
-}
-
 namespace {
-uint64_t numel(const TensorView& t) {
-  return t.data ? static_cast<uint64_t>(t.numel()) : 0;
-}
-// Per layer: the matrices every token uses, and one expert's.
-uint64_t shared_params(const LayerWeights& L) {
-  uint64_t n = 0;
+
+// A layer's tensors as model/weight_footprint.h counts them (`share` kNone: a multi-token
+// prediction module's block).
+void add_layer(WeightFootprint& f, const LayerWeights& L, int64_t used, bool main_pass) {
+  const TokenShare whole = main_pass ? TokenShare::kWhole : TokenShare::kNone;
+  const TokenShare experts = main_pass ? TokenShare::kExperts : TokenShare::kNone;
+  auto matrix = [&](const TensorView& t) {
+    if (t.data) f.add(whole, static_cast<uint64_t>(t.numel()), t.nbytes, 1, used);
+  };
+  auto vector = [&](const std::vector<float>& v, TokenShare share, int64_t slices) {
+    f.add(share, v.size(), v.size() * sizeof(float), slices, used);
+  };
   for (const TensorView* t :
        {&L.wq,           &L.wk,     &L.wv,       &L.wo,           &L.w_gate,
         &L.w_up,         &L.w_down, &L.router,   &L.w_gate_shexp, &L.w_up_shexp,
         &L.w_down_shexp, &L.wq_a,   &L.wq_b,     &L.wkv_a,        &L.ssm_qkv,
         &L.ssm_z,        &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha,    &L.ssm_out})
-    n += numel(*t);
+    matrix(*t);
   for (const auto* heads : {&L.k_b, &L.v_b})
-    for (const TensorView& h : *heads) n += numel(h);
-  return n;
+    for (const TensorView& h : *heads) matrix(h);
+  for (const std::vector<float>* v : {&L.attn_norm,
+                                      &L.bq,
+                                      &L.bk,
+                                      &L.bv,
+                                      &L.q_norm,
+                                      &L.k_norm,
+                                      &L.attn_post_norm,
+                                      &L.ffn_norm,
+                                      &L.ffn_post_norm,
+                                      &L.shexp_gate,
+                                      &L.bo,
+                                      &L.attn_sinks,
+                                      &L.router_bias,
+                                      &L.q_a_norm,
+                                      &L.kv_a_norm,
+                                      &L.exp_probs_b,
+                                      &L.ssm_conv,
+                                      &L.ssm_a,
+                                      &L.ssm_dt,
+                                      &L.ssm_norm})
+    vector(*v, whole, 1);
+  const int64_t n_expert = static_cast<int64_t>(L.gate_exp.size());
+  for (const auto* stack : {&L.gate_exp, &L.up_exp, &L.down_exp}) {
+    uint64_t numel = 0, nbytes = 0;
+    for (const TensorView& e : *stack) {
+      numel += static_cast<uint64_t>(e.numel());
+      nbytes += e.nbytes;
+    }
+    if (!stack->empty()) f.add(experts, numel, nbytes, n_expert, used);
+  }
+  for (const auto* bias : {&L.gate_exp_bias, &L.up_exp_bias, &L.down_exp_bias})
+    if (!bias->empty()) vector(*bias, experts, n_expert);
 }
-uint64_t expert_params(const LayerWeights& L) {
-  return L.gate_exp.empty() ? 0 : numel(L.gate_exp[0]) + numel(L.up_exp[0]) + numel(L.down_exp[0]);
-}
+
 }  // namespace
 
-uint64_t Weights::total_params() const {
-  uint64_t n = numel(token_embd) + (output.data == token_embd.data ? 0 : numel(output));
-  for (const auto& L : layers) n += shared_params(L) + L.gate_exp.size() * expert_params(L);
-  return n;
+WeightFootprint Weights::footprint(int32_t n_expert_used) const {
+  WeightFootprint f;
+  const int64_t used = n_expert_used;
+  if (token_embd.data)
+    f.add(TokenShare::kOneRow, static_cast<uint64_t>(token_embd.numel()), token_embd.nbytes,
+          token_embd.rows(), used);
+  // The LM head, all of it; a tied one is the embedding, stored once.
+  if (output.data)
+    f.add(TokenShare::kWhole, static_cast<uint64_t>(output.numel()), output.nbytes, 1, used,
+          output.data != token_embd.data);
+  if (cls_out.data)
+    f.add(TokenShare::kWhole, static_cast<uint64_t>(cls_out.numel()), cls_out.nbytes, 1, used);
+  for (const std::vector<float>* v : {&output_norm, &rope_freqs, &cls_out_bias})
+    f.add(TokenShare::kWhole, v->size(), v->size() * sizeof(float), 1, used);
+  for (const LayerWeights& L : layers) add_layer(f, L, used, true);
+  for (const MtpWeights& m : mtp) {
+    add_layer(f, m.block, used, false);
+    for (const TensorView* t : {&m.eh_proj, &m.head, &m.embed})
+      if (t->data && t->data != output.data && t->data != token_embd.data)
+        f.add(TokenShare::kNone, static_cast<uint64_t>(t->numel()), t->nbytes, 1, used);
+    for (const std::vector<float>* v : {&m.enorm, &m.hnorm})
+      f.add(TokenShare::kNone, v->size(), v->size() * sizeof(float), 1, used);
+    if (m.head_norm.data() != output_norm.data())
+      f.add(TokenShare::kNone, m.head_norm.size(), m.head_norm.size() * sizeof(float), 1, used);
+  }
+  return f;
 }
 
-uint64_t Weights::active_params(int32_t n_expert_used) const {
-  uint64_t n = numel(token_embd) + (output.data == token_embd.data ? 0 : numel(output));
-  for (const auto& L : layers)
-    n += shared_params(L) + static_cast<uint64_t>(n_expert_used) * expert_params(L);
-  return n;
+uint64_t Weights::bytes_per_token(int32_t n_expert_used) const {
+  return footprint(n_expert_used).active_bytes;
 }
-
 uint64_t Weights::total_bytes() const {
-  uint64_t total = bytes_per_token(0);
-  for (const auto& L : layers)
-    for (size_t e = 0; e < L.gate_exp.size(); ++e)
-      total += L.gate_exp[e].nbytes + L.up_exp[e].nbytes + L.down_exp[e].nbytes;
-  return total;
+  return footprint(0).bytes;
+}
+uint64_t Weights::total_params() const {
+  return footprint(0).params;
+}
+uint64_t Weights::active_params(int32_t n_expert_used) const {
+  return footprint(n_expert_used).active_params;
 }
 
 }  // namespace loom

@@ -12,6 +12,7 @@
 #include "format/tensor.h"
 #include "model/arch.h"
 #include "model/config.h"
+#include "model/weight_footprint.h"
 
 namespace loom {
 
@@ -111,12 +112,13 @@ struct Weights {
   static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find,
                               bool norm_plus_one = false);
 
-  // Matrix bytes one forward token reads: every dense matrix, the router and shared expert,
-  // and n_expert_used of each MoE layer's experts.
-  uint64_t bytes_per_token(int32_t n_expert_used = 0) const;
-  // Every matrix's bytes, all experts included.
-  uint64_t total_bytes() const;
-  // Matrix parameters (embeddings included): all of them, and those one token uses.
+  // Every tensor as loaded (the whole model, a MoE model's every expert, multi-token
+  // prediction modules included) and what one token of the main forward pass reads (one
+  // embedding row, n_expert_used of each MoE layer's experts, all the rest): the definition
+  // `loom inspect` applies to a file (model/weight_footprint.h).
+  WeightFootprint footprint(int32_t n_expert_used) const;
+  uint64_t bytes_per_token(int32_t n_expert_used = 0) const;  // footprint().active_bytes
+  uint64_t total_bytes() const;                               // footprint().bytes
   uint64_t total_params() const;
   uint64_t active_params(int32_t n_expert_used) const;
 };

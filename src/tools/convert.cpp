@@ -65,6 +65,7 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
     m.set_u32(key(n::kRopeScalingOrigCtx), s.original_context);
     if (s.beta_fast != 32.0f) m.set_f32(key(n::kRopeScalingYarnBetaFast), s.beta_fast);
     if (s.beta_slow != 1.0f) m.set_f32(key(n::kRopeScalingYarnBetaSlow), s.beta_slow);
+    if (s.attn_factor_given) m.set_f32(key(n::kRopeScalingYarnAttnFactor), s.attn_factor);
   }
   if (s.type == RopeScalingType::kLongRope) {  // the factor lists go in as tensors
     m.set_f32(key(n::kRopeScalingAttnFactor), s.attn_factor);

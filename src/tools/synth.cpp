@@ -316,7 +316,7 @@ Result<Plan> make_plan(const SynthOptions& o) {
     // Routers stay F32, as llama.cpp's quantizer leaves them.
     const bool quantized = init == Init::kMatrix && t.role != TensorRole::kRouter;
     const bool expert = t.role == TensorRole::kGateExps || t.role == TensorRole::kUpExps ||
-                        t.role == TensorRole::kDownExps;
+                        t.role == TensorRole::kDownExps || t.role == TensorRole::kGateUpExps;
     LOOM_RETURN_IF_ERROR(add_tensor(
         p, t.name, quantized ? matrix_type_for(o.type, expert) : Dtype::kF32, t.ne, init));
   }

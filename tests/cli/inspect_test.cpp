@@ -83,20 +83,21 @@ TEST(CliInspectTest, MalformedFilesExitOne) {
   std::remove(path.c_str());
 }
 
-// A Mixture-of-Experts file: its total, and what one token reads (2 of 8 experts per layer).
+// A Mixture-of-Experts file: its total, and what one token reads (2 of 8 experts per layer, one
+// of the 512 embedding rows, the whole LM head: model/weight_footprint.h).
 // tiny-moe counted by hand: per layer 12,960 parameters outside the experts (norms 64 + 64,
 // q 4096, k/v 2048 each, q/k norms 16 each, o 4096, router 512) and 3 x 64 x 32 per expert;
-// embeddings and output 2 x 32,768 plus the output norm 64.
+// embeddings and output 2 x 32,768 plus the output norm 64. F32: 4 bytes a parameter.
 TEST(CliInspectTest, MoeFileReportsActiveParameters) {
   const std::string path = tmp("moe.gguf");
   ASSERT_EQ(run("synth --preset tiny-moe -o " + path).code, 0);
   CmdResult r = run("inspect " + path);
   ASSERT_EQ(r.code, 0) << r.out;
   const int total = 2 * (12960 + 8 * 6144) + 2 * 32768 + 64;
-  const int active = 2 * (12960 + 2 * 6144) + 2 * 32768 + 64;
+  const int active = 2 * (12960 + 2 * 6144) + 64 + 32768 + 64;
   EXPECT_NE(r.out.find("total: " + std::to_string(total) + " params"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("active per token (2 experts of each MoE layer): " + std::to_string(active) +
-                       " params"),
+                       " params (0.000 B), " + std::to_string(4 * active) + " bytes"),
             std::string::npos)
       << r.out;
   for (const char* s : {"blk.1.ffn_gate_exps.weight", "[64, 32, 8]", "blk.0.ffn_gate_inp.weight",

@@ -112,6 +112,27 @@ INSTANTIATE_TEST_SUITE_P(Presets, MemoryPlanMatches,
 // Multi-head Latent Attention: each layer caches one row per token, kv_lora_rank +
 // qk_rope_head_dim values (tiny-mla: 32 + 8), in a latent group of its own; the plan, the
 // cache the model allocates and the table agree on it, and it is far below full K and V.
+// "weights in the file": every tensor once, the untied output and the embeddings each once.
+TEST(MemoryPlan, StoredWeightsAreTheFilesTensors) {
+  for (const char* preset : {"tiny", "tiny-moe", "tiny-swa", "tiny-mla", "tiny-gpt-oss"}) {
+    auto so = parse_synth_spec(std::string("synth:") + preset);
+    ASSERT_TRUE(so.is_ok());
+    auto bytes = synth_model_bytes(*so);
+    ASSERT_TRUE(bytes.is_ok());
+    auto file = GgufFile::parse_bytes(*bytes);
+    ASSERT_TRUE(file.is_ok());
+    uint64_t in_file = 0;
+    for (const GgufTensorInfo& t : file->tensors()) in_file += t.view.nbytes;
+    const BoundModel b = bind_synth(preset);
+    EngineConfig c;
+    c.max_num_seqs = 1;
+    c.max_model_len = 64;
+    auto plan = plan_memory(preset, b, c, 0);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    EXPECT_EQ(plan->weights_stored, in_file) << preset;
+  }
+}
+
 TEST(MemoryPlan, MlaCachesOneLatentRowPerTokenAndLayer) {
   const BoundModel b = bind_synth("tiny-mla");
   const ModelConfig& mc = b.config;

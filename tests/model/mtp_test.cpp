@@ -45,7 +45,8 @@ TEST(Mtp, SynthMlaPresetHasOneModuleKeptOutOfTheMainPass) {
 }
 
 // The main pass (now checkable: the reference has Multi-head Latent Attention and DeepSeek's
-// routing) is unchanged by the module, and its pre-norm states are the reference's; then the
+// routing) is unchanged by the module, and the states it leaves the module are the reference's
+// after the final norm (as vLLM and SGLang pass DeepSeek-V3's, not those before); then the
 // module over rows 0..n-2 (row p: the token t_{p+1} with h_p), run as a chunk of 5 and then
 // row by row, matches the reference's logits and output states.
 TEST(Mtp, ModuleMatchesReferenceOverSeveralPositions) {
@@ -57,8 +58,9 @@ TEST(Mtp, ModuleMatchesReferenceOverSeveralPositions) {
   const auto tokens = test::random_tokens(12, c.n_vocab, 11);
   const int32_t n = static_cast<int32_t>(tokens.size());
 
-  std::vector<float> ref_pre;
-  auto ref = reference::forward(c, reference::gguf_lookup(s.file), tokens, nullptr, &ref_pre);
+  EXPECT_TRUE(c.mtp_hidden_after_norm);
+  std::vector<float> ref_normed, ref_pre;
+  auto ref = reference::forward(c, reference::gguf_lookup(s.file), tokens, &ref_normed, &ref_pre);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   auto kv = KvCache::create(c, 8, 16, Dtype::kF32).value();
   std::vector<float> logits, pre;
@@ -66,16 +68,18 @@ TEST(Mtp, ModuleMatchesReferenceOverSeveralPositions) {
   ASSERT_TRUE(run_rows(m, *kv, tokens, {}, 7, n, logits, pre).is_ok());
   const double main_err = test::rel_err(logits.data(), ref->data(), ref->size());
   EXPECT_LT(main_err, 1e-4);
-  const double pre_err = test::rel_err(pre.data(), ref_pre.data(), ref_pre.size());
+  const double pre_err = test::rel_err(pre.data(), ref_normed.data(), ref_normed.size());
   EXPECT_LT(pre_err, 1e-4);
+  EXPECT_GT(test::rel_err(pre.data(), ref_pre.data(), ref_pre.size()), 1e-2);
 
   // Module rows p = 0..n-2: token t_{p+1}, the CPU pass's h_p.
   const test::ModuleRun r = test::run_module_against_reference(m, s.file, tokens, pre);
   const double mtp_err = r.logits_err, out_err = r.out_err;
   EXPECT_LT(mtp_err, 1e-4);
   EXPECT_LT(out_err, 1e-4);
-  std::printf("  tiny-mla main rel_err %.3g, pre-norm %.3g; MTP logits %.3g, output %.3g\n",
-              main_err, pre_err, mtp_err, out_err);
+  std::printf(
+      "  tiny-mla main rel_err %.3g, final-norm states %.3g; MTP logits %.3g, output %.3g\n",
+      main_err, pre_err, mtp_err, out_err);
   // Not trivially equal to the main head's: the module's logits differ from the next
   // position's main logits.
   EXPECT_GT(test::rel_err(r.logits.data(), logits.data() + V, V), 1e-2);

@@ -48,10 +48,21 @@ void gguf_set_u32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, 
 Result<int32_t> gguf_window(const ModelConfig& c, bool (*slides)(int layer, int n_layer));
 
 // Mixture of Experts as llama.cpp's files say it: expert_count, expert_used_count,
-// expert_feed_forward_length (else feed_forward_length), expert_shared_feed_forward_length,
-// expert_weights_norm (else norm_default); every layer MoE. No expert_count: dense, or an
-// error when `required`.
-Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool required = false);
+// expert_feed_forward_length, expert_shared_feed_forward_length, expert_weights_norm; every
+// layer MoE. What a file leaves out is what the architecture's llama.cpp loader assumes:
+struct GgufMoe {
+  bool norm_default = true;  // expert_weights_norm absent
+  bool required = false;     // no expert_count: an error (else a dense model)
+  // expert_feed_forward_length absent: feed_forward_length / expert_used_count (llama.cpp's
+  // Qwen MoE loaders), else feed_forward_length (Mixtral's llama).
+  bool ff_exp_per_used = false;
+  // kNone: no shared expert, whatever the file says (the loader never reads the key);
+  // kIfSized: one where expert_shared_feed_forward_length says so; kGated: always one, of
+  // feed_forward_length when the key is absent (llama.cpp's qwen2moe, qwen3next, qwen35moe).
+  // A shared expert is gated by sigmoid(x · ffn_gate_inp_shexp).
+  enum class Shared { kNone, kIfSized, kGated } shared = Shared::kIfSized;
+};
+Status gguf_moe(const GgufFile& f, ModelConfig& c, const GgufMoe& rules);
 // Writes those keys; an error for what llama.cpp's files cannot say (dense layers between MoE
 // ones).
 Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);
@@ -62,6 +73,12 @@ Status gguf_write_moe(GgufWriter& w, const ModelConfig& c, bool norm_default);
 // of the full-attention layers and the pre-FFN norm's name (post_attention_norm).
 extern const std::span<const LayerTensorName> kQwen3NextLayerTensors, kQwen35LayerTensors,
     kQwen35MoeLayerTensors;
+// Their experts as llama.cpp's qwen3next / qwen35moe loaders read them: a gated shared expert
+// always, widths from feed_forward_length where the file leaves them out.
+inline constexpr GgufMoe kQwenHybridMoe = {.norm_default = true,
+                                           .required = true,
+                                           .ff_exp_per_used = true,
+                                           .shared = GgufMoe::Shared::kGated};
 // Their multi-token prediction modules' own tensors under "mtp." (ArchSpec::mtp_tensors).
 extern const std::span<const LayerTensorName> kQwenMtpTensors;
 Status hf_deltanet(const nlohmann::json& j, ModelConfig& c);

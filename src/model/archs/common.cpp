@@ -177,22 +177,37 @@ Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default, bool r
   return Status::ok();
 }
 
-Status gguf_moe(const GgufFile& f, ModelConfig& c, bool norm_default, bool required) {
+Status gguf_moe(const GgufFile& f, ModelConfig& c, const GgufMoe& rules) {
   const int64_t experts = gguf_int(f, c, names::kExpertCount).value_or(0);
   if (experts == 0)
-    return required ? invalid_file("GGUF: " + c.arch + " without " +
-                                   names::arch_key(c.arch, names::kExpertCount))
-                    : Status::ok();
+    return rules.required ? invalid_file("GGUF: " + c.arch + " without " +
+                                         names::arch_key(c.arch, names::kExpertCount))
+                          : Status::ok();
   MoeConfig& m = c.moe;
   m.n_expert = static_cast<int32_t>(experts);
   m.n_expert_used = static_cast<int32_t>(gguf_int(f, c, names::kExpertUsedCount).value_or(0));
+  const int64_t ff_default =
+      rules.ff_exp_per_used && m.n_expert_used > 0 ? c.n_ff / m.n_expert_used : c.n_ff;
   m.n_ff_exp =
-      static_cast<int32_t>(gguf_int(f, c, names::kExpertFeedForwardLength).value_or(c.n_ff));
-  m.n_ff_shexp =
-      static_cast<int32_t>(gguf_int(f, c, names::kExpertSharedFeedForwardLength).value_or(0));
+      static_cast<int32_t>(gguf_int(f, c, names::kExpertFeedForwardLength).value_or(ff_default));
+  const auto shared = gguf_int(f, c, names::kExpertSharedFeedForwardLength);
+  switch (rules.shared) {
+    case GgufMoe::Shared::kNone:
+      m.n_ff_shexp = 0;
+      break;
+    case GgufMoe::Shared::kIfSized:
+      m.n_ff_shexp = static_cast<int32_t>(shared.value_or(0));
+      break;
+    case GgufMoe::Shared::kGated:
+      m.n_ff_shexp = static_cast<int32_t>(shared.value_or(c.n_ff));
+      if (m.n_ff_shexp < 1)
+        return invalid_file("GGUF: " + c.arch + "'s shared expert needs a width (" +
+                            names::arch_key(c.arch, names::kExpertSharedFeedForwardLength) + ")");
+      break;
+  }
   m.shexp_gate = m.n_ff_shexp > 0;
   const auto norm = f.get_bool(names::arch_key(c.arch, names::kExpertWeightsNorm));
-  m.norm_topk = norm.value_or(norm_default);
+  m.norm_topk = norm.value_or(rules.norm_default);
   LOOM_RETURN_IF_ERROR(check_moe(m, "GGUF"));
   for (LayerSpec& s : c.layers) s.moe = true;
   return Status::ok();

@@ -5,7 +5,7 @@
 // correction bias for choosing, group-limited top-k, routed_scaling_factor) and shared experts
 // fused into one FFN. GGUF files are laid out as llama.cpp's converter writes them (kv_b_proj
 // split into attn_k_b / attn_v_b; key_length / value_length describe the latent row and the
-// _mla keys the heads).
+// _mla keys the heads); older files' unsplit attn_kv_b is split at load (model/bind.cpp).
 #include <cmath>
 
 #include "model/archs/archs.h"
@@ -78,6 +78,9 @@ Status finish(ModelConfig& c, int32_t first_dense, int32_t moe_every, const std:
   // MLA and experts).
   c.mtp_layers.assign(c.n_mtp_layers, LayerSpec{});
   c.mtp_zero_embedding_at_start = true;  // vLLM's deepseek_mtp
+  // The module reads the target's state after its final norm, as vLLM (DeepseekV2Model returns
+  // it normed) and SGLang (deepseek_nextn) pass it.
+  c.mtp_hidden_after_norm = true;
   for (int l = 0; l < c.n_layer + c.n_mtp_layers; ++l) {
     LayerSpec& s = l < c.n_layer ? c.layers[l] : c.mtp_layers[l - c.n_layer];
     s.mla = true;
@@ -169,16 +172,13 @@ Status read_gguf(const GgufFile& f, ModelConfig& c) {
   const int32_t key_len = get(names::kKeyLengthMla, c.head_dim);
   a.v_head_dim = get(names::kValueLengthMla, get(names::kValueLength, c.head_dim));
   a.qk_nope_head_dim = key_len - a.qk_rope_head_dim;
-  if (f.find_tensor(names::layer_tensor(0, names::kAttnKvB)) &&
-      !f.find_tensor(names::layer_tensor(0, names::kAttnKB)))
-    return unsupported(
-        "GGUF: this deepseek2 file stores attn_kv_b only (llama.cpp's converter before its "
-        "MLA support); convert it again to get attn_k_b / attn_v_b");
+  // A file storing attn_kv_b unsplit (llama.cpp's converter before its MLA support) is split
+  // into attn_k_b / attn_v_b at load (model/mla_kv_b.h), as llama.cpp still loads it.
 
   MoeConfig& m = c.moe;
   int32_t first_dense = 0;
   if (gguf_int(f, c, names::kExpertCount).value_or(0) > 0) {
-    LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/false));
+    LOOM_RETURN_IF_ERROR(gguf_moe(f, c, {.norm_default = false, .shared = GgufMoe::Shared::kNone}));
     m.n_shared = get(names::kExpertSharedCount, 0);
     m.n_ff_shexp = m.n_ff_exp * m.n_shared;
     m.shexp_gate = false;
@@ -254,6 +254,7 @@ const ArchSpec kDeepseek2 = {
     .gguf_rope_style = RopeStyle::kInterleaved,
     .qkv_bias = TensorNeed::kAbsent,
     .qk_norm = TensorNeed::kAbsent,
+    .fused_gate_up_exps = TensorNeed::kOptional,
     .layer_tensors = kNames,
     .read_hf = read_hf,
     .read_gguf = read_gguf,

@@ -56,7 +56,7 @@ bool even_layers_slide(int l, int) {
 }
 
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
-  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/true, /*required=*/true));
+  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, {.required = true, .shared = GgufMoe::Shared::kNone}));
   common(c);
   // llama.cpp's gpt-oss: every other layer slides, starting with the first.
   const int64_t window = gguf_int(f, c, names::kSlidingWindow).value_or(0);

@@ -11,7 +11,7 @@ static Status read_llama_hf(const nlohmann::json& j, ModelConfig& c) {
   return hf_moe(j, c, /*norm_default=*/true);
 }
 static Status read_llama_gguf(const GgufFile& f, ModelConfig& c) {
-  return gguf_moe(f, c, /*norm_default=*/true);
+  return gguf_moe(f, c, {});
 }
 static Status write_llama_gguf(GgufWriter& w, const ModelConfig& c) {
   return gguf_write_moe(w, c, /*norm_default=*/true);

@@ -12,7 +12,11 @@ Status read_hf(const nlohmann::json& j, ModelConfig& c) {
   return hf_moe(j, c, /*norm_default=*/false, /*required=*/true);
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
-  return gguf_moe(f, c, /*norm_default=*/false, /*required=*/true);
+  return gguf_moe(f, c,
+                  {.norm_default = false,
+                   .required = true,
+                   .ff_exp_per_used = true,
+                   .shared = GgufMoe::Shared::kGated});
 }
 Status write_gguf(GgufWriter& w, const ModelConfig& c) {
   return gguf_write_moe(w, c, /*norm_default=*/false);

@@ -18,7 +18,7 @@ Status read_hf(const nlohmann::json& j, ModelConfig& c) {
 }
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(read_qwen35_gguf(f, c));
-  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, /*norm_default=*/true, /*required=*/true));
+  LOOM_RETURN_IF_ERROR(gguf_moe(f, c, kQwenHybridMoe));
   hybrid_mtp_layers(c);
   return Status::ok();
 }
@@ -35,6 +35,7 @@ const ArchSpec kQwen35Moe = {
     .gguf_rope_style = RopeStyle::kNeox,
     .qkv_bias = TensorNeed::kAbsent,
     .qk_norm = TensorNeed::kRequired,
+    .fused_gate_up_exps = TensorNeed::kOptional,
     .layer_tensors = kQwen35MoeLayerTensors,
     .hf_norm_plus_one = true,
     .hf_mtp_prefix = "mtp.",

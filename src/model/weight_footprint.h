@@ -1,0 +1,37 @@
+// What a model's weights weigh: every tensor (the whole file), and what one token of the main
+// forward pass reads. One definition for `loom inspect` (a file's tensor table), the loaded
+// model (Weights: `loom bench`'s size and roofline, the server's model size):
+//   - the token embedding: one row (a lookup); the LM head: all of it, tied or not;
+//   - routed experts (ffn_{gate,up,down,gate_up}_exps, their weights and biases): the
+//     n_expert_used of their n_expert slices a token is routed to;
+//   - everything else (attention, dense FFNs, routers, shared experts, norms, biases): all;
+//   - multi-token prediction layers: stored, but read by a speculative proposer only.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace loom {
+
+enum class TokenShare {
+  kWhole,    // every element
+  kOneRow,   // one of its `slices` rows
+  kExperts,  // n_expert_used of its `slices` experts (its last dimension)
+  kNone,     // none
+};
+
+// By GGUF name: kOneRow for token_embd.weight, kExperts for a routed expert's tensor, else
+// kWhole (the caller decides kNone for multi-token prediction layers).
+TokenShare token_share(std::string_view gguf_name);
+
+struct WeightFootprint {
+  uint64_t params = 0, bytes = 0;                // every tensor stored
+  uint64_t active_params = 0, active_bytes = 0;  // read per token of the main pass
+
+  // A tensor of numel elements in nbytes, `slices` rows or experts along its outer
+  // dimension. stored = false: read but not stored again (a tied LM head is token_embd).
+  void add(TokenShare share, uint64_t numel, uint64_t nbytes, int64_t slices, int64_t n_expert_used,
+           bool stored = true);
+};
+
+}  // namespace loom
