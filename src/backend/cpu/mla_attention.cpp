@@ -109,13 +109,22 @@ const float* CpuMlaAttention::run(const ModelConfig& c, const LayerWeights& L, i
   // more than their work): "mla_q_absorbed", the nope queries of every row through attn_k_b
   // into latent space with the rope part beside them; the head's attention for every row over
   // its sequence's cached rows; "mla_v", the latent sums through attn_v_b to the head's value.
-  int64_t positions = 0;
-  for (int64_t i = 0; i < n; ++i) positions += b.pos[i] + 1;
+  int64_t positions = 0, max_kv = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    positions += b.pos[i] + 1;
+    max_kv = std::max<int64_t>(max_kv, b.pos[i] + 1);
+  }
+  // Every thread's scratch sized here, not by its first task: which threads run tasks varies
+  // from step to step, and a thread's first task in a later step would allocate then.
+  for (Scratch& s : scratch_) {
+    resize_exact(s.in, n * std::max(N, R));
+    resize_exact(s.out, n * std::max(R, Dv));
+    grow_scores(s, 1, max_kv);
+    resize_exact(s.row, row);
+  }
   const int64_t work = n * H * (N * R + R * Dv) + positions * H * (row + R);
   run_tasks(pool, H, work, [&](int64_t h, int thread) {
     Scratch& s = scratch_[thread];
-    resize_exact(s.in, n * std::max(N, R));
-    resize_exact(s.out, n * std::max(R, Dv));
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(&s.in[i * N], &q_[(i * H + h) * Dq], N * sizeof(float));
     kernels::matmul(L.k_b[h], s.in.data(), n, s.out.data(), nullptr);
@@ -184,14 +193,18 @@ void CpuMlaAttention::attend_decompressed(const ModelConfig& c, const LayerWeigh
   });
 }
 
+void CpuMlaAttention::grow_scores(Scratch& s, int64_t heads, int64_t n_kv) {
+  // Grown 256 positions at a time: a decode step's context is one longer than the last's, and
+  // growing to the exact size allocated every step.
+  const int64_t need = heads * ((n_kv + 255) / 256 * 256);
+  if (static_cast<int64_t>(s.scores.size()) < need) resize_exact(s.scores, need);
+}
+
 void CpuMlaAttention::attend(const ModelConfig& c, const kernels::PagedHead& rows, int64_t i,
                              int32_t n_kv, int64_t h0, int64_t h1, float scale, int thread) {
   const int64_t H = c.n_head, R = c.mla.kv_lora_rank, row = c.mla.latent_row();
   Scratch& s = scratch_[thread];
-  // Grown 256 positions at a time: a decode step's context is one longer than the last's, and
-  // growing to the exact size allocated every step.
-  const int64_t need = (h1 - h0) * ((n_kv + 255) / 256 * 256);
-  if (static_cast<int64_t>(s.scores.size()) < need) resize_exact(s.scores, need);
+  grow_scores(s, h1 - h0, n_kv);
   resize_exact(s.row, row);
   const bool in_place = rows.dtype == Dtype::kF32;
   auto load = [&](int32_t j) -> const float* {

@@ -66,6 +66,7 @@ class CpuMlaAttention {
   struct Scratch {
     std::vector<float> in, out, scores, row;
   };
+  static void grow_scores(Scratch& s, int64_t heads, int64_t n_kv);
   std::vector<Scratch> scratch_;
   // Decompressed path: the threshold, each layer's per-head W_UK (N, R) in F32 (attn_k_b
   // transposed) and their views, the sequence's cached latents (n_kv, R) and RoPE keys

@@ -46,6 +46,10 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
 
   resize_exact(slot_out_, n * K * E);
   scratch_.resize(pool.size());
+  // Every thread's scratch sized for this step's largest task here, not by its own first task:
+  // which threads take which tasks varies, and a thread's first large task would allocate.
+  const int64_t max_rows = tasks_.empty() ? 0 : tasks_[0].end - tasks_[0].begin;
+  for (Scratch& s : scratch_) size_scratch(s, c, max_rows);
   pool.parallel_for(static_cast<int64_t>(tasks_.size()),
                     [&](int64_t t, int thread) { run_task(c, L, tasks_[t], xn, thread); });
 
@@ -75,15 +79,20 @@ uint64_t CpuMoeFfn::scratch_bytes() const {
   return bytes;
 }
 
+void CpuMoeFfn::size_scratch(Scratch& s, const ModelConfig& c, int64_t rows) {
+  const int64_t E = c.n_embd, F = c.moe.n_ff_exp;
+  resize_exact(s.x, rows * E);
+  resize_exact(s.gate, rows * F);
+  resize_exact(s.up, rows * F);
+  resize_exact(s.y, rows * E);
+}
+
 void CpuMoeFfn::run_task(const ModelConfig& c, const LayerWeights& L, const Task& t,
                          const float* xn, int thread) {
   const int64_t E = c.n_embd, F = c.moe.n_ff_exp, K = c.moe.n_expert_used;
   const int64_t rows = t.end - t.begin;
   Scratch& s = scratch_[thread];
-  resize_exact(s.x, rows * E);
-  resize_exact(s.gate, rows * F);
-  resize_exact(s.up, rows * F);
-  resize_exact(s.y, rows * E);
+  size_scratch(s, c, rows);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t row = rows_of_expert_[t.begin + r] / K;
     std::memcpy(&s.x[r * E], &xn[row * E], E * sizeof(float));

@@ -50,6 +50,7 @@ class CpuMoeFfn {
   struct Scratch {
     std::vector<float> x, gate, up, y;
   };
+  static void size_scratch(Scratch& s, const ModelConfig& c, int64_t rows);
   std::vector<Scratch> scratch_;
   std::vector<float> sh_gate_, sh_up_, sh_out_;  // shared expert, (n, Fs) and (n, E)
 };
