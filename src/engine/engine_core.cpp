@@ -343,9 +343,8 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
   // batch_.sequences[i] is so.seqs[i]'s (build_batch).
   for (size_t i = 0; i < so.seqs.size(); ++i) {
     Request& r = *so.seqs[i].req;
-    // One that finished in this step still holds its blocks (defer_frees_); an aborted one
-    // needs no more K/V.
-    if (r.group->aborted || r.group->pooling) continue;
+    // One that finished in this step, aborted too, still holds its blocks (defer_frees_), which
+    // entered the prefix cache when they were allocated: the module's K/V goes in them too.
     const BatchSequence& bs = batch_.sequences[i];
     // Rows kept (a verify's rejected ones were rolled back) whose next token is known.
     const int32_t n_rows = std::min(r.num_computed_tokens, r.num_tokens() - 1) - bs.n_past;
@@ -681,6 +680,7 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
   RequestGroup& g = *r.group;
   const int32_t n_vocab = model_->config().n_vocab;
   int32_t kept = 0;
+  bool last_kept = false;  // the loop ended on a kept proposal (the request finished there)
   for (int32_t j = 0; j <= num_draft && !r.finished(); ++j) {
     std::span<const float> row(logits_.data() + static_cast<size_t>(first_row + j) * n_vocab,
                                n_vocab);
@@ -709,14 +709,19 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     // A proposal is kept when the token sampled for its position is that proposal: for a
     // point-mass proposal this is the rejection rule itself (spec/rejection.h), and the
     // sampled token replaces a rejected one.
+    last_kept = false;
     if (j == num_draft || sample.token != r.draft[j]) break;
     ++kept;
+    last_kept = true;
   }
   if (num_draft > 0) {
+    // As vLLM counts them: what acceptance decided, before stop checks. A request that finished
+    // on a kept proposal (a stop token or string) has its later proposals judged as well.
+    const int32_t judged = last_kept ? judge_rest(r, entry, first_row, num_draft, kept) : kept;
     ++totals_.spec_num_drafts;
     totals_.spec_num_draft_tokens += num_draft;
-    totals_.spec_num_accepted_tokens += kept;
-    for (int32_t j = 0; j < kept; ++j) ++totals_.spec_accepted_per_pos[j];
+    totals_.spec_num_accepted_tokens += judged;
+    for (int32_t j = 0; j < judged; ++j) ++totals_.spec_accepted_per_pos[j];
     // The proposals' rows cost num_draft * row_share(n) of a step's tokens-worth of time in a
     // step of n decoding sequences (engine/step_cost.h): below that many kept tokens per
     // verify, proposing loses time.
@@ -739,6 +744,26 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     }
   }
   return kept;
+}
+
+int32_t EngineCore::judge_rest(Request& r, size_t entry, int32_t first_row, int32_t num_draft,
+                               int32_t kept) {
+  // A grammar's matcher ended with the request: its masks for later rows are not known.
+  if (r.matcher || r.group->aborted) return kept;
+  RequestGroup& g = *r.group;
+  const int32_t n_vocab = model_->config().n_vocab;
+  for (int32_t j = kept; j < num_draft; ++j) {
+    std::span<const float> row(logits_.data() + static_cast<size_t>(first_row + j) * n_vocab,
+                               n_vocab);
+    SampleOutput sample;
+    if (!sampler_
+             .sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr, {}, r.rng,
+                     &sample, {})
+             .is_ok() ||
+        sample.token != r.draft[j])
+      return j;
+  }
+  return num_draft;
 }
 
 EngineMetrics EngineCore::metrics() const {

@@ -102,6 +102,10 @@ class EngineCore {
   // Samples the rows of one sequence's step in order (one row, or a verify's k + 1), keeping
   // each proposed token the sample agrees with; returns how many proposals it kept.
   int32_t sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft);
+  // A verify whose request finished on kept proposal `kept` - 1: samples its later rows (the
+  // finished request's own RNG; nothing is emitted) and returns how many proposals in all its
+  // acceptance keeps, for the metrics.
+  int32_t judge_rest(Request& r, size_t entry, int32_t first_row, int32_t num_draft, int32_t kept);
   void build_batch(const SchedulerOutput& so);
   // engine_pooling.cpp: a pooling sequence's rows of this step (hidden states it pools, its
   // last row's logits when it scores with them), and after the forward pass, what they gave;

@@ -263,6 +263,33 @@ TEST_F(SpeculativeEngine, GreedySelfDraftKeepsEveryProposalThroughPreemption) {
   EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
 }
 
+// Acceptance counts what acceptance decided, before stop checks (vLLM's counters): a greedy
+// self-draft keeps every proposal, also in the verify a stop token ends mid-way, whose later
+// proposals the output never shows. Stop tokens at five consecutive places of the output land
+// mid-verify (steps of up to 4 tokens) for most of them.
+TEST_F(SpeculativeEngine, StopMidVerifyCountsEveryProposalAcceptanceKeeps) {
+  const std::vector<GenerateRequest> greedy = {request(0, 0.0f, 40)};
+  const std::vector<int32_t> out = run(config(0), greedy).at("r0").tokens.at(0);
+  ASSERT_EQ(out.size(), 40u);
+  int stopped_mid_verify = 0;
+  for (size_t at = 12; at < 17; ++at) {
+    std::vector<GenerateRequest> rs = greedy;
+    rs[0].params.stop_token_ids = {out[at]};
+    const size_t first = std::find(out.begin(), out.end(), out[at]) - out.begin();
+    auto plain = run(config(0), rs);
+    ASSERT_EQ(plain.at("r0").tokens.at(0).size(), first + 1);
+    expect_same(plain, run(with_draft(config(3), "synth:tiny"), rs), "self-draft, stop token");
+    EXPECT_GT(metrics_.spec_num_drafts, 0);
+    EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens) << at;
+    int64_t per_pos = 0;
+    for (int64_t n : metrics_.spec_accepted_per_pos) per_pos += n;
+    EXPECT_EQ(per_pos, metrics_.spec_num_accepted_tokens);
+    // Generated first + 1 tokens: the prompt's sample, then verifies of 4 tokens each.
+    stopped_mid_verify += first % 4 != 0;
+  }
+  EXPECT_GT(stopped_mid_verify, 0);
+}
+
 // A draft with recurrent layers (tiny-qwen35 has this model's vocabulary) has one state slot
 // per sequence max_num_seqs allows, but forked samples join the running set beyond it: 2
 // requests of n = 3 at max_num_seqs 2 decode 6 sequences. Those without a slot decode without
