@@ -59,6 +59,12 @@ Result<BoundModel> bind_hf_dir(const std::string& dir) {
   TensorLookup find = [&](std::string_view name) { return holder->find(name); };
   LOOM_ASSIGN_OR_RETURN(b.weights, Weights::bind(b.config, *arch, find, arch->hf_norm_plus_one));
   b.weights.keepalive = holder;
+  // keepalive holds the holder as long as these weights (and their release hook) live.
+  b.weights.release_copied = [h = holder.get()](std::span<const void* const> copied,
+                                                std::span<const void* const> in_use) {
+    h->release(copied, in_use);
+  };
+  b.weights.loader_made_bytes = [h = holder.get()] { return h->made_bytes(); };
   return b;
 }
 

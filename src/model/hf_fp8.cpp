@@ -34,13 +34,10 @@ Result<json> quantization_config(const std::string& dir) {
   return q == config.end() ? json() : *q;
 }
 
+// transformers' FineGrainedFP8Config: 128 x 128 blocks unless the config says otherwise.
 Result<Fp8BlockSize> block_size_of(const json& q) {
   auto b = q.find("weight_block_size");
-  if (b == q.end() || b->is_null())
-    return unsupported(
-        "config.json: quantization_config \"fp8\" without \"weight_block_size\" (one scale per "
-        "tensor) is not supported; loom reads block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3 "
-        "-FP8)");
+  if (b == q.end() || b->is_null()) return Fp8BlockSize{};
   if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number_unsigned() ||
       !(*b)[1].is_number_unsigned() || (*b)[0].get<int64_t>() < 1 || (*b)[1].get<int64_t>() < 1)
     return invalid_file(
@@ -60,6 +57,8 @@ Result<std::optional<Fp8BlockSize>> read_fp8_quantization(const std::string& dir
     auto m = q.find("quant_method");
     const std::string method = m != q.end() && m->is_string() ? m->get<std::string>() : "";
     if (method == "fp8") {
+      // A checkpoint without F8_E4M3 tensors (dequantized, the config kept) reads as it is.
+      if (st.f8_e4m3_names().empty()) return block;
       LOOM_ASSIGN_OR_RETURN(Fp8BlockSize b, block_size_of(q));
       block = b;
     } else if (method != "mxfp4") {  // gpt-oss: its experts' _blocks / _scales say it all
@@ -78,7 +77,9 @@ Result<std::optional<Fp8BlockSize>> read_fp8_quantization(const std::string& dir
     const TensorView& w = *st.find(name);
     const std::string scale_name = name + std::string(kScaleSuffix);
     const TensorView* s = st.find(scale_name);
-    if (!s) return invalid_file("F8_E4M3 tensor '" + name + "' has no '" + scale_name + "'");
+    if (!s)
+      return unsupported("F8_E4M3 tensor '" + name + "' has no '" + scale_name +
+                         "': loom reads block-scaled FP8 (one scale per tensor is not supported)");
     const int64_t want_cols = ceil_div(w.ne[0], block->cols);
     const int64_t want_rows = ceil_div(w.ne[1], block->rows);
     if (w.n_dims != 2 || s->n_dims != 2 || s->ne[0] != want_cols || s->ne[1] != want_rows ||

@@ -24,9 +24,11 @@ struct Fp8BlockSize {
 };
 
 // The checkpoint's quantization as config.json in `dir` declares it: nullopt for none (or
-// gpt-oss's mxfp4, which model/hf_tensors.cpp reads from its tensors), the block size for
-// "fp8"; any other method is an error that names it, as is an F8_E4M3 tensor without "fp8".
-// Every F8_E4M3 weight of `st` must have its scales with the shape the block size gives.
+// gpt-oss's mxfp4, which model/hf_tensors.cpp reads from its tensors, or "fp8" over a
+// checkpoint without F8_E4M3 tensors), the block size for "fp8" (128 x 128 unless
+// weight_block_size says otherwise, as transformers); any other method is an error that names
+// it, as is an F8_E4M3 tensor without "fp8". Every F8_E4M3 weight of `st` must have its scales
+// with the shape the block size gives.
 Result<std::optional<Fp8BlockSize>> read_fp8_quantization(const std::string& dir,
                                                           const SafetensorsModel& st);
 

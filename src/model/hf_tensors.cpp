@@ -47,6 +47,14 @@ const TensorView* HfTensors::dequantize_fp8(const std::string& hf, const TensorV
 }
 
 const TensorView* HfTensors::find(std::string_view gguf_name) {
+  const TensorView* t = find_or_make(gguf_name);
+  // Whatever was made for it is a served view now, not a source to free once derivations ran.
+  for (auto& [name, s] : stacked_)
+    if (&s->view == t) s->served = true;
+  return t;
+}
+
+const TensorView* HfTensors::find_or_make(std::string_view gguf_name) {
   auto hf = names::gguf_to_hf(arch_, gguf_name, n_layer_);
   if (!hf) return nullptr;
   const bool derived = hf->find('#') != std::string::npos;
@@ -54,6 +62,25 @@ const TensorView* HfTensors::find(std::string_view gguf_name) {
   if (auto it = stacked_.find(gguf_name); it != stacked_.end()) return &it->second->view;
   if (derived) return derive(std::string(gguf_name), *hf);
   return stack_experts(std::string(gguf_name), *hf);
+}
+
+void HfTensors::release(std::span<const void* const> copied, std::span<const void* const> in_use) {
+  for (auto it = stacked_.begin(); it != stacked_.end();) {
+    const Stacked& s = *it->second;
+    const auto* begin = s.bytes.data();
+    const bool used = std::any_of(in_use.begin(), in_use.end(), [&](const void* p) {
+      const auto* b = static_cast<const uint8_t*>(p);
+      return b >= begin && b < begin + s.bytes.size();
+    });
+    const bool gone = !s.served || std::find(copied.begin(), copied.end(), begin) != copied.end();
+    it = gone && !used ? stacked_.erase(it) : std::next(it);
+  }
+}
+
+uint64_t HfTensors::made_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, s] : stacked_) n += s->bytes.size();
+  return n;
 }
 
 const TensorView* HfTensors::stack_experts(const std::string& gguf_name,

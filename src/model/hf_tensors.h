@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,11 @@ class HfTensors {
   const TensorView* find(std::string_view gguf_name);
   // The HF name a GGUF name came from, for messages ("model.layers.0.mlp.experts.{e}...").
   std::string hf_name(std::string_view gguf_name) const;
+  // Frees the tensors made here whose views start at one of `copied` (copied elsewhere now)
+  // and hold none of `in_use`, and every source a derived tensor was made from. find() makes
+  // them again if asked.
+  void release(std::span<const void* const> copied, std::span<const void* const> in_use);
+  uint64_t made_bytes() const;  // what the tensors made here hold now
 
  private:
   HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config,
@@ -48,6 +54,7 @@ class HfTensors {
   // vision-language checkpoints (an FP8 one dequantized: model/hf_fp8.h); nullptr when it has
   // none.
   const TensorView* lookup(const std::string& hf);
+  const TensorView* find_or_make(std::string_view gguf_name);
   const TensorView* dequantize_fp8(const std::string& hf, const TensorView& codes);
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
@@ -65,6 +72,7 @@ class HfTensors {
   struct Stacked {
     std::vector<uint8_t> bytes;
     TensorView view;
+    bool served = false;  // find() returned it (else only derived tensors were made from it)
   };
   std::map<std::string, std::unique_ptr<Stacked>, std::less<>> stacked_;
 };

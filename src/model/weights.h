@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -101,6 +102,13 @@ struct Weights {
   std::vector<LayerWeights> layers;
   std::vector<MtpWeights> mtp;            // [n_mtp_layers]; never read by the main forward pass
   std::shared_ptr<const void> keepalive;  // the mapping / buffer the views point into
+  // What the loader made in memory (a Hugging Face checkpoint's stacked experts, dequantized
+  // FP8, derived tensors) can go once a backend has copied it: called with the data pointers
+  // of the views it copied (and no longer reads) and of every view it still reads. Null when
+  // the views point into a mapping only.
+  std::function<void(std::span<const void* const> copied, std::span<const void* const> in_use)>
+      release_copied;
+  std::function<uint64_t()> loader_made_bytes;  // what that holds now; null as above
 
   // Binds every tensor the config needs. Fills the tensor-derived config fields: n_vocab
   // (embedding rows), tied_embeddings (no output.weight, or the HF config said so),

@@ -79,17 +79,21 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
 
 // The matrices that get kernel-ready copies (a MoE layer has no dense FFN, a dense one no
 // router): every view f is called with.
+template <class L, class F>
+void for_each_matrix(L& layer, F&& f) {
+  for (auto* w :
+       {&layer.wq,           &layer.wk,     &layer.wv,       &layer.wo,           &layer.w_gate,
+        &layer.w_up,         &layer.w_down, &layer.router,   &layer.w_gate_shexp, &layer.w_up_shexp,
+        &layer.w_down_shexp, &layer.wq_a,   &layer.wq_b,     &layer.wkv_a,        &layer.ssm_qkv,
+        &layer.ssm_z,        &layer.ssm_ba, &layer.ssm_beta, &layer.ssm_alpha,    &layer.ssm_out})
+    if (w->data) f(*w);
+  for (auto* experts : {&layer.gate_exp, &layer.up_exp, &layer.down_exp, &layer.k_b, &layer.v_b})
+    for (auto& w : *experts) f(w);
+}
+
 template <class W, class F>
 void for_each_repacked(W& weights, F&& f, bool with_output = true) {
-  for (auto& L : weights.layers) {
-    for (auto* w : {&L.wq,           &L.wk,     &L.wv,       &L.wo,           &L.w_gate,
-                    &L.w_up,         &L.w_down, &L.router,   &L.w_gate_shexp, &L.w_up_shexp,
-                    &L.w_down_shexp, &L.wq_a,   &L.wq_b,     &L.wkv_a,        &L.ssm_qkv,
-                    &L.ssm_z,        &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha,    &L.ssm_out})
-      if (w->data) f(*w);
-    for (auto* experts : {&L.gate_exp, &L.up_exp, &L.down_exp, &L.k_b, &L.v_b})
-      for (auto& w : *experts) f(w);
-  }
+  for (auto& L : weights.layers) for_each_matrix(L, f);
   if (with_output) f(weights.output);
 }
 
@@ -136,9 +140,26 @@ void CpuModel::finish_repacking() {
                   static_cast<double>(weight_copy_bytes(weights_)) / double(1ull << 30),
                   repack_seconds_);
   }
-  for (size_t i = 0; i < repack_todo_.size(); ++i) *repack_todo_[i] = packed_[i].view();
+  std::vector<const void*> copied;
+  for (size_t i = 0; i < repack_todo_.size(); ++i) {
+    copied.push_back(repack_todo_[i]->data);
+    *repack_todo_[i] = packed_[i].view();
+  }
   repack_todo_.clear();
   repack_pending_ = false;
+  // What the loader made in memory for the views copied here can go (the mapping's pages are
+  // the kernel's to reclaim): a Hugging Face checkpoint's stacked experts or dequantized FP8
+  // would otherwise be held twice for the model's life.
+  if (weights_.release_copied) {
+    std::vector<const void*> in_use = {weights_.token_embd.data, weights_.output.data,
+                                       weights_.cls_out.data};
+    for (MtpWeights& m : weights_.mtp) {
+      in_use.insert(in_use.end(), {m.eh_proj.data, m.head.data, m.embed.data});
+      for_each_matrix(m.block, [&](TensorView& w) { in_use.push_back(w.data); });
+    }
+    weights_.release_copied(copied, in_use);
+    weights_.release_copied = nullptr;
+  }
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
 }
 
@@ -189,6 +210,7 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
 
 Model::MemoryUse CpuModel::memory_use() const {
   MemoryUse m;
+  if (weights_.loader_made_bytes) m.loader_made = weights_.loader_made_bytes();
   if (repack_pending_)  // being made: what they will take
     m.weight_copies = weight_copy_bytes(weights_);
   else
