@@ -345,6 +345,8 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     Request& r = *so.seqs[i].req;
     // One that finished in this step, aborted too, still holds its blocks (defer_frees_), which
     // entered the prefix cache when they were allocated: the module's K/V goes in them too.
+    // Pooling requests never propose, and finish (blocks freed) before frees are deferred.
+    if (r.group->pooling) continue;
     const BatchSequence& bs = batch_.sequences[i];
     // Rows kept (a verify's rejected ones were rolled back) whose next token is known.
     const int32_t n_rows = std::min(r.num_computed_tokens, r.num_tokens() - 1) - bs.n_past;
@@ -730,7 +732,7 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     r.spec_kept_avg = r.spec_kept_avg < 0
                           ? static_cast<float>(kept)
                           : 0.7f * r.spec_kept_avg + 0.3f * static_cast<float>(kept);
-    const double share = static_cast<double>(kept) / num_draft;
+    const double share = static_cast<double>(judged) / num_draft;
     spec_accepted_share_ =
         spec_accepted_share_ < 0 ? share : 0.95 * spec_accepted_share_ + 0.05 * share;
     if (r.spec_kept_avg < min_kept_avg && !config_.speculative.always_propose) {
@@ -762,6 +764,8 @@ int32_t EngineCore::judge_rest(Request& r, size_t entry, int32_t first_row, int3
              .is_ok() ||
         sample.token != r.draft[j])
       return j;
+    // The next row was computed after this token: penalties see it as emitted.
+    if (g.params.has_penalties()) r.penalties.add_output(sample.token);
   }
   return num_draft;
 }

@@ -323,6 +323,47 @@ TEST_F(MtpEngine, ThirdTurnProposalsAreThoseWithoutTheCache) {
   }
 }
 
+// Embedding requests beside generating ones on an engine proposing with MTP: they finish in
+// their last prompt step (their blocks freed then) and never propose, so the module never sees
+// their rows; the generating requests' outputs stay plain decoding's.
+TEST_F(MtpEngine, PoolingRequestsAmongSpeculatingOnes) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 4; ++i) rs.push_back(request(i, 0.0f, 12));
+  auto plain = run(config(0), rs);
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest e;
+    e.request_id = "e" + std::to_string(i);
+    e.prompt = random_prompt(6 + 5 * i, 40 + i, 512);
+    e.pooling = PoolingParams{};
+    rs.push_back(e);
+  }
+  EngineConfig c = config(2);
+  c.speculative.always_propose = true;
+  c.max_num_batched_tokens = 8;  // prompts in chunks: a pooling request's last one is short
+  auto e = make_engine(c, bytes_);
+  ASSERT_TRUE(e != nullptr);
+  for (const GenerateRequest& r : rs) ASSERT_TRUE(e->add_request(r).is_ok()) << r.request_id;
+  std::map<std::string, std::vector<int32_t>> tokens;
+  int pooled = 0;
+  while (e->has_unfinished()) {
+    auto step = e->step();
+    ASSERT_TRUE(step.is_ok()) << step.status().message();
+    for (const RequestOutput& o : *step) {
+      pooled += o.finished && !o.pooled.empty();
+      for (const CompletionOutput& co : o.outputs)
+        tokens[o.request_id].insert(tokens[o.request_id].end(), co.token_ids.begin(),
+                                    co.token_ids.end());
+    }
+  }
+  EXPECT_EQ(pooled, 3);
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    EXPECT_EQ(tokens[id], plain.at(id).tokens.at(0)) << id;
+  }
+  EXPECT_GT(e->metrics().spec_num_drafts, 0);
+  EXPECT_EQ(e->check_kv_drained(), "");
+}
+
 TEST(MtpEngineErrors, ModelWithoutMtpLayersIsNamed) {
   auto bytes = test_model_bytes({.preset = "tiny"});
   auto model = Model::from_gguf(GgufFile::parse_bytes(bytes).value(), {1}).value();

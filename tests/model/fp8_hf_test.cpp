@@ -59,25 +59,8 @@ uint16_t round_to_bf16(float f) {  // round to nearest, ties to even
   return static_cast<uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
 }
 
-struct Tensor {
-  std::string dtype;
-  std::vector<int64_t> shape;  // torch order
-  std::vector<uint8_t> bytes;
-};
-
-void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
-  nlohmann::json header;
-  std::vector<const std::vector<uint8_t>*> data;
-  size_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype},
-                    {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-    data.push_back(&t.bytes);
-  }
-  test::write_safetensors_file(path, header, data);
-}
+using Tensor = test::CheckpointTensor;
+using test::write_safetensors;
 
 void write_config(const std::string& src, const std::string& dir,
                   const nlohmann::json& quantization) {

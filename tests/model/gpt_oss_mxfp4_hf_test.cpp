@@ -38,25 +38,8 @@ namespace fs = std::filesystem;
 constexpr float kFp4[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-struct Tensor {
-  std::string dtype;           // "F32" or "U8"
-  std::vector<int64_t> shape;  // torch order
-  std::vector<uint8_t> bytes;
-};
-
-void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
-  nlohmann::json header;
-  std::vector<const std::vector<uint8_t>*> data;
-  size_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype},
-                    {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-    data.push_back(&t.bytes);
-  }
-  test::write_safetensors_file(path, header, data);
-}
+using Tensor = test::CheckpointTensor;
+using test::write_safetensors;
 
 Tensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& v) {
   Tensor t{"F32", std::move(shape), std::vector<uint8_t>(v.size() * 4)};

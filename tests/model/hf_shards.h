@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -31,6 +32,30 @@ inline void write_safetensors_file(const std::string& path, const nlohmann::json
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
   for (const std::vector<uint8_t>* d : data)
     out.write(reinterpret_cast<const char*>(d->data()), static_cast<std::streamsize>(d->size()));
+}
+
+// One tensor of a checkpoint a test writes: its safetensors dtype ("F32", "U8", "F8_E4M3",
+// ...), its shape in torch order, its bytes.
+struct CheckpointTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// `tensors` as a safetensors file, in name order.
+inline void write_safetensors(const std::string& path,
+                              const std::map<std::string, CheckpointTensor>& tensors) {
+  nlohmann::json header;
+  std::vector<const std::vector<uint8_t>*> data;
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    header[name] = {{"dtype", t.dtype},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+    data.push_back(&t.bytes);
+  }
+  write_safetensors_file(path, header, data);
 }
 
 // Writes `tensors` (random F32: names with "norm" near 1, the rest ~N(0, 0.2)) as a
