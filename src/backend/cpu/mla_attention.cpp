@@ -170,11 +170,13 @@ void CpuMlaAttention::attend_decompressed(const ModelConfig& c, const LayerWeigh
     std::memcpy(&latents_[t * R], tmp.data(), R * sizeof(float));
     std::memcpy(&rope_keys_[t * P], tmp.data() + R, P * sizeof(float));
   }
-  pool.parallel_for(H, [&](int64_t h, int thread) {
-    Scratch& s = scratch_[thread];
+  for (Scratch& s : scratch_) {  // every thread's, before the tasks (as in run())
     resize_exact(s.in, static_cast<int64_t>(n_kv) * N);    // K_nope of every cached row
     resize_exact(s.out, static_cast<int64_t>(n_kv) * Dv);  // V of every cached row
-    resize_exact(s.scores, n_kv);
+    grow_scores(s, 1, n_kv);
+  }
+  pool.parallel_for(H, [&](int64_t h, int thread) {
+    Scratch& s = scratch_[thread];
     kernels::matmul(w_uk_views_[layer][h], latents_.data(), n_kv, s.in.data(), nullptr);
     kernels::matmul(L.v_b[h], latents_.data(), n_kv, s.out.data(), nullptr);
     for (int64_t i = 0; i < n; ++i) {
