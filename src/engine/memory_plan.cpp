@@ -105,6 +105,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   // The embeddings stay in the mapping (rows read on lookup); a tied output matrix is copied.
   p.weights_mapped = w.token_embd.nbytes;
   p.weights_stored = w.total_bytes();  // every tensor once, the embeddings included
+  p.weights_made_at_load = w.loader_made_bytes ? w.loader_made_bytes() : 0;
   LOOM_ASSIGN_OR_RETURN(p.kv, plan_kv_cache(mc, c));
   p.kv_bytes = p.kv.bytes;
   p.state_bytes = p.kv.state_bytes;
@@ -228,6 +229,10 @@ std::string MemoryPlan::table() const {
   line("weights in the file", weights_stored, "");
   line("kernel-ready weights", weight_copies, "resident copies made at load");
   line("embeddings", weights_mapped, "read from the file mapping");
+  if (weights_made_at_load > 0)
+    line(
+        "made at load", weights_made_at_load,
+        "stacked experts / dequantized FP8, freed once the copies exist (load peak: total + this)");
   line("KV cache per token", kv_bytes_per_token,
        std::string(dtype_name(config.kv_dtype)) + ", " + kv_per_token_note);
   line("KV cache", kv_bytes,
@@ -256,7 +261,8 @@ std::string MemoryPlan::to_json() const {
       {"weights",
        {{"stored_bytes", weights_stored},
         {"kernel_copy_bytes", weight_copies},
-        {"mapped_bytes", weights_mapped}}},
+        {"mapped_bytes", weights_mapped},
+        {"made_at_load_bytes", weights_made_at_load}}},
       {"kv_cache",
        {{"dtype", std::string(dtype_name(config.kv_dtype))},
         {"bytes_per_token", kv_bytes_per_token},

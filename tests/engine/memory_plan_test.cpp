@@ -133,6 +133,30 @@ TEST(MemoryPlan, StoredWeightsAreTheFilesTensors) {
   }
 }
 
+// A Hugging Face MoE checkpoint's experts are stacked in memory at load: the plan says how
+// much (the loader's own count), and a GGUF file's views need nothing of the kind.
+TEST(MemoryPlan, MadeAtLoadIsWhatTheLoaderMakes) {
+  const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/qwen3_moe";
+  auto bound = bind_hf_dir(dir);
+  ASSERT_TRUE(bound.is_ok()) << bound.status().message();
+  const uint64_t made = bound->weights.loader_made_bytes();
+  uint64_t experts = 0;
+  for (const LayerWeights& L : bound->weights.layers)
+    for (const auto* list : {&L.gate_exp, &L.up_exp, &L.down_exp})
+      for (const TensorView& v : *list) experts += v.nbytes;
+  EXPECT_EQ(made, experts);
+  EngineConfig c;
+  c.max_num_seqs = 1;
+  c.max_model_len = 64;
+  auto plan = plan_memory("qwen3_moe", *bound, c, 0);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(plan->weights_made_at_load, made);
+  EXPECT_NE(plan->table().find("made at load"), std::string::npos) << plan->table();
+  auto gguf = plan_memory("tiny-moe", bind_synth("tiny-moe"), c, 0);
+  ASSERT_TRUE(gguf.is_ok());
+  EXPECT_EQ(gguf->weights_made_at_load, 0u);
+}
+
 TEST(MemoryPlan, MlaCachesOneLatentRowPerTokenAndLayer) {
   const BoundModel b = bind_synth("tiny-mla");
   const ModelConfig& mc = b.config;
