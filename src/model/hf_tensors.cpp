@@ -5,6 +5,7 @@
 
 #include "kernels/quant_blocks.h"
 #include "model/hf_deltanet.h"
+#include "model/mla_kv_b.h"
 #include "model/tensor_names.h"
 
 namespace loom {
@@ -152,23 +153,12 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   uint8_t* out = s->bytes.data();
   auto copy = [&](int64_t dst, int64_t src) { std::memcpy(out + dst * es, in + src * es, es); };
   if (op == names::kDeriveMlaKeys || op == names::kDeriveMlaValues) {
-    // kv_b_proj [H][N + Dv][R] (ne {R, H * (N + Dv)}): per head, its N key rows transposed
-    // ({N, R, H}) or its Dv value rows as they are ({R, Dv, H}).
-    const int64_t H = n_head_, N = mla_.qk_nope_head_dim, Dv = mla_.v_head_dim;
-    const int64_t R = t->ne[0];
-    if (t->n_dims != 2 || H <= 0 || t->ne[1] != H * (N + Dv)) return nullptr;
-    const bool keys = op == names::kDeriveMlaKeys;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t r = 0; r < R; ++r) {
-        if (keys)
-          for (int64_t d = 0; d < N; ++d) copy((h * R + r) * N + d, (h * (N + Dv) + d) * R + r);
-        else
-          for (int64_t v = 0; v < Dv; ++v)
-            copy((h * Dv + v) * R + r, (h * (N + Dv) + N + v) * R + r);
-      }
-    s->bytes.resize(H * R * (keys ? N : Dv) * es);
-    s->view.n_dims = 3;
-    s->view.ne = keys ? std::array<int64_t, 4>{N, R, H, 1} : std::array<int64_t, 4>{R, Dv, H, 1};
+    // kv_b_proj is what a legacy GGUF's attn_kv_b holds (model/mla_kv_b.h).
+    if (!split_kv_b(*t, mla_, n_head_, op == names::kDeriveMlaKeys, &s->bytes, &s->view))
+      return nullptr;
+    const TensorView* result = &s->view;
+    stacked_.emplace(gguf_name, std::move(s));
+    return result;
   } else if (op == names::kDeriveTransposed) {
     if (t->n_dims != 3) return nullptr;
     const int64_t E = t->ne[0], F = t->ne[1], X = t->ne[2];
