@@ -145,6 +145,15 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
     stacked_.emplace(gguf_name, std::move(s));
     return result;
   }
+  if (op == names::kDeriveMlaKeys || op == names::kDeriveMlaValues) {
+    // kv_b_proj is what a legacy GGUF's attn_kv_b holds (model/mla_kv_b.h).
+    auto s = std::make_unique<Stacked>();
+    if (!split_kv_b(*t, mla_, n_head_, op == names::kDeriveMlaKeys, &s->bytes, &s->view))
+      return nullptr;
+    const TensorView* result = &s->view;
+    stacked_.emplace(gguf_name, std::move(s));
+    return result;
+  }
   const int64_t es = dtype_info(t->dtype).block_bytes;
   auto s = std::make_unique<Stacked>();
   s->view = *t;
@@ -152,14 +161,7 @@ const TensorView* HfTensors::derive(const std::string& gguf_name, const std::str
   s->bytes.resize(t->nbytes);
   uint8_t* out = s->bytes.data();
   auto copy = [&](int64_t dst, int64_t src) { std::memcpy(out + dst * es, in + src * es, es); };
-  if (op == names::kDeriveMlaKeys || op == names::kDeriveMlaValues) {
-    // kv_b_proj is what a legacy GGUF's attn_kv_b holds (model/mla_kv_b.h).
-    if (!split_kv_b(*t, mla_, n_head_, op == names::kDeriveMlaKeys, &s->bytes, &s->view))
-      return nullptr;
-    const TensorView* result = &s->view;
-    stacked_.emplace(gguf_name, std::move(s));
-    return result;
-  } else if (op == names::kDeriveTransposed) {
+  if (op == names::kDeriveTransposed) {
     if (t->n_dims != 3) return nullptr;
     const int64_t E = t->ne[0], F = t->ne[1], X = t->ne[2];
     for (int64_t x = 0; x < X; ++x)
