@@ -9,6 +9,7 @@
 #include "bench/model_bench.h"
 #include "bench/model_bench_util.h"
 #include "bench/offline.h"
+#include "spec/spec_config.h"
 
 namespace loom::bench {
 namespace {
@@ -35,7 +36,12 @@ EngineConfig speculative_bench_config(const ModelBenchOptions& o) {
   EngineConfig c;
   c.n_threads = o.n_threads;
   c.max_num_seqs = 1;
-  c.max_model_len = std::max(1, o.n_depth) + o.n_gen + o.speculative.num_speculative_tokens;
+  // Room for the last verify's proposals past the generated tokens (the engine proposes no
+  // further than max_model_len). MTP without a count takes one per MTP layer, known only once
+  // the model is loaded: the most any config may ask for.
+  const int32_t k = o.speculative.num_speculative_tokens > 0 ? o.speculative.num_speculative_tokens
+                                                             : spec::kMaxSpeculativeTokens;
+  c.max_model_len = std::max(1, o.n_depth) + o.n_gen + k;
   c.disable_sliding_window = o.disable_sliding_window;
   c.commit_kv_in_background = false;  // no page faults inside the timed steps
   c.speculative = o.speculative;

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "spec/spec_config.h"
+
 namespace loom::bench {
 namespace {
 
@@ -240,6 +242,21 @@ TEST(ModelBench, SpeculationRunsThroughTheEngine) {
   ASSERT_TRUE(r->rows[2].speculation.has_value());
   EXPECT_EQ(r->rows[2].speculation->method, "ngram, k = 3, lookup 1..2");
   EXPECT_LE(r->rows[2].speculation->acceptance_rate, 1.0);
+}
+
+// The engine proposes no further than max_model_len: the bench leaves room for the last
+// verify's proposals past depth + generation, and for MTP's default count (one per MTP layer,
+// unknown until the model loads) room for the most a config may ask.
+TEST(ModelBench, SpeculativeEngineLeavesRoomForTheLastProposals) {
+  ModelBenchOptions o = tiny_options(1);
+  o.n_depth = 40;
+  o.n_gen = 24;
+  o.speculative.method = SpeculativeConfig::Method::kNgram;
+  o.speculative.num_speculative_tokens = 3;
+  EXPECT_EQ(speculative_bench_config(o).max_model_len, 40 + 24 + 3);
+  o.speculative = {};
+  o.speculative.method = SpeculativeConfig::Method::kMtp;  // k unset: the model's layers
+  EXPECT_EQ(speculative_bench_config(o).max_model_len, 40 + 24 + spec::kMaxSpeculativeTokens);
 }
 
 // Speculation that never proposes (an n-gram of 32 in 4 + 8 random tokens): no acceptance
