@@ -150,7 +150,21 @@ TEST_P(HybridMtpHf, CheckpointLoadsAndConvertsToNextnTensors) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> hidden(tokens.size() * c.n_embd);
   for (float& x : hidden) x = d(rng);
+  // What the loader made for the MTP layer (its experts stacked) is held until the module has
+  // its copies, then freed: not held twice. The module, made once, runs on its copies.
+  const uint64_t made_before = (*hf)->memory_use().loader_made;
   const std::vector<float> from_hf = module_logits(**hf, tokens, hidden);
+  const uint64_t made_after = (*hf)->memory_use().loader_made;
+  if (c.moe.n_expert > 0) {
+    const int64_t X = c.moe.n_expert, F = c.moe.n_ff_exp, E = c.n_embd;
+    EXPECT_GE(made_before - made_after, static_cast<uint64_t>(3 * X * F * E) * sizeof(float))
+        << made_before << " -> " << made_after;
+  }
+  if (made_after < made_before) {
+    auto again = (*hf)->mtp_module(0);
+    ASSERT_FALSE(again.is_ok());
+    EXPECT_NE(again.status().message().find("made already"), std::string::npos);
+  }
   const std::vector<float> from_gguf = module_logits(**g, tokens, hidden);
   ASSERT_EQ(from_hf.size(), from_gguf.size());
   const double hf_err = test::rel_err(from_gguf.data(), from_hf.data(), from_hf.size());

@@ -151,16 +151,28 @@ void CpuModel::finish_repacking() {
   // the kernel's to reclaim): a Hugging Face checkpoint's stacked experts or dequantized FP8
   // would otherwise be held twice for the model's life.
   if (weights_.release_copied) {
-    std::vector<const void*> in_use = {weights_.token_embd.data, weights_.output.data,
-                                       weights_.cls_out.data};
-    for (MtpWeights& m : weights_.mtp) {
-      in_use.insert(in_use.end(), {m.eh_proj.data, m.head.data, m.embed.data});
-      for_each_matrix(m.block, [&](TensorView& w) { in_use.push_back(w.data); });
-    }
-    weights_.release_copied(copied, in_use);
+    release_loader_made_ = std::move(weights_.release_copied);
     weights_.release_copied = nullptr;
+    release_loader_made_(copied, loader_views_in_use());
   }
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+}
+
+// The loader's memory that views still read: the embeddings and heads (dequantized on lookup
+// or shared), and the MTP modules' weights (each module's block until the module has copied
+// it; eh_proj and the embedding for the module's life: it reads them in place).
+std::vector<const void*> CpuModel::loader_views_in_use() {
+  std::vector<const void*> in_use = {weights_.token_embd.data, weights_.output.data,
+                                     weights_.cls_out.data};
+  mtp_module_made_.resize(weights_.mtp.size());
+  for (size_t i = 0; i < weights_.mtp.size(); ++i) {
+    MtpWeights& m = weights_.mtp[i];
+    in_use.insert(in_use.end(), {m.eh_proj.data, m.embed.data});
+    if (mtp_module_made_[i]) continue;
+    in_use.push_back(m.head.data);
+    for_each_matrix(m.block, [&](TensorView& w) { in_use.push_back(w.data); });
+  }
+  return in_use;
 }
 
 CpuModel::~CpuModel() {
@@ -405,6 +417,11 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
   // A shared LM head is this model's copy: wait for it (a server making its copies in the
   // background waits here once, at start-up).
   if (repack_pending_) finish_repacking();
+  mtp_module_made_.resize(weights_.mtp.size());
+  if (mtp_module_made_[index] && release_loader_made_)
+    return unsupported("mtp_module: module " + std::to_string(index) +
+                       " was made already, and its weights went to it (this model was "
+                       "loaded from a Hugging Face checkpoint whose loader made them)");
   const MtpWeights& m = weights_.mtp[index];
   ModelConfig mc = mtp_module_config(config_, index);
   Weights w;
@@ -417,8 +434,19 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
   w.mtp[0].block = LayerWeights{};  // the one in layers[0] runs
   w.keepalive = weights_.keepalive;
   ModelLoadOptions o;
-  o.n_threads = pool_.size();
-  return std::unique_ptr<Model>(new CpuModel(std::move(mc), std::move(w), o, this));
+  o.n_threads = pool_.size();  // copies made before the constructor returns (not background)
+  auto module = std::unique_ptr<Model>(new CpuModel(std::move(mc), std::move(w), o, this));
+  // The module has its copies of the block's matrices (and of its own head): what the loader
+  // made for them goes, or a Hugging Face checkpoint's MTP layer (stacked experts, dequantized
+  // FP8) would be held twice.
+  if (release_loader_made_) {
+    std::vector<const void*> copied;
+    for_each_matrix(weights_.mtp[index].block, [&](TensorView& t) { copied.push_back(t.data); });
+    if (config_.mtp_own_head) copied.push_back(weights_.mtp[index].head.data);
+    mtp_module_made_[index] = true;
+    release_loader_made_(copied, loader_views_in_use());
+  }
+  return module;
 }
 
 Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float* hidden,

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -110,6 +112,13 @@ class CpuModel final : public Model {
   double repack_seconds_ = 0;
   void start_repacking(bool background);
   void finish_repacking();
+  // The loader's hook that frees what it made in memory (Weights::release_copied), kept past
+  // this model's own copies for the MTP modules' weights, which only their modules copy; and
+  // which modules were made (their loader-made weights are gone from here then).
+  std::function<void(std::span<const void* const>, std::span<const void* const>)>
+      release_loader_made_;
+  std::vector<bool> mtp_module_made_;
+  std::vector<const void*> loader_views_in_use();
   CpuMoeFfn moe_;              // the Mixture-of-Experts FFN's routing and scratch
   CpuMlaAttention mla_;        // Multi-head Latent Attention's projections and scratch
   CpuDeltaNetLayer deltanet_;  // the Gated DeltaNet layers' projections, step and scratch
