@@ -233,6 +233,10 @@ void CpuMlaAttention::attend(const ModelConfig& c, const kernels::PagedHead& row
 uint64_t CpuMlaAttention::scratch_bytes() const {
   uint64_t floats = qa_.capacity() + q_.capacity() + kva_.capacity() + qcat_.capacity() +
                     lat_.capacity() + out_.capacity();
+  // The decompressed path (off unless enable_decompress): its W_UK copies and a sequence's
+  // latents and RoPE keys as floats.
+  floats += latents_.capacity() + rope_keys_.capacity();
+  for (const std::vector<float>& w : w_uk_) floats += w.capacity();
   for (const Scratch& s : scratch_)
     floats += s.in.capacity() + s.out.capacity() + s.scores.capacity() + s.row.capacity();
   return floats * sizeof(float);

@@ -38,8 +38,9 @@ class CpuMlaAttention {
                    CpuKvCache& kv, int kv_group, const float* xn, const float* rope_cs,
                    int64_t cs_stride, float scale, ThreadPool& pool);
 
-  // Bytes of scratch held now, and what a step of `rows` tokens over at most max_kv positions
-  // allocates (for the memory plan; keep in step with run()).
+  // Bytes of scratch held now (the decompressed path's included), and what a step of `rows`
+  // tokens over at most max_kv positions allocates (for the memory plan; keep in step with
+  // run(); the plan leaves out the decompressed path, a test-only option: mla_decompress_rows).
   uint64_t scratch_bytes() const;
   static uint64_t scratch_bytes_for(const ModelConfig& c, int64_t rows, int32_t max_kv,
                                     int n_threads);
