@@ -74,6 +74,14 @@ std::string sanitize_utf8(const std::string& s) {
   return out;
 }
 
+// Characters (code points) of valid UTF-8: text_offset counts them, as Python's len() does in
+// OpenAI's and vLLM's servers.
+size_t utf8_chars(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 // JSON has no -inf; vLLM reports this value for impossible tokens.
 double finite_logprob(float lp) {
   return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
@@ -124,6 +132,7 @@ class OpenAiJob : public GenerationJob {
       std::string text = std::move(c.text);
       if (spec_.echo && !ch.echoed) {
         text = spec_.prompt_texts[pi] + text;
+        ch.text_offset = utf8_chars(sanitize_utf8(spec_.prompt_texts[pi]));
         ch.echoed = true;
       }
       ch.tokens = c.num_output_tokens;
@@ -217,8 +226,8 @@ class OpenAiJob : public GenerationJob {
     Json stop_reason;  // null, the stop string, or the stop token id
     bool echoed = false;
     Json chat_lp = Json::array();
-    Json completion_lp;  // {tokens, token_logprobs, top_logprobs, text_offset}
-    size_t text_offset = 0;
+    Json completion_lp;      // {tokens, token_logprobs, top_logprobs, text_offset}
+    size_t text_offset = 0;  // characters of the choice's text so far (the echoed prompt's)
   };
 
   bool chat() const { return spec_.kind == ApiKind::kChat; }
@@ -274,10 +283,12 @@ class OpenAiJob : public GenerationJob {
     const auto& ids = spec_.params.stop_token_ids;
     return std::find(ids.begin(), ids.end(), t) == ids.end();
   }
+  // The bytes the token adds to the text it continues: a SentencePiece word start keeps its
+  // space (decoding it alone would drop it as the start of a text), so the tokens join into the
+  // completion's text as OpenAI's and vLLM's do.
   std::string token_bytes(int32_t id) const {
     if (!ctx_.tokenizer) return "token_id:" + std::to_string(id);
-    const int32_t one[1] = {id};
-    return ctx_.tokenizer->decode(std::span<const int32_t>(one, 1));
+    return ctx_.tokenizer->token_piece(id, /*skip_special=*/false, /*at_start=*/false);
   }
   std::string token_str(int32_t id) const { return sanitize_utf8(token_bytes(id)); }
 
@@ -353,7 +364,7 @@ class OpenAiJob : public GenerationJob {
       put(s, p.logprob);
       tops.push_back(std::move(top));
       offs.push_back(ch->text_offset);
-      ch->text_offset += s.size();
+      ch->text_offset += utf8_chars(s);
     }
     return Json{
         {"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};

@@ -61,6 +61,12 @@ TEST(ServerRoutes, TokenizeDetokenizeRoundTrip) {
   EXPECT_EQ(chat_tokens, tokenize("<|user|>hi\n<|assistant|>", false));
 }
 
+size_t utf8_chars(const std::string& s) {
+  size_t n = 0;
+  for (char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
 TEST(ServerRoutes, CompletionShapeAndUsage) {
   const std::string prompt = "The quick brown fox";
   json j = completion({{"model", kTestModelName},
@@ -93,8 +99,15 @@ TEST(ServerRoutes, CompletionShapeAndUsage) {
     // 3 top tokens + the sampled one, fewer when their texts coincide (a dict by text).
     EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
     EXPECT_LE(lp["top_logprobs"][i].size(), 4u);
-    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+    // Offsets count characters (Python's len in OpenAI's and vLLM's servers), not bytes.
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), utf8_chars(joined)) << i;
     joined += lp["tokens"][i].get<std::string>();
+  }
+  // The tokens join into the text, word-start spaces included (a token decoded alone as the
+  // start of a text would lose its SentencePiece space); a character split across tokens shows
+  // as U+FFFD in each.
+  if (joined.find("\xEF\xBF\xBD") == std::string::npos) {
+    EXPECT_EQ(joined, c["text"]);
   }
   // Greedy: the sampled token is the most likely one.
   for (size_t i = 0; i < 12; ++i) {
@@ -115,6 +128,14 @@ TEST(ServerRoutes, GreedyIsDeterministicAndEchoPrependsPrompt) {
   json e = completion(body);
   EXPECT_EQ(e["choices"][0]["text"].get<std::string>(),
             "abc" + a["choices"][0]["text"].get<std::string>());
+  // With logprobs, the generated tokens' offsets are into the echoed text: after the prompt's
+  // characters ("h\u00e9" is 2 of them in 3 bytes).
+  body["prompt"] = "h\u00e9";
+  body["logprobs"] = 0;
+  json l = completion(body);
+  const json& offs = l["choices"][0]["logprobs"]["text_offset"];
+  ASSERT_EQ(offs.size(), 8u) << l.dump();
+  EXPECT_EQ(offs[0].get<size_t>(), 2u);
 }
 
 TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
