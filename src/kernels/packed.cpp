@@ -113,6 +113,19 @@ uint8_t q6_k_value(const BlockQ6_K& b, int n) {
   return static_cast<uint8_t>(low | (high << 4));
 }
 
+// The bytes s0, s1, s2 that decode (packed.h) to q0..q3 (each 0..63). Bit by bit the decode is
+// triangular: s0 bits 0-5 are q0; q1 then gives s1 bits 0-3, q2 s2 bits 0-1, q3 s2 bits 2-7,
+// q2 s1 bits 4-7 and q1 s0 bits 6-7.
+void q6_k_encode(const uint8_t (&q)[4], uint8_t (&s)[3]) {
+  const int s1_low = (q[1] ^ (q[0] >> 2)) & 15;
+  const int s2 = (q[3] << 2) | ((q[2] ^ (s1_low >> 2)) & 3);
+  const int s1 = s1_low | (((q[2] ^ s2) & 0x3C) << 2);
+  const int s0 = q[0] | (((q[1] ^ s1) & 0x30) << 2);
+  s[0] = static_cast<uint8_t>(s0);
+  s[1] = static_cast<uint8_t>(s1);
+  s[2] = static_cast<uint8_t>(s2);
+}
+
 // Q6_K: see packed.h. Padding rows are zero (d = 0).
 void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
   const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
@@ -125,8 +138,13 @@ void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
         const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.row(g * kPackRows + r)) + s;
         d[r] = blk->d;
         for (int j = 0; j < 16; ++j) rec[32 + 16 * j + r] = static_cast<uint8_t>(blk->scales[j]);
-        for (int n = 0; n < kQKK; ++n)
-          rec[288 + 64 * (n / 4) + 4 * r + n % 4] = q6_k_value(*blk, n);
+        for (int j = 0; j < 16; ++j)
+          for (int i = 0; i < 4; ++i) {
+            uint8_t q[4], v[3];
+            for (int k = 0; k < 4; ++k) q[k] = q6_k_value(*blk, 16 * j + 4 * k + i);
+            q6_k_encode(q, v);
+            for (int m = 0; m < 3; ++m) rec[288 + 192 * j + 64 * m + 4 * r + i] = v[m];
+          }
       }
     }
 }

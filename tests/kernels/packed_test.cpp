@@ -1,7 +1,7 @@
 // kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the
 // packed matmul agrees with the row-layout matmul and the reference within the int8-activation
 // bound, and keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2
-// threads).
+// threads). Q6_K also matches its kernel's arithmetic redone in scalar code bit for bit.
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +12,11 @@
 #include <random>
 #include <vector>
 
+#include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/packed_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
@@ -257,6 +260,91 @@ TEST(PackedMxfp4, EveryExponentRangeDecodeAndPrefillMatchReference) {
             "  exponents %d..%d: worst %.3g of the int8 bound, %.3g of sum |w x| from the "
             "row layout\n",
             r.lo, r.hi, worst, worst_plain);
+    }
+  }
+}
+
+// Q6_K blocks drawn directly: random ql / qh bytes (every q in 0..63), int8 scales over their
+// whole range, d of either sign.
+Matrix random_q6_k(int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m;
+  m.bytes.resize(rows * cols / kQKK * sizeof(BlockQ6_K));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  auto* blocks = reinterpret_cast<BlockQ6_K*>(m.bytes.data());
+  for (int64_t i = 0; i < rows * cols / kQKK; ++i) {
+    for (uint8_t& q : blocks[i].ql) q = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& q : blocks[i].qh) q = static_cast<uint8_t>(byte(rng));
+    for (int8_t& sc : blocks[i].scales) sc = static_cast<int8_t>(byte(rng) - 128);
+    blocks[i].d = f32_to_fp16(d(rng));
+  }
+  m.view.dtype = Dtype::kQ6_K;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+// The packed Q6_K kernel's arithmetic in scalar code, which fixes it bit for bit: per
+// 16-column sub-block the exact integer dot of q (0..63) with the int8 activations started at
+// -32 * sum(x_q), then acc = fma(dot, (d * sc) * d_x, acc), sub-blocks in order. q comes from
+// the reference dequantizer (each block with d = 1 and all scales 1 gives q - 32 exactly).
+std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<float>& x,
+                                          int64_t nt) {
+  const int64_t rows = m.view.rows(), cols = m.view.cols(), nsb = cols / kQKK;
+  std::vector<int> q(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t s = 0; s < nsb; ++s) {
+      BlockQ6_K unit = reinterpret_cast<const BlockQ6_K*>(m.view.row(r))[s];
+      unit.d = f32_to_fp16(1.0f);
+      for (int8_t& sc : unit.scales) sc = 1;
+      float w[kQKK];
+      ref::dequantize_row(Dtype::kQ6_K, &unit, w, kQKK);
+      for (int n = 0; n < kQKK; ++n) q[r * cols + s * kQKK + n] = static_cast<int>(w[n]) + 32;
+    }
+  std::vector<uint8_t> act(cpu::packed_act_row_bytes(cols));
+  std::vector<float> out(nt * rows);
+  for (int64_t t = 0; t < nt; ++t) {
+    cpu::quantize_act_row_q8_32_avx512(&x[t * cols], cols, act.data(), false, /*int_sums=*/true);
+    const cpu::PackedActRow xa(act.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(m.view.row(r));
+      float acc = 0.0f;
+      for (int64_t half = 0; half < cols / 16; ++half) {  // 16-column sub-blocks in order
+        int32_t dot = xa.start_q6_k[half];
+        for (int64_t c = 16 * half; c < 16 * half + 16; ++c) dot += q[r * cols + c] * xa.q[c];
+        const float scale = fp16_to_f32(blk[half / 16].d) * float(blk[half / 16].scales[half % 16]);
+        acc = std::fma(float(dot), scale * xa.d[half / 2], acc);
+      }
+      out[t * rows + r] = acc;
+    }
+  }
+  return out;
+}
+
+// Bit-exact against that arithmetic: one and two groups (a padded last one), 1..6 tokens
+// (every tile width), several tiles and the prefill loop order (> 64 tokens), 1 and 2 threads.
+TEST(PackedQ6_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool one(1), two(2);
+  for (int64_t rows : {1, 16, 29, 32, 50}) {
+    for (int64_t cols : {256, 768}) {
+      const Matrix m = random_q6_k(rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+      ASSERT_TRUE(packable(m.view));
+      const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+      EXPECT_EQ(p.view().nbytes, (rows + 15) / 16 * (cols / 256) * uint64_t{kPackedQ6KBytes});
+      for (int64_t nt : {1, 2, 3, 4, 5, 6, 13, 70}) {
+        const auto x = testing::random_normal(nt * cols, 40 + static_cast<uint32_t>(nt));
+        const auto want = q6_k_packed_arithmetic(m, x, nt);
+        for (ThreadPool* pool : {&one, &two}) {
+          std::vector<float> got(nt * rows, -1.0f);
+          matmul(p.view(), x.data(), nt, got.data(), pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+              << rows << "x" << cols << " tokens " << nt << " threads " << pool->size();
+        }
+      }
     }
   }
 }

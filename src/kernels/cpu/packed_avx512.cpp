@@ -230,11 +230,15 @@ void tile_q4_k(const PackedArgs& a) {
 
 // Q6_K: per 16-column sub-block j, the integer dot of q (0..63) with the int8 activations,
 // started at -32 * sum(x_q) so it is the dot of q - 32, then acc += (d * sc_j) * d_x * dot.
+// Step k's q from the sub-block's vectors s0..s2 (packed.h): 16-bit shifts move bits 0-1 of the
+// next byte into bits 6-7, which the & 63 drops.
 template <int G, int T>
 void tile_q6_k(const PackedArgs& a) {
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
   const RecordPrefetch<kPackedQ6KBytes> prefetch(a);
+  const __m512i low6 = _mm512_set1_epi8(63);
+  constexpr int kXorAnd = 0x28;  // vpternlog: (a ^ b) & c
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
@@ -253,9 +257,22 @@ void tile_q6_k(const PackedArgs& a) {
         const __m512i init = _mm512_set1_epi32(x.start_q6_k[t][half]);
         for (int g = 0; g < G; ++g) dot[t][g] = init;
       }
+      __m512i prev[G];  // s_{k-1}
       for (int k = 0; k < 4; ++k) {
         __m512i w[G];
-        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(rec[g] + 288 + 64 * (4 * j + k));
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* sv = rec[g] + 288 + 192 * j + 64 * k;
+          if (k == 0) {
+            prev[g] = _mm512_loadu_si512(sv);
+            w[g] = _mm512_and_si512(prev[g], low6);
+          } else if (k < 3) {
+            const __m512i cur = _mm512_loadu_si512(sv);
+            w[g] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(prev[g], 2), cur, low6, kXorAnd);
+            prev[g] = cur;
+          } else {
+            w[g] = _mm512_and_si512(_mm512_srli_epi16(prev[g], 2), low6);
+          }
+        }
         for (int t = 0; t < T; ++t) {
           const __m512i xv = bcast4(x.q[t] + 16 * half + 4 * k);
           for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
