@@ -19,6 +19,7 @@
 #include "structured/frontends.h"
 #include "structured/grammar.h"
 #include "structured/matcher.h"
+#include "tools/model_spec.h"
 
 namespace loom::cli {
 namespace {
@@ -126,8 +127,13 @@ int cmd_run(int argc, char** argv) {
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const Tokenizer* tok = e.tokenizer();
   if (tok == nullptr) {
-    std::fprintf(stderr,
-                 "loom run: the model has no tokenizer; use `loom eval --tokens` instead\n");
+    // The engine runs on token ids without one; say why there is none (absent, or a
+    // tokenizer the file has that does not load) in the tokenizer's own words.
+    auto why = tools::load_tokenizer(model);
+    std::fprintf(
+        stderr,
+        "loom run: the model's tokenizer cannot be used: %s; use `loom eval --tokens` instead\n",
+        why.is_ok() ? "it did not load" : why.status().message().c_str());
     return 1;
   }
   std::fprintf(stderr, "loom: loaded %s (%s, %d layers, vocab %d) in %.2f s\n", model.c_str(),

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/json_depth.h"
 #include "cli/commands.h"
 #include "jinja/chat_template.h"
 
@@ -43,6 +44,10 @@ int cmd_template(int argc, char** argv) {
   std::string source, context_text;
   if (!read_all(template_path, source)) return fail("cannot open " + template_path);
   if (!read_all(context_path, context_text)) return fail("cannot open " + context_path);
+  // Copying a parsed value recurses once per level: refuse deep text before parsing it.
+  if (json_nesting_exceeds(context_text))
+    return fail(context_path + " nests arrays and objects deeper than " +
+                std::to_string(kMaxJsonDepth) + " levels");
   // ordered_json keeps key order, which tojson prints as is (like Python's dicts).
   nlohmann::ordered_json context = nlohmann::ordered_json::parse(context_text, nullptr, false);
   if (context.is_discarded()) return fail(context_path + " is not valid JSON");

@@ -69,8 +69,14 @@ Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c) {
   if (c.kv_dtype != Dtype::kF32 && c.kv_dtype != Dtype::kF16 && c.kv_dtype != Dtype::kBF16)
     return invalid_argument("KV cache dtype must be f32, f16 or bf16, got " +
                             std::string(dtype_name(c.kv_dtype)));
+  // A file that does not give the context length (an absent key; a broken one is refused
+  // when read) runs with the length the user names.
+  if (mc.context_length <= 0 && c.max_model_len <= 0)
+    return invalid_argument("the model does not give its context length (GGUF key " + mc.arch +
+                            ".context_length, or config.json \"max_position_embeddings\", is "
+                            "missing): pass --max-model-len");
   if (c.max_model_len <= 0) c.max_model_len = mc.context_length;
-  if (c.max_model_len > mc.context_length)
+  if (mc.context_length > 0 && c.max_model_len > mc.context_length)
     return invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
                             " is over the model's context length " +
                             std::to_string(mc.context_length));

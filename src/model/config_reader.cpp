@@ -8,7 +8,9 @@
 #include <optional>
 #include <sstream>
 
+#include "base/json_depth.h"
 #include "model/arch.h"
+#include "model/archs/archs.h"
 #include "model/pooling_config.h"
 #include "model/tensor_names.h"
 
@@ -21,6 +23,10 @@ float yarn_default_attn_factor(float factor) {
 namespace {
 
 using names::arch_key;
+
+// Per-layer tables are sized by the layer count before any tensor is checked: far beyond any
+// real model (a few hundred layers) is a broken file.
+constexpr int32_t kMaxLayers = 4096;
 
 // LongRoPE from config.json: short/long factor lists, the original context, and the
 // attention factor (given, or √(1 + ln(factor) / ln(original)) as transformers computes it,
@@ -113,7 +119,9 @@ Status check_dims(const ModelConfig& c, const std::string& source) {
   if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024)
     return bad("head dim (must be even, 2..1024)");
   if (c.n_ff <= 0) return bad("feed-forward length (must be > 0)");
-  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return bad("rms epsilon / rope theta (must be > 0)");
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0) || !std::isfinite(c.rms_eps) ||
+      !std::isfinite(c.rope_theta))
+    return bad("rms epsilon / rope theta (must be finite and > 0)");
   if (c.n_rot <= 0 || c.n_rot % 2 != 0 || c.n_rot > c.head_dim)
     return bad("rotary dimensions (must be even, 2..head dim)");
   if (c.rope_scaling.type != RopeScalingType::kNone && !(c.rope_scaling.factor > 0))
@@ -143,17 +151,43 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
     *out = static_cast<int32_t>(*v);
     return Status::ok();
   };
-  auto opt_int = [&](std::string_view full_key, int32_t def) -> int32_t {
-    auto v = f.get_int(full_key);
-    return v && *v >= INT32_MIN && *v <= INT32_MAX ? static_cast<int32_t>(*v) : def;
+  // An optional key: absent → def; present, it must be an integer in [lo, hi] (a key that is
+  // there but broken is an error, not a reason to fall back on the default).
+  Status err = Status::ok();
+  auto opt_int = [&](std::string_view full_key, int32_t def, int64_t lo = 1,
+                     int64_t hi = INT32_MAX) -> int32_t {
+    auto v = archs::gguf_int_in(f, full_key, def, lo, hi);
+    if (!v.is_ok()) {
+      if (err.is_ok()) err = v.status();
+      return def;
+    }
+    return static_cast<int32_t>(*v);
+  };
+  auto opt_float = [&](std::string_view full_key, double def, double lo, double hi) -> double {
+    auto v = archs::gguf_float_in(f, full_key, def, lo, hi);
+    if (!v.is_ok()) {
+      if (err.is_ok()) err = v.status();
+      return def;
+    }
+    return *v;
   };
   LOOM_RETURN_IF_ERROR(req_int(names::kEmbeddingLength, &c.n_embd));
   LOOM_RETURN_IF_ERROR(req_int(names::kBlockCount, &c.n_layer));
+  // Every block has tensors of its own: a count beyond the file's tensors (where it has any:
+  // synth and plan read metadata alone) is a broken key, and would size per-layer tables.
+  const int64_t n_tensors = static_cast<int64_t>(f.tensors().size());
+  if (c.n_layer < 1 || c.n_layer > kMaxLayers || (n_tensors > 0 && c.n_layer > n_tensors))
+    return invalid_file(
+        "GGUF metadata key " + key(names::kBlockCount) + " = " + std::to_string(c.n_layer) +
+        " must be in [1, " +
+        std::to_string(n_tensors > 0 ? std::min<int64_t>(n_tensors, kMaxLayers) : kMaxLayers) +
+        "]" +
+        (n_tensors > 0 && n_tensors < kMaxLayers
+             ? " (the file holds " + std::to_string(n_tensors) + " tensors)"
+             : std::string()));
   // block_count counts the multi-token prediction layers too (after the main ones).
-  c.n_mtp_layers = opt_int(key(names::kNextnPredictLayers), 0);
-  if (c.n_mtp_layers < 0 || c.n_mtp_layers >= c.n_layer)
-    return invalid_file("GGUF file: " + key(names::kNextnPredictLayers) + " " +
-                        std::to_string(c.n_mtp_layers) + " must be in [0, block_count)");
+  c.n_mtp_layers = opt_int(key(names::kNextnPredictLayers), 0, 0, c.n_layer - 1);
+  LOOM_RETURN_IF_ERROR(err);
   c.n_layer -= c.n_mtp_layers;
   LOOM_RETURN_IF_ERROR(req_int(names::kHeadCount, &c.n_head));
   LOOM_RETURN_IF_ERROR(req_int(names::kFeedForwardLength, &c.n_ff));
@@ -161,10 +195,12 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   c.head_dim = opt_int(key(names::kKeyLength), c.n_head > 0 ? c.n_embd / c.n_head : 0);
   const int32_t v_len = opt_int(key(names::kValueLength), c.head_dim);
   c.n_rot = opt_int(key(names::kRopeDimensionCount), c.head_dim);
+  // Absent: unknown (a run must then be given --max-model-len); present, it must be usable.
   c.context_length = opt_int(key(names::kContextLength), 0);
   c.n_vocab = opt_int(key(names::kVocabSize), 0);  // replaced by the embedding's row count
-  if (auto e = f.get_float(key(names::kRmsEps))) c.rms_eps = static_cast<float>(*e);
-  if (auto t = f.get_float(key(names::kRopeFreqBase))) c.rope_theta = static_cast<float>(*t);
+  c.rms_eps = static_cast<float>(opt_float(key(names::kRmsEps), c.rms_eps, 1e-30, 1));
+  c.rope_theta = static_cast<float>(opt_float(key(names::kRopeFreqBase), c.rope_theta, 1e-3, 1e30));
+  LOOM_RETURN_IF_ERROR(err);
 
   auto type = f.get_string(key(names::kRopeScalingType));
   auto factor = f.get_float(key(names::kRopeScalingFactor));
@@ -206,8 +242,14 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
     c.rope_scaling.original_context =
         opt_int(key(names::kRopeScalingOrigCtx), c.rope_scaling.original_context);
   }
-  c.bos_token = opt_int(names::kTokenizerBos, -1);
-  c.eos_token = opt_int(names::kTokenizerEos, -1);
+  // The tokenizer's keys: a broken one is the tokenizer's error to report (when something
+  // loads it); the model runs on token ids without them.
+  for (auto [k, out] :
+       {std::pair{names::kTokenizerBos, &c.bos_token}, {names::kTokenizerEos, &c.eos_token}}) {
+    auto v = f.get_int(k);
+    *out = v && *v >= 0 && *v <= INT32_MAX ? static_cast<int32_t>(*v) : -1;
+  }
+  LOOM_RETURN_IF_ERROR(err);
   LOOM_RETURN_IF_ERROR(read_gguf_pooling(f, c));
   LOOM_RETURN_IF_ERROR(check_dims(c, "GGUF file"));
   c.layers.assign(c.n_layer, LayerSpec{});
@@ -241,10 +283,37 @@ void unwrap_text_config(nlohmann::json& j) {
 }  // namespace
 
 Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string& source) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_file(source + ": not a JSON object");
-  if (!find_arch_hf(j.value("model_type", std::string()))) unwrap_text_config(j);
-  auto type = j.value("model_type", std::string());
+  // Copying and printing a value recurse once per level; no config nests more than a few.
+  if (json_nesting_exceeds(text))
+    return invalid_file(source + ": nests arrays and objects deeper than " +
+                        std::to_string(kMaxJsonDepth) + " levels");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 1: ...": the position
+    // and the reason, without the library's tag.
+    std::string why = e.what();
+    if (const size_t tag_end = why.find("] "); why.starts_with("[") && tag_end != std::string::npos)
+      why.erase(0, tag_end + 2);
+    return invalid_file(source + ": not valid JSON (" + why + ")");
+  }
+  if (!j.is_object()) return invalid_file(source + ": not a JSON object");
+  // A key of the wrong JSON type is an error naming it; json::value() would throw.
+  auto type_error = [&](const char* k, const nlohmann::json& v, const char* want) {
+    std::string got = v.dump();
+    if (got.size() > 60) got = got.substr(0, 60) + "...";
+    return invalid_file(source + ": \"" + k + "\" must be " + want + ", got " + got);
+  };
+  auto model_type = [&](const nlohmann::json& o) -> Result<std::string> {
+    auto it = o.find("model_type");
+    if (it == o.end() || it->is_null()) return std::string();
+    if (!it->is_string()) return type_error("model_type", *it, "a string");
+    return it->get<std::string>();
+  };
+  LOOM_ASSIGN_OR_RETURN(const std::string outer_type, model_type(j));
+  if (!find_arch_hf(outer_type)) unwrap_text_config(j);
+  LOOM_ASSIGN_OR_RETURN(const std::string type, model_type(j));
   const ArchSpec* arch = find_arch_hf(type);
   if (!arch)
     return unsupported(source + ": unsupported model_type '" + type +
@@ -276,19 +345,45 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
     }
     return it->get<double>();
   };
+  auto get_bool = [&](const char* k, bool def) -> bool {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) return def;
+    if (!it->is_boolean()) {
+      if (err.is_ok()) err = type_error(k, *it, "a boolean");
+      return def;
+    }
+    return it->get<bool>();
+  };
+  auto get_string = [&](const nlohmann::json& obj, const char* k, std::string def) {
+    auto it = obj.find(k);
+    if (it == obj.end() || it->is_null()) return def;
+    if (!it->is_string()) {
+      if (err.is_ok()) err = type_error(k, *it, "a string");
+      return def;
+    }
+    return it->get<std::string>();
+  };
   // bos/eos may be null, an integer or a list of integers (the first is the primary one).
   auto token_id = [&](const char* k) -> int32_t {
     auto it = j.find(k);
     if (it == j.end()) return -1;
-    if (it->is_number_integer()) return it->get<int32_t>();
-    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer())
-      return (*it)[0].get<int32_t>();
-    return -1;
+    const nlohmann::json* id = it->is_array() && !it->empty() ? &(*it)[0] : &*it;
+    if (!id->is_number_integer()) return -1;
+    if (id->get<int64_t>() < -1 || id->get<int64_t>() > INT32_MAX) {
+      if (err.is_ok()) err = type_error(k, *it, "a token id");
+      return -1;
+    }
+    return static_cast<int32_t>(id->get<int64_t>());
   };
 
   c.n_vocab = get_int("vocab_size", -1);
   c.n_embd = get_int("hidden_size", -1);
   c.n_layer = get_int("num_hidden_layers", -1);
+  // Per-layer tables are sized by it before any tensor is seen (the checkpoint's tensors are
+  // checked against it later): far beyond any real model is a broken file.
+  if (err.is_ok() && c.n_layer > kMaxLayers)
+    err = invalid_file(source + ": \"num_hidden_layers\" " + std::to_string(c.n_layer) +
+                       " is over " + std::to_string(kMaxLayers));
   c.n_head = get_int("num_attention_heads", -1);
   c.n_head_kv = get_int("num_key_value_heads", c.n_head);
   c.head_dim = get_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
@@ -300,15 +395,24 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   c.n_mtp_layers = get_int(mtp_key, 0);
   if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16)
     return invalid_file(source + ": " + mtp_key + " must be in [0, 16]");
+  // Absent or null: unknown (a run must then be given --max-model-len); 0 says nothing usable.
   c.context_length = get_int("max_position_embeddings", 0);
+  if (err.is_ok() && j.contains("max_position_embeddings") &&
+      !j["max_position_embeddings"].is_null() && c.context_length == 0)
+    err = invalid_file(source + ": \"max_position_embeddings\" must be > 0");
   c.rms_eps = static_cast<float>(get_float(j, "rms_norm_eps", 1e-6));
-  c.tied_embeddings = j.value("tie_word_embeddings", false);
+  if (err.is_ok() && !(c.rms_eps > 0 && c.rms_eps <= 1))
+    err = invalid_file(source + ": \"rms_norm_eps\" must be in (0, 1], got " +
+                       j["rms_norm_eps"].dump());
+  c.tied_embeddings = get_bool("tie_word_embeddings", false);
   c.bos_token = token_id("bos_token_id");
   c.eos_token = token_id("eos_token_id");
   LOOM_RETURN_IF_ERROR(err);
   // Gemma names it hidden_activation; everyone else hidden_act.
   auto act_it = j.find("hidden_activation");
   if (act_it == j.end() || act_it->is_null()) act_it = j.find("hidden_act");
+  if (act_it != j.end() && !act_it->is_null() && !act_it->is_string())
+    return type_error(act_it.key().c_str(), *act_it, "a string");
   const std::string act =
       act_it != j.end() && act_it->is_string() ? act_it->get<std::string>() : std::string("silu");
   if (act == "silu" || act == "swish")
@@ -318,19 +422,24 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   else
     return unsupported(source + ": activation '" + act +
                        "' is not supported (silu, gelu_pytorch_tanh)");
-  for (const char* k : {"mlp_bias", "attention_bias"})
-    if (j.value(k, false) && arch->qkv_bias != TensorNeed::kRequired)
+  for (const char* k : {"mlp_bias", "attention_bias"}) {
+    const bool bias = get_bool(k, false);
+    LOOM_RETURN_IF_ERROR(err);
+    if (bias && arch->qkv_bias != TensorNeed::kRequired)
       return unsupported(source + ": \"" + k + "\": true is not supported");
+  }
   double rotary = get_float(j, "partial_rotary_factor", 1.0);
 
   // RoPE: transformers >= 5 writes rope_parameters {rope_theta, rope_type, ...}; older
   // configs have a top-level rope_theta and an optional rope_scaling {type|rope_type, ...}.
   c.rope_theta = static_cast<float>(get_float(j, "rope_theta", 10000.0));
   const nlohmann::json* rp = nullptr;
-  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object())
-    rp = &*it;
-  else if (auto it2 = j.find("rope_scaling"); it2 != j.end() && it2->is_object())
-    rp = &*it2;
+  for (const char* k : {"rope_parameters", "rope_scaling"}) {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) return type_error(k, *it, "an object");
+    if (!rp) rp = &*it;
+  }
   // Per layer type (Gemma 3): the global layers' parameters are the model's; the
   // architecture's reader sets the local layers'.
   if (rp)
@@ -338,7 +447,8 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
   if (rp) {
     rotary = get_float(*rp, "partial_rotary_factor", rotary);
     c.rope_theta = static_cast<float>(get_float(*rp, "rope_theta", c.rope_theta));
-    std::string rt = rp->value("rope_type", rp->value("type", std::string("default")));
+    std::string rt = get_string(*rp, "rope_type", get_string(*rp, "type", "default"));
+    LOOM_RETURN_IF_ERROR(err);
     if (rt == "llama3") {
       c.rope_scaling.type = RopeScalingType::kLlama3;
       c.rope_scaling.factor = static_cast<float>(get_float(*rp, "factor", 0));

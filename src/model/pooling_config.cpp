@@ -82,8 +82,14 @@ Status read_hf_pooling(const std::string& dir, std::string_view config_json, Mod
     if (modules.is_discarded() || !modules.is_array())
       return invalid_file(dir + "/modules.json: not a JSON array");
     for (const nlohmann::json& m : modules) {
-      if (!m.is_object() || m.value("type", "") != "sentence_transformers.models.Pooling") continue;
-      const std::string path = dir + "/" + m.value("path", "1_Pooling") + "/config.json";
+      if (!m.is_object() || !m.contains("type") ||
+          m["type"] != "sentence_transformers.models.Pooling")
+        continue;
+      if (m.contains("path") && !m["path"].is_string())
+        return invalid_file(dir + "/modules.json: the Pooling module's \"path\" must be a string");
+      const std::string path = dir + "/" +
+                               (m.contains("path") ? m["path"].get<std::string>() : "1_Pooling") +
+                               "/config.json";
       auto text = read_text(path);
       if (!text) return invalid_file("cannot open " + path + " (named by modules.json)");
       const nlohmann::json p = nlohmann::json::parse(*text, nullptr, false);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/tensor_names.h"
 #include "model/tensor_plan.h"
@@ -31,6 +32,7 @@ class Binder {
     if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
       return invalid_file("tensor " + std::string(name) + " has shape " + shape_string(*t) +
                           ", expected " + dims({cols, rows}));
+    LOOM_RETURN_IF_ERROR(computable(name, *t));
     *out = *t;
     return Status::ok();
   }
@@ -43,6 +45,7 @@ class Binder {
     if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
       return invalid_file("tensor " + std::string(name) + " has shape " + shape_string(*t) +
                           ", expected " + dims({cols, rows, n}));
+    LOOM_RETURN_IF_ERROR(computable(name, *t));
     out->assign(n, *t);
     const uint64_t each = t->nbytes / static_cast<uint64_t>(n);
     for (int64_t e = 0; e < n; ++e) {
@@ -84,6 +87,16 @@ class Binder {
   }
   bool norm_plus_one = false;
 
+  // A weight matrix of a type no matmul kernel computes (the file's reader accepts every GGUF
+  // type, so inspect and tokenize still work) is refused here, not at the first forward pass.
+  static Status computable(std::string_view name, const TensorView& t) {
+    if (kernels::matmul_supported(t.dtype)) return Status::ok();
+    return unsupported("tensor " + std::string(name) + " has type " +
+                       std::string(dtype_name(t.dtype)) +
+                       ", which loom cannot compute with (weight matrices must be f32, f16, "
+                       "bf16, Q4_0/1, Q5_0/1, Q8_0, Q2_K..Q6_K or MXFP4)");
+  }
+
  private:
   static Status missing(std::string_view name) {
     return invalid_file("required tensor " + std::string(name) + " is missing");
@@ -118,6 +131,7 @@ Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const Tensor
     return invalid_file("vocabulary size " + std::to_string(c.n_vocab) + " in the config but " +
                         std::string(n::kTokenEmbd) + " has " + std::to_string(embd->ne[1]) +
                         " rows");
+  LOOM_RETURN_IF_ERROR(Binder::computable(n::kTokenEmbd, *embd));
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);
   w.token_embd = *embd;
   // Optional groups are decided by what the file holds (layer 0 for per-layer groups), then

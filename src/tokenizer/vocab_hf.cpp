@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/json_depth.h"
 #include "tokenizer/loaders.h"
 
 namespace loom::tok {
@@ -55,6 +56,9 @@ Status parse_behavior(const std::string& b, SplitBehavior* out) {
 
 Status parse_pre(const json& p, Vocab* v, HfState* st) {
   if (p.is_null()) return Status::ok();
+  if (!p.is_object() || !member(p, "type").is_string())
+    return invalid_file("tokenizer.json pre_tokenizer must be an object with a \"type\", got " +
+                        p.dump().substr(0, 80));
   std::string type = str_or(p, "type", "");
   if (type == "Sequence") {
     for (const json& q : member(p, "pretokenizers")) LOOM_RETURN_IF_ERROR(parse_pre(q, v, st));
@@ -107,6 +111,9 @@ Status parse_pre(const json& p, Vocab* v, HfState* st) {
 
 Status parse_normalizer(const json& n, Vocab* v) {
   if (n.is_null()) return Status::ok();
+  if (!n.is_object() || !member(n, "type").is_string())
+    return invalid_file("tokenizer.json normalizer must be an object with a \"type\", got " +
+                        n.dump().substr(0, 80));
   std::string type = str_or(n, "type", "");
   if (type == "Sequence") {
     for (const json& q : member(n, "normalizers")) LOOM_RETURN_IF_ERROR(parse_normalizer(q, v));
@@ -140,13 +147,20 @@ std::string token_string(const json& j) {
 
 Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                             std::vector<int32_t> named_eog) {
+  // Copying and printing a value recurse once per level; no tokenizer nests more than a few.
+  for (auto [name, text] : {std::pair{"tokenizer.json", tokenizer_json},
+                            {"tokenizer_config.json", tokenizer_config_json}})
+    if (json_nesting_exceeds(text))
+      return invalid_file(std::string(name) + " nests arrays and objects deeper than " +
+                          std::to_string(kMaxJsonDepth) + " levels");
   json j = json::parse(tokenizer_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid_file("tokenizer.json is not valid JSON");
+  if (j.is_discarded()) return invalid_file("tokenizer.json is not valid JSON");
+  if (!j.is_object()) return invalid_file("tokenizer.json is not a JSON object");
   json cfg = json::object();
   if (!tokenizer_config_json.empty()) {
     cfg = json::parse(tokenizer_config_json, nullptr, false);
-    if (cfg.is_discarded() || !cfg.is_object())
-      return invalid_file("tokenizer_config.json is not valid JSON");
+    if (cfg.is_discarded()) return invalid_file("tokenizer_config.json is not valid JSON");
+    if (!cfg.is_object()) return invalid_file("tokenizer_config.json is not a JSON object");
   }
 
   const json& model = member(j, "model");
@@ -162,20 +176,34 @@ Result<Vocab> vocab_from_hf(std::string_view tokenizer_json, std::string_view to
   v.byte_fallback = bool_or(model, "byte_fallback", false);
   v.ignore_merges = bool_or(model, "ignore_merges", false);
 
-  // Ids may have holes and added tokens may extend the vocabulary.
+  // Ids may have holes and added tokens may extend the vocabulary, but the table is sized by
+  // the largest id: Hugging Face's files number their tokens densely (a few reserved slots
+  // aside), so an id far beyond the number of tokens is a broken file, not a gigabyte table.
+  const json& added = member(j, "added_tokens");
+  if (!added.is_null() && !added.is_array())
+    return invalid_file("tokenizer.json added_tokens must be a list");
+  const int64_t n_defined = static_cast<int64_t>(vocab.size() + added.size());
+  const int64_t id_bound = 2 * n_defined + 1024;
+  auto check_id = [&](const std::string& what, const json& id) -> Status {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0)
+      return invalid_file("tokenizer.json " + what + " has a bad id " + id.dump() +
+                          " (must be a non-negative integer)");
+    if (id.get<int64_t>() >= id_bound)
+      return invalid_file("tokenizer.json " + what + " has id " + id.dump() + ", beyond the " +
+                          std::to_string(n_defined) +
+                          " tokens the file defines (ids must be numbered densely, below " +
+                          std::to_string(id_bound) + ")");
+    return Status::ok();
+  };
   int64_t max_id = -1;
   for (const auto& [piece, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
-      return invalid_file("tokenizer.json vocab entry '" + piece + "' has a bad id");
-    }
+    LOOM_RETURN_IF_ERROR(check_id("vocab entry '" + piece + "'", id));
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
-  const json& added = member(j, "added_tokens");
   for (const json& a : added) {
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= (1 << 30)) {
-      return invalid_file("tokenizer.json added_tokens entry without a valid id");
-    }
+    if (!a.is_object() || !a.contains("id"))
+      return invalid_file("tokenizer.json added_tokens entry without an id");
+    LOOM_RETURN_IF_ERROR(check_id("added token '" + str_or(a, "content", "") + "'", a["id"]));
     max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
   }
   v.tokens.resize(static_cast<size_t>(max_id + 1));

@@ -377,5 +377,25 @@ TEST(MemoryPlan, WeightsThatCannotFitSayTheModelIsTooLarge) {
   EXPECT_NE(plan->advice().find("smaller quantization"), std::string::npos) << plan->advice();
 }
 
+// A file that does not give its context length (the key absent; a broken one is refused when
+// read) needs --max-model-len, and says so instead of planning a KV cache of no blocks.
+TEST(MemoryPlan, UnknownContextLengthAsksForMaxModelLen) {
+  ModelConfig mc;
+  mc.arch = "llama";
+  EngineConfig c;
+  Status s = resolve_engine_config(mc, c);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("llama.context_length"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pass --max-model-len"), std::string::npos) << s.message();
+  c.max_model_len = 100;
+  ASSERT_TRUE(resolve_engine_config(mc, c).is_ok());
+  EXPECT_EQ(c.max_model_len, 100);
+  mc.context_length = 50;
+  s = resolve_engine_config(mc, c);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("over the model's context length 50"), std::string::npos)
+      << s.message();
+}
+
 }  // namespace
 }  // namespace loom

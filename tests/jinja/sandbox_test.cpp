@@ -121,6 +121,25 @@ TEST(ChatTemplateSandbox, DeeplyNestedSyntaxIsASyntaxError) {
   expect_fails_fast(sum, StatusCode::kInvalidArgument, "too long");
 }
 
+// Converting the context to template values recurses once per level: a context nested tens of
+// thousands deep is refused (as the server refuses such bodies) instead of overflowing the
+// stack; one at the bound renders.
+TEST(ChatTemplateSandbox, DeeplyNestedContextIsRefused) {
+  auto nested = [](int depth) {
+    std::string inner = std::string(depth - 1, '[') + std::string(depth - 1, ']');
+    return nlohmann::ordered_json::parse("{\"x\": " + inner + "}");
+  };
+  Result<std::string> deep = render_chat_template("{{ x | length }}", nested(30000));
+  ASSERT_FALSE(deep.is_ok());
+  EXPECT_EQ(deep.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(deep.status().message().find("deeper than 128 levels"), std::string::npos)
+      << deep.status().message();
+  EXPECT_FALSE(render_chat_template("{{ x | length }}", nested(129)).is_ok());
+  Result<std::string> ok = render_chat_template("{{ x | length }}", nested(128));
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "1");
+}
+
 TEST(ChatTemplateSandbox, NoMutationOfContextData) {
   Result<std::string> r =
       render_chat_template("{{ messages.append(1) }}",

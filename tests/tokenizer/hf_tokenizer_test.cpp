@@ -58,5 +58,45 @@ TEST(HfTokenizer, Qwen3SpecialTokens) {
   EXPECT_EQ(t.encode("hi", true, false), t.encode("hi", false, false));
 }
 
+// A tokenizer.json whose vocab holds "a", "b" and `extra` (its id), with `added` as its
+// added_tokens and `pre` as its pre_tokenizer.
+std::string tiny_json(const std::string& extra, const std::string& added = "[]",
+                      const std::string& pre = "null") {
+  return R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, )" + extra +
+         R"(}, "merges": []}, "added_tokens": )" + added + R"(, "pre_tokenizer": )" + pre + "}";
+}
+
+void expect_error(const std::string& json, const std::string& fragment) {
+  auto t = Tokenizer::from_hf_json(json, "");
+  ASSERT_FALSE(t.is_ok()) << json;
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidFile) << t.status().message();
+  EXPECT_NE(t.status().message().find(fragment), std::string::npos) << t.status().message();
+}
+
+// The token table is sized by the largest id: an id far beyond the tokens the file defines
+// is refused by name instead of allocating gigabytes (or throwing bad_alloc).
+TEST(HfTokenizer, HugeIdsAreRefused) {
+  expect_error(tiny_json(R"("zzz": 1000000000)"), "vocab entry 'zzz' has id 1000000000");
+  expect_error(tiny_json(R"("zzz": 100000000)"), "ids must be numbered densely");
+  expect_error(tiny_json(R"("c": 2)", R"([{"id": 1000000000, "content": "<x>"}])"),
+               "added token '<x>' has id 1000000000");
+  expect_error(tiny_json(R"("c": 2)", R"([{"id": -1, "content": "<x>"}])"), "bad id -1");
+  expect_error(tiny_json(R"("c": "two")"), "vocab entry 'c' has a bad id");
+  // A few holes (reserved slots) still load.
+  auto t = Tokenizer::from_hf_json(tiny_json(R"("c": 40)"), "");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ((*t)->n_vocab(), 41);
+}
+
+TEST(HfTokenizer, MalformedStructureIsNamed) {
+  expect_error("[]", "tokenizer.json is not a JSON object");
+  expect_error("{\"model\": ", "tokenizer.json is not valid JSON");
+  expect_error(tiny_json(R"("c": 2)", "[]", "5"), "pre_tokenizer must be an object");
+  expect_error(tiny_json(R"("c": 2)", "[]", "[]"), "pre_tokenizer must be an object");
+  expect_error(tiny_json(R"("c": 2)", "{}"), "added_tokens must be a list");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_error(tiny_json(R"("c": 2)", "[]", deep), "nests arrays and objects deeper than 128");
+}
+
 }  // namespace
 }  // namespace loom

@@ -45,8 +45,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   for (int l = 0; l < config_.n_layer; ++l)
     if (l < static_cast<int>(config_.layers.size()) && config_.layers[l].deltanet)
       layers::deltanet_regroup_weights(config_.deltanet, weights_.layers[l]);
-  // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q6_K
-  // grows, kernels/packed.h); a MoE layer reads its chosen experts only.
+  // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q4_K and
+  // Q5_K grow a little, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
   start_repacking(options.repack_in_background);
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
@@ -187,6 +187,18 @@ uint64_t CpuModel::weight_copy_bytes(const Weights& weights) {
   return bytes;
 }
 
+namespace {
+// The dense FFN's width where some layer has one. In a model whose every FFN is experts,
+// feed_forward_length sizes no tensor (so nothing checked it against the file), and it must
+// size no buffer either.
+int64_t dense_ff(const ModelConfig& c) {
+  if (static_cast<int32_t>(c.layers.size()) < c.n_layer) return c.n_ff;  // unlisted: dense
+  for (const LayerSpec& l : c.layers)
+    if (!l.moe) return c.n_ff;
+  return 0;
+}
+}  // namespace
+
 // Keep in step with reserve() and CpuMoeFfn (MemoryPlan tests compare this with what a full
 // step allocates).
 uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t logits_rows,
@@ -200,9 +212,9 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
       variants.emplace_back(l.rope_theta, l.rope_scaled);
   const int64_t rope_tables = std::max<int64_t>(1, static_cast<int64_t>(variants.size()));
   const int64_t n_rot = c.n_rot > 0 ? c.n_rot : D;
-  uint64_t floats =
-      rows * (3 * E + 2 * c.n_head * D + 2 * c.n_head_kv * D + 2 * c.n_ff + n_rot * rope_tables) +
-      logits_rows * E;
+  uint64_t floats = rows * (3 * E + 2 * c.n_head * D + 2 * c.n_head_kv * D + 2 * dense_ff(c) +
+                            n_rot * rope_tables) +
+                    logits_rows * E;
   if (c.attn_output_gate) floats += rows * 3 * c.n_head * D;  // qg_ and attn_gate_
   const int32_t group = c.n_head / c.n_head_kv;
   const int queries_per_task = std::max(std::max(1, 32 / group) * group, c.n_head);
@@ -309,8 +321,8 @@ void CpuModel::reserve(int64_t n_rows, int64_t n_logits, int32_t max_kv) {
       resize_exact(attn_gate_, n_rows * c.n_head * D);
     }
     resize_exact(proj_, n_rows * c.n_embd);
-    resize_exact(gate_, n_rows * c.n_ff);
-    resize_exact(up_, n_rows * c.n_ff);
+    resize_exact(gate_, n_rows * dense_ff(c));
+    resize_exact(up_, n_rows * dense_ff(c));
     resize_exact(rope_cs_, n_rows * n_rot_ * std::max<size_t>(1, rope_tables_.size()));
     if (c.mtp_module) resize_exact(mtp_in_, n_rows * 2 * c.n_embd);
   }

@@ -27,6 +27,9 @@ extern const std::span<const LayerTensorName> kMixtralLayerTensors;
 // ---- Hugging Face config.json ----
 // A number field (absent or null: nullopt); error when present with another type.
 Result<std::optional<double>> hf_number(const nlohmann::json& j, const char* key);
+// A string / boolean field (absent or null: def); error when present with another type.
+Result<std::string> hf_string(const nlohmann::json& j, const char* key, std::string def);
+Result<bool> hf_bool(const nlohmann::json& j, const char* key, bool def);
 // config.layers[l].window from `layer_types` ("sliding_attention" / "full_attention") and
 // `sliding_window`; without layer_types, every `pattern`-th layer (1-based) is full, the rest
 // sliding. No sliding_window: every layer full.
@@ -41,6 +44,15 @@ Status hf_moe(const nlohmann::json& j, ModelConfig& c, bool norm_default, bool r
 // ---- GGUF ----
 std::optional<double> gguf_float(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
 std::optional<int64_t> gguf_int(const GgufFile& f, const ModelConfig& c, std::string_view suffix);
+// An integer key in [lo, hi]; `def` when absent. Present with another type or out of range:
+// an error naming the key and its value (a broken file, not a reason to use the default).
+Result<int64_t> gguf_int_in(const GgufFile& f, std::string_view key, int64_t def, int64_t lo,
+                            int64_t hi);
+// A number key in [lo, hi] and finite; `def` when absent; errors as gguf_int_in.
+Result<double> gguf_float_in(const GgufFile& f, std::string_view key, double def, double lo,
+                             double hi);
+// The architecture's attention.sliding_window: 0 (none) when absent, at most INT32_MAX.
+Result<int32_t> gguf_sliding_window(const GgufFile& f, const ModelConfig& c);
 void gguf_set_f32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, float v);
 void gguf_set_u32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, uint32_t v);
 // The window of the sliding layers (0: none); an error if they differ, or if the layers

@@ -1,10 +1,20 @@
 // What several architecture files share: the common per-layer tensor names and readers of
 // hyperparameters spelled alike across families.
+#include <cmath>
+#include <sstream>
+
 #include "model/archs/archs.h"
 #include "model/tensor_names.h"
 
 namespace loom::archs {
 namespace {
+
+// A bound for an error message: 1e-06, 1, 1e+30 rather than to_string's 0.000001.
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 
 // clang-format off
 // Llama's per-layer names, which the MoE tables extend.
@@ -79,6 +89,28 @@ Result<std::optional<double>> hf_number(const nlohmann::json& j, const char* key
   return std::optional<double>(it->get<double>());
 }
 
+namespace {
+Status hf_type_error(const char* key, const nlohmann::json& v, const char* want) {
+  std::string got = v.dump();
+  if (got.size() > 60) got = got.substr(0, 60) + "...";
+  return invalid_file(std::string("config.json: \"") + key + "\" must be " + want + ", got " + got);
+}
+}  // namespace
+
+Result<std::string> hf_string(const nlohmann::json& j, const char* key, std::string def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_string()) return hf_type_error(key, *it, "a string");
+  return it->get<std::string>();
+}
+
+Result<bool> hf_bool(const nlohmann::json& j, const char* key, bool def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_boolean()) return hf_type_error(key, *it, "a boolean");
+  return it->get<bool>();
+}
+
 Status hf_sliding_layers(const nlohmann::json& j, ModelConfig& c, int pattern) {
   LOOM_ASSIGN_OR_RETURN(auto window, hf_number(j, "sliding_window"));
   if (!window) return Status::ok();
@@ -109,6 +141,41 @@ std::optional<double> gguf_float(const GgufFile& f, const ModelConfig& c, std::s
 
 std::optional<int64_t> gguf_int(const GgufFile& f, const ModelConfig& c, std::string_view suffix) {
   return f.get_int(names::arch_key(c.arch, suffix));
+}
+
+Result<int64_t> gguf_int_in(const GgufFile& f, std::string_view key, int64_t def, int64_t lo,
+                            int64_t hi) {
+  const GgufValue* v = f.find(key);
+  if (!v) return def;
+  const auto i = v->as_int();
+  if (!i || v->type() == GgufType::kBool || v->type() == GgufType::kArray)
+    return invalid_file("GGUF metadata key " + std::string(key) + " must be an integer, got " +
+                        v->to_display_string());
+  if (*i < lo || *i > hi)
+    return invalid_file("GGUF metadata key " + std::string(key) + " = " + std::to_string(*i) +
+                        " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "]");
+  return *i;
+}
+
+Result<double> gguf_float_in(const GgufFile& f, std::string_view key, double def, double lo,
+                             double hi) {
+  const GgufValue* v = f.find(key);
+  if (!v) return def;
+  const auto d = v->as_float();
+  if (!d || v->type() == GgufType::kBool || v->type() == GgufType::kArray)
+    return invalid_file("GGUF metadata key " + std::string(key) + " must be a number, got " +
+                        v->to_display_string());
+  if (!std::isfinite(*d) || *d < lo || *d > hi)
+    return invalid_file("GGUF metadata key " + std::string(key) + " = " + v->to_display_string() +
+                        " is out of range [" + format_number(lo) + ", " + format_number(hi) + "]");
+  return *d;
+}
+
+Result<int32_t> gguf_sliding_window(const GgufFile& f, const ModelConfig& c) {
+  LOOM_ASSIGN_OR_RETURN(
+      int64_t w, gguf_int_in(f, names::arch_key(c.arch, names::kSlidingWindow), 0, 0, INT32_MAX));
+  return static_cast<int32_t>(w);
 }
 
 void gguf_set_f32(GgufWriter& w, const ModelConfig& c, std::string_view suffix, float v) {

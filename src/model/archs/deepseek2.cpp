@@ -142,8 +142,8 @@ Status read_hf(const nlohmann::json& j, ModelConfig& c) {
     m.weights_scale = static_cast<float>(scale.value_or(2.5));
     auto norm = j.find("norm_topk_prob");
     m.norm_topk = norm == j.end() || !norm->is_boolean() || norm->get<bool>();
-    const std::string scoring = j.value("scoring_func", std::string("sigmoid"));
-    const std::string method = j.value("topk_method", std::string("noaux_tc"));
+    LOOM_ASSIGN_OR_RETURN(const std::string scoring, hf_string(j, "scoring_func", "sigmoid"));
+    LOOM_ASSIGN_OR_RETURN(const std::string method, hf_string(j, "topk_method", "noaux_tc"));
     if (scoring != "sigmoid" || method != "noaux_tc")
       return unsupported("config.json: deepseek_v3 routing scoring_func \"" + scoring +
                          "\" / topk_method \"" + method +

@@ -38,8 +38,8 @@ static Status read_gemma2_gguf(const GgufFile& f, ModelConfig& c) {
   gemma_common(c);
   c.attn_softcap = static_cast<float>(gguf_float(f, c, names::kAttnLogitSoftcap).value_or(0));
   c.final_softcap = static_cast<float>(gguf_float(f, c, names::kFinalLogitSoftcap).value_or(0));
-  const int64_t window = gguf_int(f, c, names::kSlidingWindow).value_or(0);
-  for (int l = 0; l < c.n_layer; l += 2) c.layers[l].window = static_cast<int32_t>(window);
+  LOOM_ASSIGN_OR_RETURN(const int32_t window, gguf_sliding_window(f, c));
+  for (int l = 0; l < c.n_layer; l += 2) c.layers[l].window = window;
   // GGUF has no key for query_pre_attn_scalar: llama.cpp takes n_embd / n_head for the 27B
   // model (46 layers) and head_dim otherwise, as the released checkpoints set it.
   if (c.n_layer == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));

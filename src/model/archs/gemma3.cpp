@@ -51,9 +51,9 @@ Status read_gemma3_hf(const nlohmann::json& j, ModelConfig& c) {
 
 Status read_gemma3_gguf(const GgufFile& f, ModelConfig& c) {
   gemma_common(c);
-  const int64_t window = gguf_int(f, c, names::kSlidingWindow).value_or(0);
+  LOOM_ASSIGN_OR_RETURN(const int32_t window, gguf_sliding_window(f, c));
   for (int l = 0; l < c.n_layer; ++l)
-    if ((l + 1) % kGlobalEvery != 0) c.layers[l].window = static_cast<int32_t>(window);
+    if ((l + 1) % kGlobalEvery != 0) c.layers[l].window = window;
   local_rope(c, kLocalRopeTheta);
   return Status::ok();
 }

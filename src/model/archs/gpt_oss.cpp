@@ -59,9 +59,9 @@ Status read_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_moe(f, c, {.required = true, .shared = GgufMoe::Shared::kNone}));
   common(c);
   // llama.cpp's gpt-oss: every other layer slides, starting with the first.
-  const int64_t window = gguf_int(f, c, names::kSlidingWindow).value_or(0);
+  LOOM_ASSIGN_OR_RETURN(const int32_t window, gguf_sliding_window(f, c));
   for (int l = 0; l < c.n_layer; ++l)
-    if (even_layers_slide(l, c.n_layer)) c.layers[l].window = static_cast<int32_t>(window);
+    if (even_layers_slide(l, c.n_layer)) c.layers[l].window = window;
   // GGUF cannot say YaRN's `truncate`; gpt-oss's checkpoints all set it false.
   c.rope_scaling.yarn_truncate = false;
   return Status::ok();

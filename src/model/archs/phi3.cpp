@@ -25,8 +25,8 @@ Status read_phi3_hf(const nlohmann::json& j, ModelConfig& c) {
 Status read_phi3_gguf(const GgufFile& f, ModelConfig& c) {
   c.fused_qkv = true;
   c.fused_gate_up = true;
-  const int64_t window = gguf_int(f, c, names::kSlidingWindow).value_or(0);
-  for (LayerSpec& s : c.layers) s.window = static_cast<int32_t>(window);
+  LOOM_ASSIGN_OR_RETURN(const int32_t window, gguf_sliding_window(f, c));
+  for (LayerSpec& s : c.layers) s.window = window;
   return Status::ok();
 }
 

@@ -7,7 +7,8 @@ namespace loom::archs {
 namespace {
 
 Status read_hf(const nlohmann::json& j, ModelConfig& c) {
-  if (j.value("use_sliding_window", false))
+  LOOM_ASSIGN_OR_RETURN(const bool sliding, hf_bool(j, "use_sliding_window", false));
+  if (sliding)
     return unsupported("config.json: qwen2_moe with use_sliding_window is not supported");
   return hf_moe(j, c, /*norm_default=*/false, /*required=*/true);
 }
