@@ -135,6 +135,10 @@ struct RequestOutput {
   // A pooling request's result, on its final output: the pooled hidden state (n_embd floats),
   // or the requested logits, or the classifier's outputs.
   std::vector<float> pooled;
+  // SamplingParams::prompt_logprobs >= 0: once, on the first output after the whole prompt
+  // ran, one entry per prompt token from the second (the first has none): its logprob given
+  // the tokens before it, and the top prompt_logprobs tokens there (raw logits, as vLLM's).
+  std::vector<PositionLogprobs> prompt_logprobs;
 };
 
 // One KV layer group (full attention, or one sliding window).

@@ -210,7 +210,11 @@ Status EngineCore::add_request(GenerateRequest req) {
     g->pooler = std::make_unique<SeqPooler>(*g->pooling, model_->config().n_embd);
   }
   auto r = std::make_unique<Request>();
-  r->skip_prefix_cache = g->pooling && g->pooling->mode != PoolingParams::Mode::kLast;
+  // A cached position is never computed: mean / CLS pooling and prompt logprobs need them all.
+  const bool prompt_logprobs = g->params.prompt_logprobs >= 0;
+  r->skip_prefix_cache =
+      prompt_logprobs || (g->pooling && g->pooling->mode != PoolingParams::Mode::kLast);
+  if (prompt_logprobs) r->max_prefill_chunk = kPromptLogprobsChunk;
   r->seq_id = next_seq_id_++;
   r->group = g.get();
   r->index = 0;
@@ -268,6 +272,7 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
   hidden_owner_.clear();
   pooling_logits_seqs_.clear();
   pooling_logits_batch_rows_.clear();
+  prompt_lp_rows_.clear();
   for (const ScheduledSeq& s : so.seqs) {
     Request& r = *s.req;
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
@@ -303,6 +308,7 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
       add_pooling_rows(r, s.num_new);
       continue;
     }
+    add_prompt_logprob_rows(r, bs.row_begin, s.num_new);
     // Only a sequence whose last known token runs now needs logits (one row, plus one per
     // proposal it verifies); a prompt chunk that stops short of the end needs none.
     if (r.num_computed_tokens + s.num_new == r.num_tokens()) {
@@ -312,7 +318,8 @@ void EngineCore::build_batch(const SchedulerOutput& so) {
       sample_drafts_.push_back(s.num_draft);
     }
   }
-  append_pooling_logits_rows();
+  append_prompt_logprob_rows();
+  append_pooling_logits_rows();  // last: collect_pooling counts them from the end
 }
 
 void EngineCore::start_masks() {
@@ -429,6 +436,7 @@ RequestOutput EngineCore::make_output(RequestGroup& g) {
   o.time_to_first_token_s = g.ttft_s;
   o.elapsed_s = seconds_since(g.arrival);
   if (o.finished && !g.aborted) o.pooled = std::move(g.pooled);
+  if (!g.aborted) take_prompt_logprobs(g, o);
   for (size_t i = 0; i < g.pending.size(); ++i) {
     if (!g.dirty[i]) continue;
     CompletionOutput& c = g.pending[i];
@@ -514,6 +522,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   }
   std::vector<RequestGroup*> touched;
   collect_pooling(so, touched);
+  collect_prompt_logprobs();
   int32_t row = 0;
   int64_t emitted = 0;
   defer_frees_ = observes;

@@ -48,6 +48,10 @@ struct RequestGroup {
   std::optional<PoolingParams> pooling;
   std::unique_ptr<SeqPooler> pooler;
   std::vector<float> pooled;
+  // SamplingParams::prompt_logprobs: what the prompt's rows gave so far (prompt position 1
+  // on), sent on the first output once all are in.
+  std::vector<PositionLogprobs> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
 };
 
 class EngineCore {
@@ -114,6 +118,13 @@ class EngineCore {
   void append_pooling_logits_rows();
   void collect_pooling(const SchedulerOutput& so, std::vector<RequestGroup*>& touched);
   Status validate_pooling(const GenerateRequest& req) const;
+  // engine_prompt_logprobs.cpp: the rows whose logits give prompt tokens' logprobs (after the
+  // sampled rows), what they gave, and handing them to the group's output once complete.
+  static constexpr int32_t kPromptLogprobsChunk = 256;  // prompt tokens per step at most
+  void add_prompt_logprob_rows(Request& r, int32_t first_row, int32_t num_new);
+  void append_prompt_logprob_rows();
+  void collect_prompt_logprobs();
+  void take_prompt_logprobs(RequestGroup& g, RequestOutput& o);
   // Starts filling the grammar masks of the constrained rows of this step (see masks_).
   void start_masks();
   // Appends a sampled token to `r` and decides whether it stops there.
@@ -169,6 +180,15 @@ class EngineCore {
   std::vector<HiddenRow> hidden_owner_;
   std::vector<Request*> pooling_logits_seqs_;
   std::vector<int32_t> pooling_logits_batch_rows_;
+  // Prompt-logprob rows of this step: whose, which batch row, the prompt token it scores; and
+  // where they start in the logits rows.
+  struct PromptLogprobRow {
+    Request* req;
+    int32_t batch_row;
+    int32_t token;
+  };
+  std::vector<PromptLogprobRow> prompt_lp_rows_;
+  size_t prompt_lp_first_ = 0;
   std::vector<float> hidden_;
   std::vector<float> logits_;
   std::vector<int32_t> suppressed_;

@@ -39,6 +39,9 @@ struct Request {
   // Every position must run through the model (mean / CLS pooling needs each hidden state),
   // so the prefix cache is not read for it.
   bool skip_prefix_cache = false;
+  // Most prompt tokens one step computes for it (0: no bound of its own): prompt logprobs
+  // need a logits row per prompt token.
+  int32_t max_prefill_chunk = 0;
 
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace loom {
 
@@ -62,6 +63,15 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   ++num_preemptions_;
 }
 
+namespace {
+
+// The most prompt tokens a step computes for r (Request::max_prefill_chunk; else no bound).
+int32_t chunk_bound(const Request& r) {
+  return r.max_prefill_chunk > 0 ? r.max_prefill_chunk : std::numeric_limits<int32_t>::max();
+}
+
+}  // namespace
+
 bool Scheduler::allocate(Request* r, int32_t num_new, SchedulerOutput& out, int32_t& budget) {
   while (
       !kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, num_new, r->cache_salt)) {
@@ -107,8 +117,9 @@ SchedulerOutput Scheduler::schedule() {
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this loop
     const int32_t remaining = r->num_tokens() - r->num_computed_tokens;
-    const int32_t num_new =
-        remaining == 1 ? std::min(1, budget) : std::min({remaining, budget, prefill_budget});
+    const int32_t num_new = remaining == 1
+                                ? std::min(1, budget)
+                                : std::min({remaining, budget, prefill_budget, chunk_bound(*r)});
     if (num_new <= 0) continue;
     if (num_new == 1 && !r->draft.empty())
       if (const int32_t k = allocate_draft(r, budget); k > 0) {
@@ -138,7 +149,8 @@ SchedulerOutput Scheduler::schedule() {
       prefix = kv_.find_cached_prefix(r->tokens, r->cache_salt);
       computed = prefix.num_tokens;
     }
-    const int32_t num_new = std::min({r->num_tokens() - computed, budget, prefill_budget});
+    const int32_t num_new =
+        std::min({r->num_tokens() - computed, budget, prefill_budget, chunk_bound(*r)});
     if (!kv_.allocate_slots(r->seq_id, r->tokens, computed, num_new, r->cache_salt,
                             fresh && !r->skip_prefix_cache ? &prefix : nullptr))
       break;  // FCFS: nobody overtakes the head of the queue
