@@ -23,8 +23,8 @@ class HarmonySink : public CallSink {
   // A new body starts: its leading whitespace and the previous body's trailing whitespace
   // are markup spacing.
   virtual void body_start() = 0;
-  // The call begun at call_start did not end before eof: its raw text [call_start, end) is
-  // answer text and the call is not complete.
+  // The call begun at call_start did not end before eof: it is cut short (reported as an
+  // incomplete call) and its text up to `end` is markup, never answer text.
   virtual void call_cut(size_t end) = 0;
 };
 

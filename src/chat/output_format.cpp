@@ -110,6 +110,41 @@ ReasoningFormat detect_reasoning_format(std::string_view t) {
   return ReasoningFormat::kDeepSeekR1;
 }
 
+std::vector<std::string> parser_markers(OutputFormat f, bool tools_enabled) {
+  using namespace markup;
+  std::vector<std::string> m;
+  auto add = [&](std::initializer_list<const char*> list) {
+    m.insert(m.end(), list.begin(), list.end());
+  };
+  if (f.reasoning == ReasoningFormat::kDeepSeekR1 || f.reasoning == ReasoningFormat::kQwen3)
+    add({kThinkOpen, kThinkClose});
+  switch (tools_enabled ? f.tools : ToolCallFormat::kNone) {
+    case ToolCallFormat::kNone:
+      break;
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kQwen3Coder:
+      add({kToolCallOpen, kToolCallClose});
+      break;
+    case ToolCallFormat::kLlama3Json:
+      add({kPythonTag});
+      break;
+    case ToolCallFormat::kMistral:
+      add({kMistralToolCalls, kMistralArgs, kMistralCallId});
+      break;
+    case ToolCallFormat::kDeepSeekV3:
+      add({kDeepSeekCallsBegin, kDeepSeekCallsEnd, kDeepSeekCallBegin, kDeepSeekCallEnd,
+           kDeepSeekSep});
+      break;
+    case ToolCallFormat::kHarmony:
+      break;  // below, with the reasoning format of the same name
+  }
+  // Harmony is read as a whole (harmony.h) whichever of its two formats is set.
+  if (f.tools == ToolCallFormat::kHarmony || f.reasoning == ReasoningFormat::kHarmony)
+    add({kHarmonyStart, kHarmonyChannel, kHarmonyMessage, kHarmonyConstrain, kHarmonyEnd,
+         kHarmonyReturn, kHarmonyCall});
+  return m;
+}
+
 bool prompt_opens_reasoning(ReasoningFormat f, std::string_view prompt) {
   // harmony: each message's channel says what it is; the parser starts at a header.
   if (f == ReasoningFormat::kNone || f == ReasoningFormat::kHarmony) return false;

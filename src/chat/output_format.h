@@ -51,6 +51,11 @@ struct OutputFormat {
   ReasoningFormat reasoning = ReasoningFormat::kNone;
 };
 
+// The markers a ChatOutputParser(format, tools_enabled, ...) reads (<think>, <tool_call>,
+// [TOOL_CALLS], harmony's <|channel|> ...). Some vocabularies make them control tokens: those
+// must still reach the parser's text when skip_special_tokens drops the other control tokens.
+std::vector<std::string> parser_markers(OutputFormat format, bool tools_enabled);
+
 // Whether the rendered prompt leaves the model inside a reasoning block (e.g. DeepSeek-R1's
 // template ends the generation prompt with "<think>\n"; Qwen3's with enable_thinking=false
 // closes an empty one, so the model starts in the answer).
@@ -59,7 +64,11 @@ bool prompt_opens_reasoning(ReasoningFormat f, std::string_view rendered_prompt)
 struct ToolCall {
   std::string id;  // "call_" + 24 random alphanumerics (or the model's own id)
   std::string name;
-  std::string arguments;  // JSON object text
+  std::string arguments;  // JSON object text (complete calls); as written so far (cut ones)
+  // false: the call's markup ended after its name was read (so streams had announced it) but
+  // before the call did: the output was cut off (max_tokens, a stop string), or the markup
+  // broke off. Its arguments are the text written so far, usually not valid JSON.
+  bool complete = true;
 };
 
 // What a chunk of model text added, in API terms.
@@ -79,8 +88,9 @@ struct ChatDelta {
 // Streaming: push() the text as it is generated (any split, one byte at a time included) and
 // concatenating what it returns gives exactly what finish() would return for the whole text at
 // once. Markup is never leaked as content: text that might be the start of a marker is held
-// back until it is known. Calls' arguments are streamed as they arrive; a call's id and name
-// come first.
+// back until it is known. Calls' arguments are streamed as they arrive, compact (whitespace
+// outside JSON strings dropped), so that they add up to the finished call's arguments; a
+// call's id and name come first.
 class ChatOutputParser {
  public:
   // tools_enabled: the request declared tools (and tool_choice is not "none"); otherwise tool
@@ -92,15 +102,19 @@ class ChatOutputParser {
   // (qwen3_coder) type each argument by its parameter's schema; call before the first push().
   void set_tools(const nlohmann::ordered_json& tools);
   ChatDelta push(std::string_view text);
-  // End of output: releases held-back text. A call cut short (finish_reason "length") is
-  // returned as content, not as a call: its raw text comes back as content here and
-  // tool_calls() leaves it out (its id/name/argument deltas were already streamed).
+  // End of output: releases held-back text. Call markup never comes back as content. A call
+  // cut short (finish_reason "length", a stop string) is reported once, as tool_calls()'s
+  // last entry with complete = false and the arguments written so far, exactly what its
+  // deltas streamed; one cut before its name was read was never announced and is dropped
+  // with its markup, as is a trailing partial opener ("<tool_ca") of a cut output.
   // Whitespace between reasoning, text and calls is markup spacing and is not content.
   // closed_by_token: the model ended the output, at an end-of-generation token (whose text is
   // not in it) or at its grammar's end, not max_tokens or a stop string; in harmony (gpt-oss)
   // that closes the last message, so a call open there (ended by <|call|>) is complete.
   ChatDelta finish(bool closed_by_token = false);
-  // The complete calls parsed so far (arguments as compact JSON text).
+  // The calls parsed so far, in order (complete ones' arguments as compact JSON text); after
+  // finish() also a call cut short (complete = false). Every call whose id a delta announced
+  // is here after finish(), so a stream's deltas add up to the non-streamed answer.
   const std::vector<ToolCall>& tool_calls() const;
 
  private:

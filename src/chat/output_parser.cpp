@@ -8,6 +8,12 @@
 // text run's trailing whitespace is held until non-space text follows, so the "\n\n" between
 // reasoning, text and calls never shows up as content. At the end, held content whitespace is
 // released (a plain answer keeps its bytes); held reasoning whitespace is dropped.
+//
+// Cut-off calls: call markup is never content. A region that ends before its call does (the
+// output was cut, or the markup broke off) reports the call, if its name was read and so
+// streamed, as an incomplete call with the arguments written so far; before that it is dropped
+// (unless its opener may be plain text, llama3's "{"). Streamed deltas and the whole-text
+// result are then the same by construction: nothing streamed is ever taken back.
 #include <random>
 
 #include "chat/harmony.h"
@@ -33,17 +39,41 @@ std::string random_alnum(size_t n) {
   return s;
 }
 
-// A finished call's arguments as compact JSON. Models sometimes write the arguments as a JSON
-// string holding the object; unwrap that. Text that is not JSON is kept as written (the
-// client sees what the model produced rather than an invented "{}").
-std::string normalize_arguments(const std::string& raw) {
-  auto j = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return raw.empty() ? "{}" : raw;
+// Arguments are streamed compact: whitespace outside JSON strings is dropped as the bytes
+// arrive, so what a stream adds up to is already the finished call's arguments.
+struct ArgumentsCompactor {
+  bool in_string = false, escape = false;
+  void append(std::string* out, std::string_view s) {
+    for (char c : s) {
+      if (in_string) {
+        if (escape)
+          escape = false;
+        else if (c == '\\')
+          escape = true;
+        else if (c == '"')
+          in_string = false;
+      } else if (detail::is_ws(c)) {
+        continue;
+      } else if (c == '"') {
+        in_string = true;
+      }
+      *out += c;
+    }
+  }
+};
+
+// A finished call's arguments: the compact text as streamed when it is JSON. Models sometimes
+// write the arguments as a JSON string holding the object; unwrap that (the one case where
+// the stream's text differs). Text that is not JSON is kept as written (the client sees what
+// the model produced rather than an invented "{}").
+std::string finish_arguments(const std::string& compact) {
+  auto j = nlohmann::ordered_json::parse(compact, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return compact.empty() ? "{}" : compact;
   if (j.is_string()) {
     auto inner = nlohmann::ordered_json::parse(j.get<std::string>(), nullptr, false);
     if (inner.is_object()) return inner.dump();
   }
-  return j.dump();
+  return compact;
 }
 
 }  // namespace
@@ -66,10 +96,12 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
   std::string held_ws;           // trailing whitespace of the current text run
   bool held_in_reasoning = false;
 
-  size_t call_start = 0;  // in kCall: where the current call's text starts in buf
+  size_t call_start = 0;         // in kCall: where the current call's text starts in buf
+  bool region_is_markup = true;  // in kCall: see ToolSyntax::opener_is_markup
   int32_t open_call = -1;
-  std::vector<ToolCall> calls;           // every call begun (deltas' indices)
-  std::vector<ToolCall> complete_calls;  // the ones whose markup closed
+  ArgumentsCompactor compactor;    // the open call's
+  std::vector<ToolCall> calls;     // every call begun (deltas' indices)
+  std::vector<ToolCall> reported;  // tool_calls(): the ones ended, complete or cut
   ChatDelta out;
 
   Impl(OutputFormat f, bool tools_enabled, bool starts_in_reasoning) : format(f) {
@@ -105,22 +137,34 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
       id = format.tools == ToolCallFormat::kMistral ? random_alnum(9) : "call_" + random_alnum(24);
     }
     open_call = static_cast<int32_t>(calls.size());
+    compactor = ArgumentsCompactor();
     calls.push_back({id, name, ""});
     out.tool_calls.push_back({open_call, std::move(id), std::move(name), ""});
   }
   void args(std::string_view fragment) override {
-    if (open_call < 0 || fragment.empty()) return;
-    calls[open_call].arguments.append(fragment);
+    if (open_call < 0) return;
+    std::string compact;
+    compactor.append(&compact, fragment);
+    if (compact.empty()) return;
+    calls[open_call].arguments += compact;
     if (out.tool_calls.empty() || out.tool_calls.back().index != open_call) {
       out.tool_calls.push_back({open_call, "", "", ""});
     }
-    out.tool_calls.back().arguments.append(fragment);
+    out.tool_calls.back().arguments += compact;
   }
   void end_call() override {
     if (open_call < 0) return;
     ToolCall c = calls[open_call];
-    c.arguments = normalize_arguments(c.arguments);
-    complete_calls.push_back(std::move(c));
+    c.arguments = finish_arguments(c.arguments);
+    reported.push_back(std::move(c));
+    open_call = -1;
+  }
+  // The open call's markup ended before the call did: it is reported as streamed.
+  void cut_call() {
+    if (open_call < 0) return;
+    ToolCall c = calls[open_call];
+    c.complete = false;
+    reported.push_back(std::move(c));
     open_call = -1;
   }
 
@@ -130,8 +174,8 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
     drop_ws = true;
   }
   void call_cut(size_t end) override {
-    call_start = harmony->call_start();  // in the buffer as trimmed
-    unterminated(end);
+    cut_call();
+    pos = end;
   }
   void run_harmony(bool eof) {
     harmony->run(buf, &pos, eof, *this, eof && closed_by_token);
@@ -243,9 +287,12 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
     std::string_view r = std::string_view(buf).substr(pos);
     auto [at, which] = detail::find_first_marker(r, openers);
     if (at == std::string_view::npos) {
-      size_t take = eof ? r.size() : detail::partial_marker_start(r, openers);
+      // A cut output may end in the start of a call's opener ("<tool_ca"): markup, dropped.
+      const bool cut = eof && !closed_by_token;
+      size_t take = eof && !cut ? r.size() : detail::partial_marker_start(r, openers);
       text(false, r.substr(0, take));
-      pos += take;
+      if (cut && take < r.size()) held_ws.clear();  // spacing before the markup
+      pos = buf.size() - (eof ? 0 : r.size() - take);
       if (eof) state = State::kFinished;
       return eof;
     }
@@ -257,6 +304,7 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
   void open_region(size_t start, size_t after, std::string_view opener) {
     held_ws.clear();  // whitespace before a call is markup spacing, not content
     call_start = start;
+    region_is_markup = syntax->opener_is_markup(opener);
     pos = after;
     answer_start = false;
     syntax->begin(opener);
@@ -270,6 +318,12 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
     switch (s) {
       case Step::kNeedMore:
         if (!eof) return false;
+        if (open_call >= 0 || region_is_markup) {
+          cut_call();  // the rest of the region is markup of a call cut short
+          pos = buf.size();
+          state = State::kContent;
+          return true;
+        }
         unterminated(buf.size());
         return true;
       case Step::kDone:
@@ -278,16 +332,22 @@ struct ChatOutputParser::Impl final : detail::HarmonySink {
         drop_ws = true;
         return true;
       case Step::kFail:
+        if (open_call >= 0) {
+          // Announced already: the call stays a (cut) call, and what broke it off is text,
+          // unless the output was cut there (a cut-off marker is no text).
+          cut_call();
+          if (eof && !closed_by_token) pos = buf.size();
+          state = State::kContent;
+          return true;
+        }
         unterminated(pos);
         return true;
     }
     return true;
   }
 
-  // The current call's text up to `end` was not a (complete) call: it is content, and the
-  // call, if begun, is not reported by tool_calls().
+  // The current region's text up to `end` held no call: it is content.
   void unterminated(size_t end) {
-    open_call = -1;
     drop_ws = false;
     text(false, std::string_view(buf).substr(call_start, end - call_start));
     pos = end;
@@ -362,7 +422,7 @@ ChatDelta ChatOutputParser::finish(bool closed_by_token) {
 }
 
 const std::vector<ToolCall>& ChatOutputParser::tool_calls() const {
-  return impl_->complete_calls;
+  return impl_->reported;
 }
 
 }  // namespace loom::chat

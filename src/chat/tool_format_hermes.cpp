@@ -30,9 +30,10 @@ class HermesSyntax final : public ToolSyntax {
         return Step::kDone;
       case Match::kNo:
         if (in.at_end() && !in.eof) return Step::kNeedMore;
-        // The object is complete but the closing tag is missing: Qwen models sometimes end
-        // the turn (or start the next <tool_call>) right after the JSON. The call is whole,
-        // so keep it; what follows is answer text again.
+        // The object is complete but the closing tag is missing (or cut off): Qwen models
+        // sometimes end the turn (or start the next <tool_call>) right after the JSON. The
+        // call is whole, so keep it; what follows is answer text again.
+        consume_cut_literal(in, markup::kToolCallClose);
         sink.end_call();
         return Step::kDone;
     }

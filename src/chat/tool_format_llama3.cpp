@@ -13,6 +13,7 @@ class Llama3JsonSyntax final : public ToolSyntax {
  public:
   std::vector<std::string> openers() const override { return {}; }
   std::vector<std::string> start_openers() const override { return {markup::kPythonTag, "{"}; }
+  bool opener_is_markup(std::string_view opener) const override { return opener != "{"; }
   void begin(std::string_view opener) override {
     obj_.reset(/*opened=*/opener == "{", /*strict=*/true);
     s_ = S::kObject;

@@ -195,7 +195,8 @@ class Qwen3CoderSyntax final : public ToolSyntax {
           skip_ws(in);
           Match m = match_literal(in, kToolCallClose);
           if (m == Match::kMaybe || (in.at_end() && !in.eof)) return Step::kNeedMore;
-          // A missing </tool_call> after a complete </function>: the call is whole.
+          // A missing (or cut off) </tool_call> after a complete </function>: the call is whole.
+          if (m == Match::kNo) consume_cut_literal(in, kToolCallClose);
           sink.end_call();
           return Step::kDone;
         }

@@ -18,6 +18,11 @@ Match match_literal(Input& in, std::string_view lit) {
   return Match::kNo;
 }
 
+void consume_cut_literal(Input& in, std::string_view lit) {
+  std::string_view r = in.rest();
+  if (in.eof && r.size() < lit.size() && lit.substr(0, r.size()) == r) in.pos = in.text.size();
+}
+
 size_t partial_marker_start(std::string_view s, const std::vector<std::string>& markers) {
   size_t longest = 0;
   for (const auto& m : markers) longest = std::max(longest, m.size());

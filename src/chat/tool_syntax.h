@@ -40,6 +40,9 @@ inline void skip_ws(Input& in) {
 // Matches `lit` at in.pos, consuming it on kYes. kMaybe: the rest is a proper prefix of `lit`
 // and more input may come.
 Match match_literal(Input& in, std::string_view lit);
+// At eof, consumes the rest of the input if it is a proper prefix of `lit`: a closing marker
+// that the end of the output cut off is still markup, not text.
+void consume_cut_literal(Input& in, std::string_view lit);
 // Index in `s` from which s is a proper prefix of one of `markers` (the part to hold back
 // while it might still become a marker), or s.size().
 size_t partial_marker_start(std::string_view s, const std::vector<std::string>& markers);
@@ -115,6 +118,9 @@ class ToolSyntax {
   virtual std::vector<std::string> openers() const = 0;
   // Markers that open one only where the answer starts (after leading whitespace).
   virtual std::vector<std::string> start_openers() const { return {}; }
+  // Whether a region opened by `opener` is call markup even before a call's name is read: a
+  // region cut off there is dropped, not content (llama3's bare "{" may be a JSON answer).
+  virtual bool opener_is_markup(std::string_view /*opener*/) const { return true; }
   // A region opened by `opener` (already consumed) begins.
   virtual void begin(std::string_view opener) = 0;
   virtual Step step(Input& in, CallSink& sink) = 0;

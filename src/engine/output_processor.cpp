@@ -5,7 +5,11 @@
 namespace loom {
 
 SeqTextState::SeqTextState(const Tokenizer* tokenizer, const SamplingParams& params)
-    : stop_(&params.stop), include_stop_(params.include_stop_str_in_output) {
+    : tokenizer_(tokenizer),
+      stop_(&params.stop),
+      kept_special_(&params.kept_special_tokens),
+      skip_special_(params.skip_special_tokens),
+      include_stop_(params.include_stop_str_in_output) {
   if (tokenizer) detok_.emplace(*tokenizer, params.skip_special_tokens);
   for (const std::string& s : params.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
 }
@@ -13,7 +17,16 @@ SeqTextState::SeqTextState(const Tokenizer* tokenizer, const SamplingParams& par
 std::optional<std::string> SeqTextState::add_token(int32_t token, bool check_stop) {
   if (final_ || !detok_) return std::nullopt;
   const size_t old_size = text_.size();
-  text_ += detok_->push(token);
+  if (skip_special_ && !kept_special_->empty() && tokenizer_->is_control(token) &&
+      std::find(kept_special_->begin(), kept_special_->end(), tokenizer_->token_text(token)) !=
+          kept_special_->end()) {
+    // A parser marker: its text, after what came before (an unfinished character before a
+    // marker can never complete; as without skipping, it becomes U+FFFD).
+    text_ += detok_->finish();
+    text_ += tokenizer_->token_piece(token, /*skip_special=*/false, /*at_start=*/false);
+  } else {
+    text_ += detok_->push(token);
+  }
   if (!check_stop || max_stop_len_ == 0 || text_.size() == old_size) return std::nullopt;
   // A match must end in the new text, so it starts at most max_stop_len - 1 bytes earlier.
   const size_t from = old_size >= max_stop_len_ - 1 ? old_size - (max_stop_len_ - 1) : 0;

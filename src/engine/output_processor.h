@@ -2,7 +2,8 @@
 // could be the start of a stop string is held back until the next tokens decide it, so a stop
 // string split across tokens is caught and never leaked to the client. Token-level stops (EOS,
 // stop_token_ids, max_tokens, context limit) are decided by the engine; this class only turns
-// accepted tokens into safe-to-emit text.
+// accepted tokens into safe-to-emit text. With skip_special_tokens, control tokens leave no text
+// except those a chat output parser reads (SamplingParams::kept_special_tokens).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,10 @@ class SeqTextState {
  private:
   size_t held_back() const;
 
+  const Tokenizer* tokenizer_;
   const std::vector<std::string>* stop_;
+  const std::vector<std::string>* kept_special_;  // control tokens' texts kept when skipping
+  bool skip_special_;
   bool include_stop_;
   std::optional<IncrementalDetokenizer> detok_;
   std::string text_;    // all text so far (cut at a stop string once one matched)

@@ -110,6 +110,9 @@ struct SamplingParams {
   int32_t prompt_logprobs = -1;
   // Detokenizer options (vLLM defaults).
   bool skip_special_tokens = true;
+  // Control tokens whose text skip_special_tokens keeps: a chat output parser's markers
+  // (chat::parser_markers), which some vocabularies make control tokens.
+  std::vector<std::string> kept_special_tokens;
   bool spaces_between_special_tokens = true;
 
   // True when sampling is an argmax (temperature below kGreedyTemperature).

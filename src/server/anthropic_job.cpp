@@ -42,10 +42,12 @@ std::string tool_use_id(const std::string& call_id) {
 
 // A call's arguments as the tool_use input: the JSON value the arguments text holds (an object
 // whenever the grammar constrained it); text that is not JSON is passed on as a string rather
-// than replaced by an invented {}.
-Json tool_input(const std::string& arguments) {
-  Json j = Json::parse(arguments, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Json(arguments);
+// than replaced by an invented {}. A call cut short (stop_reason "max_tokens") holds the start
+// of its arguments, which the stream sent as input_json_delta: its input is {} (as the
+// stream's content_block_start said) unless that text happens to be whole JSON already.
+Json tool_input(const chat::ToolCall& t) {
+  Json j = Json::parse(t.arguments, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return t.complete ? Json(t.arguments) : Json::object();
   return j;
 }
 
@@ -58,6 +60,7 @@ class AnthropicJob : public GenerationJob {
     if (spec_.output.enabled)
       parser_ = std::make_unique<chat::ChatOutputParser>(
           spec_.output.format, spec_.output.tools_enabled, spec_.output.starts_in_reasoning);
+    if (parser_) parser_->set_tools(spec_.output.tools);
   }
 
   void start() {
@@ -204,7 +207,7 @@ class AnthropicJob : public GenerationJob {
               {{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(delta)}}));
   }
 
-  // The parser's complete calls (a call cut short came back as text and is not one of them).
+  // The parser's calls (one cut short included: its tool_use block was announced).
   size_t num_calls() const { return parser_ ? parser_->tool_calls().size() : 0; }
 
   Json final_content() const {
@@ -220,10 +223,8 @@ class AnthropicJob : public GenerationJob {
         case Kind::kToolUse:
           for (const chat::ToolCall& t : parser_->tool_calls())
             if (t.id == b.call_id)
-              content.push_back({{"type", "tool_use"},
-                                 {"id", b.id},
-                                 {"name", t.name},
-                                 {"input", tool_input(t.arguments)}});
+              content.push_back(
+                  {{"type", "tool_use"}, {"id", b.id}, {"name", t.name}, {"input", tool_input(t)}});
           break;
       }
     }

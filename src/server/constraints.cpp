@@ -448,8 +448,10 @@ std::optional<ApiError> apply_output_constraints(const ServerContext& ctx,
     out.enabled = out.tools_enabled || g.format.reasoning != chat::ReasoningFormat::kNone;
     out.tools = tools.tools;
     // Tool and reasoning markers are often special tokens ([TOOL_CALLS], DeepSeek's): the
-    // parser must see their text. (EOS never reaches the text.)
-    if (out.enabled) spec->params.skip_special_tokens = false;
+    // parser must see their text; other control tokens are still skipped. (EOS never reaches
+    // the text.)
+    if (out.enabled)
+      spec->params.kept_special_tokens = chat::parser_markers(out.format, out.tools_enabled);
   } else {
     g.allow_reasoning = false;
   }

@@ -23,6 +23,7 @@ class OllamaJob : public GenerationJob {
     if (spec_.output.enabled)
       parser_ = std::make_unique<chat::ChatOutputParser>(
           spec_.output.format, spec_.output.tools_enabled, spec_.output.starts_in_reasoning);
+    if (parser_) parser_->set_tools(spec_.output.tools);
   }
 
   void start() {
@@ -95,18 +96,21 @@ class OllamaJob : public GenerationJob {
     if (args.is_discarded()) args = Json(t.arguments);
     return {{"function", {{"name", t.name}, {"arguments", std::move(args)}}}};
   }
-  // Calls completed since the last chunk.
+  // Calls completed since the last chunk. Ollama sends a call only once it is complete, so
+  // one cut short (done_reason "length") was never announced and is left out, streamed or not.
   Json new_calls() {
     Json calls = Json::array();
     if (!parser_) return calls;
     const auto& all = parser_->tool_calls();
-    for (; sent_calls_ < all.size(); ++sent_calls_) calls.push_back(call_json(all[sent_calls_]));
+    for (; sent_calls_ < all.size(); ++sent_calls_)
+      if (all[sent_calls_].complete) calls.push_back(call_json(all[sent_calls_]));
     return calls;
   }
   Json all_calls() const {
     Json calls = Json::array();
     if (parser_)
-      for (const chat::ToolCall& t : parser_->tool_calls()) calls.push_back(call_json(t));
+      for (const chat::ToolCall& t : parser_->tool_calls())
+        if (t.complete) calls.push_back(call_json(t));
     return calls;
   }
 

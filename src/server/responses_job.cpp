@@ -195,7 +195,7 @@ class ResponsesJob : public GenerationJob {
       bool complete = false;
       if (parser_)
         for (const chat::ToolCall& t : parser_->tool_calls())
-          if (t.id == it.call_id) {
+          if (t.id == it.call_id && t.complete) {
             it.arguments = t.arguments;
             complete = true;
           }

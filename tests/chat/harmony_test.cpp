@@ -43,7 +43,7 @@ TEST(HarmonyParser, ToolCallInCommentary) {
   EXPECT_EQ(c.calls[0].name, "get_weather");
   EXPECT_EQ(c.calls[0].arguments, "{\"location\":\"San Francisco, CA\"}");
   ASSERT_EQ(c.streamed.size(), 1u);
-  EXPECT_EQ(c.streamed[0].arguments, "{\"location\": \"San Francisco, CA\"}");
+  EXPECT_EQ(c.streamed[0].arguments, "{\"location\":\"San Francisco, CA\"}");
   EXPECT_EQ(c.streamed[0].id, c.calls[0].id);
 }
 
@@ -69,23 +69,26 @@ TEST(HarmonyParser, ToolsDisabledCallIsContent) {
   EXPECT_EQ(c.content, "{\"a\":1}");
 }
 
-// Cut off inside the arguments (finish_reason "length"): no call, the raw text of its
-// message (header included) is content.
-TEST(HarmonyParser, UnterminatedCallIsContent) {
+// Cut off inside the arguments (finish_reason "length"): the call, announced when its header
+// was read, is reported incomplete with the arguments written so far; none of it is content.
+TEST(HarmonyParser, CutCallIsAnIncompleteCall) {
   const std::string text =
       "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>commentary "
       "to=functions.f <|constrain|>json<|message|>{\"a\": ";
   Collected c = parse_all_splits(harmony(), text);
   EXPECT_EQ(c.reasoning, "go");
-  EXPECT_TRUE(c.calls.empty());
-  EXPECT_EQ(c.content,
-            "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
-            "{\"a\": ");
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_FALSE(c.calls[0].complete);
+  EXPECT_EQ(c.calls[0].name, "f");
+  EXPECT_EQ(c.calls[0].arguments, "{\"a\":");
+  ASSERT_EQ(c.streamed.size(), 1u);
+  EXPECT_EQ(c.streamed[0].arguments, c.calls[0].arguments);
 }
 
 // Generation stopped at the <|call|> token, whose text is not in the output (it is an
 // end-of-generation token): the call is complete. Cut by max_tokens at the same byte it is
-// content (above); a final answer ended by <|return|> reads the same either way.
+// incomplete (above); a final answer ended by <|return|> reads the same either way.
 TEST(HarmonyParser, CallClosedByItsStopToken) {
   const std::string text =
       "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>commentary "
@@ -98,6 +101,7 @@ TEST(HarmonyParser, CallClosedByItsStopToken) {
   ASSERT_EQ(c.calls.size(), 1u);
   EXPECT_EQ(c.calls[0].name, "get_weather");
   EXPECT_EQ(c.calls[0].arguments, "{\"location\":\"SF\"}");
+  EXPECT_TRUE(c.calls[0].complete);
   const std::string answer =
       "<|channel|>analysis<|message|>go<|end|><|start|>assistant<|channel|>final<|message|>4";
   EXPECT_EQ(parse_all_splits(s, answer).content, "4");

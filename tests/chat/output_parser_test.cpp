@@ -1,6 +1,7 @@
 // ChatOutputParser on realistic model outputs per family, each streamed in every split.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "parser_test_util.h"
@@ -29,6 +30,7 @@ void expect_call(const Collected& c, size_t i, const std::string& name, const st
   EXPECT_EQ(c.calls[i].id, c.streamed[i].id);
   // The streamed arguments are the model's text; they normalize to the same JSON.
   EXPECT_EQ(nlohmann::ordered_json::parse(c.streamed[i].arguments).dump(), args);
+  EXPECT_TRUE(c.calls[i].complete);
 }
 
 // ---- hermes --------------------------------------------------------------------------------
@@ -46,8 +48,8 @@ TEST(HermesParser, TextThenParallelCalls) {
   expect_call(c, 1, "get_time", R"({"tz":"Europe/Paris"})");
   EXPECT_NE(c.calls[0].id, c.calls[1].id);
   EXPECT_TRUE(std::regex_match(c.calls[0].id, std::regex("call_[A-Za-z0-9]{24}")));
-  // Arguments stream as the model wrote them.
-  EXPECT_EQ(c.streamed[0].arguments, R"({"city": "Paris", "unit": "c"})");
+  // Arguments stream as the model wrote them, compact: they add up to the call's.
+  EXPECT_EQ(c.streamed[0].arguments, R"({"city":"Paris","unit":"c"})");
 }
 
 TEST(HermesParser, Qwen3ReasoningThenCall) {
@@ -62,9 +64,13 @@ TEST(HermesParser, Qwen3ReasoningThenCall) {
   expect_call(c, 0, "get_weather", R"({"city":"Paris"})");
 }
 
+// Ended by the model, a trailing partial opener is text too (cut by max_tokens it would be
+// dropped: CutBeforeTheNameLeavesNothing).
 TEST(HermesParser, MarkerLikeTextIsContent) {
   const std::string text = "Use <tools> and <tool_calls> or <tool_cal; a <tool_call";
-  Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), text);
+  ParserSetup s = setup(ToolCallFormat::kHermes);
+  s.closed_by_token = true;
+  Collected c = parse_all_splits(s, text);
   EXPECT_EQ(c.content, text);
   EXPECT_TRUE(c.calls.empty());
   EXPECT_TRUE(c.streamed.empty());
@@ -79,24 +85,72 @@ TEST(HermesParser, ToolsDisabledMarkupIsContent) {
   EXPECT_TRUE(c.calls.empty());
 }
 
-TEST(HermesParser, UnterminatedCallIsContent) {
-  const std::string text =
-      "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
-  Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), text);
+// Cut off by max_tokens inside a call whose name was read (so streams announced it): the call
+// is reported once, incomplete, with exactly the arguments streamed; its markup is not content.
+TEST(HermesParser, CutCallIsAnIncompleteCallNotContent) {
+  const std::string first =
+      "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"";
+  for (const std::string& rest :
+       {std::string("argu"), std::string("arguments\": {\"city\": \"Ro")}) {
+    SCOPED_TRACE(rest);
+    Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), first + rest);
+    EXPECT_EQ(c.content, "Checking.");
+    ASSERT_EQ(c.calls.size(), 2u);
+    expect_call(c, 0, "get_weather", R"({"city":"paris"})");
+    EXPECT_TRUE(c.calls[0].complete);
+    EXPECT_FALSE(c.calls[1].complete);
+    EXPECT_EQ(c.calls[1].name, "get_weather");
+    const std::string args = rest == "argu" ? "" : "{\"city\":\"Ro";  // compact
+    EXPECT_EQ(c.calls[1].arguments, args);
+    ASSERT_EQ(c.streamed.size(), 2u);
+    EXPECT_EQ(c.streamed[1].id, c.calls[1].id);
+    EXPECT_EQ(c.streamed[1].arguments, args);
+  }
+}
+
+// Cut before the call's name: nothing of it was announced, and its markup is dropped; so is an
+// opener cut in the middle. Ended by the model instead, such a tail is plain text.
+TEST(HermesParser, CutBeforeTheNameLeavesNothing) {
+  for (const std::string tail : {"<tool_call>\n{\"na", "<tool_call>", "<tool_ca", "<"}) {
+    SCOPED_TRACE(tail);
+    Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), "Checking. " + tail);
+    EXPECT_EQ(c.content, "Checking.");
+    EXPECT_TRUE(c.calls.empty());
+    EXPECT_TRUE(c.streamed.empty());
+  }
+  ParserSetup closed = setup(ToolCallFormat::kHermes);
+  closed.closed_by_token = true;
+  EXPECT_EQ(parse_all_splits(closed, "a <tool_ca").content, "a <tool_ca");
+  // Tools off: the markup is text whichever way the output ended.
+  ParserSetup off = setup(ToolCallFormat::kHermes);
+  off.tools_enabled = false;
+  EXPECT_EQ(parse_all_splits(off, "a <tool_call>\n{\"na").content, "a <tool_call>\n{\"na");
+}
+
+// llama3_json's bare "{" opener may begin a JSON answer: cut before a call's name it is text.
+TEST(Llama3JsonParser, CutBareJsonIsText) {
+  Collected c = parse_all_splits(setup(ToolCallFormat::kLlama3Json), "{\"answ");
+  EXPECT_EQ(c.content, "{\"answ");
   EXPECT_TRUE(c.calls.empty());
-  EXPECT_EQ(c.content,
-            "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-            "{\"city\": \"Par");
-  // The call was announced while it streamed (the client sees a cut-short call).
-  ASSERT_EQ(c.streamed.size(), 1u);
+  c = parse_all_splits(setup(ToolCallFormat::kLlama3Json), "<|python_tag|>{\"na");
+  EXPECT_EQ(c.content, "");
+  c = parse_all_splits(setup(ToolCallFormat::kLlama3Json),
+                       "{\"name\": \"f\", \"parameters\": {\"a");
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_FALSE(c.calls[0].complete);
+  EXPECT_EQ(c.calls[0].arguments, "{\"a");
 }
 
 TEST(HermesParser, MissingCloseTagAtEndKeepsCall) {
   const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n";
-  Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), text);
-  EXPECT_EQ(c.content, "");
-  ASSERT_EQ(c.calls.size(), 1u);
-  expect_call(c, 0, "f", R"({"a":[1,2]})");
+  for (const std::string tail : {"", "</tool_c"}) {  // missing, or cut off by max_tokens
+    Collected c = parse_all_splits(setup(ToolCallFormat::kHermes), text + tail);
+    EXPECT_EQ(c.content, "");
+    ASSERT_EQ(c.calls.size(), 1u);
+    expect_call(c, 0, "f", R"({"a":[1,2]})");
+  }
 }
 
 TEST(HermesParser, NotJsonInsideTagsIsContent) {
@@ -307,6 +361,22 @@ TEST(Qwen3CoderParser, NoSchemaMissingCloseAndNoParams) {
   ASSERT_EQ(c.calls.size(), 2u);
   expect_call(c, 0, "f", R"({"x":"42","y":"hi"})");
   expect_call(c, 1, "g", "{}");
+}
+
+// The markers a parser reads, which must survive skip_special_tokens where they are control
+// tokens: tool markers only when the request's tools are parsed.
+TEST(ParserMarkers, PerFormat) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parser_markers({ToolCallFormat::kHermes, ReasoningFormat::kQwen3}, true),
+            (V{"<think>", "</think>", "<tool_call>", "</tool_call>"}));
+  EXPECT_EQ(parser_markers({ToolCallFormat::kHermes, ReasoningFormat::kQwen3}, false),
+            (V{"<think>", "</think>"}));
+  EXPECT_EQ(parser_markers({ToolCallFormat::kMistral, ReasoningFormat::kNone}, true),
+            (V{"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}));
+  const V harmony = parser_markers({ToolCallFormat::kHarmony, ReasoningFormat::kHarmony}, false);
+  EXPECT_NE(std::find(harmony.begin(), harmony.end(), "<|channel|>"), harmony.end());
+  EXPECT_NE(std::find(harmony.begin(), harmony.end(), "<|start|>"), harmony.end());
+  EXPECT_TRUE(parser_markers({ToolCallFormat::kNone, ReasoningFormat::kNone}, true).empty());
 }
 
 }  // namespace

@@ -77,12 +77,27 @@ inline void expect_same(const Collected& a, const Collected& b, const std::strin
   for (size_t i = 0; i < a.calls.size(); ++i) {
     EXPECT_EQ(a.calls[i].name, b.calls[i].name) << what;
     EXPECT_EQ(a.calls[i].arguments, b.calls[i].arguments) << what;
+    EXPECT_EQ(a.calls[i].complete, b.calls[i].complete) << what;
+  }
+}
+
+// What the deltas announced is what tool_calls() reports: the same calls, ids, names and
+// arguments (except arguments the model wrote as a JSON string, unwrapped once complete).
+inline void expect_streamed_is_reported(const Collected& c) {
+  ASSERT_EQ(c.streamed.size(), c.calls.size());
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    EXPECT_EQ(c.streamed[i].id, c.calls[i].id);
+    EXPECT_EQ(c.streamed[i].name, c.calls[i].name);
+    if (c.streamed[i].arguments.rfind('"', 0) != 0) {
+      EXPECT_EQ(c.streamed[i].arguments, c.calls[i].arguments);
+    }
   }
 }
 
 // One push of the whole text, then every 2-way split and one byte at a time: all identical.
 inline Collected parse_all_splits(const ParserSetup& s, const std::string& text) {
   Collected whole = run_parser(s, text, {});
+  expect_streamed_is_reported(whole);
   for (size_t cut = 0; cut <= text.size(); ++cut) {
     expect_same(whole, run_parser(s, text, {cut}), "split at " + std::to_string(cut));
     if (::testing::Test::HasFailure()) return whole;

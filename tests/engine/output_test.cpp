@@ -120,5 +120,34 @@ TEST(EngineText, StopStringsThroughTheEngine) {
   EXPECT_EQ(e->check_kv_drained(), "");
 }
 
+// skip_special_tokens drops control tokens' text, except the chat output parser's markers
+// (kept_special_tokens), which some vocabularies make control tokens ([TOOL_CALLS] here).
+TEST(SeqTextState, SkipSpecialKeepsOnlyTheParsersMarkers) {
+  auto tok = Tokenizer::from_hf_json(R"({
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]},
+    "added_tokens": [{"id": 3, "content": "[TOOL_CALLS]", "special": true},
+                     {"id": 4, "content": "<|im_end|>", "special": true},
+                     {"id": 5, "content": "<think>", "special": false}],
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}
+  })",
+                                     "{}");
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  ASSERT_TRUE((*tok)->is_control(3));
+  ASSERT_TRUE((*tok)->is_control(4));
+  const std::vector<int32_t> ids = {0, 4, 3, 1, 5, 4};
+  auto text = [&](bool skip, std::vector<std::string> kept) {
+    SamplingParams p;
+    p.skip_special_tokens = skip;
+    p.kept_special_tokens = std::move(kept);
+    SeqTextState s(tok->get(), p);
+    std::optional<std::string> stop;
+    return join(feed(s, ids, &stop));
+  };
+  EXPECT_EQ(text(true, {"[TOOL_CALLS]", "<think>"}), "a[TOOL_CALLS]b<think>");
+  EXPECT_EQ(text(true, {}), "ab<think>");
+  EXPECT_EQ(text(false, {}), "a<|im_end|>[TOOL_CALLS]b<think><|im_end|>");
+  EXPECT_EQ(text(false, {"[TOOL_CALLS]"}), "a<|im_end|>[TOOL_CALLS]b<think><|im_end|>");
+}
+
 }  // namespace
 }  // namespace loom

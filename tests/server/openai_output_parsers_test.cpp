@@ -87,32 +87,41 @@ TEST(OpenAiReasoning, ReasoningParserNoneKeepsTheTextAsContent) {
       << d.body;
 }
 
-// tool_choice "required" cut short by max_tokens leaves the call's opening markup in the
-// content: the template's own format (hermes) unless --tool-call-parser names another.
+// tool_choice "required" writes the call in the template's own format (hermes) unless
+// --tool-call-parser names another, and that parser reads it back. Cut short by max_tokens in
+// its opener, the call leaves neither content nor a call behind.
 TEST(OpenAiToolParserFlag, OverridesTheTemplatesFormat) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "f",
       "parameters": {"type": "object", "properties": {"x": {"type": "integer"}},
       "required": ["x"], "additionalProperties": false}}}])");
-  const json body = {{"messages", {{{"role", "user"}, {"content", "call f"}}}},
-                     {"tools", tools},
-                     {"tool_choice", "required"},
-                     {"max_tokens", 4},
-                     {"seed", 1}};
-  for (const auto& [parser, opener] : std::vector<std::pair<std::string, std::string>>{
-           {"", "<tool_call>"}, {"mistral", "[TOOL_CALLS]"}, {"hermes", "<tool_call>"}}) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "call f"}}}},
+               {"tools", tools},
+               {"tool_choice", "required"},
+               {"parallel_tool_calls", false},
+               {"seed", 1}};
+  for (const std::string parser : {"", "mistral", "hermes"}) {
     SCOPED_TRACE(parser);
     auto s = server_with(kTestChatTemplate, parser);
     ASSERT_NE(s, nullptr);
+    body["max_tokens"] = 160;
     auto r = post_json(s->port(), "/v1/chat/completions", body);
     ASSERT_EQ(r.status, 200) << r.body;
-    const json c = r.json()["choices"][0];
+    json c = r.json()["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << r.body;
+    EXPECT_TRUE(c["message"]["content"].is_null()) << r.body;
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+    EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "f") << r.body;
+    const json args =
+        json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["x"].is_number_integer()) << r.body;
+
+    body["max_tokens"] = 4;  // four byte tokens: a part of the opener
+    r = post_json(s->port(), "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    c = r.json()["choices"][0];
     EXPECT_EQ(c["finish_reason"], "length") << r.body;
-    const std::string content = c["message"]["content"].is_string()
-                                    ? c["message"]["content"].get<std::string>()
-                                    : std::string();
-    // Four byte tokens of the opener at least begin it.
-    EXPECT_EQ(content, opener.substr(0, content.size())) << r.body;
-    EXPECT_FALSE(content.empty()) << r.body;
+    EXPECT_TRUE(c["message"]["content"].is_null() || c["message"]["content"] == "") << r.body;
+    EXPECT_FALSE(c["message"].contains("tool_calls")) << r.body;
   }
 }
 
