@@ -26,6 +26,8 @@ Result<ChatRenderer> ChatRenderer::create(const std::string& source, const Token
       R"((\.content|\[\s*['"]content['"]\s*\])\s+is\s+(not\s+)?none)");
   r.keeps_null_content_ = std::regex_search(src, kTestsNone);
   r.reads_thinking_ = src.find("message.thinking") != std::string::npos;
+  static const std::regex kTools(R"(\btools\b)");
+  r.renders_tools_ = std::regex_search(src, kTools);
   r.needs_short_ids_ =
       src.find("[TOOL_CALLS]") != std::string::npos && src.find("length != 9") != std::string::npos;
   if (tokenizer) {

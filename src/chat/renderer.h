@@ -40,6 +40,9 @@ class ChatRenderer {
   Result<std::string> render(const Json& messages, const Json* tools, bool add_generation_prompt,
                              const Json* kwargs) const;
   bool is_fallback() const { return fallback_; }
+  // Whether the template reads `tools` at all: one that does not (the ChatML fallback, most
+  // base-model templates) would drop a request's tools, and the model would never hear of them.
+  bool renders_tools() const { return renders_tools_; }
   // The template's source text (the fallback's when is_fallback()): tool-call and reasoning
   // formats are detected from it.
   const std::string& source() const { return source_; }
@@ -55,6 +58,7 @@ class ChatRenderer {
   ChatTemplate template_;
   std::string source_;
   bool fallback_ = false;
+  bool renders_tools_ = false;
   bool keeps_null_content_ = false;  // the template tests `content is none`
   bool needs_short_ids_ = false;     // Mistral: call ids of exactly 9 characters
   // gpt-oss's template reads an assistant turn's reasoning as `thinking`; OpenAI-style requests

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 #include "cli/engine_flags.h"
 #include "hub/hf_option.h"
+#include "server/cors.h"
 #include "server/server.h"
 
 namespace loom::cli {
@@ -107,7 +109,32 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--io-threads", so.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  // CORS, as vLLM spells it: JSON lists of strings.
+  std::string allowed_origins = R"(["*"])", allowed_methods = R"(["*"])",
+              allowed_headers = R"(["*"])";
+  app.add_option("--allowed-origins", allowed_origins,
+                 "CORS: origins allowed to call the API from a browser (JSON list)")
+      ->capture_default_str();
+  app.add_option("--allowed-methods", allowed_methods,
+                 "CORS: methods a cross-origin request may use (JSON list)")
+      ->capture_default_str();
+  app.add_option("--allowed-headers", allowed_headers,
+                 "CORS: headers a cross-origin request may send (JSON list)")
+      ->capture_default_str();
+  app.add_flag("--allow-credentials", so.cors.allow_credentials,
+               "CORS: allow credentials (cookies, Authorization) on cross-origin requests");
   CLI11_PARSE(app, argc, argv);
+  for (auto [flag, text, list] :
+       {std::tuple{"--allowed-origins", &allowed_origins, &so.cors.allowed_origins},
+        std::tuple{"--allowed-methods", &allowed_methods, &so.cors.allowed_methods},
+        std::tuple{"--allowed-headers", &allowed_headers, &so.cors.allowed_headers}}) {
+    auto parsed = server::parse_cors_list(flag, *text);
+    if (!parsed.is_ok()) {
+      std::fprintf(stderr, "loom serve: %s\n", parsed.status().message().c_str());
+      return 1;
+    }
+    *list = std::move(parsed).value();
+  }
   if (Status st = engine_flags.apply(); !st.is_ok()) {
     std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
     return 1;

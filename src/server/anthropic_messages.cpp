@@ -54,6 +54,8 @@ ApiError unsupported_block(const std::string& where, const std::string& type) {
 }
 
 std::optional<ApiError> text_of(const Json& b, const std::string& where, std::string* out) {
+  // cache_control is a prompt-caching hint (loom's prefix cache needs none).
+  if (auto e = check_keys(b, {"type", "text", "cache_control"}, where, "messages")) return e;
   auto t = b.find("text");
   if (t == b.end() || !t->is_string())
     return bad_request(where + ": a text block needs a string 'text'", "messages");
@@ -197,6 +199,7 @@ std::optional<ApiError> convert_assistant(const Json& blocks, const std::string&
                        {"type", "function"},
                        {"function", {{"name", *name}, {"arguments", input->dump()}}}});
     } else if (type == "thinking") {
+      if (auto e = check_keys(b, {"type", "thinking", "signature"}, w, "messages")) return e;
       auto t = b.find("thinking");
       if (t == b.end() || !t->is_string())
         return bad_request(w + ": a thinking block needs a string 'thinking'", "messages");
@@ -239,6 +242,7 @@ std::optional<ApiError> anthropic_messages(const Json& body, Json* out) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object())
       return bad_request(where + " must be an object, got " + json_type_name(m), "messages");
+    if (auto e = check_keys(m, {"role", "content"}, where, "messages")) return e;
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       return bad_request(where + ".role is required (a string)", "messages");

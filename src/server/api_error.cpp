@@ -99,4 +99,10 @@ std::string anthropic_error_body(const ApiError& e) {
   return dump(j);
 }
 
+std::string error_body(const ApiError& e, ErrorShape shape) {
+  return shape == ErrorShape::kAnthropic ? anthropic_error_body(e)
+         : shape == ErrorShape::kOllama  ? ollama_error_body(e)
+                                         : openai_error_body(e);
+}
+
 }  // namespace loom::server

@@ -32,5 +32,6 @@ std::string ollama_error_body(const ApiError& e);
 
 // The error body shape of an API family.
 enum class ErrorShape { kOpenAI, kAnthropic, kOllama };
+std::string error_body(const ApiError& e, ErrorShape shape);
 
 }  // namespace loom::server

@@ -1,6 +1,8 @@
 // authorized() (see auth.h).
 #include "server/auth.h"
 
+#include <cctype>
+
 namespace loom::server {
 
 namespace {
@@ -18,10 +20,15 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
 bool authorized(const HttpRequest& req, const std::string& api_key) {
   if (api_key.empty()) return true;
   if (const std::string* h = req.header("authorization")) {
-    const std::string prefix = "Bearer ";
-    if (h->size() > prefix.size() && h->compare(0, prefix.size(), prefix) == 0 &&
-        equal_constant_time(h->substr(prefix.size()), api_key))
-      return true;
+    // The scheme name is case-insensitive (RFC 7235 2.1): "bearer KEY" is as good.
+    const std::string scheme = "bearer";
+    bool bearer = h->size() > scheme.size() && ((*h)[scheme.size()] == ' ');
+    for (size_t i = 0; bearer && i < scheme.size(); ++i)
+      bearer = std::tolower(static_cast<unsigned char>((*h)[i])) == scheme[i];
+    if (bearer) {
+      const size_t key = h->find_first_not_of(' ', scheme.size());
+      if (key != std::string::npos && equal_constant_time(h->substr(key), api_key)) return true;
+    }
   }
   if (const std::string* h = req.header("x-api-key")) return equal_constant_time(*h, api_key);
   return false;

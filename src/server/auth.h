@@ -1,5 +1,5 @@
-// API key check for --api-key: "Authorization: Bearer <key>" (OpenAI clients) or
-// "x-api-key: <key>" (Anthropic clients), compared in constant time.
+// API key check for --api-key: "Authorization: Bearer <key>" (OpenAI clients; the scheme in any
+// case) or "x-api-key: <key>" (Anthropic clients), compared in constant time.
 #pragma once
 
 #include <string>

@@ -7,6 +7,7 @@
 //                                return_documents; results sorted by relevance_score
 //   POST /api/embed              Ollama: input string | strings, truncate, dimensions,
 //                                options, keep_alive
+//   POST /api/embeddings         Ollama's legacy route: prompt → {"embedding": [...]}
 // What a route may do depends on the server's task (`loom serve --task`, else the model's
 // pooling metadata): embed serves the embedding routes, rerank /v1/rerank, generate neither
 // (a 400 that says how to start an embedding server). Every unknown field is a 400 naming it.
@@ -64,7 +65,8 @@ double rerank_score(const PoolingSetup& setup, const std::vector<float>& pooled)
 
 // One request of any of the three routes, parsed and validated.
 struct PoolingJobSpec {
-  enum class Api { kOpenAIEmbeddings, kOllamaEmbed, kRerank };
+  // kOllamaEmbeddings: Ollama's legacy /api/embeddings ({"embedding": [...]}, not normalised).
+  enum class Api { kOpenAIEmbeddings, kOllamaEmbed, kOllamaEmbeddings, kRerank };
   Api api = Api::kOpenAIEmbeddings;
   std::string model;
   std::vector<std::vector<int32_t>> inputs;  // one engine request each
@@ -82,6 +84,10 @@ std::optional<ApiError> parse_openai_embeddings(const ServerContext& ctx, const 
                                                 PoolingJobSpec* spec);
 std::optional<ApiError> parse_ollama_embed(const ServerContext& ctx, const Json& body,
                                            PoolingJobSpec* spec);
+// Ollama's legacy /api/embeddings: {"model", "prompt", "options"?, "keep_alive"?}. An empty
+// prompt (like /api/embed's empty input) only asks for the model to be loaded: no inputs.
+std::optional<ApiError> parse_ollama_embeddings(const ServerContext& ctx, const Json& body,
+                                                PoolingJobSpec* spec);
 std::optional<ApiError> parse_rerank(const ServerContext& ctx, const Json& body,
                                      PoolingJobSpec* spec);
 

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "model/pooling_config.h"
 #include "server/embeddings_api.h"
+#include "server/ollama_api.h"
 #include "server/openai_request.h"
 #include "server/server_context.h"
 
@@ -43,10 +44,15 @@ std::optional<ApiError> check_task(const ServerContext& ctx, ServerTask need, co
   std::string msg = std::string(route) + " needs a server started with --task " +
                     std::string(server_task_name(need)) + "; this one runs task " +
                     std::string(server_task_name(have));
-  if (have == ServerTask::kGenerate)
+  if (have == ServerTask::kGenerate && need == ServerTask::kEmbed)
     msg +=
         " (the model's metadata names no pooling: it is a generative model; `loom serve "
         "--task embed` pools its last-token hidden states anyway)";
+  else if (have == ServerTask::kGenerate && need == ServerTask::kRerank)
+    msg +=
+        " (the model's metadata names no pooling: it is a generative model; serve a reranker "
+        "such as Qwen3-Reranker, or a model with a classifier head, with `loom serve --task "
+        "rerank`)";
   ApiError e = bad_request(std::move(msg), "model");
   return e;
 }
@@ -281,6 +287,51 @@ std::optional<ApiError> parse_openai_embeddings(const ServerContext& ctx, const 
   return std::nullopt;
 }
 
+namespace {
+
+// What /api/embed and /api/embeddings share: model (required, as Ollama requires it),
+// keep_alive, options (num_ctx only) and the embedding task.
+std::optional<ApiError> read_ollama_common(const ServerContext& ctx, const Json& body,
+                                           const char* route, FieldReader& r, PoolingJobSpec* spec,
+                                           std::optional<int64_t>* num_ctx) {
+  if (auto e = require_ollama_model(body)) return e;
+  if (auto e = check_model(ctx, r, &spec->model)) return e;
+  if (auto e = check_task(ctx, ServerTask::kEmbed, route)) return e;
+  if (auto e = check_keep_alive(r.raw("keep_alive"))) return e;
+  if (const Json* o = r.opt_object("options")) {
+    // Only num_ctx bears on embeddings (it bounds truncation); sampling options do not apply.
+    for (const auto& [k, v] : o->items())
+      if (k != "num_ctx")
+        return bad_request("options." + k + " is not supported for embeddings (only num_ctx)",
+                           "options");
+    if (o->contains("num_ctx")) {
+      int64_t n = 0;
+      if (!json_to_int((*o)["num_ctx"], 1, INT32_MAX, &n))
+        return bad_request("options.num_ctx must be a positive integer", "options");
+      *num_ctx = n;
+    }
+  }
+  return r.error();
+}
+
+// options.num_ctx bounds each input (cut when truncate, else a 400), then the server's limits.
+std::optional<ApiError> fit_inputs(const ServerContext& ctx, std::optional<int64_t> num_ctx,
+                                   bool truncate, const char* param, PoolingJobSpec* spec) {
+  if (num_ctx) {
+    for (auto& in : spec->inputs) {
+      if (static_cast<int64_t>(in.size()) <= *num_ctx) continue;
+      if (!truncate)
+        return bad_request(std::string("an input is longer than options.num_ctx and truncate is "
+                                       "false"),
+                           param);
+      in.resize(static_cast<size_t>(*num_ctx));
+    }
+  }
+  return check_lengths(ctx, truncate, &spec->inputs, param);
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_ollama_embed(const ServerContext& ctx, const Json& body,
                                            PoolingJobSpec* spec) {
   if (auto e =
@@ -288,40 +339,40 @@ std::optional<ApiError> parse_ollama_embed(const ServerContext& ctx, const Json&
                        "Ollama API"))
     return e;
   FieldReader r(body);
-  if (auto e = check_model(ctx, r, &spec->model)) return e;
-  if (auto e = check_task(ctx, ServerTask::kEmbed, "/api/embed")) return e;
   spec->api = PoolingJobSpec::Api::kOllamaEmbed;
+  std::optional<int64_t> num_ctx;
+  if (auto e = read_ollama_common(ctx, body, "/api/embed", r, spec, &num_ctx)) return e;
   const Json* input = r.raw("input");
-  if (!input) return bad_request("input is required", "input");
   const bool truncate = r.opt_bool("truncate").value_or(true);
-  // keep_alive: the model stays loaded for the server's life; any duration is accepted.
-  if (const Json* k = r.raw("keep_alive"); k && !k->is_string() && !k->is_number())
-    return bad_request("keep_alive must be a duration string or a number of seconds", "keep_alive");
-  if (const Json* o = r.opt_object("options")) {
-    // Only num_ctx bears on embeddings (it bounds truncation); sampling options do not apply.
-    for (const auto& [k, v] : o->items())
-      if (k != "num_ctx")
-        return bad_request("options." + k + " is not supported for embeddings (only num_ctx)",
-                           "options");
-  }
   if (auto e = read_dimensions(ctx, r, spec)) return e;
   if (!r.ok()) return r.error();
+  // Ollama answers an empty input with no embeddings (a request that only loads the model).
+  if (!input || (input->is_string() && input->get<std::string>().empty()) ||
+      (input->is_array() && input->empty()))
+    return std::nullopt;
   if (auto e = read_inputs(ctx, *input, /*allow_ids=*/false, &spec->inputs)) return e;
-  if (const Json* o = r.opt_object("options"); o && o->contains("num_ctx")) {
-    int64_t n = 0;
-    if (!json_to_int((*o)["num_ctx"], 1, INT32_MAX, &n))
-      return bad_request("options.num_ctx must be a positive integer", "options");
-    for (auto& in : spec->inputs) {
-      if (static_cast<int64_t>(in.size()) <= n) continue;
-      if (!truncate)
-        return bad_request("an input is longer than options.num_ctx and truncate is false",
-                           "input");
-      in.resize(static_cast<size_t>(n));
-    }
-  }
-  if (auto e = check_lengths(ctx, truncate, &spec->inputs, "input")) return e;
+  if (auto e = fit_inputs(ctx, num_ctx, truncate, "input", spec)) return e;
   spec->params.mode = ctx.pooling.mode;
   spec->params.normalize = true;
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_ollama_embeddings(const ServerContext& ctx, const Json& body,
+                                                PoolingJobSpec* spec) {
+  if (auto e = check_fields(body, {"model", "prompt", "options", "keep_alive"}, "Ollama API"))
+    return e;
+  FieldReader r(body);
+  spec->api = PoolingJobSpec::Api::kOllamaEmbeddings;
+  std::optional<int64_t> num_ctx;
+  if (auto e = read_ollama_common(ctx, body, "/api/embeddings", r, spec, &num_ctx)) return e;
+  auto prompt = r.opt_string("prompt");
+  if (!r.ok()) return r.error();
+  if (!prompt || prompt->empty()) return std::nullopt;  // load only, as Ollama answers it
+  if (!ctx.tokenizer) return bad_request("this model has no tokenizer", "prompt");
+  spec->inputs.push_back(encode(ctx, *prompt));
+  if (auto e = fit_inputs(ctx, num_ctx, /*truncate=*/false, "prompt", spec)) return e;
+  spec->params.mode = ctx.pooling.mode;
+  spec->params.normalize = false;  // the legacy route returns the raw pooled vector
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
-// /v1/embeddings, /api/embed and /v1/rerank (see embeddings_api.h): one engine pooling request
-// per input, a job that gathers every result, then one JSON answer in the route's shape.
+// /v1/embeddings, /api/embed (and the legacy /api/embeddings) and /v1/rerank (see
+// embeddings_api.h): one engine pooling request per input, a job that gathers every result,
+// then one JSON answer in the route's shape.
 #include <algorithm>
 #include <numeric>
 
@@ -15,7 +16,9 @@ namespace loom::server {
 namespace {
 
 ErrorShape shape_of(PoolingJobSpec::Api api) {
-  return api == PoolingJobSpec::Api::kOllamaEmbed ? ErrorShape::kOllama : ErrorShape::kOpenAI;
+  return api == PoolingJobSpec::Api::kOllamaEmbed || api == PoolingJobSpec::Api::kOllamaEmbeddings
+             ? ErrorShape::kOllama
+             : ErrorShape::kOpenAI;
 }
 
 class PoolingJob final : public GenerationJob {
@@ -52,6 +55,9 @@ class PoolingJob final : public GenerationJob {
         return responder->send(200, "application/json", dump_json(openai_body(tokens)));
       case PoolingJobSpec::Api::kOllamaEmbed:
         return responder->send(200, "application/json", dump_json(ollama_body(tokens)));
+      case PoolingJobSpec::Api::kOllamaEmbeddings:
+        return responder->send(200, "application/json",
+                               dump_json(Json{{"embedding", results_.at(0)}}));
       case PoolingJobSpec::Api::kRerank:
         return responder->send(200, "application/json", dump_json(rerank_body(tokens)));
     }
@@ -134,6 +140,17 @@ void submit_pooling(ServerContext& ctx, const HttpRequest& req, ResponderPtr out
   if (auto e = parse_json_object(req.body, &body)) return send_error(*out, *e, shape);
   PoolingJobSpec spec;
   if (auto e = parse(ctx, body, &spec)) return send_error(*out, *e, shape);
+  if (spec.inputs.empty()) {
+    // Ollama's empty input or prompt: the model is loaded (it always is), nothing embedded.
+    Json j = spec.api == PoolingJobSpec::Api::kOllamaEmbeddings
+                 ? Json{{"embedding", Json::array()}}
+                 : Json{{"model", spec.model},
+                        {"embeddings", Json::array()},
+                        {"total_duration", 0},
+                        {"load_duration", 0},
+                        {"prompt_eval_count", 0}};
+    return out->send(200, "application/json", dump_json(j));
+  }
   const int64_t n_req = static_cast<int64_t>(spec.inputs.size());
   const int64_t limit = static_cast<int64_t>(ctx.max_num_seqs) + ctx.options.max_queue;
   // A batch of inputs larger than the queue is still one request: it is admitted alone.
@@ -177,6 +194,11 @@ void handle_embeddings(ServerContext& ctx, const HttpRequest& req, ResponderPtr 
 void handle_ollama_embed(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
   submit_pooling(ctx, req, std::move(out), parse_ollama_embed, ErrorShape::kOllama, "/api/embed",
                  "embd-");
+}
+
+void handle_ollama_embeddings(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
+  submit_pooling(ctx, req, std::move(out), parse_ollama_embeddings, ErrorShape::kOllama,
+                 "/api/embeddings", "embd-");
 }
 
 void handle_rerank(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {

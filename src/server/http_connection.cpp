@@ -1,6 +1,7 @@
 // Listener and HttpConnection (see http_connection.h).
 #include "server/http_connection.h"
 
+#include <array>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <utility>
 
 #include "base/log.h"
 
@@ -32,6 +34,8 @@ const char* status_text(int status) {
   switch (status) {
     case 200:
       return "OK";
+    case 204:
+      return "No Content";
     case 400:
       return "Bad Request";
     case 401:
@@ -53,10 +57,12 @@ const char* status_text(int status) {
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection>, public Responder {
  public:
-  HttpConnection(tcp::socket socket, const HttpLimits& limits, const RequestHandler& handler)
+  HttpConnection(tcp::socket socket, const HttpLimits& limits, const RequestHandler& handler,
+                 const ResponseHeaders& headers)
       : socket_(std::move(socket)),
         limits_(limits),
         handler_(handler),
+        headers_(headers),
         drain_timer_(socket_.get_executor()),
         idle_timer_(socket_.get_executor()) {}
 
@@ -73,9 +79,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     if (status >= 400 && limits_.log_errors)
       LOOM_LOG_INFO("request %s %s: %d %.200s", method_.c_str(), path_.c_str(), status,
                     body.c_str());
-    std::string head = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
-                       "\r\nContent-Type: " + content_type +
-                       "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    std::string head = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) + "\r\n";
+    if (!content_type.empty()) head += "Content-Type: " + content_type + "\r\n";
+    // 1xx, 204 and 304 answers have neither a body nor a Content-Length (RFC 7230 3.3.2).
+    if (status < 200 || status == 204 || status == 304)
+      body.clear();
+    else
+      head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     head += extra_headers;
     // 503 is "loading" or "queue full": both pass, so clients that honour it back off briefly.
     if (status == 503) head += "Retry-After: 1\r\n";
@@ -115,14 +125,20 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     bool ends_response;
   };
 
-  // The Connection header is decided on the strand (keep_alive_ may change there).
+  // The Connection header is decided on the strand (keep_alive_ may change there), as are the
+  // request's own headers (CORS) and HEAD's missing body.
   void enqueue_head_then(std::string head, std::string body, bool ends) {
     pending_ += head.size() + body.size();
     asio::dispatch(socket_.get_executor(), [self = shared_from_this(), head = std::move(head),
                                             body = std::move(body), ends]() mutable {
+      if (self->head_only_) {
+        self->pending_ -= body.size();
+        body.clear();
+      }
+      head += self->response_headers_;
       const char* conn =
           self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-      self->pending_ += std::strlen(conn);
+      self->pending_ += self->response_headers_.size() + std::strlen(conn);
       head += conn;
       head += body;
       self->push(Out{std::move(head), ends});
@@ -171,7 +187,15 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
         shutdown();
         return;
       }
-      if (!peek_pending_) do_read();  // else the peek's completion continues
+      // The next request, from what the peek buffered (pipelined) and then the socket. Only one
+      // read may be pending on the socket: the peek is cancelled and its handler reads on.
+      if (peek_pending_) {
+        peek_cancelled_ = true;
+        beast::error_code ignored;
+        socket_.cancel(ignored);
+      } else {
+        do_read();
+      }
     }
     if (!out_.empty()) do_write();
   }
@@ -235,6 +259,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     if (ec) {
       keep_alive_ = false;
       response_active_ = true;
+      head_only_ = false;
+      response_headers_.clear();
       if (ec == http::error::body_limit) {
         drain_ = true;
         send_error(*this, body_too_large(limits_.max_body_bytes));
@@ -262,24 +288,38 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     }
     req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive();
+    head_only_ = req.method == "HEAD";
+    response_headers_ = headers_ ? headers_(req) : "";
     response_active_ = true;
     start_peek();
     handler_(req, shared_from_this());
   }
 
-  // One read kept posted while the response is pending: EOF means the client left.
+  // One read kept posted while the response is pending: EOF means the client left. What it
+  // reads (pipelined requests) goes to the back of buffer_, parsed once the response is out.
+  // It reads into a buffer of its own, appended on the strand, so no two reads ever write into
+  // buffer_ (whose storage moves when it grows).
   void start_peek() {
     peek_pending_ = true;
     socket_.async_read_some(
-        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-          self->peek_pending_ = false;
-          if (ec) {
-            self->peer_gone();
-            return;
-          }
-          self->buffer_.commit(n);  // a pipelined request: parsed once the response is out
-          if (!self->response_active_) self->do_read();
-        });
+        asio::buffer(peek_buf_),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_peek(ec, n); });
+  }
+  void on_peek(beast::error_code ec, size_t n) {
+    peek_pending_ = false;
+    const bool cancelled = std::exchange(peek_cancelled_, false);
+    if (n > 0) buffer_.commit(asio::buffer_copy(buffer_.prepare(n), asio::buffer(peek_buf_, n)));
+    if (closed_) return;
+    if (ec && !(cancelled && ec == asio::error::operation_aborted)) {
+      peer_gone();
+      return;
+    }
+    if (!response_active_) {
+      do_read();
+      return;
+    }
+    // Past this much buffered, TCP holds back the rest until the response is out.
+    if (buffer_.size() < limits_.max_header_bytes) start_peek();
   }
 
   void peer_gone() {
@@ -335,6 +375,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   tcp::socket socket_;
   HttpLimits limits_;
   RequestHandler handler_;
+  ResponseHeaders headers_;
   std::string method_ = "-", path_ = "-";  // of the request being answered  // a copy: connections
                                            // may outlive the Listener object
   beast::flat_buffer buffer_;
@@ -346,6 +387,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   bool keep_alive_ = true;
   bool response_active_ = false;
   bool peek_pending_ = false;
+  bool peek_cancelled_ = false;   // by the end of the response: read on, not a hang-up
+  bool head_only_ = false;        // answering HEAD: headers only
+  std::string response_headers_;  // headers_(request) for the response being written
+  std::array<char, 4096> peek_buf_;
   bool drain_ = false;
   size_t drained_ = 0;
   std::string scratch_;
@@ -356,13 +401,19 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
 
 }  // namespace
 
-Listener::Listener(asio::io_context& io, HttpLimits limits, RequestHandler handler)
-    : io_(io), acceptor_(asio::make_strand(io)), limits_(limits), handler_(std::move(handler)) {}
+Listener::Listener(asio::io_context& io, HttpLimits limits, RequestHandler handler,
+                   ResponseHeaders headers)
+    : io_(io),
+      acceptor_(asio::make_strand(io)),
+      limits_(limits),
+      handler_(std::move(handler)),
+      headers_(std::move(headers)) {}
 
 Result<std::shared_ptr<Listener>> Listener::create(asio::io_context& io, const std::string& host,
                                                    uint16_t port, HttpLimits limits,
-                                                   RequestHandler handler) {
-  std::shared_ptr<Listener> l(new Listener(io, limits, std::move(handler)));
+                                                   RequestHandler handler,
+                                                   ResponseHeaders headers) {
+  std::shared_ptr<Listener> l(new Listener(io, limits, std::move(handler), std::move(headers)));
   beast::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
   if (ec) return invalid_argument("--host '" + host + "' is not an IP address: " + ec.message());
@@ -389,18 +440,19 @@ void Listener::close() {
 }
 
 void Listener::do_accept() {
-  acceptor_.async_accept(
-      asio::make_strand(io_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-        if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-        if (!ec) {
-          beast::error_code ignored;
-          s.set_option(tcp::no_delay(true), ignored);
-          std::make_shared<HttpConnection>(std::move(s), self->limits_, self->handler_)->start();
-        } else {
-          LOOM_LOG_WARN("accept failed: %s", ec.message().c_str());
-        }
-        self->do_accept();
-      });
+  acceptor_.async_accept(asio::make_strand(io_), [self = shared_from_this()](beast::error_code ec,
+                                                                             tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+    if (!ec) {
+      beast::error_code ignored;
+      s.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<HttpConnection>(std::move(s), self->limits_, self->handler_, self->headers_)
+          ->start();
+    } else {
+      LOOM_LOG_WARN("accept failed: %s", ec.message().c_str());
+    }
+    self->do_accept();
+  });
 }
 
 }  // namespace loom::server

@@ -42,19 +42,29 @@ const Json* FieldReader::raw(const char* key) const {
 std::optional<int64_t> FieldReader::opt_int(const char* key, int64_t lo, int64_t hi) {
   const Json* v = raw(key);
   if (!v) return std::nullopt;
+  const std::string n = name(key);
   if (!v->is_number() || v->is_boolean()) {
-    fail(std::string(key) + " must be an integer, got " + json_type_name(*v), key);
+    fail(n + " must be an integer, got " + json_type_name(*v), n);
     return std::nullopt;
   }
+  auto range = [&](const std::string& got) {
+    fail(n + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + got, n);
+  };
   int64_t x;
   if (!json_to_int(*v, INT64_MIN, INT64_MAX, &x)) {
-    fail(std::string(key) + " must be an integer, got " + v->dump(), key);
+    // An integer too large for int64 (2^63 and up, or an integral float like 1e30) is a range
+    // error; only a fraction is "not an integer".
+    const bool integral =
+        v->is_number_unsigned() || v->is_number_integer() ||
+        (std::isfinite(v->get<double>()) && v->get<double>() == std::floor(v->get<double>()));
+    if (integral)
+      range(v->dump());
+    else
+      fail(n + " must be an integer, got " + v->dump(), n);
     return std::nullopt;
   }
   if (x < lo || x > hi) {
-    fail(std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-             "], got " + std::to_string(x),
-         key);
+    range(std::to_string(x));
     return std::nullopt;
   }
   return x;
@@ -64,12 +74,12 @@ std::optional<double> FieldReader::opt_number(const char* key) {
   const Json* v = raw(key);
   if (!v) return std::nullopt;
   if (!v->is_number()) {
-    fail(std::string(key) + " must be a number, got " + json_type_name(*v), key);
+    fail(name(key) + " must be a number, got " + json_type_name(*v), name(key));
     return std::nullopt;
   }
   double d = v->get<double>();
   if (!std::isfinite(d)) {
-    fail(std::string(key) + " must be finite", key);
+    fail(name(key) + " must be finite", name(key));
     return std::nullopt;
   }
   return d;
@@ -79,7 +89,7 @@ std::optional<bool> FieldReader::opt_bool(const char* key) {
   const Json* v = raw(key);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) {
-    fail(std::string(key) + " must be a boolean, got " + json_type_name(*v), key);
+    fail(name(key) + " must be a boolean, got " + json_type_name(*v), name(key));
     return std::nullopt;
   }
   return v->get<bool>();
@@ -89,7 +99,7 @@ std::optional<std::string> FieldReader::opt_string(const char* key) {
   const Json* v = raw(key);
   if (!v) return std::nullopt;
   if (!v->is_string()) {
-    fail(std::string(key) + " must be a string, got " + json_type_name(*v), key);
+    fail(name(key) + " must be a string, got " + json_type_name(*v), name(key));
     return std::nullopt;
   }
   return v->get<std::string>();
@@ -104,13 +114,13 @@ std::optional<std::vector<std::string>> FieldReader::opt_string_or_list(const ch
     return out;
   }
   if (!v->is_array()) {
-    fail(std::string(key) + " must be a string or a list of strings, got " + json_type_name(*v),
-         key);
+    fail(name(key) + " must be a string or a list of strings, got " + json_type_name(*v),
+         name(key));
     return std::nullopt;
   }
   for (const auto& e : *v) {
     if (!e.is_string()) {
-      fail(std::string(key) + " must be a list of strings, found " + json_type_name(e), key);
+      fail(name(key) + " must be a list of strings, found " + json_type_name(e), name(key));
       return std::nullopt;
     }
     out.push_back(e.get<std::string>());
@@ -122,14 +132,14 @@ std::optional<std::vector<int32_t>> FieldReader::opt_int_list(const char* key) {
   const Json* v = raw(key);
   if (!v) return std::nullopt;
   if (!v->is_array()) {
-    fail(std::string(key) + " must be a list of integers, got " + json_type_name(*v), key);
+    fail(name(key) + " must be a list of integers, got " + json_type_name(*v), name(key));
     return std::nullopt;
   }
   std::vector<int32_t> out;
   for (const auto& e : *v) {
     int64_t x;
     if (!json_to_int(e, INT32_MIN, INT32_MAX, &x)) {
-      fail(std::string(key) + " must be a list of 32-bit integers, found " + e.dump(), key);
+      fail(name(key) + " must be a list of 32-bit integers, found " + e.dump(), name(key));
       return std::nullopt;
     }
     out.push_back(static_cast<int32_t>(x));
@@ -141,7 +151,7 @@ const Json* FieldReader::opt_object(const char* key) {
   const Json* v = raw(key);
   if (!v) return nullptr;
   if (!v->is_object()) {
-    fail(std::string(key) + " must be an object, got " + json_type_name(*v), key);
+    fail(name(key) + " must be an object, got " + json_type_name(*v), name(key));
     return nullptr;
   }
   return v;
@@ -151,7 +161,7 @@ const Json* FieldReader::opt_array(const char* key) {
   const Json* v = raw(key);
   if (!v) return nullptr;
   if (!v->is_array()) {
-    fail(std::string(key) + " must be a list, got " + json_type_name(*v), key);
+    fail(name(key) + " must be a list, got " + json_type_name(*v), name(key));
     return nullptr;
   }
   return v;
@@ -160,10 +170,10 @@ const Json* FieldReader::opt_array(const char* key) {
 std::optional<ApiError> FieldReader::unread_field_error(const std::string& route) const {
   for (auto it = obj_.begin(); it != obj_.end(); ++it) {
     if (it->is_null() || std::find(read_.begin(), read_.end(), it.key()) != read_.end()) continue;
-    return bad_request("unknown field '" + it.key() + "': " + route +
+    return bad_request("unknown field '" + prefix_ + it.key() + "': " + route +
                            " does not take it (remove it; " +
                            "docs/server.md lists the fields loom supports)",
-                       it.key());
+                       prefix_ + it.key());
   }
   return std::nullopt;
 }

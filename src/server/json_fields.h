@@ -22,10 +22,14 @@ using Json = nlohmann::ordered_json;
 
 class FieldReader {
  public:
-  explicit FieldReader(const Json& obj) : obj_(obj) {}
+  // `prefix` names a nested object in messages and params ("stream_options." makes a bad
+  // include_usage read as stream_options.include_usage).
+  explicit FieldReader(const Json& obj, std::string prefix = "")
+      : obj_(obj), prefix_(std::move(prefix)) {}
 
   // Each returns nullopt when the field is absent or null, or when it has the wrong type (then
-  // error() is set). Integers must fit in [lo, hi].
+  // error() is set). Integers must fit in [lo, hi]; an integer outside it (however large) is
+  // reported as out of range, not as "not an integer".
   std::optional<int64_t> opt_int(const char* key, int64_t lo = INT32_MIN, int64_t hi = INT32_MAX);
   std::optional<double> opt_number(const char* key);
   std::optional<bool> opt_bool(const char* key);
@@ -51,7 +55,9 @@ class FieldReader {
   const std::optional<ApiError>& error() const { return error_; }
 
  private:
+  std::string name(const char* key) const { return prefix_ + key; }
   const Json& obj_;
+  std::string prefix_;
   std::optional<ApiError> error_;
   mutable std::vector<std::string> read_;  // keys asked for, present or not
 };

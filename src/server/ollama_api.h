@@ -22,6 +22,14 @@ std::optional<ApiError> parse_ollama_generate(const ServerContext& ctx, const Js
 std::optional<ApiError> parse_ollama_chat(const ServerContext& ctx, const Json& body,
                                           GenerationSpec* spec, bool* load_only);
 
+// keep_alive as Ollama parses it: a number of seconds or a Go duration string ("5m", "1h30m",
+// "300ms"; negative = forever, 0 = unload at once). loom keeps its one model loaded for the
+// server's life, which any valid value allows; an invalid one is a 400 naming keep_alive.
+std::optional<ApiError> check_keep_alive(const Json* keep_alive);
+
+// Ollama requires "model" on every generation, chat, embed and show request.
+std::optional<ApiError> require_ollama_model(const Json& body);
+
 // "2026-12-02T09:10:11.123456789Z", as Ollama writes created_at.
 std::string ollama_timestamp();
 

@@ -1,5 +1,7 @@
 // Ollama /api/generate and /api/chat requests → GenerationSpec (see ollama_api.h).
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 
 #include "loom/tokenizer.h"
@@ -53,7 +55,13 @@ std::optional<ApiError> read_options(const ServerContext& ctx, const Json* optio
   if (auto t = r.opt_number("presence_penalty")) p.presence_penalty = static_cast<float>(*t);
   if (auto t = r.opt_number("frequency_penalty")) p.frequency_penalty = static_cast<float>(*t);
   if (auto s = r.opt_string_or_list("stop")) p.stop = *s;
-  if (auto n = r.opt_int("num_predict", -2, INT32_MAX); n && *n >= 0) *num_predict = *n;
+  if (auto n = r.opt_int("num_predict", -2, INT32_MAX); n && *n >= 0) {
+    // Ollama's runner would stop before the first token; an empty answer is not worth a
+    // request, and finish_spec's complaint would name max_tokens.
+    if (*n == 0)
+      r.fail("num_predict must be at least 1 (or -1 for as many as fit), got 0", "num_predict");
+    *num_predict = *n;
+  }
   *num_ctx = r.opt_int("num_ctx", 1, INT32_MAX);
   // loom's penalties look at the whole sequence: only a window of "all" (-1) is what it does.
   if (auto n = r.opt_int("repeat_last_n", -1, INT32_MAX); n && *n != -1)
@@ -82,10 +90,7 @@ std::optional<ApiError> read_common(const ServerContext& ctx, const Json& body, 
   if (auto e = check_model(ctx, r, &spec->model)) return e;
   if (spec->model.empty()) spec->model = ctx.model_name;
   spec->stream = r.opt_bool("stream").value_or(true);
-  // keep_alive: how long Ollama keeps a model loaded after a request; loom's stays loaded for
-  // the server's life, which satisfies any value. Only its type is checked.
-  if (const Json* k = r.raw("keep_alive"); k && !k->is_string() && !k->is_number())
-    return bad_request("keep_alive must be a duration string or a number of seconds", "keep_alive");
+  if (auto e = check_keep_alive(r.raw("keep_alive"))) return e;
   if (const Json* t = r.raw("think")) {
     if (t->is_boolean())
       c->think = t->get<bool>();
@@ -159,7 +164,8 @@ std::optional<ApiError> ollama_messages(const Json& messages, Json* out) {
     for (const auto& [k, v] : m.items())
       if (!one_of(k, {"role", "content", "images", "tool_calls", "thinking", "tool_name"}))
         return bad_request(where + "." + k + " is not supported", "messages");
-    if (auto im = m.find("images"); im != m.end() && !(im->is_array() && im->empty()))
+    if (auto im = m.find("images");
+        im != m.end() && !im->is_null() && !(im->is_array() && im->empty()))
       return bad_request(where + ".images: this model takes text only", "messages");
     Json nm = {{"role", m.value("role", Json())}, {"content", m.value("content", Json(""))}};
     if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
@@ -177,12 +183,63 @@ std::optional<ApiError> ollama_messages(const Json& messages, Json* out) {
       nm["tool_calls"] = std::move(calls);
     }
     if (auto tn = m.find("tool_name"); tn != m.end() && tn->is_string()) nm["name"] = *tn;
+    // An earlier turn's reasoning, under the name chat templates read.
+    if (auto th = m.find("thinking");
+        th != m.end() && th->is_string() && !th->get<std::string>().empty()) {
+      if (nm["role"] != "assistant")
+        return bad_request(where + ".thinking: only assistant messages carry thinking", "messages");
+      nm["reasoning_content"] = *th;
+    }
     conv.push_back(std::move(nm));
   }
   return normalize_messages(conv, out, "messages");
 }
 
+// Go's time.ParseDuration: [-+]? then one or more <decimal><unit>, unit ns us µs μs ms s m h;
+// "0" alone is allowed.
+bool parse_go_duration(const std::string& s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  if (s.substr(i) == "0") return true;
+  if (i == s.size()) return false;
+  static const char* const kUnits[] = {"ns", "us", "\xC2\xB5s", "\xCE\xBCs", "ms", "s", "m", "h"};
+  while (i < s.size()) {
+    size_t digits = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+    }
+    if (digits == 0) return false;
+    size_t best = 0;  // the longest unit that matches ("ms" before "m")
+    for (const char* u : kUnits) {
+      const size_t n = std::strlen(u);
+      if (n > best && s.compare(i, n, u) == 0) best = n;
+    }
+    if (best == 0) return false;
+    i += best;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::optional<ApiError> check_keep_alive(const Json* k) {
+  if (!k || k->is_number()) return std::nullopt;  // seconds; negative = forever
+  if (k->is_string() && parse_go_duration(k->get<std::string>())) return std::nullopt;
+  return bad_request(
+      "keep_alive must be a duration such as \"5m\" or \"1h30m\", or a number of "
+      "seconds (negative: forever), got " +
+          k->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      "keep_alive");
+}
+
+std::optional<ApiError> require_ollama_model(const Json& body) {
+  auto m = body.find("model");
+  if (m == body.end() || m->is_null() || (m->is_string() && m->get<std::string>().empty()))
+    return bad_request("model is required", "model");
+  return std::nullopt;
+}
 
 std::string ollama_timestamp() {
   const auto now = std::chrono::system_clock::now();
@@ -205,6 +262,7 @@ std::optional<ApiError> parse_ollama_generate(const ServerContext& ctx, const Js
           body, {"model", "prompt", "suffix", "system", "template", "context", "stream", "raw",
                  "format", "options", "keep_alive", "images", "think"}))
     return e;
+  if (auto e = require_ollama_model(body)) return e;
   spec->kind = ApiKind::kOllamaGenerate;
   FieldReader r(body);
   Common c;
@@ -256,12 +314,14 @@ std::optional<ApiError> parse_ollama_chat(const ServerContext& ctx, const Json& 
   if (auto e = check_fields(body, {"model", "messages", "tools", "format", "options", "stream",
                                    "keep_alive", "think"}))
     return e;
+  if (auto e = require_ollama_model(body)) return e;
   spec->kind = ApiKind::kOllamaChat;
   FieldReader r(body);
   Common c;
   if (auto e = read_common(ctx, body, r, spec, &c)) return e;
   ToolsRequest tools;
   if (auto e = read_openai_tools(r, &tools)) return e;
+  if (auto e = check_template_tools(ctx, tools, "tools")) return e;
   const Json* messages = r.raw("messages");
   if (!r.ok()) return r.error();
   *load_only = !messages || (messages->is_array() && messages->empty());

@@ -92,10 +92,13 @@ void handle_ollama_show(ServerContext& ctx, const HttpRequest& req, ResponderPtr
   Json body;
   if (auto e = parse_json_object(req.body, &body)) return send_error(*out, *e, ErrorShape::kOllama);
   FieldReader r(body);
-  // Ollama's clients send "model" (older ones "name").
+  // Ollama's clients send "model" (older ones "name"); one of them is required.
   std::string name = r.opt_string("model").value_or(r.opt_string("name").value_or(""));
   r.opt_bool("verbose");
   if (!r.ok()) return send_error(*out, *r.error(), ErrorShape::kOllama);
+  if (auto e = r.unread_field_error("/api/show")) return send_error(*out, *e, ErrorShape::kOllama);
+  if (name.empty())
+    return send_error(*out, bad_request("model is required", "model"), ErrorShape::kOllama);
   if (!name.empty() && name != ctx.model_name) {
     ApiError e = model_not_found(name);
     e.message = "model '" + name + "' not found";

@@ -21,6 +21,12 @@ std::optional<ApiError> to_error(const FieldReader& r) {
   return r.error();
 }
 
+// The most logprobs a request may ask for (SamplingParams::validate's bound), read into the
+// field's own range so its error names that field (top_logprobs, not logprobs).
+int64_t max_logprobs(const ServerContext& ctx) {
+  return std::min<int64_t>(ctx.options.max_logprobs, ctx.n_vocab);
+}
+
 std::vector<int32_t> encode(const ServerContext& ctx, const std::string& text, bool add_special) {
   return ctx.tokenizer->encode(text, add_special, /*parse_special=*/true);
 }
@@ -45,7 +51,93 @@ void read_no_effect_fields(FieldReader& r) {
       }
 }
 
+// messages[i].tool_calls: only on assistant turns; each {id?, type?: "function", function:
+// {name, arguments: JSON text or object}}. A malformed call would otherwise reach the template
+// as Undefined and fail there with a message about template internals.
+std::optional<ApiError> check_tool_calls(const Json& m, const std::string& role,
+                                         const std::string& where) {
+  auto tc = m.find("tool_calls");
+  if (tc == m.end() || tc->is_null()) return std::nullopt;
+  const std::string field = where + ".tool_calls";
+  if (role != "assistant")
+    return bad_request(field + ": only assistant messages carry tool calls", field);
+  if (!tc->is_array())
+    return bad_request(field + " must be a list, got " + json_type_name(*tc), field);
+  for (size_t j = 0; j < tc->size(); ++j) {
+    const Json& call = (*tc)[j];
+    const std::string w = field + "[" + std::to_string(j) + "]";
+    if (!call.is_object())
+      return bad_request(w + " must be an object, got " + json_type_name(call), w);
+    auto type = call.find("type");
+    if (type != call.end() && !type->is_null() && *type != "function")
+      return bad_request(w + ".type must be \"function\" (custom tools are not supported), got " +
+                             type->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                         w + ".type");
+    for (auto it = call.begin(); it != call.end(); ++it)
+      if (it.key() != "id" && it.key() != "type" && it.key() != "function" && it.key() != "index")
+        return bad_request(w + "." + it.key() + " is not a known field (id, type, function)",
+                           w + "." + it.key());
+    auto id = call.find("id");
+    if (id != call.end() && !id->is_null() && !id->is_string())
+      return bad_request(w + ".id must be a string", w + ".id");
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object())
+      return bad_request(w + ".function is required: {\"name\": ..., \"arguments\": ...}",
+                         w + ".function");
+    for (auto it = fn->begin(); it != fn->end(); ++it)
+      if (it.key() != "name" && it.key() != "arguments")
+        return bad_request(w + ".function." + it.key() + " is not a known field (name, arguments)",
+                           w + ".function." + it.key());
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+      return bad_request(w + ".function.name is required (a non-empty string)",
+                         w + ".function.name");
+    auto args = fn->find("arguments");
+    if (args == fn->end() || !(args->is_string() || args->is_object()))
+      return bad_request(w + ".function.arguments is required (a JSON string)",
+                         w + ".function.arguments");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<ApiError> check_message_keys(const Json& messages, const char* param) {
+  if (!messages.is_array()) return std::nullopt;  // normalize_messages says so
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) continue;
+    const std::string role = m["role"].get<std::string>();
+    std::vector<const char*> known = {"role", "content", "name"};
+    if (role == "assistant") known.insert(known.end(), {"tool_calls", "reasoning_content"});
+    if (role == "tool") known.push_back("tool_call_id");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (it->is_null() || std::find_if(known.begin(), known.end(), [&](const char* k) {
+                             return it.key() == k;
+                           }) != known.end())
+        continue;
+      std::string allowed;
+      for (const char* k : known) allowed += std::string(allowed.empty() ? "" : ", ") + k;
+      const std::string field = std::string(param) + "[" + std::to_string(i) + "]." + it.key();
+      return bad_request(
+          field + " is not valid on a " + role + " message (it takes " + allowed + ")", field);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_template_tools(const ServerContext& ctx, const ToolsRequest& tools,
+                                             const char* param) {
+  if (!tools.declared() || tools.mode == chat::ChatGrammarRequest::ToolMode::kNone || !ctx.chat ||
+      ctx.chat->renders_tools())
+    return std::nullopt;
+  return bad_request(
+      std::string(param) + ": this model's chat template has no tool support (it never reads " +
+          "`tools`" + (ctx.chat->is_fallback() ? ", it is loom's ChatML fallback" : "") +
+          "), so the model would not be told about the tools; start the server with a template "
+          "that renders them (loom serve --chat-template FILE), or send tool_choice \"none\"",
+      param);
+}
 
 std::optional<ApiError> parse_json_object(const std::string& body, Json* out) {
   if (body.empty()) return bad_request("the request body is empty; send a JSON object");
@@ -128,9 +220,15 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
   if (const Json* so = r.opt_object("stream_options")) {
     if (!spec->stream)
       r.fail("stream_options can only be set when stream is true", "stream_options");
-    FieldReader sr(*so);
+    FieldReader sr(*so, "stream_options.");
     if (auto v = sr.opt_bool("include_usage")) spec->include_usage = *v;
-    sr.opt_bool("continuous_usage_stats");
+    if (auto v = sr.opt_bool("continuous_usage_stats")) spec->continuous_usage = *v;
+    // vLLM sends per-chunk usage only when the final usage chunk is asked for too.
+    if (spec->continuous_usage && !spec->include_usage)
+      sr.fail(
+          "stream_options.continuous_usage_stats needs stream_options.include_usage: true "
+          "(usage is sent on every chunk only when it is sent at all)",
+          "stream_options.continuous_usage_stats");
     if (!sr.ok()) r.fail(*sr.error());
     if (auto e = sr.unread_field_error("stream_options")) r.fail(std::move(*e));
   }
@@ -218,6 +316,7 @@ std::optional<ApiError> normalize_messages(const Json& messages, Json* out, cons
       return bad_request(
           where + ".role '" + r + "' is not one of system, developer, user, assistant, tool",
           param);
+    if (auto e = check_tool_calls(m, r, where)) return e;
     Json nm = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
@@ -258,10 +357,13 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   FieldReader r(body);
   if (auto e = check_model(ctx, r, &spec->model)) return e;
   read_sampling_fields(ctx, r, spec);
-  auto max_tokens = r.opt_int("max_tokens", INT32_MIN, INT32_MAX);
+  auto max_tokens = r.opt_int("max_tokens", 1, INT32_MAX);
   if (auto v = r.opt_bool("echo")) spec->echo = *v;
-  if (auto v = r.opt_int("logprobs", 0, INT32_MAX))
+  if (auto v = r.opt_int("logprobs", 0, max_logprobs(ctx)))
     spec->params.logprobs = static_cast<int32_t>(*v);
+  // vLLM's: echo with logprobs scores the prompt's tokens too.
+  if (spec->echo && spec->params.logprobs >= 0)
+    spec->params.prompt_logprobs = spec->params.logprobs;
   const bool add_special = r.opt_bool("add_special_tokens").value_or(true);
   if (r.opt_string("suffix")) r.fail("suffix is not supported (no fill-in-the-middle)", "suffix");
   if (!r.ok()) return to_error(r);
@@ -346,10 +448,10 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   FieldReader r(body);
   if (auto e = check_model(ctx, r, &spec->model)) return e;
   read_sampling_fields(ctx, r, spec);
-  auto max_tokens = r.opt_int("max_tokens", INT32_MIN, INT32_MAX);
-  if (auto v = r.opt_int("max_completion_tokens", INT32_MIN, INT32_MAX)) max_tokens = v;
+  auto max_tokens = r.opt_int("max_tokens", 1, INT32_MAX);
+  if (auto v = r.opt_int("max_completion_tokens", 1, INT32_MAX)) max_tokens = v;
   spec->chat_logprobs = r.opt_bool("logprobs").value_or(false);
-  auto top = r.opt_int("top_logprobs", 0, INT32_MAX);
+  auto top = r.opt_int("top_logprobs", 0, max_logprobs(ctx));
   if (top && !spec->chat_logprobs)
     r.fail("top_logprobs requires logprobs to be true", "top_logprobs");
   if (spec->chat_logprobs) spec->params.logprobs = static_cast<int32_t>(top.value_or(0));
@@ -362,6 +464,13 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (auto effort = r.opt_string("reasoning_effort")) {
     if (*effort != "low" && *effort != "medium" && *effort != "high")
       r.fail("reasoning_effort must be \"low\", \"medium\" or \"high\", got \"" + *effort + "\"",
+             "reasoning_effort");
+    else if (ctx.output_format.reasoning == chat::ReasoningFormat::kNone)
+      // As /v1/responses answers reasoning.effort: a template variable nobody reads would be
+      // an effort silently ignored.
+      r.fail("reasoning_effort \"" + *effort + "\": model '" + ctx.model_name +
+                 "' does not reason (its chat template has no reasoning format; loom serve "
+                 "--reasoning-parser)",
              "reasoning_effort");
     effort_kwargs = kwargs ? *kwargs : Json::object();
     if (!effort_kwargs.contains("reasoning_effort")) effort_kwargs["reasoning_effort"] = *effort;
@@ -381,6 +490,8 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (!messages) return bad_request("messages is required", "messages");
   Json norm;
   if (auto e = normalize_messages(*messages, &norm, "messages")) return e;
+  if (auto e = check_message_keys(*messages, "messages")) return e;
+  if (auto e = check_template_tools(ctx, tools, "tools")) return e;
   if (!ctx.tokenizer)
     return bad_request(
         "this model has no tokenizer, so chat is unavailable; use /v1/completions with token ids",

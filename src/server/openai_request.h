@@ -20,6 +20,7 @@ namespace loom::server {
 
 struct ServerContext;
 struct ResponsesContext;  // responses_api.h
+struct ToolsRequest;      // constraints.h
 
 enum class ApiKind { kCompletion, kChat, kAnthropic, kOllamaGenerate, kOllamaChat, kResponses };
 
@@ -41,6 +42,8 @@ struct GenerationSpec {
   SamplingParams params;                      // shared by every prompt; n samples each
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM): usage on every chunk, not only the last.
+  bool continuous_usage = false;
   bool echo = false;           // completions: prepend the prompt to the text
   bool chat_logprobs = false;  // chat: logprobs=true
   OutputParsing output;
@@ -65,7 +68,21 @@ std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int6
 
 // A chat message list → the list the template sees ({"role", "content": string, ...}): content
 // parts are joined, unknown roles and non-text parts refused.
+// An assistant turn's tool_calls are checked too (a list of {id?, type?: "function",
+// function: {name, arguments}}), each error naming the path (messages[1].tool_calls[0].function).
 std::optional<ApiError> normalize_messages(const Json& messages, Json* out, const char* param);
+
+// OpenAI-shape messages as clients send them: each key must be one that message's role takes
+// (user: role, content, name; assistant: also tool_calls, reasoning_content; tool: also
+// tool_call_id), else a 400 naming messages[i].key. Null values are let through (SDKs echo
+// assistant messages back with refusal: null and the like).
+std::optional<ApiError> check_message_keys(const Json& messages, const char* param);
+
+// Declared tools (and a tool_choice other than "none") on a chat template that never reads
+// `tools`: the template would drop them and the model would never be told of them → 400
+// naming `param` that says how to give the server a template that renders tools.
+std::optional<ApiError> check_template_tools(const ServerContext& ctx, const ToolsRequest& tools,
+                                             const char* param);
 
 std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const Json& body,
                                                  GenerationSpec* spec);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -116,13 +117,16 @@ class OpenAiJob : public GenerationJob {
       // vLLM and OpenAI open every choice with a role-only delta.
       for (size_t i = 0; i < choices_.size(); ++i) {
         Json delta = {{"role", "assistant"}, {"content", ""}};
-        responder->write(sse_data(chunk(i, std::move(delta), Json(), Json())));
+        Json ck = chunk(i, std::move(delta), Json(), Json());
+        if (spec_.continuous_usage) ck["usage"] = usage();
+        responder->write(sse_data(ck));
       }
     }
   }
 
   void on_output(size_t pi, RequestOutput& out) override {
     if (!out.error.empty() && error_.empty()) error_ = out.error;
+    if (!out.prompt_logprobs.empty()) prompt_lp_[pi] = std::move(out.prompt_logprobs);
     if (out.num_prompt_tokens > 0) prompt_tokens_[pi] = out.num_prompt_tokens;
     cached_tokens_[pi] = out.num_cached_tokens;
     for (CompletionOutput& c : out.outputs) {
@@ -130,13 +134,16 @@ class OpenAiJob : public GenerationJob {
       if (idx >= choices_.size()) continue;
       Choice& ch = choices_[idx];
       std::string text = std::move(c.text);
+      const bool echo_lp = spec_.echo && !ch.echoed && spec_.params.logprobs >= 0 && !chat();
       if (spec_.echo && !ch.echoed) {
         text = spec_.prompt_texts[pi] + text;
         ch.text_offset = utf8_chars(sanitize_utf8(spec_.prompt_texts[pi]));
         ch.echoed = true;
       }
       ch.tokens = c.num_output_tokens;
-      Json lp = render_logprobs(c, &ch);
+      // Echo with logprobs: the prompt's tokens come first (vLLM's), then the generated ones.
+      Json lp = echo_lp ? concat_logprobs(echoed_prompt_logprobs(pi), render_logprobs(c, &ch))
+                        : render_logprobs(c, &ch);
       if (c.finished()) {
         ch.finish = c.finish_reason;
         if (!c.stop_reason.empty() && !c.stop_token)
@@ -156,6 +163,8 @@ class OpenAiJob : public GenerationJob {
           payload = d.content;
         Json ck = chunk(idx, std::move(payload), std::move(lp), std::move(fin));
         if (c.finished()) ck["choices"][0]["stop_reason"] = ch.stop_reason;
+        // vLLM's continuous_usage_stats: the running totals on every chunk.
+        if (spec_.continuous_usage) ck["usage"] = usage();
         responder->write(sse_data(ck));
       } else {
         ch.text += d.content;
@@ -353,21 +362,57 @@ class OpenAiJob : public GenerationJob {
       std::string s = token_str(p.token);
       tokens.push_back(s);
       lps.push_back(finite_logprob(p.logprob));
-      // A dict keyed by token text (OpenAI's shape): tokens with the same text share a key,
-      // which keeps the larger logprob.
-      Json top = Json::object();
-      auto put = [&](const std::string& key, float lp) {
-        const double v = finite_logprob(lp);
-        if (!top.contains(key) || top[key].get<double>() < v) top[key] = v;
-      };
-      for (const TokenLogprob& t : p.top) put(token_str(t.token), t.logprob);
-      put(s, p.logprob);
-      tops.push_back(std::move(top));
+      tops.push_back(top_dict(p, s));
       offs.push_back(ch->text_offset);
       ch->text_offset += utf8_chars(s);
     }
     return Json{
         {"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
+  }
+
+  // A position's top logprobs as a dict keyed by token text (OpenAI's shape), the token itself
+  // (text s) included: tokens with the same text share a key, which keeps the larger logprob.
+  Json top_dict(const PositionLogprobs& p, const std::string& s) const {
+    Json top = Json::object();
+    auto put = [&](const std::string& key, float lp) {
+      const double v = finite_logprob(lp);
+      if (!top.contains(key) || top[key].get<double>() < v) top[key] = v;
+    };
+    for (const TokenLogprob& t : p.top) put(token_str(t.token), t.logprob);
+    put(s, p.logprob);
+    return top;
+  }
+
+  // Completions with echo and logprobs: prompt pi's tokens in the completion logprobs shape,
+  // offsets from 0; the first token (and any the engine gave no logprobs) has null ones.
+  Json echoed_prompt_logprobs(size_t pi) const {
+    Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offs = Json::array();
+    auto it = prompt_lp_.find(pi);
+    const std::vector<int32_t>& ids = spec_.prompts[pi];
+    size_t offset = 0;
+    bool at_start = true;  // SentencePiece drops the space of the text's first word
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string s = ctx_.tokenizer
+                                ? sanitize_utf8(ctx_.tokenizer->token_piece(
+                                      ids[i], spec_.params.skip_special_tokens, at_start))
+                                : token_str(ids[i]);
+      at_start = at_start && s.empty();
+      tokens.push_back(s);
+      offs.push_back(offset);
+      offset += utf8_chars(s);
+      const bool has = i > 0 && it != prompt_lp_.end() && i - 1 < it->second.size();
+      lps.push_back(has ? Json(finite_logprob(it->second[i - 1].logprob)) : Json());
+      tops.push_back(has ? top_dict(it->second[i - 1], s) : Json());
+    }
+    return Json{
+        {"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
+  }
+
+  static Json concat_logprobs(Json a, const Json& b) {
+    if (b.is_null()) return a;
+    for (const char* k : {"text_offset", "token_logprobs", "tokens", "top_logprobs"})
+      for (const Json& e : b[k]) a[k].push_back(e);
+    return a;
   }
 
   void merge_logprobs(Choice* ch, const Json& lp) const {
@@ -388,6 +433,7 @@ class OpenAiJob : public GenerationJob {
   std::string id_;
   int64_t created_;
   std::vector<Choice> choices_;
+  std::map<size_t, std::vector<PositionLogprobs>> prompt_lp_;  // per prompt, for echo
   std::vector<int64_t> prompt_tokens_;
   std::vector<int64_t> cached_tokens_;
   std::string error_;

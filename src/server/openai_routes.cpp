@@ -1,6 +1,9 @@
-// /v1/completions, /v1/chat/completions, /v1/models, and the submit path shared with
+// /v1/completions, /v1/chat/completions, /v1/models[/{id}], and the submit path shared with
 // /v1/messages: overload check, one engine request per prompt, disconnect → abort.
+#include <cctype>
+#include <cstring>
 #include <ctime>
+#include <string>
 
 #include "base/log.h"
 #include "server/jobs.h"
@@ -106,17 +109,45 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, Respond
   submit_generation(ctx, std::move(spec), std::move(out));
 }
 
+namespace {
+
+Json model_object(const ServerContext& ctx) {
+  return {{"id", ctx.model_name},
+          {"object", "model"},
+          {"created", ctx.created},
+          {"owned_by", "loom"},
+          {"root", ctx.options.model_path.empty() ? ctx.model_name : ctx.options.model_path},
+          {"parent", nullptr},
+          {"max_model_len", ctx.max_model_len},
+          {"permission", Json::array()}};
+}
+
+// %XX escapes decoded (a served name like "org/model" arrives as "org%2Fmodel" or as is).
+std::string percent_decode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void handle_models(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
-  Json model = {{"id", ctx.model_name},
-                {"object", "model"},
-                {"created", ctx.created},
-                {"owned_by", "loom"},
-                {"root", ctx.options.model_path.empty() ? ctx.model_name : ctx.options.model_path},
-                {"parent", nullptr},
-                {"max_model_len", ctx.max_model_len},
-                {"permission", Json::array()}};
-  Json j = {{"object", "list"}, {"data", Json::array({model})}};
+  Json j = {{"object", "list"}, {"data", Json::array({model_object(ctx)})}};
   out->send(200, "application/json", dump_json(j));
+}
+
+void handle_model(ServerContext& ctx, const HttpRequest& req, ResponderPtr out) {
+  const std::string id = percent_decode(req.path.substr(std::strlen("/v1/models/")));
+  if (id != ctx.model_name) return send_error(*out, model_not_found(id));
+  out->send(200, "application/json", dump_json(model_object(ctx)));
 }
 
 }  // namespace loom::server

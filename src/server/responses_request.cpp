@@ -525,6 +525,7 @@ std::optional<ApiError> parse_responses_request(const ServerContext& ctx, Respon
   Json kwargs = Json::object();
   if (thinking) kwargs["enable_thinking"] = *thinking;
   if (effort.is_string()) kwargs["reasoning_effort"] = effort;  // gpt-oss-style templates
+  if (auto e = check_template_tools(ctx, tools, "tools")) return e;
   auto text = ctx.chat->render(messages, tools.declared() ? &tools.tools : nullptr,
                                /*add_generation_prompt=*/true, kwargs.empty() ? nullptr : &kwargs);
   if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), "input");
@@ -538,6 +539,7 @@ std::optional<ApiError> parse_responses_request(const ServerContext& ctx, Respon
   spec->prompt_texts.push_back(std::move(text).value());
   if (auto e = finish_spec(ctx, max_tokens, spec)) {
     if (e->param == "max_tokens") e->param = "max_output_tokens";
+    if (e->param == "prompt") e->param = "input";  // this API's name for what it renders
     size_t pos = e->message.find("max_tokens");
     if (pos != std::string::npos) e->message.replace(pos, 10, "max_output_tokens");
     return e;

@@ -8,6 +8,7 @@
 #include "base/version.h"
 #include "kernels/cpu/isa.h"
 #include "server/auth.h"
+#include "server/cors.h"
 #include "server/jobs.h"
 #include "server/routes.h"
 #include "server/server_context.h"
@@ -44,73 +45,106 @@ void handle_version(ServerContext&, const HttpRequest&, ResponderPtr out) {
 }
 
 struct Route {
-  const char* method;
+  const char* method;  // GET routes answer HEAD too (the connection leaves the body out)
   const char* path;
   Handler handler;
   bool auth;            // protected by --api-key
-  ErrorShape errors;    // the API family's error body
   bool prefix = false;  // path is a prefix ("/v1/responses/" + id)
 };
-constexpr ErrorShape kOpenAI = ErrorShape::kOpenAI, kAnthropic = ErrorShape::kAnthropic,
-                     kOllama = ErrorShape::kOllama;
 
 const Route kRoutes[] = {
-    {"GET", "/health", handle_health, false, kOpenAI},
-    {"GET", "/metrics", handle_metrics, false, kOpenAI},
-    {"GET", "/version", handle_version, false, kOpenAI},
-    {"GET", "/v1/models", handle_models, true, kOpenAI},
-    {"POST", "/v1/completions", handle_completions, true, kOpenAI},
-    {"POST", "/v1/chat/completions", handle_chat_completions, true, kOpenAI},
-    {"POST", "/v1/messages", handle_messages, true, kAnthropic},
-    {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, kAnthropic},
-    {"POST", "/tokenize", handle_tokenize, true, kOpenAI},
-    {"POST", "/detokenize", handle_detokenize, true, kOpenAI},
+    {"GET", "/health", handle_health, false},
+    {"GET", "/metrics", handle_metrics, false},
+    {"GET", "/version", handle_version, false},
+    {"GET", "/v1/models", handle_models, true},
+    {"GET", "/v1/models/", handle_model, true, true},
+    {"POST", "/v1/completions", handle_completions, true},
+    {"POST", "/v1/chat/completions", handle_chat_completions, true},
+    {"POST", "/v1/messages", handle_messages, true},
+    {"POST", "/v1/messages/count_tokens", handle_count_tokens, true},
+    {"POST", "/tokenize", handle_tokenize, true},
+    {"POST", "/detokenize", handle_detokenize, true},
     // Embeddings and rerank (embeddings_api.h); the rerank aliases are vLLM's and
     // llama-server's.
-    {"POST", "/v1/embeddings", handle_embeddings, true, kOpenAI},
-    {"POST", "/v1/rerank", handle_rerank, true, kOpenAI},
-    {"POST", "/rerank", handle_rerank, true, kOpenAI},
-    {"POST", "/v2/rerank", handle_rerank, true, kOpenAI},
+    {"POST", "/v1/embeddings", handle_embeddings, true},
+    {"POST", "/v1/rerank", handle_rerank, true},
+    {"POST", "/rerank", handle_rerank, true},
+    {"POST", "/v2/rerank", handle_rerank, true},
     // Ollama's API (ollama_api.h).
-    {"GET", "/api/version", handle_ollama_version, false, kOllama},
-    {"GET", "/api/tags", handle_ollama_tags, true, kOllama},
-    {"GET", "/api/ps", handle_ollama_ps, true, kOllama},
-    {"POST", "/api/show", handle_ollama_show, true, kOllama},
-    {"POST", "/api/generate", handle_ollama_generate, true, kOllama},
-    {"POST", "/api/chat", handle_ollama_chat, true, kOllama},
-    {"POST", "/api/embed", handle_ollama_embed, true, kOllama},
+    {"GET", "/api/version", handle_ollama_version, false},
+    {"GET", "/api/tags", handle_ollama_tags, true},
+    {"GET", "/api/ps", handle_ollama_ps, true},
+    {"POST", "/api/show", handle_ollama_show, true},
+    {"POST", "/api/generate", handle_ollama_generate, true},
+    {"POST", "/api/chat", handle_ollama_chat, true},
+    {"POST", "/api/embed", handle_ollama_embed, true},
+    {"POST", "/api/embeddings", handle_ollama_embeddings, true},  // Ollama's legacy route
     // OpenAI's Responses API (responses_api.h).
-    {"POST", "/v1/responses", handle_responses_create, true, kOpenAI},
-    {"GET", "/v1/responses/", handle_responses_get, true, kOpenAI, true},
-    {"DELETE", "/v1/responses/", handle_responses_delete, true, kOpenAI, true},
+    {"POST", "/v1/responses", handle_responses_create, true},
+    {"GET", "/v1/responses/", handle_responses_get, true, true},
+    {"DELETE", "/v1/responses/", handle_responses_delete, true, true},
 };
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// The error body of the API family a path belongs to, as its routes answer their own errors:
+// Ollama's under /api/, Anthropic's under /v1/messages, OpenAI's elsewhere.
+ErrorShape error_shape(const std::string& path) {
+  if (path == "/api" || starts_with(path, "/api/")) return ErrorShape::kOllama;
+  if (path == "/v1/messages" || starts_with(path, "/v1/messages/")) return ErrorShape::kAnthropic;
+  return ErrorShape::kOpenAI;
+}
 
 }  // namespace
 
 void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<Responder> out) {
+  // CORS preflights are the browser's, before the real request: no API key, no model needed.
+  if (is_cors_preflight(req)) {
+    const std::string failure = cors_preflight_failure(ctx.options.cors, req);
+    if (failure.empty())
+      out->send_with_headers(204, "", "", "");
+    else
+      out->send(400, "text/plain; charset=utf-8", "Disallowed CORS " + failure);
+    return;
+  }
+  const bool head = req.method == "HEAD";
+  const std::string method = head ? "GET" : req.method;
+  const ErrorShape shape = error_shape(req.path);
   const Route* match = nullptr;
-  bool path_known = false;
+  std::string allow;  // the path's methods, for a 405's Allow header
   for (const Route& r : kRoutes) {
     if (r.prefix ? req.path.rfind(r.path, 0) != 0 || req.path.size() == std::strlen(r.path)
                  : req.path != r.path)
       continue;
-    path_known = true;
-    if (req.method == r.method) match = &r;
+    allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+    if (std::strcmp(r.method, "GET") == 0) allow += ", HEAD";
+    if (method == r.method) match = &r;
   }
   // The chat page's files: static, so served without an API key and while the model loads.
-  if (!path_known && ctx.options.webui && serve_web_asset(req, *out)) return;
+  if (allow.empty() && ctx.options.webui) {
+    if (!head && serve_web_asset(req, *out)) return;
+    if (head) {
+      HttpRequest get = req;
+      get.method = "GET";
+      if (serve_web_asset(get, *out)) return;
+    }
+  }
   if (!match) {
-    send_error(*out, path_known ? method_not_allowed(req.method, req.path)
-                                : route_not_found(req.method, req.path));
+    if (allow.empty()) return send_error(*out, route_not_found(req.method, req.path), shape);
+    const ApiError e = method_not_allowed(req.method, req.path);
+    out->send_with_headers(e.status, "application/json", "Allow: " + allow + "\r\n",
+                           error_body(e, shape));
     return;
   }
   if (match->auth && !authorized(req, ctx.options.api_key)) {
-    send_error(*out, unauthorized(), match->errors);
+    send_error(*out, unauthorized(), shape);
     return;
   }
   if (!ctx.ready.load()) {
     send_error(*out, overloaded("the model is still loading; retry when /health answers 200"),
-               match->errors);
+               shape);
     return;
   }
   // Handlers report bad input as ApiErrors; an exception here is a bug, but it must cost one
@@ -124,7 +158,7 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
     err.status = 500;
     err.type = "internal_error";
     err.message = std::string("internal error: ") + e.what();
-    send_error(*out, err, match->errors);
+    send_error(*out, err, shape);
   }
 }
 

@@ -17,6 +17,8 @@ using ResponderPtr = std::shared_ptr<Responder>;
 void handle_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_models(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+// GET /v1/models/{id}: the model object for the served id, else a 404 naming it.
+void handle_model(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 // Submits every prompt of `spec` and starts the job (or answers with the error).
 void submit_generation(ServerContext& ctx, GenerationSpec spec, ResponderPtr out);
 
@@ -41,6 +43,7 @@ void handle_responses_delete(ServerContext& ctx, const HttpRequest& req, Respond
 // embeddings_routes.cpp (embeddings_api.h)
 void handle_embeddings(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_ollama_embed(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
+void handle_ollama_embeddings(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 void handle_rerank(ServerContext& ctx, const HttpRequest& req, ResponderPtr out);
 
 // tokenize_routes.cpp

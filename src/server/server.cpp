@@ -59,10 +59,13 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   limits.log_errors = options.log_requests;
   ServerState* raw = st.get();
   LOOM_ASSIGN_OR_RETURN(
-      st->listener, Listener::create(st->io, options.host, options.port, limits,
-                                     [raw](const HttpRequest& req, std::shared_ptr<Responder> out) {
-                                       route_request(raw->ctx, req, std::move(out));
-                                     }));
+      st->listener,
+      Listener::create(
+          st->io, options.host, options.port, limits,
+          [raw](const HttpRequest& req, std::shared_ptr<Responder> out) {
+            route_request(raw->ctx, req, std::move(out));
+          },
+          [raw](const HttpRequest& req) { return cors_headers(raw->ctx.options.cors, req); }));
   st->work.emplace(st->io.get_executor());
   st->listener->run();
   const int n = std::max(1, options.io_threads);

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "loom/engine.h"
+#include "server/cors.h"
 
 namespace loom::server {
 
@@ -55,6 +56,9 @@ struct ServerOptions {
   // /api/embed) or "rerank" (/v1/rerank); "" = from the model's pooling metadata
   // ({arch}.pooling_type, sentence-transformers modules, a reranker's name).
   std::string task;
+  // Cross-origin requests (vLLM's --allowed-origins / -methods / -headers, --allow-credentials):
+  // every origin by default.
+  CorsPolicy cors;
 };
 
 struct ServerState;

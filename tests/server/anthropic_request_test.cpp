@@ -77,6 +77,12 @@ TEST(AnthropicRequest, BadMessagesNameTheBlock) {
        "messages[0].content[0]: content block type 'image' is not supported (this model takes text "
        "only)"},
       {R"([{"role": "user", "content": [{"type": "document", "source": {}}]}])", "'document'"},
+      // Keys a message or block does not take are named, never dropped.
+      {R"([{"role": "user", "content": "hi", "foo": 1}])", "messages[0].foo is not a known field"},
+      {R"([{"role": "user", "content": [{"type": "text", "text": "hi", "citations": []}]}])",
+       "messages[0].content[0].citations is not a known field"},
+      {R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "x": 1}]}])",
+       "messages[1].content[0].x is not a known field"},
       {R"([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "r"}]}])",
        "tool_use_id 'toolu_x' does not match any earlier tool_use block"},
       {R"([{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}])",

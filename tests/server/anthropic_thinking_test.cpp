@@ -15,8 +15,10 @@ constexpr const char* kR1Template =
     "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|><think>\n{%- endif -%}";
 
-// Qwen3's switch: with enable_thinking=false the prompt closes an empty think block.
+// Qwen3's switch: with enable_thinking=false the prompt closes an empty think block. (Tools
+// are marked: a template that never reads them makes tools a 400.)
 constexpr const char* kQwen3Template =
+    "{%- if tools -%}<|tools|>{%- endif -%}"
     "{%- for m in messages -%}<|{{ m['role'] }}|>{{ m['content'] }}{{ '\\n' }}{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>"
     "{%- if enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>\n\n{%- endif "

@@ -61,9 +61,11 @@ void expect_valid_input(const json& input, const json& tool, const std::string& 
 }
 
 int count_tokens(const json& body) {
-  json b = body;
-  b.erase("max_tokens");
-  b.erase("stream");
+  // count_tokens takes only what shapes the prompt (Anthropic refuses the rest as extra inputs).
+  json b = json::object();
+  for (const char* k : {"model", "system", "messages", "tools", "tool_choice", "thinking",
+                        "output_config", "output_format", "chat_template_kwargs"})
+    if (body.contains(k)) b[k] = body[k];
   auto r = post_json(shared_port(), "/v1/messages/count_tokens", b);
   EXPECT_EQ(r.status, 200) << r.body;
   return r.json().value("input_tokens", 0);
@@ -255,7 +257,7 @@ json without_ids(json msg) {
 
 TEST(ServerAnthropicTools, StreamReassemblesToTheSameMessage) {
   // One call each: with parallel calls the random model keeps calling until max_tokens cuts the
-  // last call short, which a stream has already begun to send (the JSON answer drops it).
+  // last call short (output_parsing_test checks those cut calls, streamed and not).
   for (const json& choice :
        {json{{"type", "any"}, {"disable_parallel_tool_use", true}},
         json{{"type", "tool"}, {"name", "add"}, {"disable_parallel_tool_use", true}}}) {
@@ -286,16 +288,19 @@ TEST(ServerAnthropicTools, MultiTurnToolUseAndToolResultRender) {
   auto r = post_json(shared_port(), "/v1/messages", body);
   ASSERT_EQ(r.status, 200) << r.body;
   check_content(r.json(), "multi-turn");
-  // The template sees the tool result as its own turn, before the user's text.
+  // The template sees the tools (marked by the test template) and the tool result as its own
+  // turn, before the user's text.
   json ct = body;
-  ct.erase("max_tokens");
+  ct.erase("max_tokens");  // generation fields are extra inputs to count_tokens
+  ct.erase("temperature");
   auto n = post_json(shared_port(), "/v1/messages/count_tokens", ct);
   ASSERT_EQ(n.status, 200) << n.body;
-  auto t = post_json(
-      shared_port(), "/tokenize",
-      {{"prompt",
-        "<|user|>weather?\n<|assistant|>checking\n<|tool|>sunny\n<|user|>and?\n<|assistant|>"},
-       {"add_special_tokens", false}});
+  auto t =
+      post_json(shared_port(), "/tokenize",
+                {{"prompt",
+                  "<|tools|><|user|>weather?\n<|assistant|>checking\n<|tool|>sunny\n<|user|>and?\n"
+                  "<|assistant|>"},
+                 {"add_special_tokens", false}});
   EXPECT_EQ(n.json()["input_tokens"], t.json()["count"]);
   // A tool_use-only assistant turn (content null for the template) renders too, streaming.
   body["messages"][1]["content"].erase(0);
@@ -360,6 +365,7 @@ TEST(ServerAnthropicTools, OutputConfigFormatConstrainsTheText) {
   // that follows the tool's result.
   body["tools"] = json::array({add_tool()});
   body["tool_choice"] = {{"type", "any"}, {"disable_parallel_tool_use", true}};
+  body["max_tokens"] = kTestMaxModelLen - count_tokens(body) - 1;  // the tools lengthen it
   r = post_json(shared_port(), "/v1/messages", body);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(check_content(r.json(), "any + output_config"), 1) << r.body;

@@ -2,6 +2,8 @@
 // and the server stays healthy after each one.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "server_fixture.h"
 
 namespace loom::test {
@@ -230,6 +232,34 @@ TEST(ServerBadInput, ProtocolLevelErrors) {
     EXPECT_EQ(second.status, 200);
     EXPECT_TRUE(second.json()["tokens"].is_array());
   }
+}
+
+// 404 and 405 in the shape of the API the path belongs to: Ollama's {"error": "..."} under
+// /api/, Anthropic's {"type": "error", "error": {...}} under /v1/messages, OpenAI's elsewhere.
+TEST(ServerBadInput, RouteErrorsInTheApisShape) {
+  const uint16_t port = shared_port();
+  for (auto [method, path, status] :
+       {std::tuple{"POST", "/api/tags", 405}, std::tuple{"GET", "/api/foo", 404},
+        std::tuple{"GET", "/api/chat", 405}, std::tuple{"DELETE", "/api", 404}}) {
+    HttpResult r = http_request(port, method, path, "{}");
+    EXPECT_EQ(r.status, status) << path;
+    EXPECT_TRUE(r.json()["error"].is_string()) << path << ": " << r.body;
+  }
+  for (auto [method, path, status] :
+       {std::tuple{"GET", "/v1/messages/count_tokens", 405}, std::tuple{"GET", "/v1/messages", 405},
+        std::tuple{"POST", "/v1/messages/batches", 404}}) {
+    HttpResult r = http_request(port, method, path, "{}");
+    EXPECT_EQ(r.status, status) << path;
+    EXPECT_EQ(r.json()["type"], "error") << path << ": " << r.body;
+    EXPECT_TRUE(r.json()["error"]["type"].is_string()) << path << ": " << r.body;
+    EXPECT_TRUE(r.json()["error"]["message"].is_string()) << path << ": " << r.body;
+  }
+  HttpResult openai = http_request(port, "PUT", "/v1/chat/completions", "{}");
+  EXPECT_EQ(openai.status, 405);
+  EXPECT_TRUE(openai.json()["error"]["message"].is_string()) << openai.body;
+  EXPECT_FALSE(openai.json().contains("type")) << openai.body;
+  EXPECT_EQ(openai.headers["allow"], "POST");
+  EXPECT_EQ(http_request(port, "POST", "/api/tags", "{}").headers["allow"], "GET, HEAD");
 }
 
 }  // namespace

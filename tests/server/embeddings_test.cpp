@@ -80,18 +80,32 @@ void check_bad_embedding_input(server::Server& s) {
       {"/v1/embeddings", {{"input", json::array({1, 2, 999999})}}, "input"},
       {"/v1/embeddings", {{"input", json::array({json::array({1}), json::array()})}}, "input"},
       {"/v1/embeddings", {{"input", "x"}, {"user", 3}}, "user"},
-      {"/api/embed", {{"input", "x"}, {"stream", false}}, "stream"},
-      {"/api/embed", {{"input", "x"}, {"options", {{"temperature", 0}}}}, "options"},
-      {"/api/embed", {{"input", json::array({1, 2})}}, "input"},
-      {"/api/embed", {{"input", "x"}, {"truncate", "yes"}}, "truncate"},
-      {"/api/embed", {{"input", "x"}, {"keep_alive", json::array()}}, "keep_alive"},
-      {"/api/embed", {{"input", "x"}, {"dimensions", 1000}}, "dimensions"},
+      {"/api/embed", {{"model", kTestModelName}, {"input", "x"}, {"stream", false}}, "stream"},
+      {"/api/embed",
+       {{"model", kTestModelName}, {"input", "x"}, {"options", {{"temperature", 0}}}},
+       "options"},
+      {"/api/embed", {{"model", kTestModelName}, {"input", json::array({1, 2})}}, "input"},
+      {"/api/embed", {{"model", kTestModelName}, {"input", "x"}, {"truncate", "yes"}}, "truncate"},
+      {"/api/embed",
+       {{"model", kTestModelName}, {"input", "x"}, {"keep_alive", json::array()}},
+       "keep_alive"},
+      {"/api/embed",
+       {{"model", kTestModelName}, {"input", "x"}, {"keep_alive", "forever"}},
+       "keep_alive"},
+      {"/api/embed",
+       {{"model", kTestModelName}, {"input", "x"}, {"dimensions", 1000}},
+       "dimensions"},
+      // Ollama requires the model on every embed request.
+      {"/api/embed", {{"input", "x"}}, "model is required"},
+      {"/api/embeddings", {{"prompt", "x"}}, "model is required"},
+      {"/api/embeddings", {{"model", kTestModelName}, {"input", "x"}}, "input"},
+      {"/api/embeddings", {{"model", kTestModelName}, {"prompt", 3}}, "prompt"},
   };
   for (const Case& c : cases) {
     auto r = post_json(port, c.path, c.body);
     EXPECT_EQ(r.status, 400) << c.path << " " << c.body.dump() << " -> " << r.body;
     const json j = r.json();
-    if (std::string(c.path) == "/api/embed") {
+    if (std::string(c.path).rfind("/api/", 0) == 0) {
       ASSERT_TRUE(j.contains("error") && j["error"].is_string()) << r.body;
       EXPECT_NE(j["error"].get<std::string>().find(c.param), std::string::npos)
           << c.body.dump() << " -> " << r.body;
@@ -175,8 +189,32 @@ TEST(ServerEmbeddings, OpenAiAndOllamaShapesFromPoolingMetadata) {
   EXPECT_EQ(post_json(port, "/v1/embeddings", {{"input", long_ids}}).status, 400);
   std::string long_text;
   for (int i = 0; i < 300; ++i) long_text += " sky";
-  EXPECT_EQ(post_json(port, "/api/embed", {{"input", long_text}}).status, 200);
-  EXPECT_EQ(post_json(port, "/api/embed", {{"input", long_text}, {"truncate", false}}).status, 400);
+  EXPECT_EQ(post_json(port, "/api/embed", {{"model", kTestModelName}, {"input", long_text}}).status,
+            200);
+  EXPECT_EQ(post_json(port, "/api/embed",
+                      {{"model", kTestModelName}, {"input", long_text}, {"truncate", false}})
+                .status,
+            400);
+
+  // Ollama answers an empty input with no embeddings (a load request), as it does.
+  for (const json& empty : {json(""), json::array()}) {
+    auto e = post_json(port, "/api/embed", {{"model", kTestModelName}, {"input", empty}});
+    ASSERT_EQ(e.status, 200) << e.body;
+    EXPECT_EQ(e.json()["embeddings"], json::array()) << e.body;
+  }
+  // The legacy /api/embeddings: one prompt, the raw (unnormalised) pooled vector, in the
+  // direction /api/embed's normalised one points.
+  auto legacy = post_json(port, "/api/embeddings",
+                          {{"model", kTestModelName}, {"prompt", "The sky is blue."}});
+  ASSERT_EQ(legacy.status, 200) << legacy.body;
+  const std::vector<float> raw = legacy.json()["embedding"].get<std::vector<float>>();
+  ASSERT_EQ(raw.size(), v[0].size());
+  const double raw_norm = norm(raw);
+  for (size_t k = 0; k < raw.size(); ++k) EXPECT_NEAR(raw[k] / raw_norm, v[0][k], 1e-5);
+  auto legacy_empty =
+      post_json(port, "/api/embeddings", {{"model", kTestModelName}, {"prompt", ""}});
+  ASSERT_EQ(legacy_empty.status, 200) << legacy_empty.body;
+  EXPECT_EQ(legacy_empty.json(), json({{"embedding", json::array()}}));
 
   // An embedding server generates nothing, and reranks nothing.
   auto chat = post_json(port, "/v1/chat/completions",
@@ -197,9 +235,15 @@ TEST(ServerEmbeddings, GenerativeModelAnswersWithTheTaskFlag) {
   auto r = post_json(port, "/v1/embeddings", {{"input", "hello"}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("--task embed"), std::string::npos) << r.body;
-  auto o = post_json(port, "/api/embed", {{"input", "hello"}});
+  auto o = post_json(port, "/api/embed", {{"model", kTestModelName}, {"input", "hello"}});
   EXPECT_EQ(o.status, 400);
   EXPECT_TRUE(o.json()["error"].is_string()) << o.body;
+  EXPECT_NE(o.body.find("--task embed"), std::string::npos) << o.body;
+  // Rerank needs a reranker, which --task embed would not give.
+  auto rr = post_json(port, "/v1/rerank", {{"query", "q"}, {"documents", {"a"}}});
+  EXPECT_EQ(rr.status, 400);
+  EXPECT_NE(rr.body.find("--task rerank"), std::string::npos) << rr.body;
+  EXPECT_EQ(rr.body.find("--task embed"), std::string::npos) << rr.body;
 }
 
 // The score of each document, computed independently: the reranker's prompt formatted here,

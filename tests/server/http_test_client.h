@@ -13,16 +13,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace loom::test {
 
 struct HttpResult {
-  int status = 0;  // 0: no response (connection failed / closed early)
+  int status = 0;                              // 0: no response (connection failed / closed early)
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   nlohmann::json json() const {
@@ -105,7 +104,8 @@ class TestConnection {
   }
 
   bool send_request(const std::string& method, const std::string& path, const std::string& body,
-                    const std::map<std::string, std::string>& headers = {}, bool keep_alive = false) {
+                    const std::map<std::string, std::string>& headers = {},
+                    bool keep_alive = false) {
     std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
     if (!headers.count("Content-Type")) req += "Content-Type: application/json\r\n";
@@ -127,7 +127,8 @@ class TestConnection {
     size_t pos = head.find("\r\n");
     while (pos != std::string::npos && pos < head.size()) {
       size_t next = head.find("\r\n", pos + 2);
-      std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+      std::string line =
+          head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
       size_t colon = line.find(':');
       if (colon != std::string::npos) {
         std::string k = line.substr(0, colon);
@@ -138,8 +139,10 @@ class TestConnection {
       }
       pos = next;
     }
-    chunked_ = r->headers.count("transfer-encoding") && r->headers["transfer-encoding"] == "chunked";
+    chunked_ =
+        r->headers.count("transfer-encoding") && r->headers["transfer-encoding"] == "chunked";
     remaining_ = r->headers.count("content-length") ? std::stoll(r->headers["content-length"]) : -1;
+    if (r->status == 204 || r->status == 304) remaining_ = 0;  // never a body
     return true;
   }
 

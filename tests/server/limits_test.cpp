@@ -85,7 +85,10 @@ TEST(ServerLimits, EachLimitIsA4xxNamingItsFlag) {
                      {{"messages", msgs}, {"max_tokens", 1}, {"stop_sequences", {"a", "b", "c"}}});
   EXPECT_EQ(a.status, 400) << a.body;
   auto o = post_json(port, "/api/generate",
-                     {{"prompt", "x"}, {"stream", false}, {"options", {{"stop", {"abcdef"}}}}});
+                     {{"model", kTestModelName},
+                      {"prompt", "x"},
+                      {"stream", false},
+                      {"options", {{"stop", {"abcdef"}}}}});
   EXPECT_EQ(o.status, 400) << o.body;
   EXPECT_NE(o.body.find("--max-stop-bytes"), std::string::npos) << o.body;
   // A body over --max-request-body: 413.
@@ -118,7 +121,7 @@ TEST(ServerLimits, IdleConnectionsAreClosed) {
   TestConnection half(s->port());
   ASSERT_TRUE(
       half.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"));
-  TestConnection busy(s->port());
+  TestConnection busy(s->port(), /*timeout_s=*/5);
   ASSERT_TRUE(busy.send_request("GET", "/health", "", {}, /*keep_alive=*/true));
   HttpResult r;
   ASSERT_TRUE(busy.read_head(&r));
@@ -128,6 +131,8 @@ TEST(ServerLimits, IdleConnectionsAreClosed) {
   quiet.send_request("GET", "/health", "");
   EXPECT_FALSE(quiet.read_head(&gone)) << "an idle connection was kept open";
   EXPECT_FALSE(half.read_head(&gone)) << "a half-sent request was waited for";
+  // Idle after its answer (keep-alive): closed on the same clock.
+  EXPECT_TRUE(busy.closed_by_peer()) << "a keep-alive connection was kept open";
   // A fresh connection is served as always.
   EXPECT_EQ(http_request(s->port(), "GET", "/health").status, 200);
   s->stop();

@@ -173,7 +173,8 @@ TEST(Ollama, FormatJsonGivesJson) {
       {"additionalProperties", false}};
   for (const json& format : {schema, json("json")}) {
     auto r = post_json(port, "/api/generate",
-                       {{"prompt", "Give JSON"},
+                       {{"model", kTestModelName},
+                        {"prompt", "Give JSON"},
                         {"format", format},
                         {"stream", false},
                         {"options", {{"temperature", 0.8}, {"seed", 5}, {"num_predict", 200}}}});
@@ -202,7 +203,8 @@ TEST(Ollama, ThinkGoesToItsOwnField) {
   auto s = start_test_server(so);
   ASSERT_TRUE(s);
   auto r = post_json(s->port(), "/api/chat",
-                     {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                     {{"model", kTestModelName},
+                      {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
                       {"think", true},
                       {"stream", false},
                       {"options", {{"temperature", 0}, {"num_predict", 8}}}});
@@ -210,14 +212,15 @@ TEST(Ollama, ThinkGoesToItsOwnField) {
   const json m = r.json()["message"];
   EXPECT_FALSE(m["thinking"].get<std::string>().empty()) << m;
   EXPECT_EQ(m["content"], "") << m;
-  auto show = post_json(s->port(), "/api/show", json::object()).json();
+  auto show = post_json(s->port(), "/api/show", {{"model", kTestModelName}}).json();
   EXPECT_NE(std::find(show["capabilities"].begin(), show["capabilities"].end(), "thinking"),
             show["capabilities"].end())
       << show;
   s->stop();
   // The shared server's template does not reason: think is refused.
   expect_error(post_json(shared_port(), "/api/chat",
-                         {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                         {{"model", kTestModelName},
+                          {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
                           {"think", true}}),
                400, "does not support thinking");
 }
@@ -261,14 +264,45 @@ TEST(Ollama, BadInputIsA4xxWithOllamasErrorShape) {
        "images"},
       {"/api/chat", {{"messages", msgs}, {"think", "very"}}, 400, "think"},
       {"/api/chat", {{"messages", msgs}, {"keep_alive", json::array()}}, 400, "keep_alive"},
+      // Ollama parses keep_alive as a Go duration: a word is not one.
+      {"/api/chat", {{"messages", msgs}, {"keep_alive", "forever"}}, 400, "keep_alive"},
+      {"/api/chat", {{"messages", msgs}, {"keep_alive", "5"}}, 400, "keep_alive"},
+      {"/api/generate", {{"prompt", "x"}, {"options", {{"num_predict", 0}}}}, 400, "num_predict"},
+      {"/api/generate",
+       {{"prompt", "x"}, {"options", {{"seed", 18446744073709551615ull}}}},
+       400,
+       "options.seed must be in ["},
   };
-  for (const Case& c : cases) expect_error(post_json(port, c.path, c.body), c.status, c.needle);
+  for (const Case& c : cases) {
+    json body = c.body;
+    if (!body.contains("model")) body["model"] = kTestModelName;
+    expect_error(post_json(port, c.path, body), c.status, c.needle);
+  }
+  // Ollama: 400 "model is required" on generation and show requests without one.
+  expect_error(post_json(port, "/api/chat", {{"messages", msgs}}), 400, "model is required");
+  expect_error(post_json(port, "/api/generate", {{"prompt", "x"}}), 400, "model is required");
+  expect_error(post_json(port, "/api/show", json::object()), 400, "model is required");
+  expect_error(post_json(port, "/api/show", {{"model", kTestModelName}, {"bogus", 1}}), 400,
+               "bogus");
   auto bad = http_request(port, "POST", "/api/chat", "{not json");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_TRUE(bad.json()["error"].is_string()) << bad.body;
+  // Go durations, seconds (negative: forever) and images: null (like absent) are fine.
+  for (const json& keep :
+       {json("1h30m"), json("300ms"), json("-1m"), json("0"), json(-1), json(0), json(3600)}) {
+    auto k = post_json(
+        port, "/api/chat",
+        {{"model", kTestModelName},
+         {"messages", json::array({{{"role", "user"}, {"content", "Hi"}, {"images", nullptr}}})},
+         {"keep_alive", keep},
+         {"stream", false},
+         {"options", {{"num_predict", 1}}}});
+    EXPECT_EQ(k.status, 200) << keep << " -> " << k.body;
+  }
   // keep_alive and an accepted option set are fine.
   auto ok = post_json(port, "/api/chat",
-                      {{"messages", msgs},
+                      {{"model", kTestModelName},
+                       {"messages", msgs},
                        {"keep_alive", "5m"},
                        {"stream", false},
                        {"options",

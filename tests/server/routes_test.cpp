@@ -128,14 +128,30 @@ TEST(ServerRoutes, GreedyIsDeterministicAndEchoPrependsPrompt) {
   json e = completion(body);
   EXPECT_EQ(e["choices"][0]["text"].get<std::string>(),
             "abc" + a["choices"][0]["text"].get<std::string>());
-  // With logprobs, the generated tokens' offsets are into the echoed text: after the prompt's
-  // characters ("h\u00e9" is 2 of them in 3 bytes).
-  body["prompt"] = "h\u00e9";
-  body["logprobs"] = 0;
+  // With logprobs (vLLM's): the prompt's tokens first, the first with null logprobs, then the
+  // generated ones, whose offsets are into the echoed text: after the prompt's characters
+  // ("h\u00e9 ok" is 5 of them in 6 bytes).
+  body["prompt"] = "h\u00e9 ok";
+  body["logprobs"] = 1;
   json l = completion(body);
-  const json& offs = l["choices"][0]["logprobs"]["text_offset"];
-  ASSERT_EQ(offs.size(), 8u) << l.dump();
-  EXPECT_EQ(offs[0].get<size_t>(), 2u);
+  const json& lp = l["choices"][0]["logprobs"];
+  const size_t n_prompt = tokenize("h\u00e9 ok").size();
+  ASSERT_GE(n_prompt, 2u);
+  ASSERT_EQ(lp["tokens"].size(), n_prompt + 8) << l.dump();
+  ASSERT_EQ(lp["token_logprobs"].size(), n_prompt + 8);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0].get<size_t>(), 0u);
+  for (size_t i = 1; i < n_prompt + 8; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0) << i;
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u) << i;
+  }
+  EXPECT_EQ(lp["text_offset"][n_prompt].get<size_t>(), 5u);
+  // The prompt's scores do not depend on what follows: a shorter generation gives the same.
+  body["max_tokens"] = 1;
+  json l1 = completion(body);
+  for (size_t i = 1; i < n_prompt; ++i)
+    EXPECT_EQ(l1["choices"][0]["logprobs"]["token_logprobs"][i], lp["token_logprobs"][i]) << i;
 }
 
 TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
@@ -321,6 +337,67 @@ TEST(ServerRoutes, ApiKeyLoadingStateAndUnknownModel) {
   EXPECT_EQ(unknown.status, 404);
   EXPECT_EQ(unknown.json()["error"]["code"], "model_not_found");
   s->stop();
+}
+
+// The Authorization scheme is case-insensitive (RFC 7235 2.1). While loading, a request with
+// the right key gets 503 and one without gets 401, so no model is needed.
+TEST(ServerRoutes, BearerSchemeAnyCase) {
+  server::ServerOptions so;
+  so.api_key = "sekrit";
+  auto s = start_test_server(so, /*load=*/false);
+  ASSERT_TRUE(s);
+  auto status = [&](const std::string& authorization) {
+    return http_request(s->port(), "GET", "/v1/models", "", {{"Authorization", authorization}})
+        .status;
+  };
+  for (const char* ok : {"Bearer sekrit", "bearer sekrit", "BEARER sekrit", "bEaReR  sekrit"})
+    EXPECT_EQ(status(ok), 503) << ok;
+  for (const char* bad : {"Bearer wrong", "bearer Sekrit", "Basic sekrit", "Bearersekrit", "bearer",
+                          "Bearer ", "sekrit"})
+    EXPECT_EQ(status(bad), 401) << bad;
+  s->stop();
+}
+
+// HEAD on every GET route answers as GET, with GET's Content-Length and no body (the Ollama
+// CLI checks the server with HEAD /).
+TEST(ServerRoutes, HeadAnswersAsGet) {
+  const uint16_t port = shared_port();
+  for (const char* path : {"/", "/health", "/version", "/v1/models", "/v1/models/tiny-test",
+                           "/api/tags", "/api/version", "/api/ps", "/webui/app.js"}) {
+    HttpResult get = http_request(port, "GET", path);
+    ASSERT_EQ(get.status, 200) << path;
+    ASSERT_FALSE(get.body.empty()) << path;
+    HttpResult head = http_request(port, "HEAD", path);
+    EXPECT_EQ(head.status, 200) << path;
+    EXPECT_EQ(head.headers["content-length"], std::to_string(get.body.size())) << path;
+    EXPECT_EQ(head.headers["content-type"], get.headers["content-type"]) << path;
+    EXPECT_EQ(head.body, "") << path;
+  }
+  // HEAD of a missing response: GET's 404, without its body.
+  HttpResult missing = http_request(port, "HEAD", "/v1/responses/resp_nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body, "");
+  // A POST route: 405, naming the methods it takes.
+  HttpResult post_only = http_request(port, "HEAD", "/v1/completions");
+  EXPECT_EQ(post_only.status, 405);
+  EXPECT_EQ(post_only.headers["allow"], "POST");
+  EXPECT_EQ(post_only.body, "");
+}
+
+TEST(ServerRoutes, ModelById) {
+  const uint16_t port = shared_port();
+  HttpResult list = http_request(port, "GET", "/v1/models");
+  ASSERT_EQ(list.status, 200);
+  HttpResult one = http_request(port, "GET", std::string("/v1/models/") + kTestModelName);
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.json(), list.json()["data"][0]);
+  // Percent-encoded ids (a served name like "org/model" is sent as "org%2Fmodel").
+  EXPECT_EQ(http_request(port, "GET", "/v1/models/tiny%2dtest").status, 200);
+  HttpResult other = http_request(port, "GET", "/v1/models/gpt-9");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_EQ(other.json()["error"]["code"], "model_not_found") << other.body;
+  EXPECT_NE(other.json()["error"]["message"].get<std::string>().find("gpt-9"), std::string::npos);
+  EXPECT_EQ(http_request(port, "DELETE", std::string("/v1/models/") + kTestModelName).status, 405);
 }
 
 // A model with sliding-window layers: /metrics reports each KV layer group and counts the blocks

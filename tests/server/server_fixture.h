@@ -18,9 +18,10 @@
 
 namespace loom::test {
 
-// A ChatML-like template that also exercises chat_template_kwargs: `enable_thinking=false`
-// appends "/no_think" to user turns, and `mode` selects hostile behaviours that the
-// interpreter's limits must stop (unbounded recursion, huge output, a very long loop).
+// A ChatML-like template that marks a prompt that declares tools (a template that never reads
+// `tools` makes a request with tools a 400) and also exercises chat_template_kwargs:
+// `enable_thinking=false` appends "/no_think" to user turns, and `mode` selects hostile behaviours
+// that the interpreter's limits must stop (unbounded recursion, huge output, a very long loop).
 inline constexpr const char* kTestChatTemplate =
     "{%- if mode is defined and mode == 'recurse' -%}"
     "{%- macro f(x) -%}{{ f(x) }}{%- endmacro -%}{{ f(1) }}"
@@ -30,6 +31,7 @@ inline constexpr const char* kTestChatTemplate =
     "{%- elif mode is defined and mode == 'spin' -%}"
     "{%- for i in range(100000) -%}{%- for j in range(100000) -%}{%- endfor -%}{%- endfor -%}"
     "{%- else -%}"
+    "{%- if tools -%}<|tools|>{%- endif -%}"
     "{%- for m in messages -%}"
     "<|{{ m['role'] }}|>{{ m['content'] }}"
     "{%- if m['role'] == 'user' and enable_thinking is defined and not enable_thinking %} "
