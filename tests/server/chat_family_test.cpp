@@ -27,17 +27,8 @@ std::string gemma_template() {
 class ChatFamilyServer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server::ServerOptions so;
-    so.chat_template = gemma_template();
-    ASSERT_FALSE(so.chat_template.empty());
-    server_ = start_test_server(so, /*load=*/false).release();
+    server_ = start_tiny_qwen3_server(gemma_template(), 256).release();
     ASSERT_NE(server_, nullptr);
-    EngineConfig ec;
-    ec.max_model_len = 256;
-    ec.max_num_seqs = 4;
-    ec.n_threads = 1;
-    Status st = server_->load("synth:tiny-qwen3", ec);
-    ASSERT_TRUE(st.is_ok()) << st.message();
   }
   static void TearDownTestSuite() {
     delete server_;

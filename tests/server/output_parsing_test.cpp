@@ -27,17 +27,8 @@ class Qwen3Server : public ::testing::Test {
     std::ifstream f(std::string(LOOM_TEST_DATA) + "/chat_templates/Qwen-Qwen3-0.6B.jinja");
     std::stringstream ss;
     ss << f.rdbuf();
-    server::ServerOptions so;
-    so.chat_template = ss.str();
-    ASSERT_FALSE(so.chat_template.empty());
-    server_ = start_test_server(so, /*load=*/false).release();
+    server_ = start_tiny_qwen3_server(ss.str(), 1024).release();
     ASSERT_NE(server_, nullptr);
-    EngineConfig ec;
-    ec.max_model_len = 1024;
-    ec.max_num_seqs = 4;
-    ec.n_threads = 1;
-    Status st = server_->load("synth:tiny-qwen3", ec);
-    ASSERT_TRUE(st.is_ok()) << st.message();
   }
   static void TearDownTestSuite() {
     delete server_;
