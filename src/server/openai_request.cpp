@@ -235,6 +235,19 @@ void read_sampling_fields(const ServerContext& ctx, FieldReader& r, GenerationSp
   (void)ctx;
 }
 
+// vLLM's prompt_logprobs (completions and chat): each prompt token's logprob and the top k, in
+// the response's prompt_logprobs. Not streamed (vLLM refuses it with stream too).
+void read_prompt_logprobs(const ServerContext& ctx, FieldReader& r, GenerationSpec* spec) {
+  auto v = r.opt_int("prompt_logprobs", 0, max_logprobs(ctx));
+  if (!v) return;
+  if (spec->stream) {
+    r.fail("prompt_logprobs is not supported with stream: true", "prompt_logprobs");
+    return;
+  }
+  spec->prompt_logprobs = static_cast<int32_t>(*v);
+  spec->params.prompt_logprobs = std::max(spec->params.prompt_logprobs, spec->prompt_logprobs);
+}
+
 std::optional<ApiError> finish_spec(const ServerContext& ctx, std::optional<int64_t> max_tokens,
                                     GenerationSpec* spec) {
   SamplingParams& p = spec->params;
@@ -364,6 +377,7 @@ std::optional<ApiError> parse_completion_request(const ServerContext& ctx, const
   // vLLM's: echo with logprobs scores the prompt's tokens too.
   if (spec->echo && spec->params.logprobs >= 0)
     spec->params.prompt_logprobs = spec->params.logprobs;
+  read_prompt_logprobs(ctx, r, spec);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(true);
   if (r.opt_string("suffix")) r.fail("suffix is not supported (no fill-in-the-middle)", "suffix");
   if (!r.ok()) return to_error(r);
@@ -455,6 +469,7 @@ std::optional<ApiError> parse_chat_request(const ServerContext& ctx, const Json&
   if (top && !spec->chat_logprobs)
     r.fail("top_logprobs requires logprobs to be true", "top_logprobs");
   if (spec->chat_logprobs) spec->params.logprobs = static_cast<int32_t>(top.value_or(0));
+  read_prompt_logprobs(ctx, r, spec);
   const bool add_generation_prompt = r.opt_bool("add_generation_prompt").value_or(true);
   const bool add_special = r.opt_bool("add_special_tokens").value_or(false);
   const Json* kwargs = r.opt_object("chat_template_kwargs");

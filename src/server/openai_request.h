@@ -41,6 +41,8 @@ struct GenerationSpec {
   std::vector<std::string> prompt_texts;      // decoded prompts (echo)
   SamplingParams params;                      // shared by every prompt; n samples each
   bool stream = false;
+  // vLLM's prompt_logprobs field (-1: not asked): the response's prompt_logprobs, top k each.
+  int32_t prompt_logprobs = -1;
   bool include_usage = false;  // stream_options.include_usage
   // stream_options.continuous_usage_stats (vLLM): usage on every chunk, not only the last.
   bool continuous_usage = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <span>
 #include <vector>
@@ -213,6 +214,9 @@ class OpenAiJob : public GenerationJob {
       } else {
         c["text"] = ch.text;
         c["logprobs"] = spec_.params.logprobs >= 0 ? ch.completion_lp : Json();
+        // vLLM's prompt_logprobs: on each choice of the prompt in completions.
+        if (spec_.prompt_logprobs >= 0)
+          c["prompt_logprobs"] = vllm_prompt_logprobs(i / static_cast<size_t>(spec_.params.n));
       }
       c["finish_reason"] =
           ch.finish == FinishReason::kNone ? Json() : Json(finish_reason(ch, ch.finish));
@@ -220,6 +224,7 @@ class OpenAiJob : public GenerationJob {
       list.push_back(std::move(c));
     }
     j["choices"] = std::move(list);
+    if (chat() && spec_.prompt_logprobs >= 0) j["prompt_logprobs"] = vllm_prompt_logprobs(0);
     j["usage"] = usage();
     responder->send(200, "application/json", dump_json(j));
   }
@@ -372,13 +377,16 @@ class OpenAiJob : public GenerationJob {
 
   // A position's top logprobs as a dict keyed by token text (OpenAI's shape), the token itself
   // (text s) included: tokens with the same text share a key, which keeps the larger logprob.
-  Json top_dict(const PositionLogprobs& p, const std::string& s) const {
+  // The first `limit` of p.top (prompt logprobs may hold more than logprobs asks for).
+  Json top_dict(const PositionLogprobs& p, const std::string& s,
+                size_t limit = std::numeric_limits<size_t>::max()) const {
     Json top = Json::object();
     auto put = [&](const std::string& key, float lp) {
       const double v = finite_logprob(lp);
       if (!top.contains(key) || top[key].get<double>() < v) top[key] = v;
     };
-    for (const TokenLogprob& t : p.top) put(token_str(t.token), t.logprob);
+    for (size_t k = 0; k < p.top.size() && k < limit; ++k)
+      put(token_str(p.top[k].token), p.top[k].logprob);
     put(s, p.logprob);
     return top;
   }
@@ -402,10 +410,41 @@ class OpenAiJob : public GenerationJob {
       offset += utf8_chars(s);
       const bool has = i > 0 && it != prompt_lp_.end() && i - 1 < it->second.size();
       lps.push_back(has ? Json(finite_logprob(it->second[i - 1].logprob)) : Json());
-      tops.push_back(has ? top_dict(it->second[i - 1], s) : Json());
+      tops.push_back(
+          has ? top_dict(it->second[i - 1], s, static_cast<size_t>(spec_.params.logprobs))
+              : Json());
     }
     return Json{
         {"text_offset", offs}, {"token_logprobs", lps}, {"tokens", tokens}, {"top_logprobs", tops}};
+  }
+
+  // vLLM's prompt_logprobs for prompt pi: null for its first token, then per token a dict
+  // keyed by token id, {logprob, rank, decoded_token}, of the prompt token and the top k.
+  Json vllm_prompt_logprobs(size_t pi) const {
+    Json out = Json::array();
+    auto it = prompt_lp_.find(pi);
+    const std::vector<int32_t>& ids = spec_.prompts[pi];
+    auto entry = [&](int32_t token, float lp, int32_t rank) {
+      return Json{
+          {"logprob", finite_logprob(lp)}, {"rank", rank}, {"decoded_token", token_str(token)}};
+    };
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i == 0 || it == prompt_lp_.end() || i - 1 >= it->second.size()) {
+        out.push_back(Json());
+        continue;
+      }
+      const PositionLogprobs& p = it->second[i - 1];
+      Json d = Json::object();
+      d[std::to_string(p.token)] = entry(p.token, p.logprob, p.rank);
+      const size_t k = std::min(p.top.size(), static_cast<size_t>(spec_.prompt_logprobs));
+      for (size_t t = 0; t < k; ++t) {
+        const std::string key = std::to_string(p.top[t].token);
+        if (!d.contains(key))
+          d[key] = entry(p.top[t].token, p.top[t].logprob, static_cast<int32_t>(t + 1));
+      }
+      out.push_back(std::move(d));
+    }
+    return out;
   }
 
   static Json concat_logprobs(Json a, const Json& b) {

@@ -154,6 +154,50 @@ TEST(ServerRoutes, GreedyIsDeterministicAndEchoPrependsPrompt) {
     EXPECT_EQ(l1["choices"][0]["logprobs"]["token_logprobs"][i], lp["token_logprobs"][i]) << i;
 }
 
+// vLLM's prompt_logprobs field: per prompt token (null for the first) a dict keyed by token id
+// holding the prompt token ({logprob, rank, decoded_token}) and the top k; the same values as
+// echo's token_logprobs. Chat puts it at the top level. Not with stream (vLLM neither).
+TEST(ServerRoutes, PromptLogprobsField) {
+  const std::string prompt = "the quick brown fox";
+  const std::vector<int32_t> ids = tokenize(prompt);
+  json body = {{"prompt", prompt},   {"max_tokens", 2},      {"temperature", 0},
+               {"ignore_eos", true}, {"prompt_logprobs", 2}, {"n", 2}};
+  json j = completion(body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  const json& pl = j["choices"][1]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), ids.size()) << j.dump();
+  EXPECT_TRUE(pl[0].is_null());
+  EXPECT_EQ(j["choices"][0]["prompt_logprobs"], pl);
+  json echo = completion({{"prompt", prompt},
+                          {"max_tokens", 2},
+                          {"temperature", 0},
+                          {"ignore_eos", true},
+                          {"echo", true},
+                          {"logprobs", 1}});
+  const json& echoed = echo["choices"][0]["logprobs"]["token_logprobs"];
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const std::string key = std::to_string(ids[i]);
+    ASSERT_TRUE(pl[i].contains(key)) << i << " " << pl[i].dump();
+    EXPECT_GE(pl[i].size(), 2u);  // the top 2, the prompt token among them or beside them
+    EXPECT_LE(pl[i].size(), 3u);
+    EXPECT_EQ(pl[i][key]["logprob"], echoed[i]) << i;
+    EXPECT_GE(pl[i][key]["rank"].get<int>(), 1);
+    EXPECT_TRUE(pl[i][key]["decoded_token"].is_string());
+  }
+  // Chat: at the top level, one entry per prompt token of the rendered conversation.
+  auto c = post_json(shared_port(), "/v1/chat/completions",
+                     {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                      {"max_tokens", 1},
+                      {"prompt_logprobs", 0}});
+  ASSERT_EQ(c.status, 200) << c.body;
+  ASSERT_EQ(c.json()["prompt_logprobs"].size(), c.json()["usage"]["prompt_tokens"].get<size_t>());
+  EXPECT_FALSE(c.json()["choices"][0].contains("prompt_logprobs"));
+  body["stream"] = true;
+  auto s = post_json(shared_port(), "/v1/completions", body);
+  EXPECT_EQ(s.status, 400);
+  EXPECT_EQ(s.json()["error"]["param"], "prompt_logprobs") << s.body;
+}
+
 TEST(ServerRoutes, TokenPromptsBatchPromptsAndN) {
   auto ids = tokenize("once upon");
   json one =
