@@ -101,7 +101,9 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   bool no_webui = false;
-  app.add_flag("--no-webui", no_webui, "no web chat page at / (then / answers 404)");
+  app.add_flag(
+      "--no-webui", no_webui,
+      "no web chat page at / (then / answers \"loom is running\" in plain text, as Ollama's root)");
   app.add_option("--task", so.task,
                  "generate (chat and completions), embed (/v1/embeddings, /api/embed) or rerank "
                  "(/v1/rerank); default: from the model's pooling metadata")

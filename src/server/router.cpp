@@ -131,6 +131,18 @@ void route_request(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<R
       if (serve_web_asset(get, *out)) return;
     }
   }
+  // Without the page, / answers as Ollama's root does: liveness in plain text, which Ollama's
+  // CLI probes (HEAD /) before it talks to a server.
+  if (allow.empty() && !ctx.options.webui && req.path == "/") {
+    if (method == "GET") {
+      out->send(200, "text/plain; charset=utf-8", "loom is running");
+      return;
+    }
+    const ApiError e = method_not_allowed(req.method, req.path);
+    out->send_with_headers(e.status, "application/json", "Allow: GET, HEAD\r\n",
+                           error_body(e, shape));
+    return;
+  }
   if (!match) {
     if (allow.empty()) return send_error(*out, route_not_found(req.method, req.path), shape);
     const ApiError e = method_not_allowed(req.method, req.path);

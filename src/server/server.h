@@ -50,7 +50,8 @@ struct ServerOptions {
   int32_t max_stored_responses = 1024;
   // One info line per finished generation request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
-  // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (404).
+  // The web chat page at / and /webui/* (webui_routes.cpp); --no-webui turns it off (/webui/*
+  // 404, / a plain-text liveness answer).
   bool webui = true;
   // What the server does with the model (vLLM's --task): "generate", "embed" (/v1/embeddings,
   // /api/embed) or "rerank" (/v1/rerank); "" = from the model's pooling metadata

@@ -190,11 +190,31 @@ TEST(ServerWebUi, OffMeansNotFound) {
   auto s = start_test_server(so, /*load=*/false);
   ASSERT_TRUE(s);
   for (const PageFile& pf : kPageFiles) {
+    if (pf.url == std::string("/")) continue;  // liveness, below
     HttpResult r = get(s->port(), pf.url);
     EXPECT_EQ(r.status, 404) << pf.url;
     EXPECT_EQ(r.json()["error"]["type"], "not_found_error") << pf.url << ": " << r.body;
   }
   EXPECT_EQ(get(s->port(), "/health").status, 503);  // the rest of the server is unchanged
+  s->stop();
+}
+
+// Without the page, / answers as Ollama's root does (its CLI sends HEAD / before anything).
+TEST(ServerWebUi, OffRootSaysTheServerRuns) {
+  server::ServerOptions so;
+  so.webui = false;
+  auto s = start_test_server(so, /*load=*/false);
+  ASSERT_TRUE(s);
+  HttpResult root = get(s->port(), "/");
+  EXPECT_EQ(root.status, 200);
+  EXPECT_EQ(root.body, "loom is running");
+  EXPECT_EQ(root.headers["content-type"], "text/plain; charset=utf-8");
+  HttpResult head = http_request(s->port(), "HEAD", "/");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  HttpResult post = http_request(s->port(), "POST", "/", "{}");
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.headers["allow"], "GET, HEAD");
   s->stop();
 }
 
