@@ -106,7 +106,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   // the first steps, on the cores the forward passes run on.
   if (!c.commit_kv_in_background && e->proposer_) e->proposer_->wait_committed();
   e->scheduler_ = std::make_unique<Scheduler>(
-      SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.shared_prefill_tokens},
+      SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.shared_prefill_tokens,
+                      kPromptLogprobsTokensPerStep},
       *e->kv_manager_);
 
   // End of generation: the tokenizer's set (eos, eot/eom, <end_of_turn>, <|end|>, ...; see
@@ -214,7 +215,7 @@ Status EngineCore::add_request(GenerateRequest req) {
   const bool prompt_logprobs = g->params.prompt_logprobs >= 0;
   r->skip_prefix_cache =
       prompt_logprobs || (g->pooling && g->pooling->mode != PoolingParams::Mode::kLast);
-  if (prompt_logprobs) r->max_prefill_chunk = kPromptLogprobsChunk;
+  r->prompt_needs_logits = prompt_logprobs;
   r->seq_id = next_seq_id_++;
   r->group = g.get();
   r->index = 0;

@@ -120,7 +120,6 @@ class EngineCore {
   Status validate_pooling(const GenerateRequest& req) const;
   // engine_prompt_logprobs.cpp: the rows whose logits give prompt tokens' logprobs (after the
   // sampled rows), what they gave, and handing them to the group's output once complete.
-  static constexpr int32_t kPromptLogprobsChunk = 256;  // prompt tokens per step at most
   void add_prompt_logprob_rows(Request& r, int32_t first_row, int32_t num_new);
   void append_prompt_logprob_rows();
   void collect_prompt_logprobs();

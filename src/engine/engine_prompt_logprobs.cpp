@@ -2,9 +2,10 @@
 // prompt token given the ones before it, from the logits of the rows that compute the prompt.
 // Those rows need the model's logits as no other prompt row does: they follow the sampled rows
 // (and precede the pooling ones) in the step's logits rows. The request reads no prefix cache
-// (a cached position is never computed) and its prompt runs in chunks of at most
-// kPromptLogprobsChunk tokens, so a step's logits stay that many rows of the vocabulary; a
-// preempted request recomputing its prompt adds no row twice.
+// (a cached position is never computed) and the prompts of all such requests in a step add up
+// to at most kPromptLogprobsTokensPerStep tokens (the scheduler's prompt_logits_tokens), so a
+// step's logits stay within that many rows of the vocabulary beyond the sampled ones, what the
+// memory plan counts; a preempted request recomputing its prompt adds no row twice.
 #include "engine/engine_core.h"
 
 namespace loom {

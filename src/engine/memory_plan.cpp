@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_model.h"
 #include "base/format_bytes.h"
 #include "base/thread_pool.h"
+#include "engine/scheduler.h"
 #include "model/mtp_config.h"
 #include "spec/draft_model.h"
 #include "spec/spec_config.h"
@@ -122,10 +123,11 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   if (mc.mla.kv_lora_rank > 0)
     p.kv_per_token_note = "MLA: one latent row per layer (" + std::to_string(mc.mla.kv_lora_rank) +
                           " latent + " + std::to_string(mc.mla.qk_rope_head_dim) + " rope values)";
-  // A step's rows that need logits: one per running sequence, plus one per draft token.
+  // A step's rows that need logits: one per running sequence, plus one per draft token, plus
+  // the prompt rows of prompt-logprobs requests (the scheduler's bound for them all).
   const int64_t k = c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0;
-  const int64_t logits_rows =
-      std::min<int64_t>(c.max_num_batched_tokens, int64_t{c.max_num_seqs} * (1 + k));
+  const int64_t logits_rows = std::min<int64_t>(
+      c.max_num_batched_tokens, int64_t{c.max_num_seqs} * (1 + k) + kPromptLogprobsTokensPerStep);
   const int threads = c.n_threads > 0 ? c.n_threads : ThreadPool::physical_cores();
   const uint64_t model_scratch =
       CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads);

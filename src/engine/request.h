@@ -39,9 +39,9 @@ struct Request {
   // Every position must run through the model (mean / CLS pooling needs each hidden state),
   // so the prefix cache is not read for it.
   bool skip_prefix_cache = false;
-  // Most prompt tokens one step computes for it (0: no bound of its own): prompt logprobs
-  // need a logits row per prompt token.
-  int32_t max_prefill_chunk = 0;
+  // Each of its prompt rows needs the model's logits (prompt logprobs): its prompt chunks come
+  // out of the step's SchedulerConfig::prompt_logits_tokens.
+  bool prompt_needs_logits = false;
 
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.

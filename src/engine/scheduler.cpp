@@ -63,15 +63,6 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   ++num_preemptions_;
 }
 
-namespace {
-
-// The most prompt tokens a step computes for r (Request::max_prefill_chunk; else no bound).
-int32_t chunk_bound(const Request& r) {
-  return r.max_prefill_chunk > 0 ? r.max_prefill_chunk : std::numeric_limits<int32_t>::max();
-}
-
-}  // namespace
-
 bool Scheduler::allocate(Request* r, int32_t num_new, SchedulerOutput& out, int32_t& budget) {
   while (
       !kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, num_new, r->cache_salt)) {
@@ -99,6 +90,12 @@ SchedulerOutput Scheduler::schedule() {
   const bool shared = running_.size() + waiting_.size() > 1;
   int32_t prefill_budget =
       shared && config_.shared_prefill_tokens > 0 ? config_.shared_prefill_tokens : budget;
+  // What the requests whose prompt rows need logits may still compute of their prompts.
+  int32_t logits_budget = config_.prompt_logits_tokens > 0 ? config_.prompt_logits_tokens
+                                                           : std::numeric_limits<int32_t>::max();
+  const auto chunk_bound = [&](const Request& r) {
+    return r.prompt_needs_logits ? logits_budget : std::numeric_limits<int32_t>::max();
+  };
   auto add = [&](Request* r, int32_t n) {
     out.seqs.push_back({r, n});
     out.num_tokens += n;
@@ -134,6 +131,7 @@ SchedulerOutput Scheduler::schedule() {
     if (allocate(r, num_new, out, budget)) {
       add(r, num_new);
       if (remaining != 1) prefill_budget -= num_new;
+      if (remaining != 1 && r->prompt_needs_logits) logits_budget -= num_new;
     }
   }
 
@@ -151,6 +149,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     const int32_t num_new =
         std::min({r->num_tokens() - computed, budget, prefill_budget, chunk_bound(*r)});
+    if (num_new <= 0) break;  // FCFS: nobody overtakes the head of the queue
     if (!kv_.allocate_slots(r->seq_id, r->tokens, computed, num_new, r->cache_salt,
                             fresh && !r->skip_prefix_cache ? &prefix : nullptr))
       break;  // FCFS: nobody overtakes the head of the queue
@@ -161,6 +160,7 @@ SchedulerOutput Scheduler::schedule() {
     add_running(r);
     add(r, num_new);
     prefill_budget -= num_new;
+    if (r->prompt_needs_logits) logits_budget -= num_new;
   }
   return out;
 }

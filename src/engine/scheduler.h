@@ -17,12 +17,20 @@
 
 namespace loom {
 
+// The engine's SchedulerConfig::prompt_logits_tokens: prompt logprobs' rows per step.
+inline constexpr int32_t kPromptLogprobsTokensPerStep = 256;
+
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   // Prompt tokens (chunks of running prompts and admissions) per step while more than one
   // sequence is running or waiting; 0 = only the token budget limits them.
   int32_t shared_prefill_tokens = 0;
+  // Prompt tokens of the requests whose prompt rows need logits (Request::prompt_needs_logits:
+  // prompt logprobs), all of them together, per step; 0 = no bound of their own. A step's
+  // logits rows (a vocabulary each) stay within this many plus the sampled rows, what the
+  // memory plan counts.
+  int32_t prompt_logits_tokens = 0;
 };
 
 struct ScheduledSeq {

@@ -66,7 +66,8 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
   ASSERT_TRUE(engine.is_ok()) << engine.status().message();
   Engine& e = **engine;
 
-  // Three sequences, one of them max_model_len long: steps of 64 rows, attention over 192.
+  // Three sequences, one of them max_model_len long: steps of 64 rows, attention over 192; the
+  // long one asks for prompt logprobs, so its chunks' steps need logits for all 64 rows.
   for (int s = 0; s < 3; ++s) {
     GenerateRequest r;
     r.request_id = "r" + std::to_string(s);
@@ -74,6 +75,7 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
     for (int i = 0; i < len; ++i) r.prompt.push_back((i * 7 + s * 13 + 1) % 500);
     r.params.max_tokens = 1;
     r.params.temperature = 0;
+    if (s == 0) r.params.prompt_logprobs = 1;
     ASSERT_TRUE(e.add_request(std::move(r)).is_ok());
   }
   while (e.has_unfinished()) ASSERT_TRUE(e.step().is_ok());
@@ -86,7 +88,8 @@ TEST_P(MemoryPlanMatches, WhatTheEngineAllocates) {
     EXPECT_GT(plan->state_bytes, 0u);
     EXPECT_EQ(plan->state_bytes % (c.max_num_seqs + plan->kv.states.max_snapshots), 0u);
   }
-  const uint64_t logits = static_cast<uint64_t>(c.max_num_seqs) * e.model().config().n_vocab * 4;
+  const uint64_t logits =
+      static_cast<uint64_t>(c.max_num_batched_tokens) * e.model().config().n_vocab * 4;
   const double scratch = static_cast<double>(use.scratch + logits);
   const double total = static_cast<double>(use.weight_copies + e.metrics().kv_cache_bytes +
                                            e.metrics().state_cache_bytes + use.scratch + logits +

@@ -14,9 +14,10 @@ namespace {
 class SchedulerTest : public ::testing::Test {
  protected:
   void make(int32_t num_blocks, int32_t budget, int32_t max_seqs = 16, bool caching = true,
-            int32_t shared_prefill = 0) {
+            int32_t shared_prefill = 0, int32_t prompt_logits = 0) {
     kv_ = std::make_unique<KvCoordinator>(num_blocks, 4, caching);
-    sched_ = std::make_unique<Scheduler>(SchedulerConfig{max_seqs, budget, shared_prefill}, *kv_);
+    sched_ = std::make_unique<Scheduler>(
+        SchedulerConfig{max_seqs, budget, shared_prefill, prompt_logits}, *kv_);
   }
   Request* add(int32_t prompt_len, uint32_t seed, int32_t priority = 0) {
     auto r = std::make_unique<Request>();
@@ -67,6 +68,30 @@ TEST_F(SchedulerTest, ChunksPromptsWithinTokenBudget) {
   auto o3 = step();  // both decode
   EXPECT_EQ(scheduled(o3, a), 1);
   EXPECT_EQ(scheduled(o3, b), 1);
+}
+
+// Prompts whose rows need logits (prompt logprobs) share one bound per step, whoever runs
+// them: the step's logits rows stay within it. Others in line wait their turn (FCFS).
+TEST_F(SchedulerTest, PromptsNeedingLogitsShareOneBoundPerStep) {
+  make(64, 32, 16, true, 0, 10);
+  Request* a = add(20, 1);
+  Request* b = add(20, 2);
+  Request* c = add(5, 3);
+  a->prompt_needs_logits = b->prompt_needs_logits = true;
+  auto o1 = step();
+  EXPECT_EQ(scheduled(o1, a), 10);
+  EXPECT_EQ(scheduled(o1, b), 0);
+  EXPECT_EQ(scheduled(o1, c), 0);
+  auto o2 = step();  // a's second chunk takes the bound again
+  EXPECT_EQ(scheduled(o2, a), 10);
+  EXPECT_EQ(scheduled(o2, b), 0);
+  auto o3 = step();  // a decodes (not a prompt row), b's first chunk, then c whole
+  EXPECT_EQ(scheduled(o3, a), 1);
+  EXPECT_EQ(scheduled(o3, b), 10);
+  EXPECT_EQ(scheduled(o3, c), 5);
+  auto o4 = step();
+  EXPECT_EQ(scheduled(o4, b), 10);
+  EXPECT_EQ(scheduled(o4, c), 1);
 }
 
 TEST_F(SchedulerTest, DecodeTokenIsNotStarvedByEarlierPartialPrompt) {

@@ -224,8 +224,9 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
     const int64_t X = c.moe.n_expert, K = c.moe.n_expert_used, F = c.moe.n_ff_exp;
     const int64_t task_rows = std::min<int64_t>(rows * K, CpuMoeFfn::kRowsPerTask);
     // Router logits; per (row, slot) its expert id, weight and place in the expert-sorted
-    // order (rows_of_expert: int32, the size of a float); the slots' outputs; shared experts.
-    floats += rows * X + 3 * rows * K + rows * K * E + 2 * rows * c.moe.n_ff_shexp +
+    // order (rows_of_expert: int32, the size of a float); each expert's first and next place in
+    // that order (int32); the slots' outputs; shared experts.
+    floats += rows * X + 3 * rows * K + (2 * X + 1) + rows * K * E + 2 * rows * c.moe.n_ff_shexp +
               static_cast<uint64_t>(n_threads) * task_rows * (2 * E + 2 * F);
   }
   return floats * sizeof(float) + CpuMlaAttention::scratch_bytes_for(c, rows, max_kv, n_threads) +
