@@ -78,6 +78,11 @@ void HfTensors::release(std::span<const void* const> copied, std::span<const voi
   }
 }
 
+bool HfTensors::made_here(const TensorView* view) const {
+  return std::any_of(stacked_.begin(), stacked_.end(),
+                     [&](const auto& entry) { return &entry.second->view == view; });
+}
+
 uint64_t HfTensors::made_bytes() const {
   uint64_t n = 0;
   for (const auto& [name, s] : stacked_) n += s->bytes.size();

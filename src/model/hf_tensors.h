@@ -39,6 +39,9 @@ class HfTensors {
   // them again if asked.
   void release(std::span<const void* const> copied, std::span<const void* const> in_use);
   uint64_t made_bytes() const;  // what the tensors made here hold now
+  // Whether find() made `view` here (stacked, derived or dequantized), rather than it being a
+  // view of the checkpoint's mapped bytes.
+  bool made_here(const TensorView* view) const;
 
  private:
   HfTensors(SafetensorsModel st, const ArchSpec& arch, const ModelConfig& config,

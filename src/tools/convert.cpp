@@ -2,8 +2,10 @@
 // (tools/gguf_build.h), so converting never holds a second copy of the model in memory.
 #include "tools/convert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <span>
 
 #include "kernels/quant.h"
 #include "model/arch.h"
@@ -26,8 +28,9 @@ int64_t rope_permuted_source_row(int64_t gguf_row, int64_t head_dim) {
 
 namespace {
 
+// How a planned tensor's bytes come from the checkpoint's tensor of the same GGUF name (looked
+// up again when written: one made on lookup was freed since).
 struct Source {
-  const TensorView* view;
   bool permute;   // llama Q/K rows (or bias elements) reordered for interleaved RoPE
   bool plus_one;  // an RMSNorm weight w of x·(1 + w): GGUF stores 1 + w (Gemma)
   const std::vector<float>* computed;  // instead of a view: values computed here (rope_freqs)
@@ -90,9 +93,26 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   LOOM_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_dir(hf_dir));
   const ArchSpec* arch = find_arch(config.arch);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> st, HfTensors::open(hf_dir, *arch, config));
-  TensorLookup find = [&](std::string_view name) { return st->find(name); };
-  // Binding validates every shape and settles tied / bias / qk-norm flags.
-  LOOM_ASSIGN_OR_RETURN(Weights bound, Weights::bind(config, *arch, find));
+  // What the checkpoint does not hold as GGUF wants it is made on lookup: experts stacked, FP8
+  // dequantized, gpt-oss's and DeepSeek's tensors derived. Holding them all would take the
+  // checkpoint's size again in memory (a 60 GB MoE: 60 GB more), so each is freed at the next
+  // lookup; whoever looked it up has copied its shape by then (binding) or written it (below).
+  // The token embedding stays (binding reads it after other lookups).
+  const void* made_last = nullptr;
+  auto release_made = [&] {
+    if (made_last) st->release(std::span(&made_last, 1), {});
+    made_last = nullptr;
+  };
+  TensorLookup find = [&](std::string_view name) {
+    release_made();
+    const TensorView* v = st->find(name);
+    if (v && st->made_here(v) && name != names::kTokenEmbd) made_last = v->data;
+    rep.peak_made_bytes = std::max(rep.peak_made_bytes, st->made_bytes());
+    return v;
+  };
+  // Binding validates every shape and settles tied / bias / qk-norm flags; its views are not
+  // used after (they may point at bytes freed since).
+  LOOM_RETURN_IF_ERROR(Weights::bind(config, *arch, find).status());
   rep.arch = config.arch;
   // Rows are permuted for interleaved RoPE only when the checkpoint rotates halves (DeepSeek's
   // rope_interleave checkpoints are interleaved already).
@@ -121,7 +141,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
                                          : t.role == TensorRole::kRopeFactorsShort
                                              ? &rs.short_factor
                                              : &rope_divisors;
-      sources.push_back({nullptr, false, false, values});
+      sources.push_back({false, false, values});
       continue;
     }
     const std::string& name = t.name;
@@ -154,7 +174,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     LOOM_ASSIGN_OR_RETURN(PlannedTensor p, plan_tensor(name, dt, ne));
     rep.n_bytes += p.nbytes;
     plan.push_back(std::move(p));
-    sources.push_back({v, permute && names::is_rope_permuted_tensor(name),
+    sources.push_back({permute && names::is_rope_permuted_tensor(name),
                        arch->hf_norm_plus_one && t.kind == TensorKind::kNorm, nullptr});
   }
   rep.n_tensors = static_cast<int>(plan.size());
@@ -183,19 +203,21 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     const PlannedTensor& p = plan[index];
     const Source& s = sources[index];
     if (s.computed) return kernels::quantize_row(p.dtype, s.computed->data(), dst, p.ne[0]);
+    const TensorView* view = find(p.name);  // made again if it was made (and freed) since
+    if (!view) return internal_error("convert: tensor " + p.name + " disappeared");
     const int64_t cols = p.ne[0];
     int64_t rows = 1;  // every row of a matrix, or of each expert's in a stacked tensor
     for (size_t d = 1; d < p.ne.size(); ++d) rows *= p.ne[d];
     const uint64_t out_row = *row_bytes(p.dtype, cols);
-    if (s.view->dtype == p.dtype && !s.permute && !s.plus_one) {  // MXFP4 experts: as they are
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * out_row, s.view->row(r), out_row);
+    if (view->dtype == p.dtype && !s.permute && !s.plus_one) {  // MXFP4 experts: as they are
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * out_row, view->row(r), out_row);
       return Status::ok();
     }
     std::vector<float> row(cols), tmp;
     if (rows == 1 && s.permute) tmp.resize(cols);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t src_row = s.permute && rows > 1 ? rope_permuted_source_row(r, D) : r;
-      kernels::dequantize_row(s.view->dtype, s.view->row(src_row), row.data(), cols);
+      kernels::dequantize_row(view->dtype, view->row(src_row), row.data(), cols);
       if (s.plus_one)
         for (float& x : row) x += 1.0f;
       if (rows == 1 && s.permute) {  // a bias: permute its elements like rows
@@ -206,7 +228,9 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
     }
     return Status::ok();
   };
-  return build_gguf_file(std::move(meta), plan, fill, out_path);
+  Status written = build_gguf_file(std::move(meta), plan, fill, out_path);
+  release_made();
+  return written;
 }
 
 }  // namespace loom

@@ -21,6 +21,9 @@ struct ConvertReport {
   int n_tensors = 0;
   uint64_t n_bytes = 0;            // tensor data written
   std::vector<std::string> notes;  // fallbacks and skipped parts
+  // The most bytes that tensors made on lookup (stacked experts, dequantized FP8, derived
+  // tensors) held at once: about the largest of them, not their sum.
+  uint64_t peak_made_bytes = 0;
 };
 
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path,
