@@ -1,5 +1,5 @@
-// `loom serve` as a user starts it: the chat page at / by default, 404 with --no-webui (the
-// flag reaches the server). Both answer before the model has loaded.
+// `loom serve` as a user starts it: the chat page at / by default, a plain-text liveness line
+// with --no-webui (the flag reaches the server). Both answer before the model has loaded.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,7 +29,7 @@ uint16_t free_port() {
 }
 
 // Starts `loom serve -m synth:tiny --port P [extra]`, returns GET / (status 0: no answer in 20 s).
-int status_of_root(const char* extra) {
+test::HttpResult root_of(const char* extra) {
   const uint16_t port = free_port();
   const std::string port_s = std::to_string(port);
   const pid_t pid = ::fork();
@@ -41,20 +41,24 @@ int status_of_root(const char* extra) {
     ::execv(LOOM_BINARY, const_cast<char* const*>(argv.data()));
     ::_exit(127);
   }
-  int status = 0;
-  for (int i = 0; i < 400 && status == 0; ++i) {
-    status = test::http_request(port, "GET", "/").status;
-    if (status == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  test::HttpResult root;
+  for (int i = 0; i < 400 && root.status == 0; ++i) {
+    root = test::http_request(port, "GET", "/");
+    if (root.status == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ::kill(pid, SIGTERM);
   int st = 0;
   ::waitpid(pid, &st, 0);
-  return status;
+  return root;
 }
 
 TEST(CliServe, WebPageUnlessNoWebui) {
-  EXPECT_EQ(status_of_root(""), 200);
-  EXPECT_EQ(status_of_root("--no-webui"), 404);
+  const test::HttpResult page = root_of("");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<html"), std::string::npos) << page.body.substr(0, 200);
+  const test::HttpResult plain = root_of("--no-webui");
+  EXPECT_EQ(plain.status, 200);
+  EXPECT_EQ(plain.body, "loom is running");
 }
 
 }  // namespace
