@@ -47,7 +47,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
           "a draft model needs a target whose first KV group is full attention; this one "
           "slides a window there (use --disable-sliding-window)");
     std::unique_ptr<spec::DraftModelProposer> dm;
-    if (draft_shares_target(model_spec, c.speculative, mc, false)) {
+    if (draft_shares_target(model_spec, c.speculative)) {
       LOOM_ASSIGN_OR_RETURN(dm, spec::DraftModelProposer::create_sharing(
                                     *model, plan.groups[0].num_blocks, c.block_size, c.kv_dtype,
                                     c.max_num_seqs, c.speculative.num_speculative_tokens));
@@ -55,7 +55,6 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       ModelLoadOptions lo;
       lo.n_threads = c.n_threads;
       lo.max_context = c.max_model_len;
-      lo.disable_sliding_window = true;
       lo.thread_pool = &model->thread_pool();  // the draft runs between the target's steps
       LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft,
                             tools::load_model(c.speculative.model, lo));

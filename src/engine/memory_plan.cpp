@@ -86,13 +86,9 @@ Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c) {
   return Status();
 }
 
-bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s,
-                         const ModelConfig& target, bool sliding_window_disabled) {
-  if (s.method != SpeculativeConfig::Method::kDraftModel || s.model.empty() ||
-      !tools::same_model_spec(target_spec, s.model))
-    return false;
-  return sliding_window_disabled || std::all_of(target.layers.begin(), target.layers.end(),
-                                                [](const LayerSpec& l) { return l.window == 0; });
+bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s) {
+  return s.method == SpeculativeConfig::Method::kDraftModel && !s.model.empty() &&
+         tools::same_model_spec(target_spec, s.model);
 }
 
 Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
@@ -157,8 +153,7 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   if (c.speculative.method == SpeculativeConfig::Method::kDraftModel &&
       !c.speculative.model.empty()) {
     p.draft_model = c.speculative.model;
-    p.draft_shares_weights =
-        draft_shares_target(model_name, c.speculative, mc, c.disable_sliding_window);
+    p.draft_shares_weights = draft_shares_target(model_name, c.speculative);
     Result<BoundModel> draft = BoundModel{};
     if (!p.draft_shares_weights) {
       draft = bind_model_spec(c.speculative.model);

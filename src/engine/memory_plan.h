@@ -25,11 +25,10 @@ namespace loom {
 Status resolve_engine_config(const ModelConfig& mc, EngineConfig& c);
 
 // Whether a draft model runs on the target's loaded weights instead of a copy of its own: its
-// spec names the target's (tools::same_model_spec) and the target attends to every position in
-// every layer, as a draft does (drafts load with sliding windows off). `target`: the target's
-// config; `sliding_window_disabled`: whether its windows are switched off at load.
-bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s,
-                         const ModelConfig& target, bool sliding_window_disabled);
+// spec names the target's (tools::same_model_spec). A draft computes what its checkpoint does,
+// sliding windows included (its K/V follow the target's full-attention tables, which hold
+// every position a window reads), so the target's loaded model is that draft.
+bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig& s);
 
 struct MemoryPlan {
   std::string model;

@@ -282,8 +282,8 @@ TEST(MemoryPlan, DraftThatIsTheTargetSharesItsWeights) {
 }
 
 // Which drafts share: the same file through any path (a link, ./), the same synth spec; not a
-// copy of the file, another spec, another method, nor a target that slides a window somewhere
-// (a draft attends to every position) unless its windows are switched off.
+// copy of the file, another spec or another method. (Sliding windows do not matter: a draft
+// keeps its own; SpeculativeEngineWindows checks one.)
 TEST(MemoryPlan, WhichDraftsShareTheTargetsWeights) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("loom_draft_share_" + std::to_string(getpid()));
@@ -293,30 +293,23 @@ TEST(MemoryPlan, WhichDraftsShareTheTargetsWeights) {
   std::ofstream(a) << "weights";
   std::ofstream(copy) << "weights";
   std::filesystem::create_symlink(a, link);
-  ModelConfig full;
-  full.layers.resize(4);
-  ModelConfig sliding = full;
-  sliding.layers[1].window = 64;
   SpeculativeConfig s;
   s.method = SpeculativeConfig::Method::kDraftModel;
-  auto shares = [&](const std::string& target, const std::string& draft, const ModelConfig& mc,
-                    bool windows_off = false) {
+  auto shares = [&](const std::string& target, const std::string& draft) {
     s.model = draft;
-    return draft_shares_target(target, s, mc, windows_off);
+    return draft_shares_target(target, s);
   };
-  EXPECT_TRUE(shares(a, a, full));
-  EXPECT_TRUE(shares(a, link, full));
-  EXPECT_TRUE(shares(a, (dir / "." / "a.gguf").string(), full));
-  EXPECT_FALSE(shares(a, copy, full));
-  EXPECT_FALSE(shares(a, (dir / "missing.gguf").string(), full));
-  EXPECT_FALSE(shares("", a, full));
-  EXPECT_TRUE(shares("synth:tiny", "synth:tiny", full));
-  EXPECT_FALSE(shares("synth:tiny", "synth:tiny-qwen3", full));
-  EXPECT_FALSE(shares(a, a, sliding));
-  EXPECT_TRUE(shares(a, a, sliding, /*windows_off=*/true));
+  EXPECT_TRUE(shares(a, a));
+  EXPECT_TRUE(shares(a, link));
+  EXPECT_TRUE(shares(a, (dir / "." / "a.gguf").string()));
+  EXPECT_FALSE(shares(a, copy));
+  EXPECT_FALSE(shares(a, (dir / "missing.gguf").string()));
+  EXPECT_FALSE(shares("", a));
+  EXPECT_TRUE(shares("synth:tiny", "synth:tiny"));
+  EXPECT_FALSE(shares("synth:tiny", "synth:tiny-qwen3"));
   s.model = a;
   s.method = SpeculativeConfig::Method::kNgram;
-  EXPECT_FALSE(draft_shares_target(a, s, full, false));
+  EXPECT_FALSE(draft_shares_target(a, s));
   std::filesystem::remove_all(dir);
 }
 

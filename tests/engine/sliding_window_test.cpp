@@ -10,6 +10,7 @@
 #include <random>
 
 #include "model/model.h"
+#include "model/tiny_model.h"
 #include "test_engine_util.h"
 
 namespace loom {
@@ -109,6 +110,32 @@ TEST_F(SlidingWindowEngine, ReleasedBlocksFollowTheWindowStepByStep) {
   EXPECT_EQ(computed, prompt + max_tokens - 1);
   EXPECT_EQ(last_start, 73);
   EXPECT_EQ(e->check_kv_drained(), "");
+}
+
+// The engine's sampled rows against the model run over one cache that keeps every position
+// (every layer in one group, nothing released: how the model tests check windows against
+// transformers), for a sequence well past the window.
+TEST_F(SlidingWindowEngine, LogitsAreTheModelsOverAWholeCache) {
+  GenerateRequest r = request(0, 30, 20);
+  r.params.temperature = 0;
+  const Collected got = run(config(), {r}).at(r.request_id);
+  std::vector<int32_t> tokens = r.prompt;
+  tokens.insert(tokens.end(), got.tokens.at(0).begin(), got.tokens.at(0).end() - 1);
+  auto file = GgufFile::parse_bytes(bytes_);
+  ASSERT_TRUE(file.is_ok());
+  auto model = Model::from_gguf(std::move(*file), ModelLoadOptions{});
+  ASSERT_TRUE(model.is_ok());
+  auto kv = KvCache::create((*model)->config(), 64, kBs, Dtype::kF32).value();
+  auto want = test::run_sequence(**model, *kv, tokens, 64);
+  ASSERT_TRUE(want.is_ok());
+  const int32_t V = (*model)->config().n_vocab;
+  ASSERT_EQ(got.logits.size(), 20u);
+  for (size_t i = 0; i < got.logits.size(); ++i) {
+    const float* w = &(*want)[(r.prompt.size() - 1 + i) * V];
+    float diff = 0;
+    for (int32_t v = 0; v < V; ++v) diff = std::max(diff, std::abs(got.logits[i][v] - w[v]));
+    EXPECT_LT(diff, 1e-4) << "output " << i << " (position " << r.prompt.size() - 1 + i << ")";
+  }
 }
 
 TEST_F(SlidingWindowEngine, SameLogitsAloneBatchedChunkedPreemptedAndCached) {

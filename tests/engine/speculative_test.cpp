@@ -19,6 +19,17 @@ using testing::random_prompt;
 using testing::run_all;
 using testing::test_model_bytes;
 
+EngineConfig SpeculativeEngineWindowsConfig() {
+  EngineConfig c;
+  c.block_size = 4;
+  c.max_num_seqs = 4;
+  c.max_model_len = 128;
+  c.max_num_batched_tokens = 128;
+  c.n_threads = 1;
+  c.kv_dtype = Dtype::kF32;
+  return c;
+}
+
 class SpeculativeEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { bytes_ = test_model_bytes({.preset = "tiny"}); }
@@ -246,6 +257,35 @@ void SpeculativeEngine::expect_self_draft_identical() {
   c.kv_cache_memory_gib = 60.0 * 4 * 2 * 2 * 32 * 4 / (1 << 30);
   expect_same(plain_batch, run(c, rs), "draft preempted");
   EXPECT_GT(metrics_.num_preemptions, 0);
+}
+
+// A sliding-window draft (Gemma 3's 5:1 pattern, windows of 8 tokens) proposes what the target
+// computes: sequences long past the window keep every greedy self-draft proposal, alone and
+// batched (the draft's window layers attend over the same positions as the target's).
+TEST(SpeculativeEngineWindows, SlidingWindowSelfDraftKeepsEveryProposal) {
+  auto bytes = test_model_bytes({.preset = "tiny-swa"});
+  EngineConfig c = SpeculativeEngineWindowsConfig();
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.request_id = "w" + std::to_string(i);
+    r.prompt = random_prompt(20 + 7 * i, 900 + i, 512);
+    r.params.max_tokens = 40;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    rs.push_back(r);
+  }
+  EngineMetrics m;
+  auto plain = testing::run_requests(c, bytes, rs, &m);
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.model = "synth:tiny-swa";
+  c.speculative.num_speculative_tokens = 4;
+  for (const std::string& spec : {std::string(), std::string("synth:tiny-swa")}) {
+    auto got = testing::run_requests(c, bytes, rs, &m, spec);
+    testing::expect_same_outputs(plain, got, "sliding-window self-draft " + spec);
+    EXPECT_GT(m.spec_num_draft_tokens, 0) << spec;
+    EXPECT_EQ(m.spec_num_accepted_tokens, m.spec_num_draft_tokens) << spec;
+  }
 }
 
 // Preemption frees a sequence's blocks; back in, it gets others, which hold some other
