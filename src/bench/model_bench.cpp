@@ -500,7 +500,7 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
                     "speculative decoding (%s): %s ÷ its engine without speculation %.2f× "
                     "(median over %zu repetitions, each run right after a plain one); "
                     "acceptance rate %s, mean acceptance length %s; proposers %.1f%% of the "
-                    "decode steps' time\n",
+                    "run's time (the prompt's pass included)\n",
                     f.method.c_str(), row.test.c_str(), f.speedup, row.samples_ts.size(),
                     figure(f.acceptance_rate, "%.3f").c_str(),
                     figure(f.mean_acceptance_length, "%.2f").c_str(), 100 * f.proposer_share);
@@ -519,17 +519,24 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
 }
 
 std::string model_bench_csv(const ModelBenchResult& r) {
+  // The speculation columns, as the JSON's "speculative" object: set on "tgN spec" rows, empty
+  // elsewhere and where nothing was proposed (no acceptance to report).
   std::string out =
       "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,"
-      "roofline_fraction,n_depth\n";
+      "roofline_fraction,n_depth,spec_speedup_vs_plain,spec_acceptance_rate,"
+      "spec_mean_acceptance_length\n";
+  auto figure = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
-    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d\n",
+    const SpeculationFigures* s = row.speculation ? &*row.speculation : nullptr;
+    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d,%s,%s,%s\n",
                   r.model.c_str(), static_cast<unsigned long long>(r.model_size), r.n_threads,
                   row.test.c_str(), row.n_prompt, row.n_gen, row.avg_ts, row.stddev_ts,
                   r.mem_bw_bytes_per_s / 1e9, f.valid ? std::to_string(f.roofline_ts).c_str() : "",
-                  f.valid ? std::to_string(f.fraction).c_str() : "", row.n_depth);
+                  f.valid ? std::to_string(f.fraction).c_str() : "", row.n_depth,
+                  s ? figure(s->speedup).c_str() : "", s ? figure(s->acceptance_rate).c_str() : "",
+                  s ? figure(s->mean_acceptance_length).c_str() : "");
     out += buf;
   }
   return out;

@@ -53,7 +53,7 @@ struct SpeculationFigures {
   double speedup = 0;
   double acceptance_rate = 0;         // accepted ÷ proposed tokens
   double mean_acceptance_length = 0;  // tokens per verify (1 + accepted per proposal)
-  double proposer_share = 0;          // proposers' time ÷ the decode steps' time
+  double proposer_share = 0;          // proposers' time ÷ the run's (its prompt step included)
 };
 
 struct ModelBenchRow {

@@ -68,7 +68,7 @@ Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
   f.method = describe(spec->config().speculative);  // as the engine resolved it (mtp's k)
   std::vector<double> speedups;
   int64_t drafts = 0, proposed = 0, accepted = 0;
-  double proposer_s = 0, decode_s = 0;
+  double proposer_s = 0, run_s = 0;
   OfflineOptions oo;
   oo.num_prompts = 1;
   oo.input_len = prompt;
@@ -90,7 +90,9 @@ Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
     proposed += b.metrics.spec_num_draft_tokens;
     accepted += b.metrics.spec_num_accepted_tokens;
     proposer_s += b.metrics.spec_proposer_seconds;
-    decode_s += b.metrics.decode_step_seconds;
+    // The proposers run in the prompt's step too (a draft's first pass over the prompt, an MTP
+    // module over its rows): a share of the whole run, not of the decode steps alone.
+    run_s += b.elapsed_time;
   }
   mean_sd(pr);
   mean_sd(sr);
@@ -99,7 +101,7 @@ Status add_speculative_rows(const ModelBenchOptions& o, ModelBenchResult& res) {
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   f.acceptance_rate = proposed > 0 ? static_cast<double>(accepted) / proposed : kNone;
   f.mean_acceptance_length = drafts > 0 ? 1.0 + static_cast<double>(accepted) / drafts : kNone;
-  if (decode_s > 0) f.proposer_share = proposer_s / decode_s;
+  if (run_s > 0) f.proposer_share = proposer_s / run_s;
   sr.speculation = std::move(f);
   res.rows.push_back(std::move(pr));
   res.rows.push_back(std::move(sr));

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,16 @@ namespace {
 // few proposals the run made.
 bool speculating(const OfflineResult& r) {
   return !r.metrics.spec_accepted_per_pos.empty();
+}
+
+void appendf(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void appendf(std::string& out, const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  out += buf;
 }
 
 }  // namespace
@@ -126,7 +137,12 @@ std::string offline_result_json(const OfflineResult& r) {
     j["decode_step_tokens"] = r.metrics.decode_step_tokens;
     j["decode_tokens_per_second"] = r.metrics.decode_step_tokens / r.metrics.decode_step_seconds;
   }
+  j["target_forward_seconds"] = r.metrics.forward_seconds;
   if (speculating(r)) {  // also when nothing was proposed: the rates are then null
+    // As the text: the draft model's or MTP module's forward passes, and every proposer's
+    // time (lookups and those passes, prompts' included) over all steps.
+    j["spec_draft_seconds"] = r.metrics.spec_draft_seconds;
+    j["spec_proposer_seconds"] = r.metrics.spec_proposer_seconds;
     j["spec_num_drafts"] = r.metrics.spec_num_drafts;
     j["spec_num_draft_tokens"] = r.metrics.spec_num_draft_tokens;
     j["spec_num_accepted_tokens"] = r.metrics.spec_num_accepted_tokens;
@@ -137,6 +153,55 @@ std::string offline_result_json(const OfflineResult& r) {
         proposed ? nlohmann::json(r.spec_mean_acceptance_length) : nlohmann::json();
   }
   return j.dump(4);
+}
+
+std::string offline_result_text(const OfflineResult& r) {
+  std::string out;
+  const EngineMetrics& m = r.metrics;
+  appendf(out, "Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
+          r.requests_per_second, r.tokens_per_second, r.output_tokens_per_second);
+  appendf(out,
+          "Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\n"
+          "Elapsed: %.2f s, %lld steps, %lld preemptions\n",
+          static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.output_tokens),
+          r.elapsed_time, static_cast<long long>(m.num_steps),
+          static_cast<long long>(m.num_preemptions));
+  appendf(out, "Target model forward passes: %.2f s (%.2f output tokens/s of that time)\n",
+          m.forward_seconds, r.output_tokens / m.forward_seconds);
+  // Speculation changes decode alone; prefill (the same in both runs) dilutes the whole-run
+  // rate, so the decode steps' own rate is the one to compare.
+  if (m.decode_step_seconds > 0)
+    appendf(out, "Decode steps (no prompt tokens): %.2f s, %lld output tokens (%.2f tokens/s)\n",
+            m.decode_step_seconds, static_cast<long long>(m.decode_step_tokens),
+            m.decode_step_tokens / m.decode_step_seconds);
+  // A draft model runs per verify; an MTP module every step (over the step's kept rows) plus
+  // k - 1 rows per verify.
+  if (m.spec_draft_seconds > 0)
+    appendf(out, "Proposer forward passes (draft model or MTP module): %.2f s, %.2f ms per step\n",
+            m.spec_draft_seconds, 1e3 * m.spec_draft_seconds / std::max<int64_t>(1, m.num_steps));
+  // The proposers run in every step: an MTP module over the prompts' rows, a draft model over
+  // a prompt at its first proposal, in steps that may run prompt tokens. Their time is a share
+  // of the whole run's, not of the decode steps' (which it can exceed).
+  if (speculating(r) && r.elapsed_time > 0)
+    appendf(
+        out,
+        "Proposers, every step (prompts' passes included): %.4f s (%.3f%% of the elapsed time)\n",
+        m.spec_proposer_seconds, 100.0 * m.spec_proposer_seconds / r.elapsed_time);
+  if (speculating(r)) {
+    char rates[96] = "acceptance rate n/a, mean acceptance length n/a";  // nothing proposed
+    if (m.spec_num_draft_tokens > 0)
+      std::snprintf(rates, sizeof rates, "acceptance rate %.3f, mean acceptance length %.2f",
+                    r.spec_acceptance_rate, r.spec_mean_acceptance_length);
+    appendf(out, "Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted (%s)\n",
+            static_cast<long long>(m.spec_num_drafts),
+            static_cast<long long>(m.spec_num_draft_tokens),
+            static_cast<long long>(m.spec_num_accepted_tokens), rates);
+  }
+  for (const KvGroupMetrics& g : m.kv_groups)
+    if (g.window > 0)
+      appendf(out, "KV blocks released behind windows of %d tokens: %lld\n", g.window,
+              static_cast<long long>(g.num_window_released_blocks));
+  return out;
 }
 
 int offline_main(int argc, char** argv) {
@@ -224,47 +289,7 @@ int offline_main(int argc, char** argv) {
     std::fprintf(stderr, "loom bench offline: %s\n", r.status().message().c_str());
     return 1;
   }
-  std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
-              r->requests_per_second, r->tokens_per_second, r->output_tokens_per_second);
-  std::printf(
-      "Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\n"
-      "Elapsed: %.2f s, %lld steps, %lld preemptions\n",
-      static_cast<long long>(r->prompt_tokens), static_cast<long long>(r->output_tokens),
-      r->elapsed_time, static_cast<long long>(r->metrics.num_steps),
-      static_cast<long long>(r->metrics.num_preemptions));
-  std::printf("Target model forward passes: %.2f s (%.2f output tokens/s of that time)\n",
-              r->metrics.forward_seconds, r->output_tokens / r->metrics.forward_seconds);
-  // Speculation changes decode alone; prefill (the same in both runs) dilutes the whole-run
-  // rate, so the decode steps' own rate is the one to compare.
-  if (r->metrics.decode_step_seconds > 0)
-    std::printf("Decode steps (no prompt tokens): %.2f s, %lld output tokens (%.2f tokens/s)\n",
-                r->metrics.decode_step_seconds,
-                static_cast<long long>(r->metrics.decode_step_tokens),
-                r->metrics.decode_step_tokens / r->metrics.decode_step_seconds);
-  // A draft model runs per verify; an MTP module every step (over the step's kept rows) plus
-  // k - 1 rows per verify.
-  if (r->metrics.spec_draft_seconds > 0)
-    std::printf("Proposer forward passes (draft model or MTP module): %.2f s, %.2f ms per step\n",
-                r->metrics.spec_draft_seconds,
-                1e3 * r->metrics.spec_draft_seconds / std::max<int64_t>(1, r->metrics.num_steps));
-  if (rc.speculative.enabled() && r->metrics.decode_step_seconds > 0)
-    std::printf("Proposers: %.4f s (%.3f%% of the decode steps' time)\n",
-                r->metrics.spec_proposer_seconds,
-                100.0 * r->metrics.spec_proposer_seconds / r->metrics.decode_step_seconds);
-  if (speculating(*r)) {
-    char rates[96] = "acceptance rate n/a, mean acceptance length n/a";  // nothing proposed
-    if (r->metrics.spec_num_draft_tokens > 0)
-      std::snprintf(rates, sizeof rates, "acceptance rate %.3f, mean acceptance length %.2f",
-                    r->spec_acceptance_rate, r->spec_mean_acceptance_length);
-    std::printf("Speculative decoding: %lld proposals, %lld tokens proposed, %lld accepted (%s)\n",
-                static_cast<long long>(r->metrics.spec_num_drafts),
-                static_cast<long long>(r->metrics.spec_num_draft_tokens),
-                static_cast<long long>(r->metrics.spec_num_accepted_tokens), rates);
-  }
-  for (const KvGroupMetrics& g : r->metrics.kv_groups)
-    if (g.window > 0)
-      std::printf("KV blocks released behind windows of %d tokens: %lld\n", g.window,
-                  static_cast<long long>(g.num_window_released_blocks));
+  std::printf("%s", offline_result_text(*r).c_str());
   if (!output_json.empty()) {
     std::ofstream f(output_json);
     f << offline_result_json(*r) << "\n";

@@ -44,10 +44,15 @@ struct OfflineResult {
 // Runs the benchmark on `engine` (which must be idle).
 Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& options);
 
-// The JSON vLLM's benchmark_throughput writes with --output-json, and with speculation
-// configured spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens,
+// The JSON vLLM's benchmark_throughput writes with --output-json, plus the times the text
+// reports: target_forward_seconds, and with speculation configured spec_draft_seconds,
+// spec_proposer_seconds, spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens,
 // spec_acceptance_rate and spec_mean_acceptance_length (null when nothing was proposed).
 std::string offline_result_json(const OfflineResult& r);
+
+// The report `loom bench offline` prints after its run: throughput, the target's and the
+// proposers' times, and speculation's counts.
+std::string offline_result_text(const OfflineResult& r);
 
 // `loom bench offline ...` (argv[0] == "offline").
 int offline_main(int argc, char** argv);

@@ -58,10 +58,6 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
       lo.thread_pool = &model->thread_pool();  // the draft runs between the target's steps
       LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> draft,
                             tools::load_model(c.speculative.model, lo));
-      if (draft->config().context_length > 0 && draft->config().context_length < c.max_model_len)
-        return invalid_argument(
-            "the draft model's context (" + std::to_string(draft->config().context_length) +
-            ") is shorter than max_model_len " + std::to_string(c.max_model_len));
       // Token texts compared as llama.cpp does where both models have a tokenizer.
       std::unique_ptr<Tokenizer> draft_tokenizer;
       if (tokenizer)
@@ -82,6 +78,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
         e->draft_model_->model().config().n_layer,
         e->draft_model_->shares_target() ? ", the target itself: its weights shared" : "",
         static_cast<double>(e->draft_model_->kv_bytes()) / (1 << 20));
+    // As vLLM: a draft with a shorter context proposes while it fits (propose_drafts).
+    const int32_t draft_context = e->draft_model_->model().config().context_length;
+    if (draft_context > 0 && draft_context < c.max_model_len) {
+      e->draft_context_ = draft_context;
+      LOOM_LOG_INFO(
+          "engine: the draft model's context (%d) is shorter than max_model_len %d: no "
+          "proposals for a sequence past it",
+          draft_context, c.max_model_len);
+    }
   } else if (c.speculative.method == SpeculativeConfig::Method::kMtp) {
     // The module's K/V follow group 0's tables, which must cover every position.
     if (plan.groups[0].window != 0)
@@ -99,6 +104,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   } else if (c.speculative.method == SpeculativeConfig::Method::kNgram) {
     e->proposer_ = std::make_unique<spec::NgramProposer>(c.speculative.prompt_lookup_min,
                                                          c.speculative.prompt_lookup_max);
+    LOOM_LOG_INFO(
+        "engine: n-gram proposer (prompt lookup of %d to %d tokens), up to %d proposals per "
+        "step",
+        c.speculative.prompt_lookup_min, c.speculative.prompt_lookup_max,
+        c.speculative.num_speculative_tokens);
   }
   if (e->proposer_ && e->proposer_->needs_hidden()) e->kv_manager_->set_hits_keep_last_block(false);
   // A draft model's or MTP module's K/V too: its pages would otherwise be committed during

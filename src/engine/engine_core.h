@@ -81,6 +81,8 @@ class EngineCore {
     return last_drafts_;
   }
   std::string check_kv_drained() const;
+  // For tests: the step-time model proposals are weighed with (StepCostModel::hold fixes it).
+  StepCostModel& step_cost() { return step_cost_; }
 
  private:
   EngineCore() = default;
@@ -140,6 +142,9 @@ class EngineCore {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<spec::Proposer> proposer_;               // null without speculation
   const spec::DraftModelProposer* draft_model_ = nullptr;  // proposer_, when a draft model
+  // A draft model's context when shorter than max_model_len (0 otherwise): its proposals keep
+  // the draft's positions below it.
+  int32_t draft_context_ = 0;
   // Speculation: the step-time model its proposals are weighed with, and the sequences of
   // the current step that decode (no prompt rows).
   StepCostModel step_cost_;

@@ -45,9 +45,11 @@ void EngineCore::propose_drafts() {
     }
     // Every proposal kept must still leave room for the token sampled after them.
     const SamplingParams& p = r->group->params;
-    const int32_t k =
-        std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
-                  config_.max_model_len - r->num_tokens()});
+    int32_t k = std::min({sc.num_speculative_tokens, p.max_tokens - r->num_output_tokens() - 1,
+                          config_.max_model_len - r->num_tokens()});
+    // A draft runs the known tokens, then k - 1 proposals after them: positions up to
+    // num_tokens + k - 2, which must stay inside its context.
+    if (draft_context_ > 0) k = std::min(k, draft_context_ - r->num_tokens() + 1);
     if (k <= 0 || k < sc.draft_min) continue;
     // A hidden-state proposer proposes for a sequence its last step observed.
     if (proposer_->needs_hidden() && r->hidden_proposal.at_tokens != r->num_tokens()) continue;

@@ -12,7 +12,7 @@ constexpr double kForget = 0.97;
 }  // namespace
 
 void StepCostModel::observe(int64_t rows, double seconds) {
-  if (rows <= 0 || !(seconds > 0)) return;
+  if (held_ || rows <= 0 || !(seconds > 0)) return;
   const double x = static_cast<double>(rows);
   s0_ = kForget * s0_ + 1;
   s1_ = kForget * s1_ + x;
@@ -36,7 +36,13 @@ void StepCostModel::fit() {
 
 double StepCostModel::row_share(int64_t rows) const {
   const double rb = b_ * static_cast<double>(rows);
-  return a_ + rb > 0 ? rb / (a_ + rb) : 0.0;
+  return std::max(a_ + rb > 0 ? rb / (a_ + rb) : 0.0, kMinRowShare);
+}
+
+void StepCostModel::hold(double a, double b) {
+  a_ = a;
+  b_ = b;
+  held_ = true;
 }
 
 }  // namespace loom

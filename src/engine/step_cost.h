@@ -9,7 +9,9 @@
 // more than k * row_share(n) tokens, where row_share(n) = b * n / (a + b * n). One sequence on
 // a memory-bound machine: a small share, proposals pay at under one kept token in four; a
 // large batch in a compute-bound step: a share near 1, only proposals that are nearly always
-// kept pay.
+// kept pay. A row never costs nothing: on a noisy host the fit can find no per-row cost (b
+// clamped to 0), and a share of 0 would let proposals that are never kept run at every step,
+// so the share has a floor, kMinRowShare.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +20,19 @@ namespace loom {
 
 class StepCostModel {
  public:
+  // The least share row_share() reports, whatever the fit: a row is at least 2% of a step
+  // (the fit before any step, a 0.5B model on 2 cores, puts one sequence's row at 11%).
+  static constexpr double kMinRowShare = 0.02;
+
   void observe(int64_t rows, double seconds);
-  // b * rows / (a + b * rows): the share of a step of `rows` rows that grows with them.
+  // b * rows / (a + b * rows), at least kMinRowShare: the share of a step of `rows` rows that
+  // grows with them.
   double row_share(int64_t rows) const;
   double fixed_seconds() const { return a_; }
   double seconds_per_row() const { return b_; }
+  // Sets the fit to t = a + b * rows and keeps it there (observe() then changes nothing): for
+  // tests that need the engine in one cost regime whatever the host's timing.
+  void hold(double a, double b);
 
  private:
   void fit();
@@ -30,6 +40,7 @@ class StepCostModel {
   // of 4 proposals for one sequence at 1.44x a decode step (`bench model --verify 5` measures
   // 1.2-1.45x there).
   double a_ = 8e-3, b_ = 1e-3;
+  bool held_ = false;
   // Weighted sums of 1, x, x^2, y, xy over the observed steps (x rows, y seconds).
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
 };

@@ -133,6 +133,13 @@ Status Server::set_engine(std::unique_ptr<Engine> engine, const std::string& mod
   LOOM_RETURN_IF_ERROR(resolve_output_format(ctx));
   LOOM_ASSIGN_OR_RETURN(ctx.pooling,
                         resolve_pooling_setup(ctx.options.task, engine->model().config(), tok));
+  // Embedding and scoring run prompts only: proposals would never be verified, and the
+  // spec_decode metrics would report a speculation that does not happen.
+  if (ctx.pooling.task != ServerTask::kGenerate && engine->config().speculative.enabled())
+    return invalid_argument(
+        "speculative decoding (--speculative-config, --draft-max, --model-draft) applies to "
+        "generation only, and this server's task is " +
+        std::string(server_task_name(ctx.pooling.task)) + ": drop the speculative flag");
   if (ctx.pooling.task != ServerTask::kGenerate)
     LOOM_LOG_INFO("task %s: %s", std::string(server_task_name(ctx.pooling.task)).c_str(),
                   ctx.pooling.task == ServerTask::kEmbed ? "/v1/embeddings and /api/embed"

@@ -1,13 +1,29 @@
 #include "spec/spec_config.h"
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <vector>
 
 namespace loom::spec {
 namespace {
 
 constexpr int32_t kMaxLookup = 64;
+
+// vLLM's MTPModelTypes (vllm/config/speculative.py): per-architecture names it replaces with
+// "mtp" (warning that they are deprecated). Which layers propose is the model's, not the name's.
+constexpr std::string_view kMtpAliases[] = {
+    "deepseek_mtp",        "dots3_note_mtp",     "mimo_mtp",
+    "mimo_v2_mtp",         "glm4_moe_mtp",       "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",         "ernie_mtp",          "nemotron_h_mtp",
+    "exaone_moe_mtp",      "exaone4_5_mtp",      "qwen3_next_mtp",
+    "qwen3_5_mtp",         "longcat_flash_mtp",  "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",      "bailing_hybrid_mtp", "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp", "step3p5_mtp",        "hy_v3_mtp",
+    "hy_v4_mtp",           "gemma4_mtp",         "inkling_mtp",
+    "glm5_next_mtp"};
 
 Result<int32_t> int_field(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
@@ -65,7 +81,8 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
         c.method = SpeculativeConfig::Method::kNgram;
       else if (m == "draft_model")
         c.method = SpeculativeConfig::Method::kDraftModel;
-      else if (m == "mtp" || m == "deepseek_mtp")  // vLLM's name, and its older one
+      else if (m == "mtp" || std::find(std::begin(kMtpAliases), std::end(kMtpAliases), m) !=
+                                 std::end(kMtpAliases))
         c.method = SpeculativeConfig::Method::kMtp;
       else
         return invalid_argument("--speculative-config: method \"" + m +

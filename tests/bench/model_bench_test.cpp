@@ -282,6 +282,44 @@ TEST(ModelBench, SpeculationWithoutProposalsHasNoAcceptance) {
   EXPECT_TRUE(j[2]["speculative"]["mean_acceptance_length"].is_null()) << j[2].dump();
 }
 
+// `-o csv` carries what md and json report for "tgN spec" rows: speed-up over the plain
+// engine, acceptance rate and mean acceptance length; empty cells on other rows and where
+// nothing was proposed (NaN: no rate, not 0).
+TEST(ModelBench, CsvHasTheSpeculationFigures) {
+  ModelBenchResult r;
+  r.model = "m.gguf";
+  r.n_threads = 1;
+  ModelBenchRow plain;
+  plain.test = "tg8 engine";
+  plain.n_gen = 8;
+  ModelBenchRow spec = plain;
+  spec.test = "tg8 spec";
+  spec.speculation = SpeculationFigures{"ngram, k = 4, lookup 5..5", 1.25, 0.5, 2.5, 0.1};
+  ModelBenchRow none = spec;
+  none.test = "tg8 spec @ d4";
+  none.speculation->acceptance_rate = none.speculation->mean_acceptance_length = std::nan("");
+  r.rows = {plain, spec, none};
+  const std::string csv = model_bench_csv(r);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = csv.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(csv.substr(at, end - at));
+  ASSERT_EQ(lines.size(), 4u) << csv;
+  const std::string header_end =
+      ",n_depth,spec_speedup_vs_plain,spec_acceptance_rate,spec_mean_acceptance_length";
+  EXPECT_EQ(lines[0].substr(lines[0].size() - header_end.size()), header_end) << lines[0];
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  EXPECT_TRUE(ends_with(lines[1], ",tg8 engine,0,8,0.000000,0.000000,0.000,,,0,,,")) << lines[1];
+  EXPECT_TRUE(ends_with(lines[2], ",0,1.250000,0.500000,2.500000")) << lines[2];
+  EXPECT_TRUE(ends_with(lines[3], ",0,1.250000,,")) << lines[3];
+  // As many columns on every line as the header names.
+  for (const std::string& line : lines)
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','),
+              std::count(lines[0].begin(), lines[0].end(), ','))
+        << line;
+}
+
 TEST(ModelBench, BadArguments) {
   ModelBenchOptions o;
   o.model = "synth:tiny";

@@ -132,5 +132,47 @@ TEST(CliSpeculative, BenchOfflineReportsSpeculationWithoutProposals) {
   fs::remove(json);
 }
 
+// Every proposer says at start-up that it is on and how: n-gram lookup as the draft model and
+// MTP do (it logged nothing, so a user could not tell that --draft-max had taken effect).
+TEST(CliSpeculative, NgramProposerIsLoggedAtStart) {
+  CmdResult r = run("run -m synth:tiny -p hi -n 4 -t 1 --temp 0 --draft-max 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("engine: n-gram proposer (prompt lookup of 5 to 5 tokens), up to 3 "
+                       "proposals per step"),
+            std::string::npos)
+      << r.out;
+  r = run(R"(run -m synth:tiny -p hi -n 4 -t 1 --temp 0 --speculative-config '{"method": )"
+          R"("ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1, )"
+          R"("prompt_lookup_max": 3}')");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("engine: n-gram proposer (prompt lookup of 1 to 3 tokens), up to 2 "
+                       "proposals per step"),
+            std::string::npos)
+      << r.out;
+}
+
+// A server that embeds or scores runs prompts only: a speculative flag is refused at start,
+// naming it, whether the task was asked for or is the model's own (an embedding model). It was
+// accepted silently (and the spec_decode metrics exported). `timeout`: a server that starts
+// would serve until killed.
+TEST(CliSpeculative, ServeRefusesSpeculationForPoolingTasks) {
+  for (const std::string& args :
+       {std::string("-m synth:tiny --task embed --draft-max 4"),
+        std::string("-m synth:tiny-qwen3-embed --draft-max 4"),
+        std::string(R"(-m synth:tiny-qwen3-rerank --speculative-config '{"method": "ngram", )"
+                    R"("num_speculative_tokens": 2}')")}) {
+    CmdResult r = run_shell("timeout 120 " + std::string(LOOM_BINARY) + " serve " + args +
+                            " --port 0 -t 1 2>&1");
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("speculative decoding (--speculative-config, --draft-max, "
+                         "--model-draft) applies to generation only"),
+              std::string::npos)
+        << args << "\n"
+        << r.out;
+    const char* task = args.find("rerank") != std::string::npos ? "rerank" : "embed";
+    EXPECT_NE(r.out.find(std::string("this server's task is ") + task), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace loom

@@ -5,9 +5,13 @@
 // by a small KV pool, with n > 1, stop strings and max_tokens; proposals really ran and were
 // partly kept (the counters say so); the KV pool drains and rolled-back blocks are not leaked.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
+#include "engine/engine_core.h"
 #include "test_engine_util.h"
 
 namespace loom {
@@ -214,6 +218,94 @@ TEST_F(SpeculativeEngine, ProposalsThatDoNotPayPauseLong) {
   // A first try each, then one after each 16-step pause (doubling from 1 would try 5 times).
   EXPECT_LE(metrics_.spec_num_drafts, 10 * 3);
   EXPECT_LT(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens / 4);
+}
+
+// A host so noisy that the step-time fit finds no per-row cost (held here at 0): proposals that
+// are never kept still pause, since a row never costs nothing (StepCostModel::kMinRowShare).
+// With a row share of 0 nothing fell below it, and a disagreeing draft proposed at every step.
+TEST_F(SpeculativeEngine, ProposalsNeverKeptPauseWhateverTheFittedRowCost) {
+  const std::vector<GenerateRequest> rs = {request(0, 0.0f, 120)};
+  auto plain = run(config(0), rs);
+  EngineConfig c = with_draft(config(4), "synth:tiny-qwen35");
+  c.block_size = 16;  // a draft with recurrent layers takes whole recurrent chunks
+  auto file = GgufFile::parse_bytes(bytes_);
+  ASSERT_TRUE(file.is_ok());
+  auto model = Model::from_gguf(std::move(*file), {});
+  ASSERT_TRUE(model.is_ok());
+  auto core = EngineCore::create(std::move(*model), nullptr, c);
+  ASSERT_TRUE(core.is_ok()) << core.status().message();
+  EngineCore& e = **core;
+  e.step_cost().hold(8e-3, 0.0);
+  ASSERT_EQ(e.step_cost().seconds_per_row(), 0.0);
+  ASSERT_TRUE(e.add_request(rs[0]).is_ok());
+  std::vector<int32_t> tokens;
+  int64_t steps = 0;
+  while (e.has_unfinished() && steps < 1000) {
+    auto out = e.step();
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    ++steps;
+    for (const RequestOutput& o : *out)
+      for (const CompletionOutput& co : o.outputs)
+        tokens.insert(tokens.end(), co.token_ids.begin(), co.token_ids.end());
+  }
+  EXPECT_EQ(tokens, plain.at("r0").tokens.at(0));
+  const EngineMetrics m = e.metrics();
+  // The draft disagrees with this model on this request: nothing is ever kept.
+  EXPECT_GT(m.spec_num_drafts, 0);
+  ASSERT_EQ(m.spec_num_accepted_tokens, 0);
+  // The first verify keeps nothing, then each try waits the longest pause (16 steps): 119
+  // decode steps see at most 119 / 17 + 1 tries, where no back-off proposes at all of them.
+  EXPECT_LE(m.spec_num_drafts, 119 / 17 + 1);
+  EXPECT_EQ(e.check_kv_drained(), "");
+}
+
+// A draft whose context (40) is shorter than max_model_len (256) is accepted, as vLLM does:
+// it proposes while its positions (the sequence's tokens, then k - 1 proposals) fit in its
+// context, fewer proposals near the end of it and none past it; the outputs are plain
+// decoding's. The draft is the test model itself with only its context changed, so every
+// greedy proposal is kept.
+TEST_F(SpeculativeEngine, DraftWithAShorterContextProposesWhileItFits) {
+  constexpr int32_t kDraftContext = 40;
+  const std::filesystem::path draft_path =
+      std::filesystem::path(::testing::TempDir()) /
+      ("loom_short_draft_" + std::to_string(::getpid()) + ".gguf");
+  {
+    auto draft = test_model_bytes({.context_length = kDraftContext});
+    std::ofstream f(draft_path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(draft->data()),
+            static_cast<std::streamsize>(draft->size()));
+    ASSERT_TRUE(f.good());
+  }
+  const std::vector<GenerateRequest> rs = {request(0, 0.0f, 64)};  // 18 prompt tokens
+  ASSERT_EQ(rs[0].prompt.size(), 18u);
+  auto plain = run(config(0), rs);
+  const EngineConfig c = with_draft(config(4), draft_path.string());
+  expect_same(plain, run(c, rs), "draft with a short context");
+  EXPECT_GT(metrics_.spec_num_drafts, 0);
+  EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
+
+  // Every verify, with the sequence's length when it was proposed.
+  auto e = make_engine(c, bytes_);
+  ASSERT_TRUE(e != nullptr);
+  e->keep_logits(true);
+  ASSERT_TRUE(e->add_request(rs[0]).is_ok());
+  int32_t len = 18;
+  int verifies_near_the_end = 0;
+  while (e->has_unfinished()) {
+    auto out = e->step();
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    for (const auto& [id, draft] : e->last_drafts()) {
+      const int32_t k = static_cast<int32_t>(draft.size());
+      // The draft ran positions up to len + k - 2.
+      EXPECT_LT(len + k - 2, kDraftContext) << "length " << len << ", " << k << " proposals";
+      verifies_near_the_end += len + 4 - 2 >= kDraftContext;
+    }
+    for (const RequestOutput& o : *out)
+      for (const CompletionOutput& co : o.outputs) len += static_cast<int32_t>(co.token_ids.size());
+  }
+  EXPECT_EQ(len, 18 + 64);
+  EXPECT_GT(verifies_near_the_end, 0);  // proposals cut short near the draft's end, not refused
+  std::filesystem::remove(draft_path);
 }
 
 // The target as its own draft (synth:tiny is the same bytes as the test model): a greedy

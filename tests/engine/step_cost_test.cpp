@@ -68,5 +68,25 @@ TEST(StepCost, ShareGrowsWithRowsTowardsOne) {
   EXPECT_NEAR(m.row_share(1), 1.0, 0.1);
 }
 
+// Steps that get cheaper with rows (a noisy host) fit no per-row cost at all; a row still
+// costs kMinRowShare of a step, so proposals that keep nothing still do not pay.
+TEST(StepCost, ARowNeverCostsNothing) {
+  StepCostModel m;
+  for (int i = 0; i < 100; ++i) m.observe(i % 2 ? 1 : 9, i % 2 ? 0.02 : 0.01);
+  EXPECT_EQ(m.seconds_per_row(), 0.0);
+  EXPECT_EQ(m.row_share(1), StepCostModel::kMinRowShare);
+  EXPECT_EQ(m.row_share(64), StepCostModel::kMinRowShare);
+  EXPECT_GT(StepCostModel::kMinRowShare, 0.0);
+}
+
+TEST(StepCost, HeldFitIgnoresTheSteps) {
+  StepCostModel m;
+  m.hold(6e-3, 2e-3);
+  feed(m, 1e-3, 0.0, 200, 6);
+  EXPECT_EQ(m.fixed_seconds(), 6e-3);
+  EXPECT_EQ(m.seconds_per_row(), 2e-3);
+  EXPECT_DOUBLE_EQ(m.row_share(3), 6.0 / 12.0);
+}
+
 }  // namespace
 }  // namespace loom

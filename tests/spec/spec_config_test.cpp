@@ -47,6 +47,30 @@ TEST(SpecConfig, Mtp) {
   EXPECT_NE(with_model.status().message().find("mtp"), std::string::npos);
 }
 
+// vLLM replaces its per-architecture MTP names (MTPModelTypes) with "mtp": Qwen's model cards
+// give "qwen3_next_mtp" for Qwen3-Next and Qwen3.5. Names vLLM does not know stay refused.
+TEST(SpecConfig, VllmsMtpAliasesAreMtp) {
+  for (const char* m : {"qwen3_next_mtp", "qwen3_5_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp",
+                        "longcat_flash_mtp", "step3p5_mtp", "pangu_ultra_moe_mtp"}) {
+    auto c = parse_speculative_config(std::string(R"({"method": ")") + m +
+                                      R"(", "num_speculative_tokens": 2})");
+    ASSERT_TRUE(c.is_ok()) << m << ": " << c.status().message();
+    EXPECT_EQ(c->method, SpeculativeConfig::Method::kMtp) << m;
+    EXPECT_EQ(c->num_speculative_tokens, 2) << m;
+    // Without a count, as "mtp": the model's MTP layers decide it.
+    auto unset = parse_speculative_config(std::string(R"({"method": ")") + m + R"("})");
+    ASSERT_TRUE(unset.is_ok()) << m << ": " << unset.status().message();
+    EXPECT_EQ(unset->method, SpeculativeConfig::Method::kMtp) << m;
+  }
+  for (const char* m : {"qwen3_mtp", "mtp2", "QWEN3_NEXT_MTP"}) {
+    auto c = parse_speculative_config(std::string(R"({"method": ")") + m +
+                                      R"(", "num_speculative_tokens": 2})");
+    ASSERT_FALSE(c.is_ok()) << m;
+    EXPECT_NE(c.status().message().find("is not supported"), std::string::npos)
+        << c.status().message();
+  }
+}
+
 // vLLM defaults an MTP method's num_speculative_tokens to the model's MTP layers (n_predict):
 // unset after parsing, filled once the engine knows the model; an explicit 0 is an error.
 TEST(SpecConfig, MtpTokensDefaultToTheModelsMtpLayers) {
