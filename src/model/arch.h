@@ -6,6 +6,7 @@
 // the resulting ModelConfig.
 #pragma once
 
+#include <array>
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string_view>
@@ -34,6 +35,14 @@ struct ArchDefaults {
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   bool tied_embeddings = false;
+  // "{arch}.SUFFIX" f32 keys llama.cpp reads for the family (some it requires), with values
+  // that leave the block plain; 0 stands for 1/√head_dim, the softmax scale without a
+  // multiplier. Written where a synth preset does not set the key.
+  struct Key {
+    std::string_view suffix;
+    float value;
+  };
+  std::array<Key, 4> keys = {};
 };
 
 struct ArchSpec {
@@ -49,6 +58,10 @@ struct ArchSpec {
   std::span<const LayerTensorName> layer_tensors;  // this architecture's per-layer names
   // HF checkpoints store RMSNorm weights w of x·(1 + w); GGUF files store 1 + w (Gemma).
   bool hf_norm_plus_one = false;
+  // llama.cpp's files of this architecture never hold output.weight: its loader always takes
+  // the LM head from token_embd and its converter drops lm_head (Gemma 2). loom convert does
+  // the same, refusing a checkpoint whose lm_head differs from its embeddings.
+  bool gguf_head_is_embedding = false;
   // Where an HF checkpoint keeps its multi-token prediction modules. Empty: as ordinary layers
   // model.layers.{n_layer + i}. (DeepSeek-V3; their own tensors are in layer_tensors). Else
   // this prefix (Qwen3-Next's and Qwen3.5's "mtp."): module i's block under

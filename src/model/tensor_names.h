@@ -89,6 +89,9 @@ inline constexpr std::string_view kSsmGroupCount = "ssm.group_count";       // k
 inline constexpr std::string_view kSsmTimeStepRank = "ssm.time_step_rank";  // value heads
 inline constexpr std::string_view kSsmInnerSize = "ssm.inner_size";         // value heads * d_v
 inline constexpr std::string_view kFullAttentionInterval = "full_attention_interval";
+// One bool per block (the multi-token prediction blocks false): which are recurrent. llama.cpp
+// prefers it to the interval; its converter writes it from config.json's layer_types.
+inline constexpr std::string_view kRecurrentLayers = "attention.recurrent_layers";
 // Qwen3.5's multimodal RoPE sections (text alone rotates as plain RoPE; llama.cpp requires it).
 inline constexpr std::string_view kRopeDimensionSections = "rope.dimension_sections";
 

@@ -81,6 +81,29 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
   if (c.eos_token >= 0) m.set_u32(std::string(n::kTokenizerEos), c.eos_token);
 }
 
+// Where llama.cpp's files of an architecture cannot hold an LM head of its own, the
+// checkpoint's must be its embeddings, value for value, to be left out.
+Status head_is_embedding(const TensorLookup& find, const ArchSpec& arch) {
+  const TensorView* embd = find(names::kTokenEmbd);  // kept: looked up first
+  const TensorView* head = find(names::kOutput);
+  if (!embd || !head) return internal_error("convert: bound LM head or embedding disappeared");
+  const int64_t cols = embd->cols(), rows = embd->rows();
+  bool same = head->cols() == cols && head->rows() == rows;
+  std::vector<float> a(cols), b(cols);
+  for (int64_t r = 0; same && r < rows; ++r) {
+    kernels::dequantize_row(embd->dtype, embd->row(r), a.data(), cols);
+    kernels::dequantize_row(head->dtype, head->row(r), b.data(), cols);
+    same = std::memcmp(a.data(), b.data(), cols * sizeof(float)) == 0;
+  }
+  if (same) return Status::ok();
+  return unsupported("convert: this " + std::string(arch.name) +
+                     " checkpoint's lm_head differs from its embeddings (tie_word_embeddings is "
+                     "false), and llama.cpp's " +
+                     std::string(arch.name) +
+                     " files cannot hold a separate LM head: its loader always uses "
+                     "token_embd (its converter drops lm_head)");
+}
+
 }  // namespace
 
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path,
@@ -114,6 +137,10 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   // used after (they may point at bytes freed since).
   LOOM_RETURN_IF_ERROR(Weights::bind(config, *arch, find).status());
   rep.arch = config.arch;
+  if (arch->gguf_head_is_embedding && !config.tied_embeddings) {
+    LOOM_RETURN_IF_ERROR(head_is_embedding(find, *arch));
+    config.tied_embeddings = true;  // dropped, as llama.cpp's converter drops lm_head
+  }
   // Rows are permuted for interleaved RoPE only when the checkpoint rotates halves (DeepSeek's
   // rope_interleave checkpoints are interleaved already).
   const bool permute =
@@ -188,15 +215,20 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path
   // The tokenizer goes in when loom can express it in GGUF; otherwise the weights are still
   // worth converting, so the reason becomes a note rather than a failure. Its vocabulary may
   // be larger than the model's n_vocab (padded tables, test fixtures): written as is.
+  bool tokenizer = false;
   if (std::filesystem::exists(hf_dir + "/tokenizer.json")) {
     auto tok = tok::export_hf_tokenizer(hf_dir, &meta);
     if (!tok.is_ok()) {
       rep.notes.push_back("tokenizer not embedded, the GGUF has no tokenizer: " +
                           tok.status().message());
     } else {
+      tokenizer = true;
       for (auto& note : tok->notes) rep.notes.push_back("tokenizer: " + note);
     }
   }
+  // Without one, the file says so as llama.cpp reads it (a vocabulary of {arch}.vocab_size
+  // placeholder tokens); llama.cpp refuses a file with no tokenizer.ggml.model at all.
+  if (!tokenizer) meta.set_string(std::string(names::kTokenizerModel), "none");
 
   const int64_t D = config.head_dim;
   auto fill = [&](size_t index, uint8_t* dst) -> Status {

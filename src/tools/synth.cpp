@@ -169,7 +169,9 @@ Result<Plan> make_plan(const SynthOptions& o) {
 
   const float theta = ps.rope_theta > 0 ? ps.rope_theta : ar.defaults.rope_theta;
   const float eps = ps.rms_eps > 0 ? ps.rms_eps : ar.defaults.rms_eps;
-  const bool tied = ps.tied_embeddings.value_or(ar.defaults.tied_embeddings);
+  // Where llama.cpp's files cannot hold an LM head of their own, none is written.
+  const bool tied =
+      ar.gguf_head_is_embedding || ps.tied_embeddings.value_or(ar.defaults.tied_embeddings);
   const std::string a(ar.name);
   const int64_t E = ps.n_embd, D = ps.head_dim, F = ps.n_ff, V = vocab.n_vocab;
 
@@ -223,6 +225,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kSlidingWindow), static_cast<uint32_t>(ps.sliding_window));
   for (const SynthPreset::Key& k : ps.keys)
     if (!k.suffix.empty()) m.set_f32(key(k.suffix), k.value);
+  for (const ArchDefaults::Key& k : ar.defaults.keys) {  // the family's, where the preset is silent
+    auto set = [&](const SynthPreset::Key& pk) { return pk.suffix == k.suffix; };
+    if (k.suffix.empty() || std::any_of(ps.keys.begin(), ps.keys.end(), set)) continue;
+    m.set_f32(key(k.suffix), k.value != 0 ? k.value : 1.0f / std::sqrt(static_cast<float>(D)));
+  }
   if (ps.n_expert > 0) {
     m.set_u32(key(names::kExpertCount), static_cast<uint32_t>(ps.n_expert));
     m.set_u32(key(names::kExpertUsedCount), static_cast<uint32_t>(ps.n_expert_used));
@@ -236,10 +243,19 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kSsmGroupCount), static_cast<uint32_t>(ps.ssm_k_heads));
     m.set_u32(key(names::kSsmTimeStepRank), static_cast<uint32_t>(ps.ssm_v_heads));
     m.set_u32(key(names::kSsmInnerSize), static_cast<uint32_t>(ps.ssm_v_heads * ps.ssm_d_v));
+    std::vector<bool> recurrent(static_cast<size_t>(ps.n_layer + ps.n_mtp_layers), false);
+    for (int l = 0; l < ps.n_layer; ++l) recurrent[l] = (l + 1) % ps.full_attention_interval != 0;
+    m.set(key(names::kRecurrentLayers), GgufValue::of_bool_array(recurrent));
     m.set_u32(key(names::kFullAttentionInterval),
               static_cast<uint32_t>(ps.full_attention_interval));
-    m.set(key(names::kRopeDimensionSections),
-          GgufValue::of_int_array(GgufType::kI32, {11, 11, 10, 0}));
+    // Qwen3.5's interleaved multimodal RoPE: n_rot/2 rotated pairs dealt round-robin to the
+    // temporal, height and width sections (transformers' 11, 11, 10 for 64 rotated dims).
+    // llama.cpp needs their sum within the head, and each pair in a section (the fourth is
+    // position 0 for text), so the sections are sized to this shape's rotary dims.
+    const int64_t pairs = (ps.n_rot > 0 ? ps.n_rot : D) / 2;
+    m.set(
+        key(names::kRopeDimensionSections),
+        GgufValue::of_int_array(GgufType::kI32, {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0}));
   }
   if (ps.n_expert > 0 && ps.kv_lora_rank > 0) {  // DeepSeek's router and layer pattern
     m.set_u32(key(names::kLeadingDenseBlockCount), static_cast<uint32_t>(ps.n_dense_lead));

@@ -145,6 +145,9 @@ TEST(HfHybridGguf, LlamaCppKeysNamesAndTransforms) {
     EXPECT_EQ(key("ssm.time_step_rank"), 4);
     EXPECT_EQ(key("ssm.inner_size"), 64);
     EXPECT_EQ(key("full_attention_interval"), 2);
+    const GgufValue* recurrent = f->find(a + ".attention.recurrent_layers");
+    ASSERT_TRUE(recurrent && recurrent->as_int_array());
+    EXPECT_EQ(*recurrent->as_int_array(), (std::vector<int64_t>{1, 0}));
     EXPECT_EQ(key("rope.dimension_count"), 4);
     EXPECT_EQ(f->find(a + ".rope.dimension_sections") != nullptr, !next);
     auto shape = [&](const std::string& name) {
@@ -182,6 +185,79 @@ TEST(HfHybridGguf, LlamaCppKeysNamesAndTransforms) {
         const int grouped = g * 2 + i, stored = next ? grouped : i * 2 + g;
         EXPECT_FLOAT_EQ(got[stored], -std::exp(src[grouped])) << arch << " head " << grouped;
       }
+  }
+}
+
+// The fixture with its two layers swapped (full attention first, then the recurrent layer):
+// a pattern no full_attention_interval says. The GGUF says it as llama.cpp's converter does,
+// in recurrent_layers (one bool per block; the interval then transformers' default, which
+// llama.cpp does not read), and loom reads the pattern back from there: the file gives the
+// directory's logits.
+std::filesystem::path write_swapped_layers(const std::string& from) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("loom_hybrid_swapped_" + fs::path(from).filename().string() +
+                                   "_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(fs::path(from) / "config.json"));
+  config["layer_types"] = {"full_attention", "linear_attention"};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  std::ifstream in(fs::path(from) / "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    std::string name = it.key();
+    for (const auto& [a, b] : {std::pair{"model.layers.0.", "model.layers.1."},
+                               std::pair{"model.layers.1.", "model.layers.0."}})
+      if (it.key().rfind(a, 0) == 0) name = b + it.key().substr(std::strlen(a));
+    out[name] = it.value();
+  }
+  std::string h = out.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t n = h.size();
+  std::ofstream st(dir / "model.safetensors", std::ios::binary);
+  st.write(reinterpret_cast<const char*>(&n), 8);
+  st << h << bytes.substr(8 + header_len);
+  return dir;
+}
+
+TEST(HfHybridGguf, IrregularLayerPatternRoundTripsThroughRecurrentLayers) {
+  for (const std::string arch : {"qwen3_next", "qwen3_5_text"}) {
+    const std::filesystem::path dir = write_swapped_layers(fixture(arch));
+    const std::filesystem::path gguf = dir / "model.gguf";
+    auto st = convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions());
+    ASSERT_TRUE(st.is_ok()) << arch << ": " << st.message();
+    auto f = GgufFile::open(gguf.string());
+    ASSERT_TRUE(f.is_ok());
+    const std::string a = arch == "qwen3_next" ? "qwen3next" : "qwen35";
+    const GgufValue* recurrent = f->find(a + ".attention.recurrent_layers");
+    ASSERT_NE(recurrent, nullptr) << arch;
+    EXPECT_EQ(recurrent->array_type(), GgufType::kBool);
+    ASSERT_NE(recurrent->as_int_array(), nullptr);
+    EXPECT_EQ(*recurrent->as_int_array(), (std::vector<int64_t>{0, 1}));
+    EXPECT_EQ(f->get_int(a + ".full_attention_interval").value_or(-1), 4);
+
+    auto from_dir = Model::load(dir.string(), {2});
+    auto from_gguf = Model::load(gguf.string(), {2});
+    ASSERT_TRUE(from_dir.is_ok()) << from_dir.status().message();
+    ASSERT_TRUE(from_gguf.is_ok()) << from_gguf.status().message();
+    const ModelConfig& c = (*from_gguf)->config();
+    EXPECT_FALSE(c.layers[0].deltanet);
+    EXPECT_TRUE(c.layers[1].deltanet);
+    const int64_t V = c.n_vocab;
+    for (const HfCase& hc : read_cases(fixture(arch))) {
+      auto run = [&](Model& m) {
+        auto kv = hybrid_cache(m.config());
+        return test::run_sequence(m, *kv, hc.tokens, 64).value();
+      };
+      const auto want = run(**from_dir), got = run(**from_gguf);
+      EXPECT_LT(row_rel_err(got, want, V), 1e-5) << arch;
+      EXPECT_GT(row_rel_err(want, hc.logits, V), 1e-3);  // the swap does change the model
+    }
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,7 +16,9 @@
 
 #include "backend/cpu/cpu_model.h"
 #include "format/gguf.h"
+#include "format/safetensors.h"
 #include "kernels/quant.h"
+#include "loom/tokenizer.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/hf_cases.h"
@@ -95,21 +98,149 @@ TEST_P(HfReferenceFamilies, SafetensorsDirMatchesTransformers) {
 
 // The GGUF written holds what llama.cpp's converter writes (keys, names, 1 + w norms); loom
 // reads it back to the same logits. SmolLM3's fixture leaves RoPE out of layer 1, a pattern
-// its GGUF files cannot say (llama.cpp fixes it at every fourth layer): converting is refused.
+// its GGUF files cannot say (llama.cpp fixes it at every fourth layer); Gemma 2's has an LM
+// head of its own, which llama.cpp's gemma2 files cannot hold (its loader always uses the
+// embeddings): converting either is refused, naming why.
 TEST_P(HfReferenceFamilies, ConvertedGgufMatchesTransformers) {
   auto tmp = std::filesystem::temp_directory_path() /
              ("loom_convert_" + GetParam() + "_" + std::to_string(::getpid()) + ".gguf");
   ConvertOptions opts;
   auto st = convert_hf_to_gguf(fixture(GetParam()), tmp.string(), opts);
-  if (GetParam() == "smollm3") {
+  if (GetParam() == "smollm3" || GetParam() == "gemma2") {
     ASSERT_FALSE(st.is_ok());
-    EXPECT_NE(st.message().find("no_rope_layers"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(GetParam() == "smollm3" ? "no_rope_layers" : "lm_head"),
+              std::string::npos)
+        << st.message();
     return;
   }
   ASSERT_TRUE(st.is_ok()) << st.message();
   auto m = Model::load(tmp.string(), {2});
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   check_model(**m, fixture(GetParam()));
+  std::filesystem::remove(tmp);
+}
+
+// SmolLM3's GGUF files are llama's: llama.cpp rotates interleaved pairs, so its converter
+// permutes the Q/K rows (as for llama) and loom reads them so. The fixture with a RoPE pattern
+// its GGUF files can say (every layer of two rotates: only every fourth goes without) converts
+// to permuted rows and gives the directory's logits.
+TEST(HfReferenceSmolLm3, ConvertedGgufHasLlamaPermutedQkAndMatchesTheDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_smollm3_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("smollm3") + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("smollm3") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["no_rope_layers"] = {1, 1};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  const fs::path gguf = dir / "out.gguf";
+  auto st = convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{});
+  ASSERT_TRUE(st.is_ok()) << st.message();
+
+  auto f = GgufFile::open(gguf.string());
+  auto hf = SafetensorsModel::open((dir / "model.safetensors").string());
+  ASSERT_TRUE(f.is_ok() && hf.is_ok());
+  const int64_t D = 16;  // hidden 64 / 4 heads
+  for (const char* proj : {"q", "k"}) {
+    const GgufTensorInfo* g = f->find_tensor(std::string("blk.0.attn_") + proj + ".weight");
+    const TensorView* h =
+        hf->find(std::string("model.layers.0.self_attn.") + proj + "_proj.weight");
+    ASSERT_TRUE(g && h) << proj;
+    ASSERT_EQ(g->view.rows(), h->rows());
+    const int64_t cols = g->view.cols();
+    for (int64_t r = 0; r < g->view.rows(); ++r)
+      EXPECT_EQ(std::memcmp(g->view.row(r), h->row(rope_permuted_source_row(r, D)), cols * 4), 0)
+          << proj << " row " << r;
+  }
+
+  auto from_dir = Model::load(dir.string(), {2});
+  auto from_gguf = Model::load(gguf.string(), {2});
+  ASSERT_TRUE(from_dir.is_ok() && from_gguf.is_ok());
+  EXPECT_EQ((*from_gguf)->config().rope_style, RopeStyle::kInterleaved);
+  const int64_t V = (*from_dir)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture("smollm3"))) {
+    auto run = [&](Model& m) {
+      auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+      return test::run_sequence(m, *kv, c.tokens, 64).value();
+    };
+    const auto a = run(**from_dir), b = run(**from_gguf);
+    EXPECT_LT(row_rel_err(b, a, V), 1e-5);
+    // Every layer rotating is not the fixture's model: the pattern does reach the forward pass.
+    EXPECT_GT(row_rel_err(a, c.logits, V), 1e-3);
+  }
+  fs::remove_all(dir);
+}
+
+// llama.cpp's gemma2 always takes the LM head from token_embd and its converter drops
+// lm_head. A checkpoint that says tie_word_embeddings false but whose lm_head is its
+// embeddings (the fixture with lm_head's bytes replaced by embed_tokens') converts without
+// output.weight and gives the directory's logits.
+TEST(HfReferenceGemma2, LmHeadEqualToTheEmbeddingsIsDropped) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("loom_gemma2_tied_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture("gemma2") + "/config.json", dir / "config.json");
+  std::ifstream in(fixture("gemma2") + "/model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  const auto embd = header.at("model.embed_tokens.weight").at("data_offsets");
+  const auto head = header.at("lm_head.weight").at("data_offsets");
+  const uint64_t n = embd[1].get<uint64_t>() - embd[0].get<uint64_t>();
+  ASSERT_EQ(head[1].get<uint64_t>() - head[0].get<uint64_t>(), n);
+  const uint64_t data = 8 + header_len;
+  ASSERT_NE(
+      bytes.compare(data + head[0].get<uint64_t>(), n, bytes, data + embd[0].get<uint64_t>(), n),
+      0);
+  bytes.replace(data + head[0].get<uint64_t>(), n, bytes, data + embd[0].get<uint64_t>(), n);
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
+
+  const fs::path gguf = dir / "out.gguf";
+  auto st = convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{});
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto f = GgufFile::open(gguf.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(f->find_tensor("output.weight"), nullptr);
+  EXPECT_NE(f->find_tensor("token_embd.weight"), nullptr);
+
+  auto from_dir = Model::load(dir.string(), {2});
+  auto from_gguf = Model::load(gguf.string(), {2});
+  ASSERT_TRUE(from_dir.is_ok() && from_gguf.is_ok());
+  EXPECT_FALSE((*from_dir)->config().tied_embeddings);
+  EXPECT_TRUE((*from_gguf)->config().tied_embeddings);
+  const int64_t V = (*from_dir)->config().n_vocab;
+  for (const HfCase& c : read_cases(fixture("gemma2"))) {
+    auto run = [&](Model& m) {
+      auto kv = KvCache::create(m.config(), 4, 16, Dtype::kF32).value();
+      return test::run_sequence(m, *kv, c.tokens, 64).value();
+    };
+    EXPECT_LT(row_rel_err(run(**from_gguf), run(**from_dir), V), 1e-5);
+  }
+  fs::remove_all(dir);
+}
+
+// The fixtures have no tokenizer: the converted file says so as llama.cpp reads it
+// (tokenizer.ggml.model "none" and {arch}.vocab_size; llama.cpp refuses a file with no
+// tokenizer.ggml.model). loom loads it as a model without a tokenizer.
+TEST(HfConvert, NoTokenizerIsWrittenAsModelNone) {
+  auto tmp = std::filesystem::temp_directory_path() /
+             ("loom_convert_notok_" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_FALSE(std::filesystem::exists(fixture("qwen3") + "/tokenizer.json"));
+  ASSERT_TRUE(convert_hf_to_gguf(fixture("qwen3"), tmp.string(), ConvertOptions{}).is_ok());
+  auto f = GgufFile::open(tmp.string());
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(f->get_string("tokenizer.ggml.model").value_or(""), "none");
+  EXPECT_EQ(f->get_int("qwen3.vocab_size").value_or(0), 512);
+  EXPECT_EQ(f->find("tokenizer.ggml.tokens"), nullptr);
+  auto tok = Tokenizer::from_gguf(*f);
+  ASSERT_FALSE(tok.is_ok());
+  EXPECT_NE(tok.status().message().find("no tokenizer"), std::string::npos)
+      << tok.status().message();
+  auto m = Model::load(tmp.string(), {2});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().n_vocab, 512);
   std::filesystem::remove(tmp);
 }
 
@@ -122,6 +253,7 @@ TEST_P(HfReferenceFamilies, ConvertedGgufMatchesTransformers) {
 // moves the later rows that attend to that token).
 TEST_P(HfReferenceFamilies, ConvertedQ8_0GgufIsCloseToTransformers) {
   if (GetParam() == "smollm3") GTEST_SKIP() << "its fixture's RoPE pattern has no GGUF form";
+  if (GetParam() == "gemma2") GTEST_SKIP() << "its fixture's own LM head has no GGUF form";
   auto tmp = std::filesystem::temp_directory_path() /
              ("loom_convert_q8_" + GetParam() + "_" + std::to_string(::getpid()) + ".gguf");
   ConvertOptions opts;

@@ -16,6 +16,7 @@
 #include "base/fp16.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "model/config_reader.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "tools/synth_presets.h"
@@ -243,6 +244,9 @@ TEST_P(SynthFamilyTest, TinyModelLoadsWithItsFamilyFlagsAndRuns) {
   EXPECT_EQ(c.activation, a.rfind("gemma", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu);
   EXPECT_EQ(c.fused_qkv, a == "phi3");
   EXPECT_EQ(c.qk_norm, a == "gemma3" || a == "olmo2");
+  // llama.cpp rotates interleaved pairs (LLAMA_ROPE_TYPE_NORM) for granite and smollm3.
+  EXPECT_EQ(c.rope_style,
+            a == "granite" || a == "smollm3" ? RopeStyle::kInterleaved : RopeStyle::kNeox);
   auto kv = KvCache::create(c, 2, 16, Dtype::kF32);
   ASSERT_TRUE(kv.is_ok());
   std::vector<int32_t> tokens;
@@ -534,6 +538,108 @@ TEST(SynthTest, Llama05bQ8_0IsFastAndHasTheSpmVocabulary) {
   double sq = 0;
   for (float v : w) sq += double(v) * v;
   EXPECT_NEAR(std::sqrt(sq / w.size()), 0.02, 0.002);
+}
+
+// The hybrids' files say which blocks are recurrent as llama.cpp's converter writes it (one
+// bool per block, the multi-token prediction block not), and a file whose recurrent_layers
+// say a pattern the interval does not is read by that key (llama.cpp prefers it too).
+TEST(SynthTest, HybridRecurrentLayersAreWrittenAndPreferredToTheInterval) {
+  for (const char* preset : {"tiny-qwen35", "tiny-qwen3next"}) {
+    SynthOptions o;
+    o.preset = preset;
+    o.arch = std::string(find_synth_preset(preset)->default_arch);
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    const std::string key = o.arch + ".attention.recurrent_layers";
+    GgufWriter w;
+    bool found = false;
+    for (const auto& [k, v] : l->metadata) {
+      if (k != key) {
+        w.set(k, v);
+        continue;
+      }
+      found = true;
+      EXPECT_EQ(v.array_type(), GgufType::kBool);
+      ASSERT_NE(v.as_int_array(), nullptr);
+      EXPECT_EQ(*v.as_int_array(), (std::vector<int64_t>{1, 1, 1, 0, 0})) << preset;
+      w.set(k, GgufValue::of_bool_array({false, true, true, false, false}));
+    }
+    EXPECT_TRUE(found) << preset;
+    auto bytes = build_gguf_bytes(std::move(w), {}, {});
+    ASSERT_TRUE(bytes.is_ok());
+    auto f = GgufFile::parse_bytes(*bytes);
+    ASSERT_TRUE(f.is_ok());
+    EXPECT_EQ(f->get_int(o.arch + ".full_attention_interval").value_or(0), 4);
+    auto c = config_from_gguf(*f);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    ASSERT_EQ(c->n_layer, 4);
+    std::vector<bool> got;
+    for (int i = 0; i < c->n_layer; ++i) got.push_back(c->layers[i].deltanet);
+    EXPECT_EQ(got, (std::vector<bool>{false, true, true, false})) << preset;
+  }
+}
+
+// llama.cpp's gemma2 files hold no output.weight (its loader always uses token_embd): synth
+// writes none even for a preset whose head is untied.
+TEST(SynthTest, Gemma2NeverWritesAnOutputHead) {
+  SynthOptions o;
+  o.preset = "llama-0.5b";  // untied
+  o.arch = "gemma2";
+  auto l = synth_layout(o);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  for (const auto& t : l->tensors) EXPECT_NE(t.name, "output.weight");
+  o.arch = "llama";
+  l = synth_layout(o);
+  ASSERT_TRUE(l.is_ok());
+  bool head = false;
+  for (const auto& t : l->tensors) head |= t.name == "output.weight";
+  EXPECT_TRUE(head);
+}
+
+// Qwen3.5's rope.dimension_sections fit the preset's rotary dims as llama.cpp needs them
+// (their sum, in pairs, within the head; it asserts so): tiny-qwen35 rotates 4 of its 16
+// dims (2 pairs), qwen35-2b 64 of 256 (transformers' default sections).
+TEST(SynthTest, Qwen35RopeSectionsFitTheRotaryDims) {
+  for (const auto& [preset, want] : {std::pair{"tiny-qwen35", std::vector<int64_t>{1, 1, 0, 0}},
+                                     std::pair{"qwen35-2b", std::vector<int64_t>{11, 11, 10, 0}}}) {
+    SynthOptions o;
+    o.preset = preset;
+    o.arch = "qwen35";
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto m = metadata_map(l->metadata);
+    ASSERT_TRUE(m["qwen35.rope.dimension_sections"]);
+    const std::vector<int64_t>* got = m["qwen35.rope.dimension_sections"]->as_int_array();
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(*got, want) << preset;
+    int64_t sum = 0;
+    for (int64_t x : *got) sum += x;
+    EXPECT_EQ(sum * 2, m["qwen35.rope.dimension_count"]->as_int().value_or(0)) << preset;
+  }
+}
+
+// llama.cpp's granite requires granite.logit_scale and reads the other multipliers: a preset
+// that sets none gets all four with values that change nothing (attention.scale 1/√head_dim);
+// granite-2b keeps its own.
+TEST(SynthTest, GraniteWritesEveryMultiplierLlamaCppReads) {
+  for (const char* preset : {"tiny", "granite-2b"}) {
+    SynthOptions o;
+    o.preset = preset;
+    o.arch = "granite";
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto m = metadata_map(l->metadata);
+    const bool tiny = std::string(preset) == "tiny";
+    for (const auto& [k, v] : {std::pair{"embedding_scale", tiny ? 1.0 : 12.0},
+                               std::pair{"residual_scale", tiny ? 1.0 : 0.22},
+                               std::pair{"attention.scale", tiny ? 0.25 : 0.015625},
+                               std::pair{"logit_scale", tiny ? 1.0 : 8.0}}) {
+      const GgufValue* got = m["granite." + std::string(k)];
+      ASSERT_NE(got, nullptr) << preset << " " << k;
+      EXPECT_EQ(got->type(), GgufType::kF32);
+      EXPECT_NEAR(got->as_float().value_or(-1), v, 1e-6) << preset << " " << k;
+    }
+  }
 }
 
 // The realistic presets have their published checkpoints' parameter counts and hyperparameters.

@@ -72,6 +72,7 @@ const ArchSpec kGemma2 = {
     .qk_norm = TensorNeed::kAbsent,
     .layer_tensors = kGemmaLayerTensors,
     .hf_norm_plus_one = true,
+    .gguf_head_is_embedding = true,  // llama.cpp's gemma2: output = token_embd, always
     .read_hf = read_gemma2_hf,
     .read_gguf = read_gemma2_gguf,
     .write_gguf = write_gemma2_gguf,

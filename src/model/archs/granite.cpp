@@ -52,7 +52,12 @@ const ArchSpec kGranite = {
                  .qk_norm = false,
                  .rope_theta = 10000.0f,
                  .rms_eps = 1e-5f,
-                 .tied_embeddings = true},
+                 .tied_embeddings = true,
+                 // llama.cpp requires logit_scale and reads the others (src/models/granite.cpp)
+                 .keys = {{{names::kEmbeddingScale, 1.0f},
+                           {names::kResidualScale, 1.0f},
+                           {names::kAttentionScale, 0.0f},
+                           {names::kLogitScale, 1.0f}}}},
 };
 
 }  // namespace loom::archs

@@ -1,7 +1,7 @@
 // What Qwen3-Next and Qwen3.5 share: Gated DeltaNet layers mixed with full attention
-// (layer_types, or every full_attention_interval-th layer attends), full-attention layers with
-// an output gate, partial RoPE and per-head q/k norms, and the recurrent layers' sizes as
-// config.json and llama.cpp's GGUF keys spell them.
+// (layer_types, or every full_attention_interval-th layer attends; GGUF: recurrent_layers),
+// full-attention layers with an output gate, partial RoPE and per-head q/k norms, and the recurrent
+// layers' sizes as config.json and llama.cpp's GGUF keys spell them.
 #include "model/archs/archs.h"
 #include "model/tensor_names.h"
 
@@ -172,6 +172,27 @@ Status gguf_deltanet(const GgufFile& f, ModelConfig& c) {
   d.n_v_heads = get(names::kSsmTimeStepRank);
   const int32_t inner = get(names::kSsmInnerSize);
   d.d_v = d.n_v_heads > 0 && inner % d.n_v_heads == 0 ? inner / d.n_v_heads : 0;
+  // llama.cpp reads which layers are recurrent from recurrent_layers where the file has it
+  // (its converter writes it from layer_types), else every interval-th layer attends.
+  if (const GgufValue* v = f.find(names::arch_key(c.arch, names::kRecurrentLayers))) {
+    // An array of one bool per block, or (as llama.cpp also takes it) one value for all.
+    const size_t n_blocks = static_cast<size_t>(c.n_layer + c.n_mtp_layers);
+    std::vector<int64_t> flags;
+    if (v->type() == GgufType::kArray) {
+      if (const std::vector<int64_t>* a = v->as_int_array()) flags = *a;
+    } else if (auto one = v->as_int()) {
+      flags.assign(n_blocks, *one);
+    }
+    const std::string k = "GGUF: " + names::arch_key(c.arch, names::kRecurrentLayers);
+    if (flags.size() != n_blocks)
+      return invalid_file(k + " must list one bool per block (" + std::to_string(n_blocks) + ")");
+    for (int l = 0; l < c.n_layer; ++l) c.layers[l].deltanet = flags[l] != 0;
+    for (int l = c.n_layer; l < c.n_layer + c.n_mtp_layers; ++l)
+      if (flags[l] != 0)
+        return unsupported(k + " marks multi-token prediction block " + std::to_string(l) +
+                           " recurrent; loom's are full attention");
+    return finish(c, "GGUF");
+  }
   const int64_t interval =
       gguf_int(f, c, names::kFullAttentionInterval).value_or(kDefaultFullAttentionInterval);
   if (interval < 1 || interval > c.n_layer + 1)
@@ -182,21 +203,26 @@ Status gguf_deltanet(const GgufFile& f, ModelConfig& c) {
 }
 
 Status gguf_write_deltanet(GgufWriter& w, const ModelConfig& c) {
-  // llama.cpp's files can only say "every interval-th layer attends": find the interval.
+  // As llama.cpp's converter writes them: the sizes, which blocks are recurrent (the multi-token
+  // prediction blocks not), and the interval older readers fall back to: every interval-th
+  // layer attends where the pattern is that, else transformers' default (unread then).
   int32_t interval = 0;
   while (interval < c.n_layer && c.layers[interval].deltanet) ++interval;
   interval += 1;
-  for (int l = 0; l < c.n_layer; ++l)
-    if (c.layers[l].deltanet != ((l + 1) % interval != 0))
-      return unsupported("convert: " + c.arch +
-                         "'s layer_types are not every n-th layer full attention, which is all "
-                         "llama.cpp's files can say");
+  std::vector<bool> recurrent(static_cast<size_t>(c.n_layer + c.n_mtp_layers), false);
+  bool regular = true;
+  for (int l = 0; l < c.n_layer; ++l) {
+    recurrent[l] = c.layers[l].deltanet;
+    regular = regular && c.layers[l].deltanet == ((l + 1) % interval != 0);
+  }
+  if (!regular) interval = kDefaultFullAttentionInterval;
   const DeltaNetConfig& d = c.deltanet;
   gguf_set_u32(w, c, names::kSsmConvKernel, d.conv_kernel);
   gguf_set_u32(w, c, names::kSsmStateSize, d.d_k);
   gguf_set_u32(w, c, names::kSsmGroupCount, d.n_k_heads);
   gguf_set_u32(w, c, names::kSsmTimeStepRank, d.n_v_heads);
   gguf_set_u32(w, c, names::kSsmInnerSize, d.n_v_heads * d.d_v);
+  w.set(names::arch_key(c.arch, names::kRecurrentLayers), GgufValue::of_bool_array(recurrent));
   gguf_set_u32(w, c, names::kFullAttentionInterval, interval);
   return Status::ok();
 }

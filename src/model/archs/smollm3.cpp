@@ -1,5 +1,6 @@
 // SmolLM3: Llama's block where some layers use no RoPE at all (`no_rope_layers`: 1 = rotate,
-// 0 = not; by default every fourth layer goes without).
+// 0 = not; by default every fourth layer goes without). Its GGUF files are llama's: llama.cpp
+// rotates interleaved pairs (LLAMA_ROPE_TYPE_NORM) and its converter permutes Q/K rows.
 #include "model/archs/archs.h"
 
 namespace loom::archs {
@@ -50,7 +51,7 @@ Status write_smollm3_gguf(GgufWriter&, const ModelConfig& c) {
 const ArchSpec kSmolLm3 = {
     .name = "smollm3",
     .hf_model_types = {"smollm3"},
-    .gguf_rope_style = RopeStyle::kNeox,
+    .gguf_rope_style = RopeStyle::kInterleaved,
     .qkv_bias = TensorNeed::kAbsent,
     .qk_norm = TensorNeed::kAbsent,
     .layer_tensors = kLlamaLayerTensors,
