@@ -70,6 +70,8 @@ Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const Engin
   for (std::string line; std::getline(lines, line);)
     log_message(plan_log_level, "%s", line.c_str());
   if (!plan.fits()) return Status(StatusCode::kResourceExhausted, plan.advice());
+  EngineConfig engine_config = config;
+  engine_config.kv_cache_memory_gib = plan.config.kv_cache_memory_gib;  // maybe shrunk to fit
   // Copies of a GiB or more are made in the background (a second per ~3 GB of fresh pages on
   // the test machine); smaller ones at once, so that a small model never runs a step on the
   // file's layout (whose sums round differently: a sequence straddling the switch would not
@@ -83,7 +85,7 @@ Result<std::unique_ptr<Engine>> load_engine(const std::string& spec, const Engin
         "made in the background",
         static_cast<double>(plan.weight_copies) / double(1ull << 30));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::from_bound(std::move(bound), mo));
-  return Engine::create(std::move(model), std::move(tokenizer), config, spec);
+  return Engine::create(std::move(model), std::move(tokenizer), engine_config, spec);
 }
 
 Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}

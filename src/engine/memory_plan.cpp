@@ -91,8 +91,10 @@ bool draft_shares_target(const std::string& target_spec, const SpeculativeConfig
          tools::same_model_spec(target_spec, s.model);
 }
 
-Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
-                               EngineConfig c, uint64_t available) {
+namespace {
+
+Result<MemoryPlan> plan_memory_once(const std::string& model_name, const BoundModel& bound,
+                                    EngineConfig c, uint64_t available) {
   const ModelConfig& mc = bound.config;
   LOOM_RETURN_IF_ERROR(resolve_engine_config(mc, c));
   // What the speculative method needs of the model, before anything is planned or loaded.
@@ -185,9 +187,40 @@ Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& 
   return p;
 }
 
+}  // namespace
+
+Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
+                               EngineConfig c, uint64_t available) {
+  LOOM_ASSIGN_OR_RETURN(MemoryPlan p, plan_memory_once(model_name, bound, c, available));
+  if (p.fits() || c.kv_cache_memory_gib > 0) return p;
+  // The KV cache's default size (max_num_seqs sequences, at most a quarter of RAM) gives way
+  // to the weights: a 17 GB model on a 24 GB machine runs with what is left, as llama.cpp's
+  // and vLLM's would, instead of asking for --kv-cache-memory. Budgets of the KV cache's
+  // share of what is available (95%: room for what the plan does not see), a few rounds, as
+  // a draft model's K/V shrink with the target's.
+  const double kGiB = double(1ull << 30);
+  const uint64_t default_kv = p.kv_bytes;
+  for (int round = 0; round < 4 && !p.fits(); ++round) {
+    const uint64_t fixed = p.total() - p.kv_bytes;
+    if (p.kv_room() <= 0 || p.total() == fixed) break;
+    const double share = p.kv_room() / static_cast<double>(p.total() - fixed);
+    c.kv_cache_memory_gib = static_cast<double>(p.kv_bytes) * std::min(share, 0.99) / kGiB;
+    Result<MemoryPlan> smaller = plan_memory_once(model_name, bound, c, available);
+    // No block, or not one max_model_len sequence: the first plan's advice stands.
+    if (!smaller.is_ok() || smaller->kv_tokens < smaller->config.max_model_len) break;
+    smaller->kv_shrunk_from = default_kv;
+    p = std::move(*smaller);
+  }
+  return p;
+}
+
 Result<MemoryPlan> plan_memory(const std::string& spec, const EngineConfig& c) {
   LOOM_ASSIGN_OR_RETURN(const BoundModel bound, bind_model_spec(spec));
   return plan_memory(spec, bound, c);
+}
+
+double MemoryPlan::kv_room() const {
+  return 0.95 * static_cast<double>(mem_available) - static_cast<double>(total() - kv_bytes);
 }
 
 std::string MemoryPlan::advice() const {
@@ -209,13 +242,21 @@ std::string MemoryPlan::advice() const {
   std::snprintf(gib, sizeof gib, "%.2f",
                 std::floor(static_cast<double>(kv_budget) / kGiB * 0.95 * 100) / 100);
   s << "; the KV cache (" << format_bytes(kv_bytes) << ") may take at most "
-    << format_bytes(kv_budget) << ". Set --kv-cache-memory " << gib;
-  if (config.kv_cache_memory_gib <= 0) {
-    const int32_t seqs = static_cast<int32_t>(config.max_num_seqs * share);
-    if (seqs >= 1) s << ", or --max-num-seqs " << seqs;
+    << format_bytes(kv_budget) << ".";
+  if (config.kv_cache_memory_gib > 0) {
+    s << " Set --kv-cache-memory " << gib;
+  } else {
+    // The default size shrinks to what is left as long as one max_model_len sequence fits
+    // (plan_memory): here not even that, so the length is what to change: the longest
+    // sequence the room holds (a tenth kept for the plan's rounding).
     const int64_t len =
-        static_cast<int64_t>(config.max_model_len * share) / config.block_size * config.block_size;
-    if (len >= config.block_size) s << ", or --max-model-len " << len;
+        static_cast<int64_t>(0.9 * std::max(kv_room(), 0.0) /
+                             static_cast<double>(std::max<uint64_t>(kv_bytes_per_token, 1))) /
+        config.block_size * config.block_size;
+    if (len >= config.block_size)
+      s << " Set --max-model-len " << std::min<int64_t>(len, config.max_model_len);
+    else
+      s << " The weights leave no room for the KV cache: use a smaller quantization of the model";
   }
   if (config.kv_dtype == Dtype::kF32 && share >= 0.5) s << ", or use --kv-cache-dtype f16";
   return s.str();
@@ -252,7 +293,11 @@ std::string MemoryPlan::table() const {
   line("total", total(), "");
   line("machine available", mem_available, "of " + format_bytes(mem_total));
   s << "  fits: " << (fits() ? "yes" : "no") << "\n";
-  if (!kv.warning.empty()) s << "  note: " << kv.warning << "\n";
+  if (!kv.warning.empty() && kv_shrunk_from == 0) s << "  note: " << kv.warning << "\n";
+  if (kv_shrunk_from > 0)
+    s << "  note: the KV cache's default size (" << format_bytes(kv_shrunk_from)
+      << ") did not fit beside the weights: it takes what the machine has left. Set "
+         "--kv-cache-memory to choose.\n";
   if (!fits()) s << "  " << advice() << "\n";
   return s.str();
 }
@@ -289,7 +334,8 @@ std::string MemoryPlan::to_json() const {
       {"fits", fits()},
   };
   if (!fits()) j["advice"] = advice();
-  if (!kv.warning.empty()) j["note"] = kv.warning;
+  if (!kv.warning.empty() && kv_shrunk_from == 0) j["note"] = kv.warning;
+  if (kv_shrunk_from > 0) j["kv_default_bytes_shrunk_from"] = kv_shrunk_from;
   return j.dump(2);
 }
 

@@ -46,6 +46,9 @@ struct MemoryPlan {
   std::string kv_per_token_note;    // what a token's bytes are, for the table
   int64_t kv_tokens = 0;            // tokens the full-attention pool holds
   uint64_t kv_bytes = 0;            // every group's blocks
+  // Without --kv-cache-memory, when the default KV size did not fit beside the weights: that
+  // size (the plan then gives the KV cache what is left: config.kv_cache_memory_gib); else 0.
+  uint64_t kv_shrunk_from = 0;
   KvPlan kv;
   uint64_t state_bytes = 0;  // recurrent states (per sequence x max_num_seqs)
   uint64_t scratch_bytes = 0;
@@ -63,6 +66,9 @@ struct MemoryPlan {
     return weight_copies + weights_mapped + kv_bytes + state_bytes + scratch_bytes + draft_bytes;
   }
   bool fits() const { return mem_available == 0 || total() <= mem_available; }
+  // What the KV cache may take: 95% of what is available (room for what the plan does not
+  // see), less everything else; may be negative.
+  double kv_room() const;
   // Why it does not fit and which option, set to which value, would make it fit.
   std::string advice() const;
 
@@ -70,7 +76,10 @@ struct MemoryPlan {
   std::string to_json() const;  // the same figures, for --json
 };
 
-// `available`: bytes the plan may take (0: read MemAvailable from /proc/meminfo).
+// `available`: bytes the plan may take (0: read MemAvailable from /proc/meminfo). Without an
+// explicit kv_cache_memory_gib, a default KV size that does not fit beside the weights is
+// shrunk to what is left (MemoryPlan::kv_shrunk_from; the engine must then use the plan's
+// config.kv_cache_memory_gib).
 Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
                                EngineConfig c, uint64_t available = 0);
 

@@ -154,23 +154,27 @@ void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
 PackedMatrix PackedMatrix::finish(PackedMatrix m, const TensorView& w, uint64_t bytes) {
   m.view_ = w;
   m.view_.layout = TensorLayout::kRows16;
-  m.view_.data = m.data_.get();
+  m.view_.data = m.ptr_;
   m.view_.nbytes = bytes;
   return m;
 }
 
-PackedMatrix PackedMatrix::allocate(uint64_t bytes) {
+PackedMatrix PackedMatrix::allocate(uint64_t bytes, uint8_t* dst) {
   PackedMatrix m;
-  m.data_ = allocate_huge(bytes, /*commit=*/false);  // written right away by the caller
+  if (!dst) {
+    m.data_ = allocate_huge(bytes, /*commit=*/false);  // written right away by the caller
+    dst = m.data_.get();
+  }
+  m.ptr_ = dst;
   return m;
 }
 
-PackedMatrix PackedMatrix::copy_rows(const TensorView& w) {
+PackedMatrix PackedMatrix::copy_rows(const TensorView& w, uint8_t* dst) {
   LOOM_CHECK(w.layout == TensorLayout::kRows);
-  PackedMatrix m = allocate(w.nbytes);
-  std::memcpy(m.data_.get(), w.data, w.nbytes);
+  PackedMatrix m = allocate(w.nbytes, dst);
+  std::memcpy(m.ptr_, w.data, w.nbytes);
   m.view_ = w;
-  m.view_.data = m.data_.get();
+  m.view_.data = m.ptr_;
   return m;
 }
 
@@ -180,30 +184,30 @@ uint64_t PackedMatrix::packed_bytes(const TensorView& w) {
   return group_bytes(w.dtype, w.cols()) * groups;
 }
 
-PackedMatrix PackedMatrix::pack_rows16(const TensorView& w) {
+PackedMatrix PackedMatrix::pack_rows16(const TensorView& w, uint8_t* dst) {
   LOOM_CHECK(packable(w));
   const int64_t rows = w.rows();
   const int64_t nb = w.cols() / 32;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   const uint64_t bytes = group_bytes(w.dtype, w.cols()) * groups;
   const uint64_t rec = group_bytes(w.dtype, w.cols()) / nb;  // Q8_0/Q4_0/MXFP4: per 32 columns
-  PackedMatrix m = allocate(bytes);
+  PackedMatrix m = allocate(bytes, dst);
   const bool q8 = w.dtype == Dtype::kQ8_0;
   if (w.dtype == Dtype::kF16 || w.dtype == Dtype::kBF16) {
-    auto* out = reinterpret_cast<uint16_t*>(m.data_.get());
+    auto* out = reinterpret_cast<uint16_t*>(m.ptr_);
     w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
     return finish(std::move(m), w, bytes);
   }
   if (packed_super_blocks(w.dtype)) {
-    if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.data_.get());
-    if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.data_.get());
-    if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.data_.get());
+    if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.ptr_);
+    if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.ptr_);
+    if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.ptr_);
     return finish(std::move(m), w, bytes);
   }
   const bool mxfp4 = w.dtype == Dtype::kMXFP4;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = m.data_.get() + (g * nb + b) * rec;
+      uint8_t* out = m.ptr_ + (g * nb + b) * rec;
       uint16_t* scales = reinterpret_cast<uint16_t*>(out);
       uint8_t* quants = out + kPackRows * (mxfp4 ? 1 : 2);
       for (int r = 0; r < kPackRows; ++r) {

@@ -59,15 +59,19 @@ inline bool packed_super_blocks(Dtype t) {
   return t == Dtype::kQ4_K || t == Dtype::kQ5_K || t == Dtype::kQ6_K;
 }
 
-// Owns a kernel-ready copy of a matrix; view() describes it (same dtype and shape).
+// A kernel-ready copy of a matrix; view() describes it (same dtype and shape). It owns its
+// memory, or (`dst` given) is written into packed_bytes(w) bytes its caller owns: one
+// huge-page arena for all of a model's matrices, so that thousands of expert matrices of a
+// few hundred KiB share huge pages instead of each holding its own 2 MiB ones (or streaming
+// from 4 KiB pages: qwen3moe-2b Q4_K_M decode 24% slower).
 class PackedMatrix {
  public:
   // The kRows16 layout (requires packable(w)).
-  static PackedMatrix pack_rows16(const TensorView& w);
-  // The same bytes (layout kRows) in 2 MiB-aligned, huge-page-backed memory. Decode streams
+  static PackedMatrix pack_rows16(const TensorView& w, uint8_t* dst = nullptr);
+  // The same bytes (layout kRows) in anonymous huge-page-backed memory. Decode streams
   // every weight once per token: from a file mapping's 4 KiB page-cache pages it measured
   // 2.5x slower (F16, 1 thread: 9 vs 22.6 tok/s) than from anonymous memory.
-  static PackedMatrix copy_rows(const TensorView& w);
+  static PackedMatrix copy_rows(const TensorView& w, uint8_t* dst = nullptr);
   // Bytes of w's copy: pack_rows16's when packable(w), else copy_rows's.
   static uint64_t packed_bytes(const TensorView& w);
   const TensorView& view() const { return view_; }
@@ -75,9 +79,11 @@ class PackedMatrix {
   static uint64_t group_bytes(Dtype dtype, int64_t cols);
 
  private:
-  static PackedMatrix allocate(uint64_t bytes);
+  // Memory for `bytes`: dst, or a buffer of its own.
+  static PackedMatrix allocate(uint64_t bytes, uint8_t* dst);
   static PackedMatrix finish(PackedMatrix m, const TensorView& w, uint64_t bytes);
-  HugeBuffer data_;
+  HugeBuffer data_;         // owned memory (empty when written into a caller's)
+  uint8_t* ptr_ = nullptr;  // where the copy is
   TensorView view_;
 };
 

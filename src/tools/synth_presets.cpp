@@ -10,7 +10,7 @@ namespace {
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
 // layers, 32 heads, 8 KV heads, intermediate 14336, vocab 128256, rope_theta 500000,
 // llama3 rope scaling factor 8 / low 1 / high 4 / original 8192, 131072 positions).
-constexpr std::array<SynthPreset, 25> kPresets = {{
+constexpr std::array<SynthPreset, 26> kPresets = {{
     // name, arch, layers, embd, heads, kv, head_dim, ff, vocab, fixed, ctx, theta, eps, tied,
     // vocab fixture, rope scaling (factor, low, high, original)
     {"tiny", "llama", 2, 64, 4, 2, 16, 128, 512, false, 512, 0, 0, std::nullopt, "", 0, 1, 4, 0},
@@ -111,6 +111,34 @@ constexpr std::array<SynthPreset, 25> kPresets = {{
     // at a size a 2-core machine runs).
     {"qwen3moe-2b", "qwen3moe", 16, 1024, 16, 4, 128, 3072, 32000, true, 4096, 1e6f, 1e-6f,
      false,         "",         0,  1,    4,  0, 0,   0,    {},    64,   8,    512},
+    // Qwen3-30B-A3B's published config.json (48 layers, hidden 2048, 32 heads / 4 KV of 128,
+    // 128 experts of width 768, 8 per token, vocab 151936, rope_theta 1e6, 40960 positions,
+    // untied): 30.5B parameters, 3.3B active; a 17 GB file at Q4_K, for start-up at full size.
+    {"qwen3moe-30b",
+     "qwen3moe",
+     48,
+     2048,
+     32,
+     4,
+     128,
+     6144,
+     151936,
+     true,
+     40960,
+     1e6f,
+     1e-6f,
+     false,
+     "ggml-vocab-qwen3.gguf",
+     0,
+     1,
+     4,
+     0,
+     0,
+     0,
+     {},
+     128,
+     8,
+     768},
     // gpt-oss (biases, attention sinks, windows on even layers). Tiny: 4 experts of width 64,
     // 2 per token, windows of 8.
     {"tiny-gpt-oss", "gpt-oss", 2, 64, 4, 2, 16, 128, 512, false, 512, 150000.0f, 1e-5f,

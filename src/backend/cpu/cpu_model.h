@@ -48,6 +48,8 @@ class CpuModel final : public Model {
   // What loading `weights` will allocate for kernel-ready copies, and the scratch of a step of
   // `rows` tokens of which `logits_rows` need logits, attending over at most max_kv positions.
   static uint64_t weight_copy_bytes(const Weights& weights);
+  // A matrix's place in the copies' arena: its kernel-ready bytes, rounded up to 64 KiB.
+  static uint64_t arena_slot_bytes(const TensorView& w);
   static uint64_t scratch_bytes(const ModelConfig& config, int64_t rows, int64_t logits_rows,
                                 int32_t max_kv, int n_threads);
 
@@ -100,6 +102,8 @@ class CpuModel final : public Model {
     int32_t row_begin, row_end;               // [row_begin, row_end) index rows_by_seq_
   };
   // Repacked copies of the Q8_0/Q4_0 matrices (kernels/packed.h); weights_ views point here.
+  HugeBuffer weight_arena_;  // every kernel-ready copy (packed_ are views into it)
+  uint64_t weight_arena_bytes_ = 0;
   std::vector<kernels::PackedMatrix> packed_;
   // ModelLoadOptions::repack_in_background: the copies are made by repacker_ while the model
   // already runs on the file's layout; the first forward call after it finishes points the
