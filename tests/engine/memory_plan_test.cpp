@@ -283,7 +283,7 @@ TEST(MemoryPlan, DraftThatIsTheTargetSharesItsWeights) {
 
 // Which drafts share: the same file through any path (a link, ./), the same synth spec; not a
 // copy of the file, another spec or another method. (Sliding windows do not matter: a draft
-// keeps its own; SpeculativeEngineWindows checks one.)
+// keeps its own; SpeculativeEngine.SlidingWindowSelfDraftKeepsEveryProposal checks one.)
 TEST(MemoryPlan, WhichDraftsShareTheTargetsWeights) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("loom_draft_share_" + std::to_string(getpid()));
@@ -331,15 +331,21 @@ TEST(MemoryPlan, AdviceMakesAnExplicitKvBudgetFit) {
   EXPECT_TRUE(fixed->fits()) << fixed->table();
 }
 
+// 512 sequences of 512 tokens, f32: a default KV cache far larger than tiny's weights.
+EngineConfig many_long_sequences() {
+  EngineConfig c;
+  c.max_num_seqs = 512;
+  c.max_model_len = 512;
+  c.kv_dtype = Dtype::kF32;
+  return c;
+}
+
 // Without --kv-cache-memory, a default KV size that does not fit beside the weights takes
 // what is left instead (as vLLM sizes its cache from free memory): a 17 GB model on a 24 GB
 // machine runs. It still holds at least one max_model_len sequence.
 TEST(MemoryPlan, DefaultKvSizeGivesWayToTheWeights) {
   const BoundModel b = bind_synth("tiny");
-  EngineConfig c;
-  c.max_num_seqs = 512;
-  c.max_model_len = 512;
-  c.kv_dtype = Dtype::kF32;
+  const EngineConfig c = many_long_sequences();
   auto full = plan_memory("tiny", b, c, 0);
   ASSERT_TRUE(full.is_ok());
   ASSERT_EQ(full->kv_shrunk_from, 0u);
@@ -362,10 +368,7 @@ TEST(MemoryPlan, DefaultKvSizeGivesWayToTheWeights) {
 // the number of sequences that fit, and they do.
 TEST(MemoryPlan, AdviceForDefaultSizingNamesSeqsAndLength) {
   const BoundModel b = bind_synth("tiny");
-  EngineConfig c;
-  c.max_num_seqs = 512;
-  c.max_model_len = 512;
-  c.kv_dtype = Dtype::kF32;
+  const EngineConfig c = many_long_sequences();
   auto full = plan_memory("tiny", b, c, 0);
   ASSERT_TRUE(full.is_ok());
   const uint64_t one_seq = full->kv_bytes_per_token * c.max_model_len;

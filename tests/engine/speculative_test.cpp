@@ -23,17 +23,6 @@ using testing::random_prompt;
 using testing::run_all;
 using testing::test_model_bytes;
 
-EngineConfig SpeculativeEngineWindowsConfig() {
-  EngineConfig c;
-  c.block_size = 4;
-  c.max_num_seqs = 4;
-  c.max_model_len = 128;
-  c.max_num_batched_tokens = 128;
-  c.n_threads = 1;
-  c.kv_dtype = Dtype::kF32;
-  return c;
-}
-
 class SpeculativeEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { bytes_ = test_model_bytes({.preset = "tiny"}); }
@@ -354,9 +343,9 @@ void SpeculativeEngine::expect_self_draft_identical() {
 // A sliding-window draft (Gemma 3's 5:1 pattern, windows of 8 tokens) proposes what the target
 // computes: sequences long past the window keep every greedy self-draft proposal, alone and
 // batched (the draft's window layers attend over the same positions as the target's).
-TEST(SpeculativeEngineWindows, SlidingWindowSelfDraftKeepsEveryProposal) {
+TEST_F(SpeculativeEngine, SlidingWindowSelfDraftKeepsEveryProposal) {
   auto bytes = test_model_bytes({.preset = "tiny-swa"});
-  EngineConfig c = SpeculativeEngineWindowsConfig();
+  EngineConfig c = config(0);
   std::vector<GenerateRequest> rs;
   for (int i = 0; i < 3; ++i) {
     GenerateRequest r;
