@@ -16,6 +16,7 @@
 #include "format/safetensors.h"
 #include "model/bind.h"
 #include "model/hf_cases.h"
+#include "model/hf_shards.h"
 #include "model/tiny_model.h"
 #include "reference/reference_model.h"
 #include "tools/convert.h"
@@ -202,25 +203,17 @@ std::filesystem::path write_swapped_layers(const std::string& from) {
   nlohmann::json config = nlohmann::json::parse(std::ifstream(fs::path(from) / "config.json"));
   config["layer_types"] = {"full_attention", "linear_attention"};
   std::ofstream(dir / "config.json") << config.dump(2);
-  std::ifstream in(fs::path(from) / "model.safetensors", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  const test::SafetensorsContents st =
+      test::read_safetensors_file((fs::path(from) / "model.safetensors").string());
   nlohmann::json out = nlohmann::json::object();
-  for (auto it = header.begin(); it != header.end(); ++it) {
+  for (auto it = st.header.begin(); it != st.header.end(); ++it) {
     std::string name = it.key();
     for (const auto& [a, b] : {std::pair{"model.layers.0.", "model.layers.1."},
                                std::pair{"model.layers.1.", "model.layers.0."}})
       if (it.key().rfind(a, 0) == 0) name = b + it.key().substr(std::strlen(a));
     out[name] = it.value();
   }
-  std::string h = out.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  const uint64_t n = h.size();
-  std::ofstream st(dir / "model.safetensors", std::ios::binary);
-  st.write(reinterpret_cast<const char*>(&n), 8);
-  st << h << bytes.substr(8 + header_len);
+  test::write_safetensors_file((dir / "model.safetensors").string(), out, st.data);
   return dir;
 }
 
@@ -283,14 +276,11 @@ std::filesystem::path write_vision_language_layout(const std::string& from) {
       {"image_token_id", 500}};
   std::ofstream(dir / "config.json") << config.dump(2);
 
-  std::ifstream in(fs::path(from) / "model.safetensors", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
-  std::string data = bytes.substr(8 + header_len);
+  test::SafetensorsContents st =
+      test::read_safetensors_file((fs::path(from) / "model.safetensors").string());
+  std::string& data = st.data;
   nlohmann::json out = nlohmann::json::object();
-  for (auto it = header.begin(); it != header.end(); ++it) {
+  for (auto it = st.header.begin(); it != st.header.end(); ++it) {
     std::string name = it.key();
     if (name.rfind("model.", 0) == 0) name = "model.language_model." + name.substr(6);
     out[name] = it.value();
@@ -303,12 +293,7 @@ std::filesystem::path write_vision_language_layout(const std::string& from) {
     }
     out[extra] = {{"dtype", "F32"}, {"shape", {4, 4}}, {"data_offsets", {begin, data.size()}}};
   }
-  std::string h = out.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  const uint64_t n = h.size();
-  std::ofstream st(dir / "model.safetensors", std::ios::binary);
-  st.write(reinterpret_cast<const char*>(&n), 8);
-  st << h << data;
+  test::write_safetensors_file((dir / "model.safetensors").string(), out, data);
   return dir;
 }
 

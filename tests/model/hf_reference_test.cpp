@@ -22,6 +22,7 @@
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/hf_cases.h"
+#include "model/hf_shards.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "tools/convert.h"
@@ -181,21 +182,16 @@ TEST(HfReferenceGemma2, LmHeadEqualToTheEmbeddingsIsDropped) {
       fs::temp_directory_path() / ("loom_gemma2_tied_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   fs::copy_file(fixture("gemma2") + "/config.json", dir / "config.json");
-  std::ifstream in(fixture("gemma2") + "/model.safetensors", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
-  const auto embd = header.at("model.embed_tokens.weight").at("data_offsets");
-  const auto head = header.at("lm_head.weight").at("data_offsets");
+  test::SafetensorsContents file =
+      test::read_safetensors_file(fixture("gemma2") + "/model.safetensors");
+  const auto embd = file.header.at("model.embed_tokens.weight").at("data_offsets");
+  const auto head = file.header.at("lm_head.weight").at("data_offsets");
   const uint64_t n = embd[1].get<uint64_t>() - embd[0].get<uint64_t>();
   ASSERT_EQ(head[1].get<uint64_t>() - head[0].get<uint64_t>(), n);
-  const uint64_t data = 8 + header_len;
-  ASSERT_NE(
-      bytes.compare(data + head[0].get<uint64_t>(), n, bytes, data + embd[0].get<uint64_t>(), n),
-      0);
-  bytes.replace(data + head[0].get<uint64_t>(), n, bytes, data + embd[0].get<uint64_t>(), n);
-  std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
+  std::string& data = file.data;
+  ASSERT_NE(data.compare(head[0].get<uint64_t>(), n, data, embd[0].get<uint64_t>(), n), 0);
+  data.replace(head[0].get<uint64_t>(), n, data, embd[0].get<uint64_t>(), n);
+  test::write_safetensors_file((dir / "model.safetensors").string(), file.header, data);
 
   const fs::path gguf = dir / "out.gguf";
   auto st = convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions{});

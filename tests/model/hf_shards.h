@@ -34,6 +34,26 @@ inline void write_safetensors_file(const std::string& path, const nlohmann::json
     out.write(reinterpret_cast<const char*>(d->data()), static_cast<std::streamsize>(d->size()));
 }
 
+// The same with the tensors' bytes in one string (as read_safetensors_file returns them).
+inline void write_safetensors_file(const std::string& path, const nlohmann::json& header,
+                                   const std::string& data) {
+  const std::vector<uint8_t> bytes(data.begin(), data.end());
+  write_safetensors_file(path, header, {&bytes});
+}
+
+// A safetensors file read back: its JSON header and the tensors' bytes after it.
+struct SafetensorsContents {
+  nlohmann::json header;
+  std::string data;
+};
+inline SafetensorsContents read_safetensors_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  return {nlohmann::json::parse(bytes.substr(8, header_len)), bytes.substr(8 + header_len)};
+}
+
 // One tensor of a checkpoint a test writes: its safetensors dtype ("F32", "U8", "F8_E4M3",
 // ...), its shape in torch order, its bytes.
 struct CheckpointTensor {

@@ -83,14 +83,21 @@ TEST(Mtp, ModuleMatchesReferenceOverSeveralPositions) {
   // Not trivially equal to the main head's: the module's logits differ from the next
   // position's main logits.
   EXPECT_GT(test::rel_err(r.logits.data(), logits.data() + V, V), 1e-2);
-  // A module row depends on the earlier positions' K/V: rerunning the last row alone at its
-  // position over a cache that lost them changes it.
+  // A module row depends on the earlier positions' K/V: rerunning the last row at its
+  // position over a cache whose earlier positions hold other K/V (those of other tokens; a
+  // fresh cache's unwritten memory may hold anything, even a freed cache's same values)
+  // changes it.
   auto mod = m.mtp_module(0);
   ASSERT_TRUE(mod.is_ok()) << mod.status().message();
-  auto fresh = test::mtp_test_cache((*mod)->config());
+  auto other = test::mtp_test_cache((*mod)->config());
+  std::vector<int32_t> other_tokens = r.tokens;
+  for (int32_t& t : other_tokens) t = (t + 1) % static_cast<int32_t>(V);
   std::vector<float> alone_logits, alone_out;
   ASSERT_TRUE(
-      run_rows(**mod, *fresh, r.tokens, r.hidden, n - 2, n - 1, alone_logits, alone_out).is_ok());
+      run_rows(**mod, *other, other_tokens, r.hidden, 0, n - 2, alone_logits, alone_out).is_ok());
+  alone_logits.clear();
+  ASSERT_TRUE(
+      run_rows(**mod, *other, r.tokens, r.hidden, n - 2, n - 1, alone_logits, alone_out).is_ok());
   EXPECT_GT(test::rel_err(alone_logits.data(), r.ref_logits.data() + (n - 2) * V, V), 1e-3);
 }
 
