@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "backend/cpu/cpu_model.h"
 #include "base/format_bytes.h"
+#include "base/system_memory.h"
 #include "base/thread_pool.h"
 #include "engine/scheduler.h"
 #include "model/mtp_config.h"
@@ -28,19 +28,6 @@ constexpr int32_t kCpuDefaultBatchedTokens = 2048;
 // prompts of 90 tokens in one step gave every one of them a first token only after ~1.5 s.
 constexpr int32_t kCpuDefaultSharedPrefillTokens = 256;
 constexpr double kGiB = double(uint64_t{1} << 30);
-
-// MemTotal and MemAvailable from /proc/meminfo, in bytes (0 where unknown).
-void read_meminfo(uint64_t* total, uint64_t* available) {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib) {
-    std::getline(f, unit);
-    if (key == "MemTotal:") *total = kib * 1024;
-    if (key == "MemAvailable:") *available = kib * 1024;
-  }
-}
 
 // Binds spec (GGUF file, Hugging Face directory or synth:PRESET): configuration and weight
 // views, nothing read.
@@ -182,7 +169,10 @@ Result<MemoryPlan> plan_memory_once(const std::string& model_name, const BoundMo
         static_cast<uint64_t>(c.max_num_seqs) * dc.n_vocab * sizeof(float);
   }
   p.config = c;
-  read_meminfo(&p.mem_total, &p.mem_available);
+  const SystemMemory machine = system_memory();  // a memory cgroup's limit where it is lower
+  p.mem_total = machine.total;
+  p.mem_available = machine.available;
+  p.mem_limited_by = machine.limited_by;
   if (available > 0) p.mem_available = available;
   return p;
 }
@@ -291,7 +281,9 @@ std::string MemoryPlan::table() const {
          draft_model + (draft_shares_weights ? ": the target's weights; its K/V, states, scratch"
                                              : ": weights, K/V, states, scratch"));
   line("total", total(), "");
-  line("machine available", mem_available, "of " + format_bytes(mem_total));
+  line("machine available", mem_available,
+       "of " + format_bytes(mem_total) +
+           (mem_limited_by.empty() ? "" : " (the memory cgroup's limit: " + mem_limited_by + ")"));
   s << "  fits: " << (fits() ? "yes" : "no") << "\n";
   if (!kv.warning.empty() && kv_shrunk_from == 0) s << "  note: " << kv.warning << "\n";
   if (kv_shrunk_from > 0)
@@ -330,7 +322,11 @@ std::string MemoryPlan::to_json() const {
         {"max_num_seqs", config.max_num_seqs},
         {"max_num_batched_tokens", config.max_num_batched_tokens},
         {"kv_cache_memory_gib", config.kv_cache_memory_gib}}},
-      {"machine", {{"total_bytes", mem_total}, {"available_bytes", mem_available}}},
+      {"machine",
+       {{"total_bytes", mem_total},
+        {"available_bytes", mem_available},
+        {"limited_by",
+         mem_limited_by.empty() ? nlohmann::json() : nlohmann::json(mem_limited_by)}}},
       {"fits", fits()},
   };
   if (!fits()) j["advice"] = advice();

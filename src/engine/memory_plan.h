@@ -57,9 +57,10 @@ struct MemoryPlan {
   std::string draft_model;
   uint64_t draft_bytes = 0;
   bool draft_shares_weights = false;
-  // The machine.
+  // The machine, or the memory cgroup whose lower limit applies (base/system_memory.h).
   uint64_t mem_total = 0;
   uint64_t mem_available = 0;
+  std::string mem_limited_by;  // empty: the machine's memory; else the cgroup's limit file
 
   // What the process will hold: copies, KV, states, scratch, the mapped embeddings, a draft.
   uint64_t total() const {

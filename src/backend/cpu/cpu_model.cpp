@@ -129,38 +129,50 @@ void CpuModel::start_repacking(bool background) {
     packed_[i] = kernels::packable(w) ? kernels::PackedMatrix::pack_rows16(w, dst)
                                       : kernels::PackedMatrix::copy_rows(w, dst);
   };
+  for (const TensorView* w : repack_todo_) copied_from_.push_back(w->data);
+  repack_pending_ = true;
   if (!background) {
     pool_.parallel_for(static_cast<int64_t>(repack_todo_.size()),
                        [&](int64_t i, int) { pack(static_cast<size_t>(i)); });
-    repack_pending_ = true;
-    finish_repacking();
+    repack_made_.store(repack_todo_.size(), std::memory_order_relaxed);
+    switch_to_copies();
     return;
   }
-  repack_pending_ = true;
   repacker_ = std::thread([this, pack] {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < repack_todo_.size(); ++i) {
       if (repack_stop_.load(std::memory_order_relaxed)) return;
       pack(i);
+      repack_made_.store(i + 1, std::memory_order_release);
     }
     repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    repack_done_.store(true, std::memory_order_release);
   });
 }
 
-// Points the views at the copies (the engine's thread, at the start of a forward call).
+// Points the views at the copies made so far (the engine's thread, at the start of a forward
+// call, so a step never sees a view change). Each matrix switches as soon as its copy exists:
+// from then on no step reads its bytes in the file, and the kernel reclaims those pages first
+// when memory runs short. Switched all at once at the end, every step read the whole file while
+// the copies grew beside it, and where a file and its copies do not fit in memory together (a
+// Qwen3-30B-A3B-sized MoE on 24 GiB) copier and decoder evicted each other's pages until the
+// last copy was made. (Handing the pages back explicitly, MADV_PAGEOUT or MADV_COLD, measured
+// no faster in bench/moe_startup.sh under a memory limit than leaving them to the kernel.)
+void CpuModel::switch_to_copies() {
+  const size_t made = repack_made_.load(std::memory_order_acquire);
+  for (size_t i = repack_switched_; i < made; ++i) *repack_todo_[i] = packed_[i].view();
+  repack_switched_ = made;
+  if (made == repack_todo_.size()) finish_repacking();
+}
+
+// Once every view reads its copy: the repacker is done (joined), and what the loader made in
+// memory for the copied views can go.
 void CpuModel::finish_repacking() {
   if (repacker_.joinable()) {
     repacker_.join();
     LOOM_LOG_INFO("weights: kernel-ready copies (%.2f GiB) made in the background in %.2f s",
-                  static_cast<double>(weight_copy_bytes(weights_)) / double(1ull << 30),
-                  repack_seconds_);
+                  static_cast<double>(weight_arena_bytes_) / double(1ull << 30), repack_seconds_);
   }
-  std::vector<const void*> copied;
-  for (size_t i = 0; i < repack_todo_.size(); ++i) {
-    copied.push_back(repack_todo_[i]->data);
-    *repack_todo_[i] = packed_[i].view();
-  }
+  std::vector<const void*> copied = std::move(copied_from_);
   repack_todo_.clear();
   repack_pending_ = false;
   // What the loader made in memory for the views copied here can go (the mapping's pages are
@@ -256,10 +268,7 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
 Model::MemoryUse CpuModel::memory_use() const {
   MemoryUse m;
   if (weights_.loader_made_bytes) m.loader_made = weights_.loader_made_bytes();
-  if (repack_pending_)  // being made: what they will take
-    m.weight_copies = weight_copy_bytes(weights_);
-  else
-    m.weight_copies = weight_arena_bytes_;
+  m.weight_copies = weight_arena_bytes_;  // allocated at once, made (committed) as packed
   uint64_t floats = 0;
   for (const std::vector<float>* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &qg_, &attn_gate_, &proj_,
                                       &gate_, &up_, &final_, &mtp_in_, &rope_cs_, &attn_scratch_})
@@ -449,7 +458,10 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
                             " multi-token prediction modules, not " + std::to_string(index + 1));
   // A shared LM head is this model's copy: wait for it (a server making its copies in the
   // background waits here once, at start-up).
-  if (repack_pending_) finish_repacking();
+  if (repack_pending_) {
+    if (repacker_.joinable()) repacker_.join();
+    switch_to_copies();
+  }
   mtp_module_made_.resize(weights_.mtp.size());
   if (mtp_module_made_[index] && release_loader_made_)
     return unsupported("mtp_module: module " + std::to_string(index) +
@@ -491,7 +503,7 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       kv->head_dim() != config_.head_dim)
     return invalid_argument("forward: KV cache shape does not match the model");
   LOOM_RETURN_IF_ERROR(validate(b, *kv));
-  if (repack_pending_ && repack_done_.load(std::memory_order_acquire)) finish_repacking();
+  if (repack_pending_) switch_to_copies();
   const int64_t n = b.n_rows();
   if (n == 0) return Status::ok();
 

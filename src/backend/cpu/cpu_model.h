@@ -105,16 +105,20 @@ class CpuModel final : public Model {
   HugeBuffer weight_arena_;  // every kernel-ready copy (packed_ are views into it)
   uint64_t weight_arena_bytes_ = 0;
   std::vector<kernels::PackedMatrix> packed_;
-  // ModelLoadOptions::repack_in_background: the copies are made by repacker_ while the model
-  // already runs on the file's layout; the first forward call after it finishes points the
-  // views at them (on the engine's thread, between steps, so no step sees a mix).
+  // ModelLoadOptions::repack_in_background: the copies are made by repacker_, in
+  // repack_todo_'s order, while the model already runs on the file's layout; forward calls
+  // point the views at the copies made so far (on the engine's thread, between steps, so no
+  // step sees a view change).
   std::vector<TensorView*> repack_todo_;
+  std::vector<const void*> copied_from_;  // [i]: what repack_todo_[i] pointed at in the file
   std::thread repacker_;
-  std::atomic<bool> repack_done_{false};
+  std::atomic<size_t> repack_made_{0};  // copies made (the repacker's count)
+  size_t repack_switched_ = 0;          // views pointing at their copies
   std::atomic<bool> repack_stop_{false};
-  bool repack_pending_ = false;  // views not yet swapped
+  bool repack_pending_ = false;  // some views not yet switched
   double repack_seconds_ = 0;
   void start_repacking(bool background);
+  void switch_to_copies();
   void finish_repacking();
   // The loader's hook that frees what it made in memory (Weights::release_copied), kept past
   // this model's own copies for the MTP modules' weights, which only their modules copy; and
