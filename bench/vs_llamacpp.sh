@@ -25,8 +25,11 @@ BIN="$WORK/build/bin"
 
 if [ ! -x "$BIN/llama-bench" ] || [ ! -x "$BIN/llama-batched-bench" ]; then
   if [ ! -d "$HERE/node_modules/node-llama-cpp" ]; then
-    # --ignore-scripts: only the source is wanted, not node-llama-cpp's own build.
-    (cd "$HERE" && npm ci --ignore-scripts --omit=optional --no-audit --no-fund >/dev/null)
+    # --ignore-scripts: only the source is wanted, not node-llama-cpp's own build. npm 11's
+    # `npm ci` refuses this lock file (it lists none of node-llama-cpp's optional per-platform
+    # binaries, which are not wanted): then `npm install` of the same versions, lock unchanged.
+    (cd "$HERE" && { npm ci --ignore-scripts --omit=optional --no-audit --no-fund >/dev/null 2>&1 ||
+      npm install --ignore-scripts --omit=optional --no-audit --no-fund --no-save >/dev/null; })
   fi
   if [ ! -d "$WORK/.git" ]; then
     mkdir -p "$(dirname "$WORK")"

@@ -1,11 +1,11 @@
 #include "engine/kv_plan.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+
+#include "base/system_memory.h"
 
 namespace loom {
 namespace {
@@ -132,9 +132,10 @@ Result<KvPlan> plan_kv_cache(const ModelConfig& mc, const EngineConfig& c) {
     n = per_seq * c.max_num_seqs;
     // Blocks are taken as sequences grow, so a pool smaller than max_num_seqs full-length
     // sequences still serves them (preempting when it runs out). Without an explicit budget,
-    // never take more than a quarter of physical memory: 256 sequences of a long context
-    // would otherwise ask for more memory than the machine has.
-    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    // never take more than a quarter of memory (a memory cgroup's limit where it is lower than
+    // the machine's: a container's): 256 sequences of a long context would otherwise ask for
+    // more memory than the machine has.
+    const double ram = static_cast<double>(system_memory().total);
     const int64_t capped = blocks_within(ram * 0.25);
     if (ram > 0 && n > capped && capped >= per_seq) {
       char gib[32];
