@@ -45,8 +45,9 @@ HugeBuffer allocate_huge(uint64_t bytes, bool commit) {
   return b;
 }
 
-BackgroundCommit::BackgroundCommit(std::vector<Range> ranges, std::string label)
-    : ranges_(std::move(ranges)), label_(std::move(label)) {
+BackgroundCommit::BackgroundCommit(std::vector<Range> ranges, std::string label,
+                                   std::function<bool()> start_when)
+    : ranges_(std::move(ranges)), label_(std::move(label)), start_when_(std::move(start_when)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -60,6 +61,12 @@ void BackgroundCommit::wait() {
 }
 
 void BackgroundCommit::run() {
+  const auto asked = std::chrono::steady_clock::now();
+  if (start_when_)
+    while (!start_when_()) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   const auto start = std::chrono::steady_clock::now();
   // 2 MiB at a time: committing holds the process's memory-map lock, which every mmap and
   // munmap of the other threads waits for (large mallocs and frees). At 64 MiB a chunk, a
@@ -76,8 +83,13 @@ void BackgroundCommit::run() {
   if (label_.empty()) return;
   uint64_t bytes = 0;
   for (const Range& r : ranges_) bytes += r.bytes;
-  LOOM_LOG_INFO("%s: %.1f MiB committed in the background in %.2f s", label_.c_str(),
-                static_cast<double>(bytes) / (1 << 20), seconds_);
+  const double waited = std::chrono::duration<double>(start - asked).count();
+  if (waited >= 0.01)
+    LOOM_LOG_INFO("%s: %.1f MiB committed in the background in %.2f s, after waiting %.2f s",
+                  label_.c_str(), static_cast<double>(bytes) / (1 << 20), seconds_, waited);
+  else
+    LOOM_LOG_INFO("%s: %.1f MiB committed in the background in %.2f s", label_.c_str(),
+                  static_cast<double>(bytes) / (1 << 20), seconds_);
 }
 
 }  // namespace loom

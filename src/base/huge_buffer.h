@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,7 +35,10 @@ class BackgroundCommit {
     uint64_t bytes;
   };
   // label: when set, an info line says how much was committed and how long it took.
-  explicit BackgroundCommit(std::vector<Range> ranges, std::string label = "");
+  // start_when: when set, committing waits until it returns true (polled on the committing
+  // thread; it must stay callable for the commit's life).
+  explicit BackgroundCommit(std::vector<Range> ranges, std::string label = "",
+                            std::function<bool()> start_when = nullptr);
   ~BackgroundCommit();
   BackgroundCommit(const BackgroundCommit&) = delete;
   BackgroundCommit& operator=(const BackgroundCommit&) = delete;
@@ -48,6 +52,7 @@ class BackgroundCommit {
   void run();
   std::vector<Range> ranges_;
   std::string label_;
+  std::function<bool()> start_when_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
   double seconds_ = 0;

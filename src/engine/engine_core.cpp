@@ -36,7 +36,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
 
   LOOM_ASSIGN_OR_RETURN(const KvPlan plan, plan_kv_cache(mc, c));
   if (!plan.warning.empty()) LOOM_LOG_WARN("%s", plan.warning.c_str());
-  LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype));
+  LOOM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(mc, plan.layout, c.block_size, c.kv_dtype,
+                                                model->weight_copies_made()));
   if (!c.commit_kv_in_background) e->kv_->wait_committed();
   e->kv_manager_ = std::make_unique<KvCoordinator>(plan.groups, c.block_size,
                                                    c.enable_prefix_caching, plan.states);

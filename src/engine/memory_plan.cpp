@@ -182,15 +182,20 @@ Result<MemoryPlan> plan_memory_once(const std::string& model_name, const BoundMo
 Result<MemoryPlan> plan_memory(const std::string& model_name, const BoundModel& bound,
                                EngineConfig c, uint64_t available) {
   LOOM_ASSIGN_OR_RETURN(MemoryPlan p, plan_memory_once(model_name, bound, c, available));
-  if (p.fits() || c.kv_cache_memory_gib > 0) return p;
   // The KV cache's default size (max_num_seqs sequences, at most a quarter of RAM) gives way
   // to the weights: a 17 GB model on a 24 GB machine runs with what is left, as llama.cpp's
-  // and vLLM's would, instead of asking for --kv-cache-memory. Budgets of the KV cache's
-  // share of what is available (95%: room for what the plan does not see), a few rounds, as
-  // a draft model's K/V shrink with the target's.
+  // and vLLM's would, instead of asking for --kv-cache-memory. What is left is 95% of what is
+  // available, less the rest (kv_room): room for what the plan does not see (the server, the
+  // page cache of the embeddings read in place). A default that only fit in 100% left the
+  // 30B-shaped MoE 0.6 GiB for all of that. A few rounds, as a draft model's K/V shrink with
+  // the target's.
+  auto roomy = [](const MemoryPlan& q) {
+    return q.mem_available == 0 || static_cast<double>(q.kv_bytes) <= q.kv_room();
+  };
+  if (c.kv_cache_memory_gib > 0 || roomy(p)) return p;
   const double kGiB = double(1ull << 30);
   const uint64_t default_kv = p.kv_bytes;
-  for (int round = 0; round < 4 && !p.fits(); ++round) {
+  for (int round = 0; round < 4 && !roomy(p); ++round) {
     const uint64_t fixed = p.total() - p.kv_bytes;
     if (p.kv_room() <= 0 || p.total() == fixed) break;
     const double share = p.kv_room() / static_cast<double>(p.total() - fixed);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <thread>
 
 #include "model/model.h"
 #include "model/tiny_model.h"
@@ -97,6 +99,7 @@ TEST(BackgroundRepack, SwitchesEachMatrixAsItsCopyIsMade) {
       if (seen.empty() || seen.back() != *logits) seen.push_back(std::move(logits).value());
     }
     EXPECT_TRUE(seen.back() == want) << "never switched to the kernel-ready copies";
+    EXPECT_TRUE((*m)->weight_copies_made()()) << "all switched, yet not all made";
     return seen.size();
   };
   // The file's layout, one mix or more, the copies': at least three. A loaded machine may
@@ -104,6 +107,30 @@ TEST(BackgroundRepack, SwitchesEachMatrixAsItsCopyIsMade) {
   size_t most = 0;
   for (int attempt = 0; attempt < 4 && most < 3; ++attempt) most = std::max(most, distinct_steps());
   EXPECT_GE(most, 3u) << "every view switched at once";
+}
+
+// weight_copies_made (what the engine's KV cache waits for before committing its memory):
+// true once made, up front or in the background, and still callable after the model is gone.
+TEST(BackgroundRepack, SaysWhenItsCopiesAreMade) {
+  auto bytes = test::build_tiny_gguf(test::tiny_spec("llama", Dtype::kQ8_0));
+  for (bool background : {false, true}) {
+    auto file = GgufFile::parse_bytes(bytes);
+    ASSERT_TRUE(file.is_ok());
+    ModelLoadOptions o;
+    o.repack_in_background = background;
+    auto m = Model::from_gguf(*file, o);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    const std::function<bool()> made = (*m)->weight_copies_made();
+    if (!background) {
+      EXPECT_TRUE(made());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!made() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(made());
+    m->reset();
+    EXPECT_TRUE(made());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BackgroundRepack,

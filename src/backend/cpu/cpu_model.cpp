@@ -135,6 +135,7 @@ void CpuModel::start_repacking(bool background) {
     pool_.parallel_for(static_cast<int64_t>(repack_todo_.size()),
                        [&](int64_t i, int) { pack(static_cast<size_t>(i)); });
     repack_made_.store(repack_todo_.size(), std::memory_order_relaxed);
+    copies_made_->store(true, std::memory_order_release);
     switch_to_copies();
     return;
   }
@@ -146,6 +147,7 @@ void CpuModel::start_repacking(bool background) {
       repack_made_.store(i + 1, std::memory_order_release);
     }
     repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    copies_made_->store(true, std::memory_order_release);
   });
 }
 

@@ -44,6 +44,9 @@ class CpuModel final : public Model {
   }
   const Weights& weights() const { return weights_; }
   MemoryUse memory_use() const override;
+  std::function<bool()> weight_copies_made() const override {
+    return [made = copies_made_] { return made->load(std::memory_order_acquire); };
+  }
 
   // What loading `weights` will allocate for kernel-ready copies, and the scratch of a step of
   // `rows` tokens of which `logits_rows` need logits, attending over at most max_kv positions.
@@ -113,7 +116,9 @@ class CpuModel final : public Model {
   std::vector<const void*> copied_from_;  // [i]: what repack_todo_[i] pointed at in the file
   std::thread repacker_;
   std::atomic<size_t> repack_made_{0};  // copies made (the repacker's count)
-  size_t repack_switched_ = 0;          // views pointing at their copies
+  // All made (weight_copies_made): shared, so that it outlives the model.
+  std::shared_ptr<std::atomic<bool>> copies_made_ = std::make_shared<std::atomic<bool>>(false);
+  size_t repack_switched_ = 0;  // views pointing at their copies
   std::atomic<bool> repack_stop_{false};
   bool repack_pending_ = false;  // some views not yet switched
   double repack_seconds_ = 0;

@@ -62,7 +62,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, int3
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvLayout& layout,
-                                                 int32_t block_size, Dtype dtype) {
+                                                 int32_t block_size, Dtype dtype,
+                                                 std::function<bool()> commit_when) {
   if (!kv_dtype_ok(dtype))
     return invalid_argument("KV cache dtype must be f32, f16 or bf16, not " +
                             std::string(dtype_name(dtype)));
@@ -90,14 +91,15 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
                     "KV cache too large: reduce the number of blocks");
   }
   try {
-    return std::unique_ptr<KvCache>(new CpuKvCache(config, layout, block_size, dtype));
+    return std::unique_ptr<KvCache>(
+        new CpuKvCache(config, layout, block_size, dtype, std::move(commit_when)));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceExhausted, "cannot allocate the KV cache");
   }
 }
 
 CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t block_size,
-                       Dtype dtype)
+                       Dtype dtype, std::function<bool()> commit_when)
     : n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), latent_row_(c.mla.latent_row()) {
   layout_ = layout;
   backend_ = KvBackend::kCpu;
@@ -144,7 +146,8 @@ CpuKvCache::CpuKvCache(const ModelConfig& c, const KvLayout& layout, int32_t blo
   // write, the zeroing of fresh pages landed in whichever step first reached a new block (one
   // step of a 32-sequence run took 265 ms instead of 55); committed in the background, only
   // steps of the first seconds can meet a page not committed yet.
-  commit_ = std::make_unique<BackgroundCommit>(std::move(ranges), "KV cache");
+  commit_ =
+      std::make_unique<BackgroundCommit>(std::move(ranges), "KV cache", std::move(commit_when));
 }
 
 void CpuKvCache::wait_committed() {

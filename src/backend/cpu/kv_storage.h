@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,7 +22,8 @@ namespace loom {
 
 class CpuKvCache : public KvCache {
  public:
-  CpuKvCache(const ModelConfig& config, const KvLayout& layout, int32_t block_size, Dtype dtype);
+  CpuKvCache(const ModelConfig& config, const KvLayout& layout, int32_t block_size, Dtype dtype,
+             std::function<bool()> commit_when = nullptr);
 
   int32_t n_layer() const { return static_cast<int32_t>(k_.size()); }
   uint8_t* k(int layer) { return k_[layer].get(); }
