@@ -62,4 +62,4 @@ if [ -n "$cg" ]; then
 fi
 kill "$pid"; wait "$pid" 2>/dev/null || true
 [ -z "$cg" ] || rmdir "$cg" 2>/dev/null || true
-grep -E "kernel-ready weights|  KV cache  |loaded|committed|did not fit" "$DIR/serve.log" || true
+grep -E "kernel-ready weights|  KV cache  |loaded|committed|did not fit|made in the background in" "$DIR/serve.log" || true
