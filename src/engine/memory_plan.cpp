@@ -293,7 +293,7 @@ std::string MemoryPlan::table() const {
   if (!kv.warning.empty() && kv_shrunk_from == 0) s << "  note: " << kv.warning << "\n";
   if (kv_shrunk_from > 0)
     s << "  note: the KV cache's default size (" << format_bytes(kv_shrunk_from)
-      << ") did not fit beside the weights: it takes what the machine has left. Set "
+      << ") did not fit beside the weights with 5% of memory to spare: it takes what is left. Set "
          "--kv-cache-memory to choose.\n";
   if (!fits()) s << "  " << advice() << "\n";
   return s.str();
