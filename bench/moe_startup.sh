@@ -11,6 +11,11 @@
 # and its copies together, at a size that synthesizes in a minute. N and TOKENS: how many
 # completions, of how many tokens; SERVE_ARGS: more flags for `loom serve`.
 #   LOOM=build/loom PRESET=qwen3moe-2b TYPE=q8_0 MEM_LIMIT=3G COLD=1 N=20 bench/moe_startup.sh
+# MODEL serves that GGUF file or Hugging Face directory instead of the synth file; PROMPT is the
+# completions' prompt as JSON (token ids for a checkpoint without a tokenizer), e.g. the
+# checkpoint bench/hf_moe_checkpoint.py writes:
+#   python3 bench/hf_moe_checkpoint.py /tmp/loom-hf/qwen3moe-2b
+#   LOOM=build/loom MODEL=/tmp/loom-hf/qwen3moe-2b PROMPT='[1, 2, 3]' COLD=1 bench/moe_startup.sh
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 PORT=${PORT:-18432}
@@ -18,8 +23,8 @@ DIR=${DIR:-/tmp/loom-big}
 PRESET=${PRESET:-qwen3moe-30b}
 TYPE=${TYPE:-q4_k}
 mkdir -p "$DIR"
-f="$DIR/$PRESET-$TYPE.gguf"
-[ -f "$f" ] || "$LOOM" synth --preset "$PRESET" --type "$TYPE" -o "$f"
+f=${MODEL:-$DIR/$PRESET-$TYPE.gguf}
+[ -e "$f" ] || "$LOOM" synth --preset "$PRESET" --type "$TYPE" -o "$f"
 if [ "${COLD:-0}" = 1 ]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
 cg=
 if [ -n "${MEM_LIMIT:-}" ]; then
@@ -49,7 +54,7 @@ TOKENS=${TOKENS:-16}
 for n in $(seq "${N:-5}"); do
   a=$(date +%s.%N)
   curl -s "localhost:$PORT/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt": "Hello", "max_tokens": '"$TOKENS"', "temperature": 0, "ignore_eos": true}' \
+    -d '{"prompt": '"${PROMPT:-\"Hello\"}"', "max_tokens": '"$TOKENS"', "temperature": 0, "ignore_eos": true}' \
     >/dev/null
   b=$(date +%s.%N)
   echo "completion $n at $(echo "$a - $t0" | bc) s: $TOKENS tokens in $(echo "$b - $a" | bc) s"
@@ -62,4 +67,4 @@ if [ -n "$cg" ]; then
 fi
 kill "$pid"; wait "$pid" 2>/dev/null || true
 [ -z "$cg" ] || rmdir "$cg" 2>/dev/null || true
-grep -E "kernel-ready weights|  KV cache  |loaded|committed|did not fit|made in the background in" "$DIR/serve.log" || true
+grep -E "kernel-ready weights|made at load|  KV cache  |] loaded |committed|did not fit|made in the background in" "$DIR/serve.log" || true

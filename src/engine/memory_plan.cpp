@@ -271,7 +271,7 @@ std::string MemoryPlan::table() const {
   if (weights_made_at_load > 0)
     line(
         "made at load", weights_made_at_load,
-        "stacked experts / dequantized FP8, freed once the copies exist (load peak: total + this)");
+        "dequantized FP8 / derived tensors, freed once the copies exist (load peak: total + this)");
   line("KV cache per token", kv_bytes_per_token,
        std::string(dtype_name(config.kv_dtype)) + ", " + kv_per_token_note);
   line("KV cache", kv_bytes,

@@ -57,7 +57,10 @@ Result<BoundModel> bind_hf_dir(const std::string& dir) {
   const ArchSpec* arch = find_arch(b.config.arch);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch, b.config));
   TensorLookup find = [&](std::string_view name) { return holder->find(name); };
-  LOOM_ASSIGN_OR_RETURN(b.weights, Weights::bind(b.config, *arch, find, arch->hf_norm_plus_one));
+  // Experts are bound in place, one view each: no stacked copy of every expert at load.
+  ExpertLookup experts = [&](std::string_view name) { return holder->experts(name); };
+  LOOM_ASSIGN_OR_RETURN(b.weights,
+                        Weights::bind(b.config, *arch, find, arch->hf_norm_plus_one, experts));
   b.weights.keepalive = holder;
   // keepalive holds the holder as long as these weights (and their release hook) live.
   b.weights.release_copied = [h = holder.get()](std::span<const void* const> copied,

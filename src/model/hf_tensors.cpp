@@ -89,8 +89,7 @@ uint64_t HfTensors::made_bytes() const {
   return n;
 }
 
-const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
-                                           const std::string& pattern) {
+std::vector<const TensorView*> HfTensors::expert_views(const std::string& pattern) {
   const size_t at = pattern.find(names::kExpertIndex);
   std::vector<const TensorView*> experts;
   for (int e = 0;; ++e) {
@@ -98,11 +97,29 @@ const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
     name.replace(at, names::kExpertIndex.size(), std::to_string(e));
     const TensorView* t = lookup(name);
     if (!t) break;
-    if (t->n_dims != 2 ||
-        (!experts.empty() && (t->dtype != experts[0]->dtype || t->ne != experts[0]->ne)))
-      return nullptr;
     experts.push_back(t);
   }
+  return experts;
+}
+
+std::vector<const TensorView*> HfTensors::experts(std::string_view gguf_name) {
+  auto hf = names::gguf_to_hf(arch_, gguf_name, n_layer_);
+  if (!hf || hf->find('#') != std::string::npos ||
+      hf->find(names::kExpertIndex) == std::string::npos)
+    return {};
+  std::vector<const TensorView*> views = expert_views(*hf);
+  // An FP8 checkpoint's experts were dequantized one by one: served views now, freed only
+  // once copied (release).
+  for (auto& [name, s] : stacked_)
+    if (std::find(views.begin(), views.end(), &s->view) != views.end()) s->served = true;
+  return views;
+}
+
+const TensorView* HfTensors::stack_experts(const std::string& gguf_name,
+                                           const std::string& pattern) {
+  const std::vector<const TensorView*> experts = expert_views(pattern);
+  for (const TensorView* t : experts)
+    if (t->n_dims != 2 || t->dtype != experts[0]->dtype || t->ne != experts[0]->ne) return nullptr;
   if (experts.empty()) return nullptr;
   auto s = std::make_unique<Stacked>();
   const uint64_t each = experts[0]->nbytes;

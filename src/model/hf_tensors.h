@@ -1,7 +1,8 @@
 // The tensors of a Hugging Face checkpoint under their GGUF names (model/tensor_names.h), for
 // loading and for loom convert. Most are the checkpoint's own views into its mapped
 // safetensors files; a GGUF tensor that stacks a layer's experts ({cols, rows, n_expert}) has
-// one HF tensor per expert, so it is built here once, in memory owned by this object; so are
+// one HF tensor per expert: loading binds those in place (experts()), convert asks for the
+// stack (find()), built here once, in memory owned by this object; so are
 // the tensors derived from gpt-oss's fused experts (names::kDeriveEvenCols and the like: the
 // gate or up columns of gate_up_proj, transposed to GGUF's rows; down_proj transposed).
 #pragma once
@@ -32,6 +33,10 @@ class HfTensors {
   // The tensor with this GGUF name; nullptr when the checkpoint has none (or its experts'
   // shapes or dtypes disagree, which binding then reports as a missing tensor).
   const TensorView* find(std::string_view gguf_name);
+  // The experts of a GGUF name that stacks them, one view each in the checkpoint's mapping (or
+  // dequantized from FP8), in expert order: what binding a model reads, with no stacked copy
+  // (find() makes one, for a GGUF file's single tensor). Empty for any other name.
+  std::vector<const TensorView*> experts(std::string_view gguf_name);
   // The HF name a GGUF name came from, for messages ("model.layers.0.mlp.experts.{e}...").
   std::string hf_name(std::string_view gguf_name) const;
   // Frees the tensors made here whose views start at one of `copied` (copied elsewhere now)
@@ -59,6 +64,9 @@ class HfTensors {
   const TensorView* lookup(const std::string& hf);
   const TensorView* find_or_make(std::string_view gguf_name);
   const TensorView* dequantize_fp8(const std::string& hf, const TensorView& codes);
+  // The checkpoint's tensors named by `pattern` with kExpertIndex replaced by 0, 1, ... up
+  // to the first absent one.
+  std::vector<const TensorView*> expert_views(const std::string& pattern);
   const TensorView* stack_experts(const std::string& gguf_name, const std::string& pattern);
   const TensorView* derive(const std::string& gguf_name, const std::string& hf);
   // gpt-oss's MXFP4 experts (`base`_blocks / `base`_scales) as GGUF MXFP4 (hf_tensors.cpp).

@@ -181,8 +181,8 @@ class Model {
   struct MemoryUse {
     uint64_t weight_copies = 0;
     uint64_t scratch = 0;
-    // Tensors the loader made in memory (a Hugging Face checkpoint's stacked experts,
-    // dequantized FP8) and still holds: freed once the kernel-ready copies exist.
+    // Tensors the loader made in memory (a Hugging Face checkpoint's dequantized FP8,
+    // gpt-oss's transposed experts) and still holds: freed once the kernel-ready copies exist.
     uint64_t loader_made = 0;
   };
   virtual MemoryUse memory_use() const = 0;

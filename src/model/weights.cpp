@@ -23,7 +23,7 @@ std::string dims(std::initializer_list<int64_t> ne) {
 
 class Binder {
  public:
-  explicit Binder(const TensorLookup& find) : find_(find) {}
+  Binder(const TensorLookup& find, const ExpertLookup& experts) : find_(find), experts_(experts) {}
 
   // A matrix with ne = {cols, rows}.
   Status matrix(std::string_view name, int64_t cols, int64_t rows, TensorView* out) {
@@ -38,8 +38,23 @@ class Binder {
   }
 
   // Experts stacked in one tensor with ne = {cols, rows, n}: one (rows, cols) view each.
+  // A source with one tensor per expert binds those views as they are.
   Status stacked(std::string_view name, int64_t cols, int64_t rows, int64_t n,
                  std::vector<TensorView>* out) {
+    if (std::vector<const TensorView*> each = experts(name); !each.empty()) {
+      if (static_cast<int64_t>(each.size()) != n)
+        return invalid_file("tensor " + std::string(name) + " has " + std::to_string(each.size()) +
+                            " experts, expected " + std::to_string(n));
+      out->clear();
+      for (const TensorView* t : each) {
+        if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+          return invalid_file("an expert of tensor " + std::string(name) + " has shape " +
+                              shape_string(*t) + ", expected " + dims({cols, rows}));
+        LOOM_RETURN_IF_ERROR(computable(name, *t));
+        out->push_back(*t);
+      }
+      return Status::ok();
+    }
     const TensorView* t = find_(name);
     if (!t) return missing(name);
     if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
@@ -76,7 +91,7 @@ class Binder {
     return Status::ok();
   }
 
-  bool has(std::string_view name) const { return find_(name) != nullptr; }
+  bool has(std::string_view name) const { return !experts(name).empty() || find_(name) != nullptr; }
 
   // A norm weight (n floats): 1 is added when the source stores the offset form.
   Status norm(std::string_view name, int64_t n, bool required, std::vector<float>* out) {
@@ -101,7 +116,11 @@ class Binder {
   static Status missing(std::string_view name) {
     return invalid_file("required tensor " + std::string(name) + " is missing");
   }
+  std::vector<const TensorView*> experts(std::string_view name) const {
+    return experts_ ? experts_(name) : std::vector<const TensorView*>{};
+  }
   const TensorLookup& find_;
+  const ExpertLookup& experts_;
 };
 
 // Rows [first, first + n) of a row-major matrix view.
@@ -116,9 +135,9 @@ TensorView row_range(const TensorView& t, int64_t first, int64_t n) {
 }  // namespace
 
 Result<Weights> Weights::bind(ModelConfig& c, const ArchSpec& arch, const TensorLookup& find,
-                              bool norm_plus_one) {
+                              bool norm_plus_one, const ExpertLookup& experts) {
   namespace n = names;
-  Binder b(find);
+  Binder b(find, experts);
   b.norm_plus_one = norm_plus_one;
   Weights w;
   const TensorView* embd = find(n::kTokenEmbd);

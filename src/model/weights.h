@@ -19,6 +19,11 @@ namespace loom {
 
 // Looks a tensor up by its GGUF name; nullptr when absent.
 using TensorLookup = std::function<const TensorView*(std::string_view gguf_name)>;
+// A source that holds a layer's experts as one tensor each (a Hugging Face checkpoint): the
+// experts of a GGUF name that stacks them ({cols, rows, n_expert}), one {cols, rows} view each
+// in expert order, bound in place with no stacked copy; empty for any other name (binding
+// then asks the TensorLookup).
+using ExpertLookup = std::function<std::vector<const TensorView*>(std::string_view gguf_name)>;
 
 struct LayerWeights {
   std::vector<float> attn_norm;       // (E); empty with post-norms only (OLMo 2)
@@ -102,10 +107,10 @@ struct Weights {
   std::vector<LayerWeights> layers;
   std::vector<MtpWeights> mtp;            // [n_mtp_layers]; never read by the main forward pass
   std::shared_ptr<const void> keepalive;  // the mapping / buffer the views point into
-  // What the loader made in memory (a Hugging Face checkpoint's stacked experts, dequantized
-  // FP8, derived tensors) can go once a backend has copied it: called with the data pointers
-  // of the views it copied (and no longer reads) and of every view it still reads. Null when
-  // the views point into a mapping only.
+  // What the loader made in memory (a Hugging Face checkpoint's dequantized FP8, derived
+  // tensors such as gpt-oss's transposed experts) can go once a backend has copied it: called with
+  // the data pointers of the views it copied (and no longer reads) and of every view it still
+  // reads. Null when the views point into a mapping only.
   std::function<void(std::span<const void* const> copied, std::span<const void* const> in_use)>
       release_copied;
   std::function<uint64_t()> loader_made_bytes;  // what that holds now; null as above
@@ -116,9 +121,10 @@ struct Weights {
   // required tensor or a wrong shape is an error naming the tensor.
   // norm_plus_one: the source stores RMSNorm weights w of x·(1 + w) (a Gemma HF checkpoint,
   // ArchSpec::hf_norm_plus_one); they are bound as 1 + w, as GGUF files store them. Fused
-  // projections (ModelConfig::fused_qkv / fused_gate_up) are bound as row ranges.
+  // projections (ModelConfig::fused_qkv / fused_gate_up) are bound as row ranges. experts:
+  // where the source holds one tensor per expert (ExpertLookup), those views are bound.
   static Result<Weights> bind(ModelConfig& config, const ArchSpec& arch, const TensorLookup& find,
-                              bool norm_plus_one = false);
+                              bool norm_plus_one = false, const ExpertLookup& experts = {});
 
   // Every tensor as loaded (the whole model, a MoE model's every expert, multi-token
   // prediction modules included) and what one token of the main forward pass reads (one

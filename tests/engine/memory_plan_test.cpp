@@ -136,25 +136,38 @@ TEST(MemoryPlan, StoredWeightsAreTheFilesTensors) {
   }
 }
 
-// A Hugging Face MoE checkpoint's experts are stacked in memory at load: the plan says how
-// much (the loader's own count), and a GGUF file's views need nothing of the kind.
+// A Hugging Face MoE checkpoint holds one tensor per expert: they are bound in place (views of
+// the mapped file), so loading makes nothing (it used to stack every expert in memory, held
+// beside the kernel-ready copies until they were all made). gpt-oss's fused experts are
+// transposed at load: the plan says how much that makes (the loader's own count), and a GGUF
+// file's views need nothing of the kind.
 TEST(MemoryPlan, MadeAtLoadIsWhatTheLoaderMakes) {
-  const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/qwen3_moe";
-  auto bound = bind_hf_dir(dir);
-  ASSERT_TRUE(bound.is_ok()) << bound.status().message();
-  const uint64_t made = bound->weights.loader_made_bytes();
-  uint64_t experts = 0;
-  for (const LayerWeights& L : bound->weights.layers)
-    for (const auto* list : {&L.gate_exp, &L.up_exp, &L.down_exp})
-      for (const TensorView& v : *list) experts += v.nbytes;
-  EXPECT_EQ(made, experts);
   EngineConfig c;
   c.max_num_seqs = 1;
   c.max_model_len = 64;
-  auto plan = plan_memory("qwen3_moe", *bound, c, 0);
-  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  EXPECT_EQ(plan->weights_made_at_load, made);
-  EXPECT_NE(plan->table().find("made at load"), std::string::npos) << plan->table();
+  auto expert_bytes = [](const BoundModel& b) {
+    uint64_t n = 0;
+    for (const LayerWeights& L : b.weights.layers)
+      for (const auto* list : {&L.gate_exp, &L.up_exp, &L.down_exp})
+        for (const TensorView& v : *list) n += v.nbytes;
+    return n;
+  };
+  for (const char* fixture : {"qwen3_moe", "gpt_oss"}) {
+    const std::string dir = std::string(LOOM_TEST_DATA) + "/hf_reference/" + fixture;
+    auto bound = bind_hf_dir(dir);
+    ASSERT_TRUE(bound.is_ok()) << bound.status().message();
+    const uint64_t made = bound->weights.loader_made_bytes(), experts = expert_bytes(*bound);
+    EXPECT_GT(experts, 0u) << fixture;
+    if (std::string(fixture) == "qwen3_moe")
+      EXPECT_EQ(made, 0u);
+    else
+      EXPECT_GE(made, experts);
+    auto plan = plan_memory(fixture, *bound, c, 0);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    EXPECT_EQ(plan->weights_made_at_load, made) << fixture;
+    EXPECT_EQ(plan->table().find("\n  made at load") != std::string::npos, made > 0)
+        << plan->table();
+  }
   auto gguf = plan_memory("tiny-moe", bind_synth("tiny-moe"), c, 0);
   ASSERT_TRUE(gguf.is_ok());
   EXPECT_EQ(gguf->weights_made_at_load, 0u);

@@ -178,7 +178,7 @@ void CpuModel::finish_repacking() {
   repack_todo_.clear();
   repack_pending_ = false;
   // What the loader made in memory for the views copied here can go (the mapping's pages are
-  // the kernel's to reclaim): a Hugging Face checkpoint's stacked experts or dequantized FP8
+  // the kernel's to reclaim): a Hugging Face checkpoint's dequantized FP8 or derived tensors
   // would otherwise be held twice for the model's life.
   if (weights_.release_copied) {
     release_loader_made_ = std::move(weights_.release_copied);
@@ -484,8 +484,8 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
   o.n_threads = pool_.size();  // copies made before the constructor returns (not background)
   auto module = std::unique_ptr<Model>(new CpuModel(std::move(mc), std::move(w), o, this));
   // The module has its copies of the block's matrices (and of its own head): what the loader
-  // made for them goes, or a Hugging Face checkpoint's MTP layer (stacked experts, dequantized
-  // FP8) would be held twice.
+  // made for them goes, or a Hugging Face checkpoint's MTP layer (dequantized FP8, derived
+  // tensors) would be held twice.
   if (release_loader_made_) {
     std::vector<const void*> copied;
     for_each_matrix(weights_.mtp[index].block, [&](TensorView& t) { copied.push_back(t.data); });

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes a Hugging Face Qwen3-MoE checkpoint with random BF16 weights, as transformers saves
+one (config.json, model.safetensors with one tensor per expert), of the qwen3moe-2b preset's
+shape by default: what bench/hf_moe_load.sh loads. Standard library only; the values are a
+64 MiB block of random BF16 numbers of magnitude 2^-7..2^-5, each tensor a slice of it at a
+random offset (norms are ones).
+  python3 bench/hf_moe_checkpoint.py /tmp/loom-hf/qwen3moe-2b
+"""
+import json
+import os
+import random
+import struct
+import sys
+
+SHAPE = dict(hidden=1024, layers=16, heads=16, kv_heads=4, head_dim=128, experts=64, used=8,
+             expert_ff=512, vocab=32000)
+
+
+def tensors(s):
+    """(name, shape) in the order written; shapes in torch order (rows, cols)."""
+    H, D = s["hidden"], s["head_dim"]
+    yield "model.embed_tokens.weight", [s["vocab"], H]
+    for i in range(s["layers"]):
+        p = f"model.layers.{i}."
+        yield p + "input_layernorm.weight", [H]
+        yield p + "post_attention_layernorm.weight", [H]
+        yield p + "self_attn.q_proj.weight", [s["heads"] * D, H]
+        yield p + "self_attn.k_proj.weight", [s["kv_heads"] * D, H]
+        yield p + "self_attn.v_proj.weight", [s["kv_heads"] * D, H]
+        yield p + "self_attn.o_proj.weight", [H, s["heads"] * D]
+        yield p + "self_attn.q_norm.weight", [D]
+        yield p + "self_attn.k_norm.weight", [D]
+        yield p + "mlp.gate.weight", [s["experts"], H]
+        for e in range(s["experts"]):
+            yield p + f"mlp.experts.{e}.gate_proj.weight", [s["expert_ff"], H]
+            yield p + f"mlp.experts.{e}.up_proj.weight", [s["expert_ff"], H]
+            yield p + f"mlp.experts.{e}.down_proj.weight", [H, s["expert_ff"]]
+    yield "model.norm.weight", [H]
+    yield "lm_head.weight", [s["vocab"], H]
+
+
+def random_bf16_block(n_bytes, rng):
+    block = bytearray(rng.randbytes(n_bytes))
+    # High byte of each little-endian BF16: the sign, then exponent 120 or 121 (bit 0 of the
+    # exponent is the low byte's top bit): |x| in [2^-7, 2^-5).
+    high = bytes(b & 0x80 | 0x3C for b in range(256))
+    block[1::2] = bytes(block[1::2]).translate(high)
+    return bytes(block)
+
+
+def main():
+    out = sys.argv[1]
+    s = SHAPE
+    os.makedirs(out, exist_ok=True)
+    config = {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+        "hidden_size": s["hidden"], "num_hidden_layers": s["layers"],
+        "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
+        "head_dim": s["head_dim"], "num_experts": s["experts"],
+        "num_experts_per_tok": s["used"], "moe_intermediate_size": s["expert_ff"],
+        "intermediate_size": 3 * s["hidden"], "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "norm_topk_prob": True, "vocab_size": s["vocab"], "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0, "max_position_embeddings": 32768, "hidden_act": "silu",
+        "tie_word_embeddings": False, "attention_bias": False, "torch_dtype": "bfloat16",
+        "bos_token_id": 1, "eos_token_id": 2,
+    }
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    header, offset, order = {}, 0, []
+    for name, shape in tensors(s):
+        n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+        order.append((name, shape, n))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    rng = random.Random(42)
+    block = random_bf16_block(64 << 20, rng)
+    ones = struct.pack("<H", 0x3F80) * 65536
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for name, shape, n in order:
+            if len(shape) == 1:
+                f.write(ones[:n])
+                continue
+            at = rng.randrange(0, len(block) // 2) * 2
+            while n > 0:
+                piece = block[at:at + n]
+                f.write(piece)
+                n -= len(piece)
+                at = 0
+    print(f"{out}: {offset / 2**30:.2f} GiB of BF16 weights")
+
+
+if __name__ == "__main__":
+    main()
