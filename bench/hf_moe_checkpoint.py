@@ -3,8 +3,11 @@
 one (config.json, model.safetensors with one tensor per expert), of the qwen3moe-2b preset's
 shape by default: what bench/hf_moe_load.sh loads. Standard library only; the values are a
 64 MiB block of random BF16 numbers of magnitude 2^-7..2^-5, each tensor a slice of it at a
-random offset (norms are ones).
+random offset (norms are ones). --fp8 writes the attention and expert projections as the
+"-FP8" releases do: F8_E4M3 codes (random, never NaN) with a float scale per 128 x 128 block
+(`NAME_scale_inv`) and config.json's quantization_config; loom dequantizes them to BF16 at load.
   python3 bench/hf_moe_checkpoint.py /tmp/loom-hf/qwen3moe-2b
+  python3 bench/hf_moe_checkpoint.py --fp8 /tmp/loom-hf/qwen3moe-2b-fp8
 """
 import json
 import os
@@ -48,8 +51,20 @@ def random_bf16_block(n_bytes, rng):
     return bytes(block)
 
 
+def is_fp8(name, shape, fp8):
+    return fp8 and len(shape) == 2 and name.endswith("_proj.weight")
+
+
+def random_fp8_block(n_bytes, rng):
+    # Any code but the two NaNs (S.1111.111).
+    return bytes(rng.randbytes(n_bytes)).translate(
+        bytes(b ^ 1 if b & 0x7F == 0x7F else b for b in range(256)))
+
+
 def main():
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    fp8 = "--fp8" in args
+    out = [a for a in args if a != "--fp8"][0]
     s = SHAPE
     os.makedirs(out, exist_ok=True)
     config = {
@@ -64,32 +79,48 @@ def main():
         "tie_word_embeddings": False, "attention_bias": False, "torch_dtype": "bfloat16",
         "bos_token_id": 1, "eos_token_id": 2,
     }
+    if fp8:
+        config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128],
+                                         "activation_scheme": "dynamic", "fmt": "e4m3"}
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     header, offset, order = {}, 0, []
-    for name, shape in tensors(s):
-        n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
+    def add(name, dtype, shape, n):
+        nonlocal offset
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
         offset += n
-        order.append((name, shape, n))
+        order.append((name, dtype, shape, n))
+
+    for name, shape in tensors(s):
+        elements = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        if is_fp8(name, shape, fp8):
+            add(name, "F8_E4M3", shape, elements)
+            blocks = [(shape[0] + 127) // 128, (shape[1] + 127) // 128]
+            add(name + "_scale_inv", "F32", blocks, 4 * blocks[0] * blocks[1])
+        else:
+            add(name, "BF16", shape, 2 * elements)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     rng = random.Random(42)
     block = random_bf16_block(64 << 20, rng)
+    codes = random_fp8_block(64 << 20, rng)
     ones = struct.pack("<H", 0x3F80) * 65536
+    # Codes up to 448 times 2^-14: weights up to ~0.03, as the BF16 values.
+    scales = struct.pack("<f", 2.0**-14) * 65536
     with open(os.path.join(out, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        for name, shape, n in order:
-            if len(shape) == 1:
-                f.write(ones[:n])
+        for name, dtype, shape, n in order:
+            if len(shape) == 1 or dtype == "F32":
+                f.write((ones if len(shape) == 1 else scales)[:n])
                 continue
-            at = rng.randrange(0, len(block) // 2) * 2
+            src = codes if dtype == "F8_E4M3" else block
+            at = rng.randrange(0, len(src) // 2) * 2
             while n > 0:
-                piece = block[at:at + n]
+                piece = src[at:at + n]
                 f.write(piece)
                 n -= len(piece)
                 at = 0
-    print(f"{out}: {offset / 2**30:.2f} GiB of BF16 weights")
+    print(f"{out}: {offset / 2**30:.2f} GiB of {'FP8' if fp8 else 'BF16'} weights")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 # MEM_LIMIT=3G runs the server in a memory cgroup of that size (root; cgroup v1 or v2; the page
 # cache it reads is charged to it too, so with COLD=1): a machine with less memory than a file
 # and its copies together, at a size that synthesizes in a minute. N and TOKENS: how many
-# completions, of how many tokens; SERVE_ARGS: more flags for `loom serve`.
+# completions, of how many tokens (after IDLE seconds without any); SERVE_ARGS: more flags for
+# `loom serve`.
 #   LOOM=build/loom PRESET=qwen3moe-2b TYPE=q8_0 MEM_LIMIT=3G COLD=1 N=20 bench/moe_startup.sh
 # MODEL serves that GGUF file or Hugging Face directory instead of the synth file; PROMPT is the
 # completions' prompt as JSON (token ids for a checkpoint without a tokenizer), e.g. the
@@ -44,12 +45,24 @@ sh -c '[ -z "$1" ] || echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" \
   "$LOOM" serve -m "$f" --port "$PORT" -t 2 --max-model-len 4096 ${SERVE_ARGS:-} \
   >"$DIR/serve.log" 2>&1 &
 pid=$!
+# The largest anonymous memory the server holds (RssAnon, sampled every 50 ms): what the page
+# cache cannot take back (copies, KV cache, what the loader made), unlike the file's pages.
+peak_file=$(mktemp)
+(
+  peak=0
+  while a=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status" 2>/dev/null) && [ -n "$a" ]; do
+    if [ "$a" -gt "$peak" ]; then peak=$a; echo "$peak" >"$peak_file"; fi
+    sleep 0.05
+  done
+) &
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "localhost:$PORT/health")" = 200 ]; do
   kill -0 "$pid" 2>/dev/null || { tail -3 "$DIR/serve.log"; exit 1; }
   sleep 0.05
 done
 t1=$(date +%s.%N)
 echo "health 200 after $(echo "$t1 - $t0" | bc) s"
+# IDLE=S: S seconds without requests first (an idle server's memory while its copies are made).
+sleep "${IDLE:-0}"
 TOKENS=${TOKENS:-16}
 for n in $(seq "${N:-5}"); do
   a=$(date +%s.%N)
@@ -60,6 +73,8 @@ for n in $(seq "${N:-5}"); do
   echo "completion $n at $(echo "$a - $t0" | bc) s: $TOKENS tokens in $(echo "$b - $a" | bc) s"
 done
 ps -o rss= -p "$pid" | awk '{printf "resident %.2f GiB\n", $1 / 1048576}'
+awk '{printf "peak anonymous memory %.2f GiB\n", $1 / 1048576}' "$peak_file"
+rm -f "$peak_file"
 if [ -n "$cg" ]; then
   for k in memory.max_usage_in_bytes memory.peak; do
     [ -f "$cg/$k" ] && awk -v k="$k" '{printf "cgroup %s %.2f GiB\n", k, $1 / 1073741824}' "$cg/$k"

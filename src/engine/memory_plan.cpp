@@ -174,6 +174,10 @@ Result<MemoryPlan> plan_memory_once(const std::string& model_name, const BoundMo
   p.mem_available = machine.available;
   p.mem_limited_by = machine.limited_by;
   if (available > 0) p.mem_available = available;
+  // What the loader made (already in use as this is measured) is freed as the kernel-ready
+  // copies replace it, matrix by matrix (CpuModel), before the KV cache is committed: room for
+  // the copies, not memory held beside them.
+  if (p.mem_available > 0) p.mem_available += p.weights_made_at_load;
   return p;
 }
 
@@ -269,9 +273,8 @@ std::string MemoryPlan::table() const {
   line("kernel-ready weights", weight_copies, "resident copies made at load");
   line("embeddings", weights_mapped, "read from the file mapping");
   if (weights_made_at_load > 0)
-    line(
-        "made at load", weights_made_at_load,
-        "dequantized FP8 / derived tensors, freed once the copies exist (load peak: total + this)");
+    line("made at load", weights_made_at_load,
+         "dequantized FP8 / derived tensors, freed as the copies replace them (available below)");
   line("KV cache per token", kv_bytes_per_token,
        std::string(dtype_name(config.kv_dtype)) + ", " + kv_per_token_note);
   line("KV cache", kv_bytes,

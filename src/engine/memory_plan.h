@@ -39,7 +39,7 @@ struct MemoryPlan {
   uint64_t weight_copies = 0;   // the kernel-ready copies loading makes (resident)
   uint64_t weights_mapped = 0;  // read from the file mapping (embeddings): page cache
   // What loading a Hugging Face checkpoint makes in memory besides (dequantized FP8, derived
-  // tensors), held until the copies replace it: a load peaks this much above total().
+  // tensors), freed as the copies replace it: counted in mem_available, which it will be.
   uint64_t weights_made_at_load = 0;
   // KV cache.
   uint64_t kv_bytes_per_token = 0;  // every layer's K and V (or MLA latent row) for one token

@@ -66,15 +66,23 @@ const TensorView* HfTensors::find_or_make(std::string_view gguf_name) {
 }
 
 void HfTensors::release(std::span<const void* const> copied, std::span<const void* const> in_use) {
+  // Sorted once: a MoE model makes thousands of tensors, and a backend releases them in
+  // several rounds as its copies are made.
+  auto sorted = [](std::span<const void* const> ptrs) {
+    std::vector<const uint8_t*> v;
+    v.reserve(ptrs.size());
+    for (const void* p : ptrs) v.push_back(static_cast<const uint8_t*>(p));
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const std::vector<const uint8_t*> used = sorted(in_use), done = sorted(copied);
   for (auto it = stacked_.begin(); it != stacked_.end();) {
     const Stacked& s = *it->second;
-    const auto* begin = s.bytes.data();
-    const bool used = std::any_of(in_use.begin(), in_use.end(), [&](const void* p) {
-      const auto* b = static_cast<const uint8_t*>(p);
-      return b >= begin && b < begin + s.bytes.size();
-    });
-    const bool gone = !s.served || std::find(copied.begin(), copied.end(), begin) != copied.end();
-    it = gone && !used ? stacked_.erase(it) : std::next(it);
+    const uint8_t* begin = s.bytes.data();
+    const auto first_used = std::lower_bound(used.begin(), used.end(), begin);
+    const bool in_use_now = first_used != used.end() && *first_used < begin + s.bytes.size();
+    const bool gone = !s.served || std::binary_search(done.begin(), done.end(), begin);
+    it = gone && !in_use_now ? stacked_.erase(it) : std::next(it);
   }
 }
 

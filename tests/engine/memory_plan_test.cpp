@@ -139,8 +139,8 @@ TEST(MemoryPlan, StoredWeightsAreTheFilesTensors) {
 // A Hugging Face MoE checkpoint holds one tensor per expert: they are bound in place (views of
 // the mapped file), so loading makes nothing (it used to stack every expert in memory, held
 // beside the kernel-ready copies until they were all made). gpt-oss's fused experts are
-// transposed at load: the plan says how much that makes (the loader's own count), and a GGUF
-// file's views need nothing of the kind.
+// transposed at load: the plan says how much that makes (the loader's own count) and counts it
+// as available (the copies replace it), and a GGUF file's views need nothing of the kind.
 TEST(MemoryPlan, MadeAtLoadIsWhatTheLoaderMakes) {
   EngineConfig c;
   c.max_num_seqs = 1;
@@ -167,6 +167,13 @@ TEST(MemoryPlan, MadeAtLoadIsWhatTheLoaderMakes) {
     EXPECT_EQ(plan->weights_made_at_load, made) << fixture;
     EXPECT_EQ(plan->table().find("\n  made at load") != std::string::npos, made > 0)
         << plan->table();
+    // What the loader made counts as available: it is freed as the copies replace it.
+    EngineConfig same = c;
+    same.kv_cache_memory_gib = static_cast<double>(plan->kv_bytes) / double(1ull << 30);
+    auto short_by_half = plan_memory(fixture, *bound, same, plan->total() - made / 2 - 1);
+    ASSERT_TRUE(short_by_half.is_ok()) << short_by_half.status().message();
+    EXPECT_EQ(short_by_half->total(), plan->total());
+    EXPECT_EQ(short_by_half->fits(), made > 0) << short_by_half->table();
   }
   auto gguf = plan_memory("tiny-moe", bind_synth("tiny-moe"), c, 0);
   ASSERT_TRUE(gguf.is_ok());

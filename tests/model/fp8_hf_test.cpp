@@ -16,11 +16,13 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "format/safetensors.h"
+#include "model/bind.h"
 #include "model/hf_cases.h"
 #include "model/hf_fp8.h"
 #include "model/hf_shards.h"
@@ -159,15 +161,17 @@ TEST_P(Fp8Checkpoint, ComputesWhatItsBf16TwinDoes) {
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   auto t = Model::load(twin_dir_, {2});
   ASSERT_TRUE(t.is_ok()) << t.status().message();
-  // Until the kernel-ready copies are in use: every linear weight dequantized, held by the
-  // loader (the copies are made in the background, the views switched at the first forward).
-  const uint64_t made = (*m)->memory_use().loader_made;
+  // Loading dequantizes every linear weight, held by the loader until the kernel-ready copies
+  // replace it (made in the background: the model above may have freed some already).
+  auto bound = bind_hf_dir(fp8_dir_);
+  ASSERT_TRUE(bound.is_ok()) << bound.status().message();
+  const uint64_t made = bound->weights.loader_made_bytes();
   uint64_t dequantized = 0;
   for (const auto& [name, t] : twin_)
     if (fp8_.at(name).dtype == "F8_E4M3") dequantized += t.bytes.size();
   EXPECT_GE(made, dequantized);
-  // A forward pass once the copies are done switches to them, and the loader's are freed: the
-  // weights are not held twice.
+  // Once the copies are done, the views read them and the loader's are freed: the weights are
+  // not held twice.
   for (int i = 0; i < 500 && (*m)->memory_use().loader_made > 0; ++i) {
     logits_of(**m, {1, 2});
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -231,6 +235,125 @@ TEST_P(Fp8Checkpoint, BadQuantizationIsNamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint, ::testing::Values("deepseek_v3", "qwen3_moe"));
+
+// A Llama-shaped FP8 checkpoint large enough that its copies take a few forward calls
+// (16 layers of width 512: 67M weights, 134 MB dequantized): random codes, one scale per
+// 128 x 128 block.
+void write_random_fp8_llama(const std::string& dir) {
+  constexpr int64_t E = 512, F = 2048, L = 16, V = 512, D = 64, H = 8, KV = 4;
+  fs::create_directories(dir);
+  nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", E},
+      {"intermediate_size", F},
+      {"num_hidden_layers", L},
+      {"num_attention_heads", H},
+      {"num_key_value_heads", KV},
+      {"head_dim", D},
+      {"vocab_size", V},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"max_position_embeddings", 256},
+      {"tie_word_embeddings", false},
+      {"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}}};
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  std::mt19937 rng(11);
+  auto plain = [&](std::vector<int64_t> shape, bool ones) {
+    const int64_t n = shape.size() == 1 ? shape[0] : shape[0] * shape[1];
+    std::vector<float> v(n);
+    std::normal_distribution<float> d(0.0f, 0.1f);
+    for (float& x : v) x = ones ? 1.0f : d(rng);
+    Tensor t{"F32", shape, std::vector<uint8_t>(n * 4)};
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    return t;
+  };
+  std::map<std::string, Tensor> tensors;
+  auto fp8 = [&](const std::string& name, int64_t rows, int64_t cols) {
+    Tensor codes{"F8_E4M3", {rows, cols}, std::vector<uint8_t>(rows * cols)};
+    for (uint8_t& c : codes.bytes) {
+      c = static_cast<uint8_t>(rng());
+      if ((c & 0x7F) == 0x7F) c ^= 1;  // not NaN
+    }
+    tensors[name] = std::move(codes);
+    const int64_t n = ((rows + 127) / 128) * ((cols + 127) / 128);
+    Tensor scales{"F32", {(rows + 127) / 128, (cols + 127) / 128}, std::vector<uint8_t>(n * 4)};
+    const std::vector<float> s(n, 0.1f / 448.0f);
+    std::memcpy(scales.bytes.data(), s.data(), scales.bytes.size());
+    tensors[name + "_scale_inv"] = std::move(scales);
+  };
+  tensors["model.embed_tokens.weight"] = plain({V, E}, false);
+  tensors["lm_head.weight"] = plain({V, E}, false);
+  tensors["model.norm.weight"] = plain({E}, true);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    tensors[p + "input_layernorm.weight"] = plain({E}, true);
+    tensors[p + "post_attention_layernorm.weight"] = plain({E}, true);
+    fp8(p + "self_attn.q_proj.weight", H * D, E);
+    fp8(p + "self_attn.k_proj.weight", KV * D, E);
+    fp8(p + "self_attn.v_proj.weight", KV * D, E);
+    fp8(p + "self_attn.o_proj.weight", E, H * D);
+    fp8(p + "mlp.gate_proj.weight", F, E);
+    fp8(p + "mlp.up_proj.weight", F, E);
+    fp8(p + "mlp.down_proj.weight", E, F);
+  }
+  write_safetensors(dir + "/model.safetensors", tensors);
+}
+
+// What the loader dequantized is freed matrix by matrix as the background copies replace it,
+// not all at once after the last copy: a load peaks near the larger of the two, not at both.
+TEST(Fp8Load, LoaderMemoryShrinksAsTheCopiesAreMade) {
+  const fs::path dir = fs::temp_directory_path() / ("loom_fp8_llama_" + std::to_string(::getpid()));
+  write_random_fp8_llama(dir.string());
+  ModelLoadOptions o;
+  o.n_threads = 2;
+  o.repack_in_background = true;
+  // How many different amounts the loader holds between forward calls while the copies are
+  // made: the whole, some partial ones, none. A loaded machine may pause this thread for all
+  // of the copying; a few tries.
+  size_t most = 0;
+  for (int attempt = 0; attempt < 4 && most < 3; ++attempt) {
+    auto m = Model::load(dir.string(), o);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    std::vector<uint64_t> seen = {(*m)->memory_use().loader_made};
+    EXPECT_GE(seen[0], uint64_t{16} * (3 * 512 * 512 + 3 * 2048 * 512) * 2);  // all, BF16
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (seen.back() > 0 && std::chrono::steady_clock::now() < deadline) {
+      logits_of(**m, {1});
+      const uint64_t now = (*m)->memory_use().loader_made;
+      EXPECT_LE(now, seen.back()) << "the loader's memory grew";
+      if (now != seen.back()) seen.push_back(now);
+    }
+    EXPECT_EQ(seen.back(), 0u) << "never freed";
+    most = std::max(most, seen.size());
+  }
+  EXPECT_GE(most, 3u) << "freed all at once";
+  fs::remove_all(dir);
+}
+
+// An idle model (a server before its first request) frees it too: the repacker switches the
+// views itself between steps, so no forward call is needed.
+TEST(Fp8Load, IdleModelFreesLoaderMemoryWithoutAStep) {
+  const fs::path dir = fs::temp_directory_path() / ("loom_fp8_idle_" + std::to_string(::getpid()));
+  write_random_fp8_llama(dir.string());
+  ModelLoadOptions o;
+  o.n_threads = 2;
+  o.repack_in_background = true;
+  auto m = Model::load(dir.string(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const uint64_t made = (*m)->memory_use().loader_made;
+  EXPECT_GT(made, 0u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*m)->memory_use().loader_made > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ((*m)->memory_use().loader_made, 0u) << "of " << made;
+  EXPECT_TRUE((*m)->weight_copies_made()());
+  // And it computes what an up-front load does.
+  auto up_front = Model::load(dir.string(), {2});
+  ASSERT_TRUE(up_front.is_ok()) << up_front.status().message();
+  EXPECT_EQ(logits_of(**m, {1, 2, 3}), logits_of(**up_front, {1, 2, 3}));
+  fs::remove_all(dir);
+}
 
 TEST(Fp8E4M3, KnownValues) {
   EXPECT_EQ(e4m3_to_float(0x38), 1.0f);

@@ -141,18 +141,36 @@ void CpuModel::start_repacking(bool background) {
   }
   repacker_ = std::thread([this, pack] {
     const auto t0 = std::chrono::steady_clock::now();
+    uint64_t unswitched = 0;  // bytes copied since this thread last switched views
     for (size_t i = 0; i < repack_todo_.size(); ++i) {
       if (repack_stop_.load(std::memory_order_relaxed)) return;
       pack(i);
       repack_made_.store(i + 1, std::memory_order_release);
+      unswitched += packed_[i].view().nbytes;
+      if (unswitched >= kSwitchEvery && try_switch_between_steps()) unswitched = 0;
     }
-    repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    LOOM_LOG_INFO("weights: kernel-ready copies (%.2f GiB) made in the background in %.2f s",
+                  static_cast<double>(weight_arena_bytes_) / double(1ull << 30), seconds);
     copies_made_->store(true, std::memory_order_release);
+    try_switch_between_steps();
   });
 }
 
-// Points the views at the copies made so far (the engine's thread, at the start of a forward
-// call, so a step never sees a view change). Each matrix switches as soon as its copy exists:
+// The repacker's side: switches what it made unless a step is running (that step's successor
+// does it then). An idle server's loader memory goes as the copies replace it, not at its
+// first request.
+bool CpuModel::try_switch_between_steps() {
+  std::unique_lock<std::mutex> no_step(views_mutex_, std::try_to_lock);
+  if (!no_step.owns_lock()) return false;
+  switch_made_copies();
+  return true;
+}
+
+// Points the views at the copies made so far, between steps (so a step never sees a view
+// change): the engine's thread at a forward call's start, or the repacker when no step runs
+// (try_switch_between_steps), under views_mutex_. Each matrix switches soon after its copy exists:
 // from then on no step reads its bytes in the file, and the kernel reclaims those pages first
 // when memory runs short. Switched all at once at the end, every step read the whole file while
 // the copies grew beside it, and where a file and its copies do not fit in memory together (a
@@ -160,20 +178,43 @@ void CpuModel::start_repacking(bool background) {
 // last copy was made. (Handing the pages back explicitly, MADV_PAGEOUT or MADV_COLD, measured
 // no faster in bench/moe_startup.sh under a memory limit than leaving them to the kernel.)
 void CpuModel::switch_to_copies() {
+  switch_made_copies();
+  if (repack_switched_ == repack_todo_.size()) finish_repacking();
+}
+
+void CpuModel::switch_made_copies() {
   const size_t made = repack_made_.load(std::memory_order_acquire);
-  for (size_t i = repack_switched_; i < made; ++i) *repack_todo_[i] = packed_[i].view();
+  if (made == repack_switched_) return;
+  for (size_t i = repack_switched_; i < made; ++i) {
+    *repack_todo_[i] = packed_[i].view();
+    switched_unreleased_ += packed_[i].view().nbytes;
+  }
   repack_switched_ = made;
-  if (made == repack_todo_.size()) finish_repacking();
+  if (switched_unreleased_ >= kSwitchEvery || made == repack_todo_.size()) {
+    release_switched_loader_memory();
+    switched_unreleased_ = 0;
+  }
+}
+
+// What the loader made in memory (a Hugging Face checkpoint's dequantized FP8, gpt-oss's
+// transposed experts) goes as soon as every view into it reads its copy, not once the last
+// copy is made: the copies grow as the loader's memory shrinks, so a load peaks near the larger
+// of the two instead of at both (qwen3moe-2b FP8, 3.16 GiB dequantized and 3.22 GiB of copies:
+// peak anonymous memory 3.73 GiB, was 6.4-6.9 GiB; docs/benchmarks.md).
+void CpuModel::release_switched_loader_memory() {
+  if (!weights_.release_copied || !weights_.loader_made_bytes || weights_.loader_made_bytes() == 0)
+    return;
+  const std::span<const void* const> copied(copied_from_.data(), repack_switched_);
+  std::vector<const void*> in_use = loader_views_in_use();
+  in_use.insert(in_use.end(), copied_from_.begin() + static_cast<ptrdiff_t>(repack_switched_),
+                copied_from_.end());
+  weights_.release_copied(copied, in_use);
 }
 
 // Once every view reads its copy: the repacker is done (joined), and what the loader made in
 // memory for the copied views can go.
 void CpuModel::finish_repacking() {
-  if (repacker_.joinable()) {
-    repacker_.join();
-    LOOM_LOG_INFO("weights: kernel-ready copies (%.2f GiB) made in the background in %.2f s",
-                  static_cast<double>(weight_arena_bytes_) / double(1ull << 30), repack_seconds_);
-  }
+  if (repacker_.joinable()) repacker_.join();
   std::vector<const void*> copied = std::move(copied_from_);
   repack_todo_.clear();
   repack_pending_ = false;
@@ -269,7 +310,10 @@ uint64_t CpuModel::scratch_bytes(const ModelConfig& c, int64_t rows, int64_t log
 
 Model::MemoryUse CpuModel::memory_use() const {
   MemoryUse m;
-  if (weights_.loader_made_bytes) m.loader_made = weights_.loader_made_bytes();
+  if (weights_.loader_made_bytes) {
+    std::lock_guard<std::mutex> no_release(views_mutex_);  // the repacker may be releasing
+    m.loader_made = weights_.loader_made_bytes();
+  }
   m.weight_copies = weight_arena_bytes_;  // allocated at once, made (committed) as packed
   uint64_t floats = 0;
   for (const std::vector<float>* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &qg_, &attn_gate_, &proj_,
@@ -460,7 +504,9 @@ Result<std::unique_ptr<Model>> CpuModel::mtp_module(int index) {
                             " multi-token prediction modules, not " + std::to_string(index + 1));
   // A shared LM head is this model's copy: wait for it (a server making its copies in the
   // background waits here once, at start-up).
+  std::unique_lock<std::mutex> no_step(views_mutex_, std::defer_lock);
   if (repack_pending_) {
+    no_step.lock();
     if (repacker_.joinable()) repacker_.join();
     switch_to_copies();
   }
@@ -505,7 +551,12 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       kv->head_dim() != config_.head_dim)
     return invalid_argument("forward: KV cache shape does not match the model");
   LOOM_RETURN_IF_ERROR(validate(b, *kv));
-  if (repack_pending_) switch_to_copies();
+  // While copies are being made, the repacker may switch views between steps: not during this one.
+  std::unique_lock<std::mutex> no_switching(views_mutex_, std::defer_lock);
+  if (repack_pending_) {
+    no_switching.lock();
+    switch_to_copies();
+  }
   const int64_t n = b.n_rows();
   if (n == 0) return Status::ok();
 

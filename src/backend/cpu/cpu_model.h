@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -121,9 +122,18 @@ class CpuModel final : public Model {
   size_t repack_switched_ = 0;  // views pointing at their copies
   std::atomic<bool> repack_stop_{false};
   bool repack_pending_ = false;  // some views not yet switched
-  double repack_seconds_ = 0;
   void start_repacking(bool background);
+  // Held by a forward call (and mtp_module, memory_use) while copies are pending: the repacker
+  // switches views and releases the loader's memory only between steps.
+  mutable std::mutex views_mutex_;
+  // The repacker switches views and the loader's memory is released each time this many bytes
+  // of copies are made (not per matrix: a MoE model has tens of thousands).
+  static constexpr uint64_t kSwitchEvery = 64ull << 20;
+  uint64_t switched_unreleased_ = 0;  // bytes of copies switched since the last release
+  bool try_switch_between_steps();
   void switch_to_copies();
+  void switch_made_copies();
+  void release_switched_loader_memory();
   void finish_repacking();
   // The loader's hook that frees what it made in memory (Weights::release_copied), kept past
   // this model's own copies for the MTP modules' weights, which only their modules copy; and
