@@ -1,5 +1,6 @@
 #include "model/hf_fp8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -119,9 +120,16 @@ void dequantize_fp8_blocks(const TensorView& codes, const TensorView& scales, Fp
   };
   bytes->resize(static_cast<size_t>(R * C) * sizeof(uint16_t));
   auto* out = reinterpret_cast<uint16_t*>(bytes->data());
+  // One scale lookup per block of columns. (Loading a 1.7 GB FP8 checkpoint is dominated by the
+  // kernel zeroing the 3.2 GB of fresh pages this writes, not by this loop.)
   for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      out[r * C + c] = f32_to_bf16(table[in[r * C + c]] * scale(r, c));
+    for (int64_t c0 = 0; c0 < C; c0 += block.cols) {
+      const float s = scale(r, c0);
+      const int64_t end = std::min(C, c0 + block.cols);
+      const uint8_t* row_in = in + r * C;
+      uint16_t* row_out = out + r * C;
+      for (int64_t c = c0; c < end; ++c) row_out[c] = f32_to_bf16(table[row_in[c]] * s);
+    }
   *view = codes;
   view->dtype = Dtype::kBF16;
   view->nbytes = bytes->size();

@@ -1,7 +1,9 @@
 #include "model/hf_tensors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "kernels/quant_blocks.h"
 #include "model/hf_deltanet.h"
@@ -45,6 +47,31 @@ const TensorView* HfTensors::dequantize_fp8(const std::string& hf, const TensorV
   const TensorView* out = &s->view;
   stacked_.emplace(key, std::move(s));
   return out;
+}
+
+void HfTensors::dequantize_all_fp8(int n_threads) {
+  if (!fp8_) return;
+  std::vector<std::pair<const std::string*, const TensorView*>> todo;
+  for (const auto& [name, view] : st_.tensors())
+    if (st_.is_f8_e4m3(name) && !stacked_.count("fp8:" + name)) todo.push_back({&name, &view});
+  std::vector<std::unique_ptr<Stacked>> made(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      auto s = std::make_unique<Stacked>();
+      // read_fp8_quantization checked that every F8_E4M3 tensor has its scales.
+      dequantize_fp8_blocks(*todo[i].second, *st_.find(*todo[i].first + "_scale_inv"), *fp8_,
+                            &s->bytes, &s->view);
+      s->view.data = s->bytes.data();
+      made[i] = std::move(s);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < n_threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+  for (size_t i = 0; i < todo.size(); ++i)
+    stacked_.emplace("fp8:" + *todo[i].first, std::move(made[i]));
 }
 
 const TensorView* HfTensors::find(std::string_view gguf_name) {

@@ -37,6 +37,10 @@ class HfTensors {
   // dequantized from FP8), in expert order: what binding a model reads, with no stacked copy
   // (find() makes one, for a GGUF file's single tensor). Empty for any other name.
   std::vector<const TensorView*> experts(std::string_view gguf_name);
+  // An FP8 checkpoint: dequantizes every F8_E4M3 tensor now, on n_threads threads, rather than
+  // one by one as find() reaches them (loading reads them all; most of the time is the kernel
+  // zeroing the fresh pages, which threads share). Nothing for other checkpoints.
+  void dequantize_all_fp8(int n_threads);
   // The HF name a GGUF name came from, for messages ("model.layers.0.mlp.experts.{e}...").
   std::string hf_name(std::string_view gguf_name) const;
   // Frees the tensors made here whose views start at one of `copied` (copied elsewhere now)
