@@ -300,23 +300,36 @@ void write_random_fp8_llama(const std::string& dir) {
   write_safetensors(dir + "/model.safetensors", tensors);
 }
 
+// The checkpoint above, loaded with its copies made in the background.
+class Fp8Load : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("loom_fp8_llama_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    write_random_fp8_llama(dir_.string());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Result<std::unique_ptr<Model>> load_in_background() {
+    ModelLoadOptions o;
+    o.n_threads = 2;
+    o.repack_in_background = true;
+    return Model::load(dir_.string(), o);
+  }
+  fs::path dir_;
+};
+
 // What the loader dequantized is freed matrix by matrix as the background copies replace it,
 // not all at once after the last copy: a load peaks near the larger of the two, not at both.
-TEST(Fp8Load, LoaderMemoryShrinksAsTheCopiesAreMade) {
-  const fs::path dir = fs::temp_directory_path() / ("loom_fp8_llama_" + std::to_string(::getpid()));
-  write_random_fp8_llama(dir.string());
-  ModelLoadOptions o;
-  o.n_threads = 2;
-  o.repack_in_background = true;
+TEST_F(Fp8Load, LoaderMemoryShrinksAsTheCopiesAreMade) {
   // How many different amounts the loader holds between forward calls while the copies are
   // made: the whole, some partial ones, none. A loaded machine may pause this thread for all
   // of the copying; a few tries.
   size_t most = 0;
   for (int attempt = 0; attempt < 4 && most < 3; ++attempt) {
-    auto m = Model::load(dir.string(), o);
+    auto m = load_in_background();
     ASSERT_TRUE(m.is_ok()) << m.status().message();
     std::vector<uint64_t> seen = {(*m)->memory_use().loader_made};
-    EXPECT_GE(seen[0], uint64_t{16} * (3 * 512 * 512 + 3 * 2048 * 512) * 2);  // all, BF16
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (seen.back() > 0 && std::chrono::steady_clock::now() < deadline) {
       logits_of(**m, {1});
@@ -328,31 +341,23 @@ TEST(Fp8Load, LoaderMemoryShrinksAsTheCopiesAreMade) {
     most = std::max(most, seen.size());
   }
   EXPECT_GE(most, 3u) << "freed all at once";
-  fs::remove_all(dir);
 }
 
 // An idle model (a server before its first request) frees it too: the repacker switches the
 // views itself between steps, so no forward call is needed.
-TEST(Fp8Load, IdleModelFreesLoaderMemoryWithoutAStep) {
-  const fs::path dir = fs::temp_directory_path() / ("loom_fp8_idle_" + std::to_string(::getpid()));
-  write_random_fp8_llama(dir.string());
-  ModelLoadOptions o;
-  o.n_threads = 2;
-  o.repack_in_background = true;
-  auto m = Model::load(dir.string(), o);
+TEST_F(Fp8Load, IdleModelFreesLoaderMemoryWithoutAStep) {
+  auto m = load_in_background();
   ASSERT_TRUE(m.is_ok()) << m.status().message();
-  const uint64_t made = (*m)->memory_use().loader_made;
-  EXPECT_GT(made, 0u);
+  const uint64_t made = (*m)->memory_use().loader_made;  // less if copies were switched already
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while ((*m)->memory_use().loader_made > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ((*m)->memory_use().loader_made, 0u) << "of " << made;
   EXPECT_TRUE((*m)->weight_copies_made()());
   // And it computes what an up-front load does.
-  auto up_front = Model::load(dir.string(), {2});
+  auto up_front = Model::load(dir_.string(), {2});
   ASSERT_TRUE(up_front.is_ok()) << up_front.status().message();
   EXPECT_EQ(logits_of(**m, {1, 2, 3}), logits_of(**up_front, {1, 2, 3}));
-  fs::remove_all(dir);
 }
 
 TEST(Fp8E4M3, KnownValues) {
