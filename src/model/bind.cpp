@@ -57,7 +57,8 @@ Result<BoundModel> bind_hf_dir(const std::string& dir) {
   LOOM_ASSIGN_OR_RETURN(b.config, config_from_hf_dir(dir));
   const ArchSpec* arch = find_arch(b.config.arch);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<HfTensors> holder, HfTensors::open(dir, *arch, b.config));
-  holder->dequantize_all_fp8(ThreadPool::physical_cores());
+  holder->set_load_threads(ThreadPool::physical_cores());
+  holder->dequantize_all_fp8();
   TensorLookup find = [&](std::string_view name) { return holder->find(name); };
   // Experts are bound in place, one view each: no stacked copy of every expert at load.
   ExpertLookup experts = [&](std::string_view name) { return holder->experts(name); };

@@ -49,7 +49,15 @@ const TensorView* HfTensors::dequantize_fp8(const std::string& hf, const TensorV
   return out;
 }
 
-void HfTensors::dequantize_all_fp8(int n_threads) {
+void HfTensors::parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(load_threads_, n));
+  std::vector<std::thread> helpers;
+  for (int64_t p = 1; p < parts; ++p) helpers.emplace_back(fn, n * p / parts, n * (p + 1) / parts);
+  fn(0, n / parts);
+  for (std::thread& h : helpers) h.join();
+}
+
+void HfTensors::dequantize_all_fp8() {
   if (!fp8_) return;
   std::vector<std::pair<const std::string*, const TensorView*>> todo;
   for (const auto& [name, view] : st_.tensors())
@@ -66,10 +74,7 @@ void HfTensors::dequantize_all_fp8(int n_threads) {
       made[i] = std::move(s);
     }
   };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < n_threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& h : helpers) h.join();
+  parallel_ranges(load_threads_, [&](int64_t, int64_t) { work(); });
   for (size_t i = 0; i < todo.size(); ++i)
     stacked_.emplace("fp8:" + *todo[i].first, std::move(made[i]));
 }
@@ -278,21 +283,26 @@ const TensorView* HfTensors::derive_mxfp4(const std::string& gguf_name, const st
   const auto* in = static_cast<const uint8_t*>(blocks->data);
   const auto* sc = static_cast<const uint8_t*>(scales->data);
   auto s = std::make_unique<Stacked>();
-  s->bytes.assign(static_cast<size_t>(X * rows * G) * sizeof(kernels::BlockMxfp4), 0);
+  s->bytes.resize(static_cast<size_t>(X * rows * G) * sizeof(kernels::BlockMxfp4));
   auto* out = reinterpret_cast<kernels::BlockMxfp4*>(s->bytes.data());
-  for (int64_t x = 0; x < X; ++x)
-    for (int64_t r = 0; r < rows; ++r) {
+  // Every expert byte of the model moves here before the server answers: rows on every core.
+  parallel_ranges(X * rows, [&](int64_t first, int64_t last) {
+    for (int64_t xr = first; xr < last; ++xr) {
+      const int64_t x = xr / rows, r = xr % rows;
       const int64_t src_row = x * R + (split ? 2 * r + parity : r);
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* b = in + (src_row * G + g) * 16;
-        kernels::BlockMxfp4& o = out[(x * rows + r) * G + g];
+        kernels::BlockMxfp4& o = out[xr * G + g];
         o.e = sc[src_row * G + g];
-        for (int k = 0; k < 32; ++k) {
-          const uint8_t code = (b[k / 2] >> (4 * (k % 2))) & 0x0F;
-          o.qs[k % 16] |= static_cast<uint8_t>(code << (k < 16 ? 0 : 4));
+        // qs[j]: element j low, j + 16 high; element k is nibble k % 2 of b[k / 2].
+        for (int j = 0; j < 16; j += 2) {
+          const uint8_t lo = b[j / 2], hi = b[8 + j / 2];
+          o.qs[j] = static_cast<uint8_t>((lo & 0x0F) | (hi << 4));
+          o.qs[j + 1] = static_cast<uint8_t>((lo >> 4) | (hi & 0xF0));
         }
       }
     }
+  });
   s->view = *blocks;
   s->view.dtype = Dtype::kMXFP4;
   s->view.n_dims = 3;

@@ -7,6 +7,8 @@
 // gate or up columns of gate_up_proj, transposed to GGUF's rows; down_proj transposed).
 #pragma once
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -37,10 +39,13 @@ class HfTensors {
   // dequantized from FP8), in expert order: what binding a model reads, with no stacked copy
   // (find() makes one, for a GGUF file's single tensor). Empty for any other name.
   std::vector<const TensorView*> experts(std::string_view gguf_name);
-  // An FP8 checkpoint: dequantizes every F8_E4M3 tensor now, on n_threads threads, rather than
+  // Threads for what loading makes (gpt-oss's MXFP4 experts, FP8 dequantization); 1 by
+  // default (loom convert makes one tensor at a time).
+  void set_load_threads(int n) { load_threads_ = std::max(1, n); }
+  // An FP8 checkpoint: dequantizes every F8_E4M3 tensor now, on the load threads, rather than
   // one by one as find() reaches them (loading reads them all; most of the time is the kernel
   // zeroing the fresh pages, which threads share). Nothing for other checkpoints.
-  void dequantize_all_fp8(int n_threads);
+  void dequantize_all_fp8();
   // The HF name a GGUF name came from, for messages ("model.layers.0.mlp.experts.{e}...").
   std::string hf_name(std::string_view gguf_name) const;
   // Frees the tensors made here whose views start at one of `copied` (copied elsewhere now)
@@ -77,7 +82,11 @@ class HfTensors {
   const TensorView* derive_mxfp4(const std::string& gguf_name, const std::string& base,
                                  const std::string& op);
 
+  // fn(first, last) over [0, n) split into load_threads_ ranges, one thread each.
+  void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const;
+
   SafetensorsModel st_;
+  int load_threads_ = 1;
   std::optional<Fp8BlockSize> fp8_;  // an FP8 checkpoint's scale blocks
   const ArchSpec& arch_;
   int32_t n_layer_;  // blocks from here on are multi-token prediction modules
