@@ -182,7 +182,7 @@ class Model {
     uint64_t weight_copies = 0;
     uint64_t scratch = 0;
     // Tensors the loader made in memory (a Hugging Face checkpoint's dequantized FP8,
-    // gpt-oss's transposed experts) and still holds: freed once the kernel-ready copies exist.
+    // gpt-oss's transposed experts) and still holds: freed as the kernel-ready copies replace it.
     uint64_t loader_made = 0;
   };
   virtual MemoryUse memory_use() const = 0;
