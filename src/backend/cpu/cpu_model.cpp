@@ -47,6 +47,8 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
   // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q4_K and
   // Q5_K grow a little, kernels/packed.h); a MoE layer reads its chosen experts only.
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+  weight_stats_ = {weights_.total_bytes(), weights_.total_params(),
+                   weights_.active_params(config_.moe.n_expert_used)};
   start_repacking(options.repack_in_background);
   // One table of RoPE frequencies per distinct layer variant (Gemma 3's local layers have
   // their own base); layers without RoPE get none.

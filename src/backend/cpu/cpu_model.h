@@ -39,10 +39,9 @@ class CpuModel final : public Model {
   Status classify(const float* hidden, float* out) const override;
   ThreadPool& thread_pool() override { return pool_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
-  WeightStats weight_stats() const override {
-    return {weights_.total_bytes(), weights_.total_params(),
-            weights_.active_params(config_.moe.n_expert_used)};
-  }
+  // As loaded (the file's sizes), taken before the copies: server threads ask for it while the
+  // repacker may be switching views.
+  WeightStats weight_stats() const override { return weight_stats_; }
   const Weights& weights() const { return weights_; }
   MemoryUse memory_use() const override;
   std::function<bool()> weight_copies_made() const override {
@@ -68,6 +67,7 @@ class CpuModel final : public Model {
   ThreadPool& pool_;
   bool repack_output_ = true;  // false: output is the parent's copy (an MTP module's head)
   uint64_t weight_bytes_ = 0;
+  WeightStats weight_stats_;
   // RoPE: the distinct frequency tables (n_rot/2 pairs each, scaling folded in) and each
   // layer's (-1: no RoPE in that layer).
   std::vector<std::vector<float>> rope_tables_;
