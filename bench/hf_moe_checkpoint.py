@@ -97,6 +97,15 @@ def gpt_oss_config(s):
     }
 
 
+def write_tiled(f, src, n, at):
+    """n bytes of src from offset `at`, wrapping to its start."""
+    while n > 0:
+        piece = src[at:at + n]
+        f.write(piece)
+        n -= len(piece)
+        at = 0
+
+
 def random_bf16_block(n_bytes, rng):
     block = bytearray(rng.randbytes(n_bytes))
     # High byte of each little-endian BF16: the sign, then exponent 120 or 121 (bit 0 of the
@@ -145,12 +154,7 @@ def write_gpt_oss(out):
                 src = scale if dtype == "E8M0" else ones
             else:
                 src = codes if dtype == "U8" else block
-            at = rng.randrange(0, (len(src) - n) // 2) * 2 if len(src) > n else 0
-            while n > 0:
-                piece = src[at:at + n]
-                f.write(piece)
-                n -= len(piece)
-                at = 0
+            write_tiled(f, src, n, rng.randrange(0, (len(src) - n) // 2) * 2 if len(src) > n else 0)
     print(f"{out}: {offset / 2**30:.2f} GiB, gpt-oss with MXFP4 experts")
 
 
@@ -209,12 +213,7 @@ def main():
                 f.write((ones if len(shape) == 1 else scales)[:n])
                 continue
             src = codes if dtype == "F8_E4M3" else block
-            at = rng.randrange(0, len(src) // 2) * 2
-            while n > 0:
-                piece = src[at:at + n]
-                f.write(piece)
-                n -= len(piece)
-                at = 0
+            write_tiled(f, src, n, rng.randrange(0, len(src) // 2) * 2)
     print(f"{out}: {offset / 2**30:.2f} GiB of {'FP8' if fp8 else 'BF16'} weights")
 
 
