@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <unordered_set>
 
 #include "kernels/quant_blocks.h"
 #include "model/hf_deltanet.h"
@@ -40,13 +41,19 @@ const TensorView* HfTensors::lookup(const std::string& hf) {
 const TensorView* HfTensors::dequantize_fp8(const std::string& hf, const TensorView& codes) {
   const std::string key = "fp8:" + hf;  // HF names never start so (GGUF ones neither)
   if (auto it = stacked_.find(key); it != stacked_.end()) return &it->second->view;
+  std::unique_ptr<Stacked> s = dequantized(hf, codes);
+  const TensorView* out = &s->view;
+  stacked_.emplace(key, std::move(s));
+  return out;
+}
+
+std::unique_ptr<HfTensors::Stacked> HfTensors::dequantized(const std::string& hf,
+                                                           const TensorView& codes) const {
   auto s = std::make_unique<Stacked>();
   // read_fp8_quantization checked that every F8_E4M3 tensor has its scales.
   dequantize_fp8_blocks(codes, *st_.find(hf + "_scale_inv"), *fp8_, &s->bytes, &s->view);
   s->view.data = s->bytes.data();
-  const TensorView* out = &s->view;
-  stacked_.emplace(key, std::move(s));
-  return out;
+  return s;
 }
 
 void HfTensors::parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
@@ -65,14 +72,8 @@ void HfTensors::dequantize_all_fp8() {
   std::vector<std::unique_ptr<Stacked>> made(todo.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
-      auto s = std::make_unique<Stacked>();
-      // read_fp8_quantization checked that every F8_E4M3 tensor has its scales.
-      dequantize_fp8_blocks(*todo[i].second, *st_.find(*todo[i].first + "_scale_inv"), *fp8_,
-                            &s->bytes, &s->view);
-      s->view.data = s->bytes.data();
-      made[i] = std::move(s);
-    }
+    for (size_t i; (i = next.fetch_add(1)) < todo.size();)
+      made[i] = dequantized(*todo[i].first, *todo[i].second);
   };
   parallel_ranges(load_threads_, [&](int64_t, int64_t) { work(); });
   for (size_t i = 0; i < todo.size(); ++i)
@@ -150,8 +151,9 @@ std::vector<const TensorView*> HfTensors::experts(std::string_view gguf_name) {
   std::vector<const TensorView*> views = expert_views(*hf);
   // An FP8 checkpoint's experts were dequantized one by one: served views now, freed only
   // once copied (release).
+  const std::unordered_set<const TensorView*> served(views.begin(), views.end());
   for (auto& [name, s] : stacked_)
-    if (std::find(views.begin(), views.end(), &s->view) != views.end()) s->served = true;
+    if (served.count(&s->view)) s->served = true;
   return views;
 }
 

@@ -99,6 +99,8 @@ class HfTensors {
     bool served = false;  // find() returned it (else only derived tensors were made from it)
   };
   std::map<std::string, std::unique_ptr<Stacked>, std::less<>> stacked_;
+  // The FP8 tensor `hf` (its codes) dequantized to BF16, not yet kept (thread-safe).
+  std::unique_ptr<Stacked> dequantized(const std::string& hf, const TensorView& codes) const;
 };
 
 }  // namespace loom

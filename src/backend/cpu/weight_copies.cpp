@@ -124,21 +124,16 @@ void CpuModel::release_switched_loader_memory() {
   weights_.release_copied(copied, in_use);
 }
 
-// Once every view reads its copy: the repacker is done (joined), and what the loader made in
-// memory for the copied views can go.
+// Once every view reads its copy: the repacker is done (joined). What the loader made for the
+// copied views went with the last switch (switch_made_copies releases when the last copy is
+// switched); its hook stays for the MTP modules' weights, which only their modules copy.
 void CpuModel::finish_repacking() {
   if (repacker_.joinable()) repacker_.join();
-  std::vector<const void*> copied = std::move(copied_from_);
+  copied_from_.clear();
   repack_todo_.clear();
   repack_pending_ = false;
-  // What the loader made in memory for the views copied here can go (the mapping's pages are
-  // the kernel's to reclaim): a Hugging Face checkpoint's dequantized FP8 or derived tensors
-  // would otherwise be held twice for the model's life.
-  if (weights_.release_copied) {
-    release_loader_made_ = std::move(weights_.release_copied);
-    weights_.release_copied = nullptr;
-    release_loader_made_(copied, loader_views_in_use());
-  }
+  release_loader_made_ = std::move(weights_.release_copied);
+  weights_.release_copied = nullptr;
   weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
 }
 
