@@ -164,6 +164,11 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kNeox;  // of the weights as loaded
   RopeScaling rope_scaling;
   int32_t n_rot = 0;  // dimensions of each head that RoPE rotates (partial rotary); 0: head_dim
+  // Multimodal RoPE's sections (config.json's mrope_section; GGUF rope.dimension_sections):
+  // how many rotated pairs follow the temporal, height and width positions. Text gives all
+  // three the same position, which makes it plain RoPE, so loom only carries them into the
+  // files it converts. Empty when the checkpoint has none.
+  std::vector<int32_t> rope_sections;
   bool qkv_bias = false;
   bool qk_norm = false;  // set from the weights; qk_norm_kind says how (kPerHead when unset)
   QkNorm qk_norm_kind = QkNorm::kPerHead;

@@ -446,6 +446,16 @@ Result<ModelConfig> config_from_hf_json(std::string_view text, const std::string
     if (auto full = rp->find("full_attention"); full != rp->end() && full->is_object()) rp = &*full;
   if (rp) {
     rotary = get_float(*rp, "partial_rotary_factor", rotary);
+    if (auto ms = rp->find("mrope_section"); ms != rp->end() && !ms->is_null()) {
+      // llama.cpp's converter writes up to four sections (padded with zeros).
+      const bool ok =
+          ms->is_array() && ms->size() <= 4 &&
+          std::all_of(ms->begin(), ms->end(), [](const nlohmann::json& v) {
+            return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 65536;
+          });
+      if (!ok) return type_error("mrope_section", *ms, "a list of up to 4 section sizes");
+      for (const auto& v : *ms) c.rope_sections.push_back(v.get<int32_t>());
+    }
     c.rope_theta = static_cast<float>(get_float(*rp, "rope_theta", c.rope_theta));
     std::string rt = get_string(*rp, "rope_type", get_string(*rp, "type", "default"));
     LOOM_RETURN_IF_ERROR(err);

@@ -57,6 +57,11 @@ void write_metadata(GgufWriter& m, const ModelConfig& c, const std::string& name
   m.set_u32(key(n::kRopeDimensionCount), c.n_rot > 0 ? c.n_rot : c.head_dim);
   m.set_f32(key(n::kRmsEps), c.rms_eps);
   m.set_f32(key(n::kRopeFreqBase), c.rope_theta);
+  if (!c.rope_sections.empty()) {  // padded to four, as llama.cpp's converter writes them
+    std::vector<int64_t> sections(c.rope_sections.begin(), c.rope_sections.end());
+    sections.resize(4, 0);
+    m.set(key(n::kRopeDimensionSections), GgufValue::of_int_array(GgufType::kI32, sections));
+  }
   const auto& s = c.rope_scaling;
   if (s.type == RopeScalingType::kLinear) {
     m.set_string(key(n::kRopeScalingType), "linear");

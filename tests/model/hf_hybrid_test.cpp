@@ -254,6 +254,51 @@ TEST(HfHybridGguf, IrregularLayerPatternRoundTripsThroughRecurrentLayers) {
   }
 }
 
+// A checkpoint's mrope_section (Qwen3.5's rope_parameters) is what the converted file says in
+// rope.dimension_sections, padded to four as llama.cpp's converter pads it; without one the
+// file has transformers' default (llama.cpp's qwen35 loader requires the key); a malformed one
+// is an error naming it.
+TEST(HfHybridGguf, RopeSectionsAreTheCheckpointsOwn) {
+  namespace fs = std::filesystem;
+  const fs::path from = fixture("qwen3_5_text");
+  const fs::path dir =
+      fs::temp_directory_path() / ("loom_qwen35_mrope_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(from / "model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  const nlohmann::json config = nlohmann::json::parse(std::ifstream(from / "config.json"));
+  auto sections_after_convert = [&](const nlohmann::json& mrope) -> Result<std::vector<int64_t>> {
+    nlohmann::json c = config;
+    c["rope_parameters"]["mrope_section"] = mrope;
+    std::ofstream(dir / "config.json") << c.dump(2);
+    const fs::path gguf = dir / "model.gguf";
+    LOOM_RETURN_IF_ERROR(convert_hf_to_gguf(dir.string(), gguf.string(), ConvertOptions()));
+    auto f = GgufFile::open(gguf.string());
+    if (!f.is_ok()) return f.status();
+    const GgufValue* v = f->find("qwen35.rope.dimension_sections");
+    if (!v || !v->as_int_array()) return internal_error("no rope.dimension_sections");
+    return *v->as_int_array();
+  };
+  using Ints = std::vector<int64_t>;
+  auto own = sections_after_convert({1, 1});
+  ASSERT_TRUE(own.is_ok()) << own.status().message();
+  EXPECT_EQ(*own, (Ints{1, 1, 0, 0}));
+  auto four = sections_after_convert({0, 1, 1, 0});
+  ASSERT_TRUE(four.is_ok()) << four.status().message();
+  EXPECT_EQ(*four, (Ints{0, 1, 1, 0}));
+  auto none = sections_after_convert(nullptr);
+  ASSERT_TRUE(none.is_ok()) << none.status().message();
+  EXPECT_EQ(*none, (Ints{11, 11, 10, 0}));
+  for (const nlohmann::json& bad : {nlohmann::json("11,11,10"), nlohmann::json({1, -1}),
+                                    nlohmann::json({1, 1, 0, 0, 0}), nlohmann::json({1.5})}) {
+    auto got = sections_after_convert(bad);
+    ASSERT_FALSE(got.is_ok()) << bad.dump();
+    EXPECT_NE(got.status().message().find("\"mrope_section\" must be"), std::string::npos)
+        << got.status().message();
+  }
+  fs::remove_all(dir);
+}
+
 // The fixture rewritten the way Qwen3.5's published checkpoints are laid out: model_type
 // qwen3_5 with the language model's config in text_config (tie_word_embeddings at the top),
 // its tensors under model.language_model., lm_head at the top, a vision tower (model.visual.*)

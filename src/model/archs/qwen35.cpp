@@ -23,10 +23,12 @@ Status read_qwen35_gguf(const GgufFile& f, ModelConfig& c) {
 }
 Status write_qwen35_gguf(GgufWriter& w, const ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_write_deltanet(w, c));
-  // transformers' default sections: 11 + 11 + 10 pairs of the temporal, height and width
-  // positions, all equal for text.
-  w.set(names::arch_key(c.arch, names::kRopeDimensionSections),
-        GgufValue::of_int_array(GgufType::kI32, {11, 11, 10, 0}));
+  // llama.cpp's qwen35 loader requires sections: the checkpoint's mrope_section (written with
+  // the other RoPE keys), else transformers' default, 11 + 11 + 10 pairs of the temporal,
+  // height and width positions (all equal for text).
+  if (c.rope_sections.empty())
+    w.set(names::arch_key(c.arch, names::kRopeDimensionSections),
+          GgufValue::of_int_array(GgufType::kI32, {11, 11, 10, 0}));
   return Status::ok();
 }
 
