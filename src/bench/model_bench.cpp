@@ -262,10 +262,10 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
 
   ModelBenchResult res;
   res.model = o.model;
-  res.model_size = model->weight_bytes();
+  res.weight_bytes_per_token = model->weight_bytes();
   recurrent_state_bytes(c, res);
   const Model::WeightStats ws = model->weight_stats();
-  res.total_size = ws.total_bytes;
+  res.weight_bytes_total = ws.total_bytes;
   res.total_params = ws.total_params;
   res.active_params = ws.active_params;
   res.n_threads = model->thread_pool().size();
@@ -461,7 +461,7 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     char frac[32] = "";
     if (f.valid) std::snprintf(frac, sizeof frac, "%.0f%%", 100 * f.fraction);
     std::snprintf(buf, sizeof buf, "| %s | %.2f MiB | %d | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-                  r.model.c_str(), r.total_size / 1048576.0, r.n_threads, row.test.c_str(),
+                  r.model.c_str(), r.weight_bytes_total / 1048576.0, r.n_threads, row.test.c_str(),
                   row.avg_ts, row.stddev_ts, row.median_ts, rt.c_str(), frac);
     out += buf;
   }
@@ -470,8 +470,9 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
       "\nparameters: %.1f M, %.1f M active per token; weights read per generated token: %.1f MiB "
       "of %.1f MiB; memory read bandwidth (%d threads, best of streaming reads): %.2f GB/s; "
       "generation roofline = %.1f tokens/s\n",
-      r.total_params / 1e6, r.active_params / 1e6, r.model_size / 1048576.0,
-      r.total_size / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9, r.roofline_tg_ts());
+      r.total_params / 1e6, r.active_params / 1e6, r.weight_bytes_per_token / 1048576.0,
+      r.weight_bytes_total / 1048576.0, r.n_threads, r.mem_bw_bytes_per_s / 1e9,
+      r.roofline_tg_ts());
   out += buf;
   if (r.state_read > 0) {
     std::snprintf(buf, sizeof buf,
@@ -519,21 +520,27 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
 }
 
 std::string model_bench_csv(const ModelBenchResult& r) {
-  // The speculation columns, as the JSON's "speculative" object: set on "tgN spec" rows, empty
+  // model_size is every weight's bytes (llama-bench's column), as in the markdown and JSON;
+  // weight_bytes_per_token what one token reads (a MoE model's active experts). The
+  // speculation columns, as the JSON's "speculative" object: set on "tgN spec" rows, empty
   // elsewhere and where nothing was proposed (no acceptance to report).
   std::string out =
-      "model,model_size,n_threads,test,n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,"
-      "roofline_fraction,n_depth,spec_speedup_vs_plain,spec_acceptance_rate,"
-      "spec_mean_acceptance_length\n";
+      "model,model_size,weight_bytes_per_token,params_total,params_active,n_threads,test,"
+      "n_prompt,n_gen,avg_ts,stddev_ts,mem_bw_gbs,roofline_ts,roofline_fraction,n_depth,"
+      "spec_speedup_vs_plain,spec_acceptance_rate,spec_mean_acceptance_length\n";
   auto figure = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
     const SpeculationFigures* s = row.speculation ? &*row.speculation : nullptr;
-    std::snprintf(buf, sizeof buf, "\"%s\",%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d,%s,%s,%s\n",
-                  r.model.c_str(), static_cast<unsigned long long>(r.model_size), r.n_threads,
-                  row.test.c_str(), row.n_prompt, row.n_gen, row.avg_ts, row.stddev_ts,
-                  r.mem_bw_bytes_per_s / 1e9, f.valid ? std::to_string(f.roofline_ts).c_str() : "",
+    std::snprintf(buf, sizeof buf,
+                  "\"%s\",%llu,%llu,%llu,%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d,%s,%s,%s\n",
+                  r.model.c_str(), static_cast<unsigned long long>(r.weight_bytes_total),
+                  static_cast<unsigned long long>(r.weight_bytes_per_token),
+                  static_cast<unsigned long long>(r.total_params),
+                  static_cast<unsigned long long>(r.active_params), r.n_threads, row.test.c_str(),
+                  row.n_prompt, row.n_gen, row.avg_ts, row.stddev_ts, r.mem_bw_bytes_per_s / 1e9,
+                  f.valid ? std::to_string(f.roofline_ts).c_str() : "",
                   f.valid ? std::to_string(f.fraction).c_str() : "", row.n_depth,
                   s ? figure(s->speedup).c_str() : "", s ? figure(s->acceptance_rate).c_str() : "",
                   s ? figure(s->mean_acceptance_length).c_str() : "");
@@ -547,7 +554,7 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
   for (const ModelBenchRow& row : r.rows) {
     Roof f = roof_of(r, row);
     nlohmann::json j = {{"model_filename", r.model},
-                        {"model_size", r.model_size},
+                        {"model_size", r.weight_bytes_total},
                         {"n_threads", r.n_threads},
                         {"test", row.test},
                         {"n_prompt", row.n_prompt},
@@ -558,10 +565,10 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"stddev_ts", row.stddev_ts},
                         {"median_ts", row.median_ts},
                         {"samples_ts", row.samples_ts},
-                        {"weight_bytes_per_token", r.model_size},
+                        {"weight_bytes_per_token", r.weight_bytes_per_token},
                         {"state_bytes_read_per_token", r.state_read},
                         {"state_bytes_written_per_token", r.state_written},
-                        {"weight_bytes_total", r.total_size},
+                        {"weight_bytes_total", r.weight_bytes_total},
                         {"params_total", r.total_params},
                         {"params_active", r.active_params},
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};

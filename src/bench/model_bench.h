@@ -76,18 +76,24 @@ struct ModelBenchRow {
 
 struct ModelBenchResult {
   std::string model;
-  uint64_t model_size = 0;  // weight bytes read per forward token (Model::weight_bytes)
+  // Weight bytes one forward token reads (Model::weight_bytes: a MoE model's active experts
+  // only); what the generation roofline divides the bandwidth by.
+  uint64_t weight_bytes_per_token = 0;
   // Models with recurrent layers: the state bytes one decode token reads (its sequence's whole
   // slot) and writes (its convolution inputs and chunk tail, and a sixteenth of the chunk
   // state, rewritten every 16 tokens); part of the generation roofline.
   uint64_t state_read = 0, state_written = 0;
-  uint64_t total_size = 0;  // every weight (a MoE model's every expert)
+  // Every weight (a MoE model's every expert), as the file holds them: llama-bench's
+  // model_size, which the markdown, JSON and CSV report under that name.
+  uint64_t weight_bytes_total = 0;
   uint64_t total_params = 0, active_params = 0;
   int32_t n_threads = 0;
   double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads
   std::vector<ModelBenchRow> rows;
-  uint64_t bytes_per_token() const { return model_size + state_read + state_written; }
-  double roofline_tg_ts() const { return model_size ? mem_bw_bytes_per_s / bytes_per_token() : 0; }
+  uint64_t bytes_per_token() const { return weight_bytes_per_token + state_read + state_written; }
+  double roofline_tg_ts() const {
+    return weight_bytes_per_token ? mem_bw_bytes_per_s / bytes_per_token() : 0;
+  }
 };
 
 // Multithreaded streaming read of a `bytes` buffer on `pool`, best of `reps` with plain loads

@@ -37,7 +37,7 @@ TEST(ModelBench, RowsAndRoofline) {
   EXPECT_EQ(r->rows[2].test, "tg8x4");
   EXPECT_EQ(r->rows[2].n_seqs, 4);
   EXPECT_EQ(r->n_threads, 1);
-  EXPECT_GT(r->model_size, 0u);
+  EXPECT_GT(r->weight_bytes_per_token, 0u);
   EXPECT_GT(r->mem_bw_bytes_per_s, 1e8);  // any machine streams more than 100 MB/s
   for (const ModelBenchRow& row : r->rows) {
     ASSERT_EQ(row.samples_ts.size(), 3u);
@@ -60,7 +60,8 @@ TEST(ModelBench, RowsAndRoofline) {
   EXPECT_TRUE(
       j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
   EXPECT_TRUE(j[0]["roofline_ts"].is_null());
-  EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->model_size, 1e-6);
+  EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->weight_bytes_per_token,
+              1e-6);
   EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(),
               r->rows[1].median_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
   const std::string md = model_bench_markdown(*r);
@@ -380,9 +381,49 @@ TEST(ModelBench, MoeCountsActiveExpertsOnly) {
   // A token reads one of the 512 embedding rows and the whole (untied) LM head.
   EXPECT_EQ(r->active_params, 2u * (12960 + 2 * 6144) + 64 + 32768 + 64);
   // f32 weights: 4 bytes a parameter, the whole model (llama-bench's size) and what a token reads.
-  EXPECT_EQ(r->total_size, 4 * r->total_params);
-  EXPECT_EQ(r->model_size, 4 * r->active_params);
+  EXPECT_EQ(r->weight_bytes_total, 4 * r->total_params);
+  EXPECT_EQ(r->weight_bytes_per_token, 4 * r->active_params);
   EXPECT_NE(model_bench_markdown(*r).find("active per token"), std::string::npos);
+
+  // model_size is the whole model in every format (llama-bench's column; the markdown's size),
+  // never the bytes a token reads, which have their own field.
+  const nlohmann::json j = model_bench_json(*r);
+  ASSERT_FALSE(j.empty());
+  for (const nlohmann::json& row : j) {
+    EXPECT_EQ(row["model_size"].get<uint64_t>(), 4 * r->total_params);
+    EXPECT_EQ(row["weight_bytes_total"].get<uint64_t>(), 4 * r->total_params);
+    EXPECT_EQ(row["weight_bytes_per_token"].get<uint64_t>(), 4 * r->active_params);
+    EXPECT_EQ(row["params_total"].get<uint64_t>(), r->total_params);
+    EXPECT_EQ(row["params_active"].get<uint64_t>(), r->active_params);
+  }
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "| %.2f MiB |", 4.0 * r->total_params / 1048576.0);
+  EXPECT_NE(model_bench_markdown(*r).find(mib), std::string::npos) << mib;
+
+  // The CSV, read by its header's names: the same figures as the JSON.
+  const std::string csv = model_bench_csv(*r);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    for (size_t at = 0;;) {
+      size_t end = line.find(',', at);
+      cells.push_back(line.substr(at, end - at));
+      if (end == std::string::npos) return cells;
+      at = end + 1;
+    }
+  };
+  const size_t eol = csv.find('\n');
+  const std::vector<std::string> header = split(csv.substr(0, eol));
+  const std::vector<std::string> first =
+      split(csv.substr(eol + 1, csv.find('\n', eol + 1) - eol - 1));
+  ASSERT_EQ(header.size(), first.size()) << csv;
+  auto cell = [&](const std::string& name) -> std::string {
+    auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? "<no column " + name + ">" : first[it - header.begin()];
+  };
+  EXPECT_EQ(cell("model_size"), std::to_string(4 * r->total_params));
+  EXPECT_EQ(cell("weight_bytes_per_token"), std::to_string(4 * r->active_params));
+  EXPECT_EQ(cell("params_total"), std::to_string(r->total_params));
+  EXPECT_EQ(cell("params_active"), std::to_string(r->active_params));
 }
 
 }  // namespace
