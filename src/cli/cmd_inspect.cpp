@@ -71,28 +71,27 @@ int cmd_inspect(int argc, char** argv) {
                   static_cast<unsigned long long>(t.view.nbytes));
   }
   // What one token reads (model/weight_footprint.h, the loaded model's own count): one row of
-  // the embedding, expert_used_count of each routed expert tensor's experts, all the rest.
+  // the embedding (all of it when it is the LM head too), expert_used_count of each routed
+  // expert tensor's experts, all the rest.
   // Multi-token prediction layers (llama.cpp's nextn) are the last nextn_predict_layers of
   // block_count: a speculative proposer's, never read by a token of the main pass.
   const std::string arch = f->get_string("general.architecture").value_or("");
   const int64_t used = f->get_int(arch + ".expert_used_count").value_or(0);
   const int64_t n_mtp = f->get_int(arch + ".nextn_predict_layers").value_or(0);
   const int64_t first_mtp = f->get_int(arch + ".block_count").value_or(0) - n_mtp;
+  // Without output.weight the LM head is the embedding: read whole, counted once.
+  const bool tied = f->find_tensor(names::kTokenEmbd) && !f->find_tensor(names::kOutput);
   WeightFootprint fp;
   uint64_t mtp_params = 0;
   for (const auto& t : f->tensors()) {
     const uint64_t n = static_cast<uint64_t>(t.view.numel());
-    TokenShare share = token_share(t.name);
+    TokenShare share = token_share(t.name, tied);
     if (auto l = names::parse_layer_tensor(t.name); n_mtp > 0 && l && l->layer >= first_mtp) {
       mtp_params += n;
       share = TokenShare::kNone;
     }
     fp.add(share, n, t.view.nbytes, t.view.ne[std::max(t.view.n_dims, 1) - 1], used);
   }
-  // A tied LM head is the embedding, read whole by every token.
-  if (const auto* embd = f->find_tensor(names::kTokenEmbd); embd && !f->find_tensor(names::kOutput))
-    fp.add(TokenShare::kWhole, static_cast<uint64_t>(embd->view.numel()), embd->view.nbytes, 1,
-           used, /*stored=*/false);
   const uint64_t params = fp.params, bytes = fp.bytes;
   const uint64_t active_params = fp.active_params, active_bytes = fp.active_bytes;
   std::printf("total: %llu params (%.3f B), %llu bytes of tensor data (%s)\n",

@@ -6,9 +6,9 @@
 
 namespace loom {
 
-TokenShare token_share(std::string_view gguf_name) {
+TokenShare token_share(std::string_view gguf_name, bool tied_head) {
   namespace n = names;
-  if (gguf_name == n::kTokenEmbd) return TokenShare::kOneRow;
+  if (gguf_name == n::kTokenEmbd) return tied_head ? TokenShare::kWhole : TokenShare::kOneRow;
   auto l = n::parse_layer_tensor(gguf_name);
   if (!l) return TokenShare::kWhole;
   for (std::string_view s : {n::kFfnGateExps, n::kFfnUpExps, n::kFfnDownExps, n::kFfnGateUpExps,
@@ -18,11 +18,9 @@ TokenShare token_share(std::string_view gguf_name) {
 }
 
 void WeightFootprint::add(TokenShare share, uint64_t numel, uint64_t nbytes, int64_t slices,
-                          int64_t n_expert_used, bool stored) {
-  if (stored) {
-    params += numel;
-    bytes += nbytes;
-  }
+                          int64_t n_expert_used) {
+  params += numel;
+  bytes += nbytes;
   uint64_t of = 1, take = 1;
   switch (share) {
     case TokenShare::kNone:

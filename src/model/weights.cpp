@@ -495,13 +495,13 @@ void add_layer(WeightFootprint& f, const LayerWeights& L, int64_t used, bool mai
 WeightFootprint Weights::footprint(int32_t n_expert_used) const {
   WeightFootprint f;
   const int64_t used = n_expert_used;
+  // The LM head, all of it; a tied one is the embedding, stored once and read whole.
+  const bool tied = output.data && output.data == token_embd.data;
   if (token_embd.data)
-    f.add(TokenShare::kOneRow, static_cast<uint64_t>(token_embd.numel()), token_embd.nbytes,
-          token_embd.rows(), used);
-  // The LM head, all of it; a tied one is the embedding, stored once.
-  if (output.data)
-    f.add(TokenShare::kWhole, static_cast<uint64_t>(output.numel()), output.nbytes, 1, used,
-          output.data != token_embd.data);
+    f.add(tied ? TokenShare::kWhole : TokenShare::kOneRow,
+          static_cast<uint64_t>(token_embd.numel()), token_embd.nbytes, token_embd.rows(), used);
+  if (output.data && !tied)
+    f.add(TokenShare::kWhole, static_cast<uint64_t>(output.numel()), output.nbytes, 1, used);
   if (cls_out.data)
     f.add(TokenShare::kWhole, static_cast<uint64_t>(cls_out.numel()), cls_out.nbytes, 1, used);
   for (const std::vector<float>* v : {&output_norm, &rope_freqs, &cls_out_bias})

@@ -305,6 +305,14 @@ Result<Plan> make_plan(const SynthOptions& o) {
   // The tensors: the plan of the config a loader reads from this metadata (so synth and
   // loading cannot disagree), with the optional groups as the family sets them.
   LOOM_ASSIGN_OR_RETURN(ModelConfig c, config_of(p.kv));
+  // An architecture whose reader takes no experts would get dense tensors beside expert keys
+  // it ignores: a file that loads as some other, dense model.
+  if (ps.n_expert > 0 && c.moe.n_expert == 0)
+    return invalid_argument("preset '" + std::string(ps.name) + "' has " +
+                            std::to_string(ps.n_expert) + " experts, but architecture '" + a +
+                            "' cannot hold experts; use a Mixture-of-Experts architecture (the "
+                            "preset's own is " +
+                            std::string(ps.default_arch) + ")");
   auto group = [](TensorNeed need, bool family) {
     return need == TensorNeed::kRequired || (need == TensorNeed::kOptional && family);
   };

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/run_loom.h"
+#include "format/gguf.h"
 
 namespace loom {
 namespace {
@@ -103,6 +104,37 @@ TEST(CliInspectTest, MoeFileReportsActiveParameters) {
   for (const char* s : {"blk.1.ffn_gate_exps.weight", "[64, 32, 8]", "blk.0.ffn_gate_inp.weight",
                         "qwen3moe.expert_count"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  std::remove(path.c_str());
+}
+
+// The same MoE with its LM head tied to the embedding (output.weight dropped): the embedding is
+// counted once, whole, in what a token reads, which never exceeds the total (before, it counted
+// one row plus the whole head in the active parameters, and once in the total).
+TEST(CliInspectTest, TiedHeadCountsOnce) {
+  const std::string untied = tmp("moe_untied.gguf"), path = tmp("moe_tied.gguf");
+  ASSERT_EQ(run("synth --preset tiny-moe -o " + untied).code, 0);
+  {
+    auto f = GgufFile::open(untied);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    GgufWriter w;
+    for (const auto& [k, v] : f->metadata()) w.set(k, v);
+    for (const auto& t : f->tensors()) {
+      if (t.name == "output.weight") continue;
+      std::vector<int64_t> ne(t.view.ne.begin(), t.view.ne.begin() + t.view.n_dims);
+      ASSERT_TRUE(w.add_tensor(t.name, t.view.dtype, ne, t.view.data, t.view.nbytes).is_ok());
+    }
+    ASSERT_TRUE(w.write(path).is_ok());
+  }
+  CmdResult r = run("inspect " + path);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const int total = 2 * (12960 + 8 * 6144) + 32768 + 64;
+  const int active = 2 * (12960 + 2 * 6144) + 32768 + 64;
+  EXPECT_NE(r.out.find("total: " + std::to_string(total) + " params"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("active per token (2 experts of each MoE layer): " + std::to_string(active) +
+                       " params (0.000 B), " + std::to_string(4 * active) + " bytes"),
+            std::string::npos)
+      << r.out;
+  std::remove(untied.c_str());
   std::remove(path.c_str());
 }
 

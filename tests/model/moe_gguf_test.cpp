@@ -205,15 +205,13 @@ TEST(MoeGguf, FileAndWeightsCountTheSameFootprint) {
     auto c = config_from_gguf(*f);
     ASSERT_TRUE(c.is_ok());
     const int32_t used = c->moe.n_expert_used, first_mtp = c->n_layer;
+    const bool tied = !f->find_tensor(n::kOutput);
     WeightFootprint file;
     for (const auto& t : f->tensors()) {
       auto l = n::parse_layer_tensor(t.name);
-      const TokenShare share = l && l->layer >= first_mtp ? TokenShare::kNone : token_share(t.name);
+      const TokenShare share =
+          l && l->layer >= first_mtp ? TokenShare::kNone : token_share(t.name, tied);
       file.add(share, t.view.numel(), t.view.nbytes, t.view.ne[t.view.n_dims - 1], used);
-    }
-    if (!f->find_tensor(n::kOutput)) {
-      const TensorView& e = f->find_tensor(n::kTokenEmbd)->view;
-      file.add(TokenShare::kWhole, e.numel(), e.nbytes, 1, used, false);
     }
     ModelConfig mc = *c;
     auto w = Weights::bind(mc, *find_arch(mc.arch), [&](std::string_view name) {
@@ -240,11 +238,81 @@ TEST(MoeGguf, FileAndWeightsCountTheSameFootprint) {
   ASSERT_TRUE(f.is_ok());
   WeightFootprint all_read, fp;
   for (const auto& t : f->tensors()) {
-    fp.add(token_share(t.name), t.view.numel(), t.view.nbytes, t.view.ne[t.view.n_dims - 1], 2);
+    fp.add(token_share(t.name, false), t.view.numel(), t.view.nbytes, t.view.ne[t.view.n_dims - 1],
+           2);
     all_read.add(TokenShare::kWhole, t.view.numel(), t.view.nbytes, 1, 2);
   }
   const uint64_t experts_per_layer = 3 * 64 * 64 * 4 + (64 + 64 + 64) * 4;
   EXPECT_EQ(all_read.active_params - fp.active_params, (512 - 1) * 64 + 2 * experts_per_layer / 2);
+}
+
+// The file without its output.weight: a model whose LM head is its embedding (llama.cpp's
+// loaders fall back to token_embd).
+std::shared_ptr<const std::vector<uint8_t>> without_output(
+    std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  auto f = GgufFile::parse_bytes(std::move(bytes));
+  EXPECT_TRUE(f.is_ok());
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) w.set(k, v);
+  for (const auto& t : f->tensors()) {
+    if (t.name == n::kOutput) continue;
+    std::vector<int64_t> ne(t.view.ne.begin(), t.view.ne.begin() + t.view.n_dims);
+    EXPECT_TRUE(w.add_tensor(t.name, t.view.dtype, ne, t.view.data, t.view.nbytes).is_ok());
+  }
+  return std::make_shared<const std::vector<uint8_t>>(w.to_bytes());
+}
+
+// The loaded weights' footprint of a GGUF file, with the file's tensor-table count beside it.
+struct Footprints {
+  WeightFootprint file, loaded;
+};
+Footprints footprints(std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  Footprints out;
+  auto f = GgufFile::parse_bytes(std::move(bytes));
+  EXPECT_TRUE(f.is_ok());
+  auto c = config_from_gguf(*f);
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  const int32_t used = c->moe.n_expert_used;
+  const bool tied = !f->find_tensor(n::kOutput);
+  for (const auto& t : f->tensors())
+    out.file.add(token_share(t.name, tied), t.view.numel(), t.view.nbytes,
+                 t.view.ne[t.view.n_dims - 1], used);
+  ModelConfig mc = *c;
+  auto w = Weights::bind(mc, *find_arch(mc.arch), [&](std::string_view name) {
+    const GgufTensorInfo* t = f->find_tensor(name);
+    return t ? &t->view : nullptr;
+  });
+  EXPECT_TRUE(w.is_ok()) << w.status().message();
+  if (w.is_ok()) out.loaded = w->footprint(used);
+  return out;
+}
+
+// A tied LM head is the embedding: stored once and read whole by every token, so it counts
+// once in what a token reads, and a token never reads more than the model stores (before, the
+// embedding counted as one row plus the whole head: a dense tied model read more than all of
+// its parameters).
+TEST(MoeGguf, TiedHeadCountsOnceAndATokenReadsAtMostEverything) {
+  // tiny-moe counted by hand (tests/cli/inspect_test): per layer 12,960 parameters outside the
+  // experts and 3 x 64 x 32 per expert (2 of 8 read); the embedding 32,768 (read whole as the
+  // head); the output norm 64.
+  const Footprints moe = footprints(without_output(synth("tiny-moe", "qwen3moe")));
+  EXPECT_EQ(moe.file.params, 2u * (12960 + 8 * 6144) + 32768 + 64);
+  EXPECT_EQ(moe.file.active_params, 2u * (12960 + 2 * 6144) + 32768 + 64);
+  EXPECT_EQ(moe.file.active_bytes, 4 * moe.file.active_params);  // f32
+  EXPECT_EQ(moe.loaded.params, moe.file.params);
+  EXPECT_EQ(moe.loaded.active_params, moe.file.active_params);
+  EXPECT_EQ(moe.loaded.active_bytes, moe.file.active_bytes);
+  // Dense and tied (Gemma 2's files never hold an LM head): a token reads every weight once.
+  const Footprints dense = footprints(synth("tiny", "gemma2"));
+  EXPECT_EQ(dense.file.active_params, dense.file.params);
+  EXPECT_EQ(dense.file.active_bytes, dense.file.bytes);
+  EXPECT_EQ(dense.loaded.active_params, dense.loaded.params);
+  EXPECT_EQ(dense.loaded.active_bytes, dense.loaded.bytes);
+  EXPECT_EQ(dense.loaded.params, dense.file.params);
+  // Untied: one embedding row and the whole head.
+  const Footprints untied = footprints(synth("tiny-moe", "qwen3moe"));
+  EXPECT_EQ(untied.loaded.active_params, 2u * (12960 + 2 * 6144) + 64 + 32768 + 64);
+  EXPECT_EQ(untied.file.active_params, untied.loaded.active_params);
 }
 
 }  // namespace

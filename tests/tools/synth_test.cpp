@@ -16,6 +16,7 @@
 #include "base/fp16.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
@@ -594,6 +595,35 @@ TEST(SynthTest, Gemma2NeverWritesAnOutputHead) {
   bool head = false;
   for (const auto& t : l->tensors) head |= t.name == "output.weight";
   EXPECT_TRUE(head);
+}
+
+// A preset with experts and an architecture whose files cannot hold them: an error naming
+// both, never a file of dense tensors beside expert keys that loads as a dense model.
+TEST(SynthTest, ExpertPresetNeedsAnArchitectureWithExperts) {
+  SynthOptions o;
+  o.preset = "tiny-moe";
+  o.arch = "gemma2";
+  auto bad = synth_model_bytes(o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'gemma2'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("'tiny-moe'"), std::string::npos) << bad.status().message();
+  // Every expert preset under every architecture: refused, or written with its experts.
+  for (std::string_view preset : synth_preset_names()) {
+    const SynthPreset* ps = find_synth_preset(preset);
+    ASSERT_NE(ps, nullptr);
+    if (ps->n_expert == 0) continue;
+    for (const ArchSpec* arch : all_archs()) {
+      o.preset = std::string(preset);
+      o.arch = std::string(arch->name);
+      auto l = synth_layout(o);
+      if (!l.is_ok()) continue;
+      int64_t experts = 0;
+      for (const auto& t : l->tensors)
+        if (t.name.find("_exps.weight") != std::string::npos) experts = t.ne.back();
+      EXPECT_EQ(experts, ps->n_expert) << preset << " as " << arch->name;
+    }
+  }
 }
 
 // Qwen3.5's rope.dimension_sections fit the preset's rotary dims as llama.cpp needs them
