@@ -331,8 +331,10 @@ Result<Vec> moe_ffn(const ModelConfig& c, const PlannedTensors& w, int l, const 
   for (int64_t e = 0; e < X; ++e) order[e] = e;
   if (m.sigmoid_scores) {
     // DeepSeek-V3 (transformers' DeepseekV3MoE): sigmoid scores; experts are chosen by score +
-    // correction bias, within the topk_group groups whose two best biased scores sum highest;
-    // they weigh by their plain scores (renormalised), times routed_scaling_factor.
+    // correction bias, within the topk_group groups whose two best biased scores sum highest
+    // (the other groups' experts compete at 0, as transformers' masked_fill(~mask, 0.0) leaves
+    // them: they win only over chosen experts biased below 0); they weigh by their plain
+    // scores (renormalised), times routed_scaling_factor.
     Vec choice(X);
     Vec bias(X, 0.0);
     if (m.score_bias) {
@@ -356,11 +358,11 @@ Result<Vec> moe_ffn(const ModelConfig& c, const PlannedTensors& w, int l, const 
       allowed.assign(X, false);
       for (int64_t k = 0; k < m.topk_group; ++k)
         for (int64_t e = 0; e < per; ++e) allowed[groups[k].second * per + e] = true;
+      for (int64_t e = 0; e < X; ++e)
+        if (!allowed[e]) choice[e] = 0.0;
     }
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      if (allowed[a] != allowed[b]) return static_cast<bool>(allowed[a]);
-      return choice[a] > choice[b];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
   } else {
     double mx = -INFINITY, sum = 0;
     for (double v : logits) mx = std::max(mx, v);
