@@ -1,7 +1,9 @@
 // Mixture of Experts on random data: the router (layers::route_token) against a brute-force
 // sort and softmax, ties included; the CPU MoE FFN (backend/cpu/moe_ffn.h) against a direct
 // per-token computation in double, with every token sent to one expert, experts left without
-// tokens, a gated shared expert, and rows run alone against the whole batch (bit-identical).
+// tokens, a gated shared expert, and rows run alone against the whole batch (bit-identical);
+// with quantized experts (Q8_0, Q4_K, MXFP4) against the reference path on their dequantized
+// weights.
 #include "model/layers/moe.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <random>
 
 #include "backend/cpu/moe_ffn.h"
+#include "kernels/ref/ref.h"
 
 namespace loom {
 namespace {
@@ -303,6 +306,90 @@ TEST(CpuMoeFfn, EveryTokenToOneExpertAndExpertsWithoutTokens) {
   std::vector<float> x = random_floats(40 * E, 11);
   for (float& v : x) v = std::fabs(v) + 0.1f;
   expect_matches_direct(t, x, 40, pool, "all to one expert");
+}
+
+// Quantized experts: the fast path quantizes the activations on the fly (8-bit rows: Q8_0
+// blocks of 32 for Q8_0 and MXFP4 weights, Q8_K blocks of 256 for Q4_K) and multiplies in
+// integers; the reference (TestLayer::expected: kernels/ref's dequantization, double products)
+// takes the dequantized weights and float activations, so the two differ by the activations'
+// quantization alone. Rounding 8-bit blocks costs what quantizing the weights to Q8_0 costs:
+// on this data (n_embd 256, experts of 256, 2 of 8 per token) Q8_0 weights move the output by
+// 0.93% (relative RMS), and the fast path is off by 1.1% (Q8_0, MXFP4: activations rounded
+// before gate/up and before down) and 1.8% (Q4_K: Q8_K's blocks of 256 have a coarser scale);
+// worst rows 1.4-2.9% over seeds 22-26. Bounds: 3% (5% for Q4_K) over the batch, twice that
+// for a row. Wrong experts are off by about 130%, and for the 4-bit types the weights before
+// quantization (what a wrong scale or block layout reads instead) by 12% (Q4_K) and 21% (MXFP4),
+// several times the fast path's error (checked); for Q8_0 that difference is below the
+// activations' own, so only the wrong experts tell it apart.
+TEST(CpuMoeFfn, QuantizedExpertsMatchTheirDequantizedWeights) {
+  const int32_t E = 256, X = 8, K = 2, F = 256;  // rows of 256: every K-quant block fits
+  const int64_t n = 48;
+  ThreadPool pool(2);
+  const std::vector<float> router = random_floats(size_t(X) * E, 21, 0.1f);
+  const std::vector<float> x = random_floats(n * E, 22);
+  for (Dtype type : {Dtype::kQ8_0, Dtype::kQ4_K, Dtype::kMXFP4}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const TestLayer original(E, X, K, F, 0, router);
+    TestLayer q(E, X, K, F, 0, router);  // the same floats, then quantized
+    std::vector<std::vector<uint8_t>> bytes;
+    auto quantize = [&](std::vector<float>& w, int64_t cols, TensorView& view) {
+      const int64_t rows = static_cast<int64_t>(w.size()) / cols;
+      const uint64_t rb = *row_bytes(type, cols);
+      std::vector<uint8_t>& b = bytes.emplace_back(rows * rb);
+      for (int64_t r = 0; r < rows; ++r) {
+        kernels::ref::quantize_row(type, &w[r * cols], &b[r * rb], cols);
+        kernels::ref::dequantize_row(type, &b[r * rb], &w[r * cols], cols);
+      }
+      view.dtype = type;
+      view.data = b.data();
+      view.nbytes = b.size();
+    };
+    bytes.reserve(3 * X);
+    for (int32_t e = 0; e < X; ++e) {
+      quantize(q.gate[e], E, q.L.gate_exp[e]);
+      quantize(q.up[e], E, q.L.up_exp[e]);
+      quantize(q.down[e], F, q.L.down_exp[e]);
+    }
+    // The reference with every token's experts wrong: expert e's weights those of e + 1.
+    TestLayer wrong(E, X, K, F, 0, router);
+    for (int32_t e = 0; e < X; ++e) {
+      wrong.gate[e] = q.gate[(e + 1) % X];
+      wrong.up[e] = q.up[(e + 1) % X];
+      wrong.down[e] = q.down[(e + 1) % X];
+    }
+    CpuMoeFfn moe;
+    std::vector<float> out(n * E);
+    moe.run(q.c, q.L, x.data(), n, out.data(), pool);
+    // The whole batch's relative RMS error, and its worst row; the same for the wrong answers.
+    double num = 0, den = 0, worst = 0, num_unq = 0, num_mis = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<double> want = q.expected(&x[i * E]);
+      const std::vector<double> unq = original.expected(&x[i * E]);
+      const std::vector<double> mis = wrong.expected(&x[i * E]);
+      double row_num = 0, row_den = 0;
+      for (int64_t j = 0; j < E; ++j) {
+        row_num += (out[i * E + j] - want[j]) * (out[i * E + j] - want[j]);
+        row_den += want[j] * want[j];
+        num_unq += (unq[j] - want[j]) * (unq[j] - want[j]);
+        num_mis += (mis[j] - want[j]) * (mis[j] - want[j]);
+      }
+      num += row_num, den += row_den;
+      worst = std::max(worst, std::sqrt(row_num / row_den));
+    }
+    const double err = std::sqrt(num / den), unquantized = std::sqrt(num_unq / den),
+                 misrouted = std::sqrt(num_mis / den);
+    std::printf(
+        "  %s experts: rel RMS error %.3g (worst row %.3g); the weights before "
+        "quantization %.3g, wrong experts %.3g\n",
+        std::string(dtype_name(type)).c_str(), err, worst, unquantized, misrouted);
+    const double bound = type == Dtype::kQ4_K ? 0.05 : 0.03;
+    EXPECT_LT(err, bound);
+    EXPECT_LT(worst, 2 * bound);
+    EXPECT_GT(misrouted, 10 * bound);
+    if (type != Dtype::kQ8_0) {
+      EXPECT_GT(unquantized, 4 * err);
+    }
+  }
 }
 
 }  // namespace
