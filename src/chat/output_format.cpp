@@ -45,26 +45,37 @@ bool is_harmony_template(std::string_view t) {
 
 }  // namespace
 
-Result<ToolCallFormat> tool_call_format_from_name(std::string_view name) {
-  std::string known;
-  for (const auto& n : kToolNames) {
-    if (name == n.name) return n.format;
-    known += known.empty() ? "" : ", ";
-    known += n.name;
+namespace {
+template <typename Names>
+std::string joined(const Names& names) {
+  std::string out;
+  for (const auto& n : names) {
+    out += out.empty() ? "" : ", ";
+    out += n.name;
   }
-  return invalid_argument("unknown tool-call parser '" + std::string(name) + "' (known: " + known +
-                          ")");
+  return out;
+}
+}  // namespace
+
+std::string tool_call_format_names() {
+  return joined(kToolNames);
+}
+std::string reasoning_format_names() {
+  return joined(kReasoningNames);
+}
+
+Result<ToolCallFormat> tool_call_format_from_name(std::string_view name) {
+  for (const auto& n : kToolNames)
+    if (name == n.name) return n.format;
+  return invalid_argument("unknown tool-call parser '" + std::string(name) +
+                          "' (known: " + tool_call_format_names() + ")");
 }
 
 Result<ReasoningFormat> reasoning_format_from_name(std::string_view name) {
-  std::string known;
-  for (const auto& n : kReasoningNames) {
+  for (const auto& n : kReasoningNames)
     if (name == n.name) return n.format;
-    known += known.empty() ? "" : ", ";
-    known += n.name;
-  }
-  return invalid_argument("unknown reasoning parser '" + std::string(name) + "' (known: " + known +
-                          ")");
+  return invalid_argument("unknown reasoning parser '" + std::string(name) +
+                          "' (known: " + reasoning_format_names() + ")");
 }
 
 const char* tool_call_format_name(ToolCallFormat f) {

@@ -40,6 +40,9 @@ enum class ReasoningFormat {
 // listing the known ones.
 Result<ToolCallFormat> tool_call_format_from_name(std::string_view name);
 Result<ReasoningFormat> reasoning_format_from_name(std::string_view name);
+// Every name the two accept, comma-separated (for help texts and those errors).
+std::string tool_call_format_names();
+std::string reasoning_format_names();
 const char* tool_call_format_name(ToolCallFormat f);
 const char* reasoning_format_name(ReasoningFormat f);
 // From a chat template's source text.

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "base/log.h"
+#include "chat/output_format.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 #include "cli/engine_flags.h"
@@ -54,11 +55,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--chat-template", chat_template_file,
                  "Jinja chat template file (default: the model's)");
   app.add_option("--tool-call-parser", so.tool_call_parser,
-                 "tool-call format: hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, none "
-                 "(default: detected from the chat template)");
-  app.add_option(
-      "--reasoning-parser", so.reasoning_parser,
-      "reasoning format: deepseek_r1, qwen3, none (default: detected from the chat template)");
+                 "tool-call format: " + chat::tool_call_format_names() +
+                     " (default: detected from the chat template)");
+  app.add_option("--reasoning-parser", so.reasoning_parser,
+                 "reasoning format: " + chat::reasoning_format_names() +
+                     " (default: detected from the chat template)");
   bool no_log_requests = false;
   app.add_flag("--disable-log-requests", no_log_requests,
                "no info line per finished request (id, route, status, tokens, TTFT, time) or "
@@ -136,6 +137,19 @@ int cmd_serve(int argc, char** argv) {
       return 1;
     }
     *list = std::move(parsed).value();
+  }
+  // Before the model loads (minutes for a large one): a misspelt name fails at once.
+  if (!so.tool_call_parser.empty()) {
+    if (auto t = chat::tool_call_format_from_name(so.tool_call_parser); !t.is_ok()) {
+      std::fprintf(stderr, "loom serve: --tool-call-parser: %s\n", t.status().message().c_str());
+      return 1;
+    }
+  }
+  if (!so.reasoning_parser.empty()) {
+    if (auto r = chat::reasoning_format_from_name(so.reasoning_parser); !r.is_ok()) {
+      std::fprintf(stderr, "loom serve: --reasoning-parser: %s\n", r.status().message().c_str());
+      return 1;
+    }
   }
   if (Status st = engine_flags.apply(); !st.is_ok()) {
     std::fprintf(stderr, "loom serve: %s\n", st.message().c_str());
