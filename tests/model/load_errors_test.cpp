@@ -113,6 +113,23 @@ TEST(GgufKeys, SlidingWindowOutOfRangeIsNamed) {
   }
 }
 
+// gpt-oss's even layers slide: a file without its window (or a window of 0) is refused, as
+// llama.cpp's loader refuses it, rather than run as a model of full-attention layers only.
+TEST(GgufKeys, GptOssWithoutItsSlidingWindowIsRefused) {
+  const std::string k = key("gpt-oss", names::kSlidingWindow);
+  auto synthesized = config_of(mutated("tiny-gpt-oss", [](GgufWriter&) {}));
+  ASSERT_TRUE(synthesized.is_ok()) << synthesized.status().message();  // synth writes it
+  EXPECT_EQ(synthesized->layers[0].window, 8);
+  EXPECT_EQ(synthesized->layers[1].window, 0);
+  expect_error(config_of(mutated("tiny-gpt-oss", [](GgufWriter&) {}, {k})).status(), k);
+  expect_error(config_of(mutated("tiny-gpt-oss", [&](GgufWriter& w) { w.set_u32(k, 0); })).status(),
+               k);
+  // Where the window is optional (Gemma 3 reads none as no sliding layers), no error.
+  const std::string g = key("gemma3", names::kSlidingWindow);
+  auto gemma = config_of(mutated("tiny-swa", [](GgufWriter&) {}, {g}));
+  ASSERT_TRUE(gemma.is_ok()) << gemma.status().message();
+}
+
 TEST(GgufKeys, UnusedDenseWidthOfAnAllExpertModelSizesNothing) {
   // tiny-moe's every FFN is experts: feed_forward_length sizes no tensor, and once sized two
   // scratch buffers (2 × 2^31 floats a row: bad_alloc, or 21 GB before the OOM killer).

@@ -58,8 +58,13 @@ bool even_layers_slide(int l, int) {
 Status read_gguf(const GgufFile& f, ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_moe(f, c, {.required = true, .shared = GgufMoe::Shared::kNone}));
   common(c);
-  // llama.cpp's gpt-oss: every other layer slides, starting with the first.
+  // llama.cpp's gpt-oss: every other layer slides, starting with the first. Its loader
+  // requires the window (as loom convert refuses a checkpoint without one): a file without it
+  // would otherwise run every layer as full attention, a different model.
   LOOM_ASSIGN_OR_RETURN(const int32_t window, gguf_sliding_window(f, c));
+  if (window < 1)
+    return invalid_file("GGUF: gpt-oss needs " + names::arch_key(c.arch, names::kSlidingWindow) +
+                        " (the attention window of its even layers) to be present and positive");
   for (int l = 0; l < c.n_layer; ++l)
     if (even_layers_slide(l, c.n_layer)) c.layers[l].window = window;
   // GGUF cannot say YaRN's `truncate`; gpt-oss's checkpoints all set it false.
