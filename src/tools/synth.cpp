@@ -136,7 +136,7 @@ Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset
     report.notes.push_back("vocabulary " + std::string(preset.vocab_fixture) +
                            " not found (set LOOM_VOCAB_DIR or pass --vocab); using a placeholder");
   }
-  return placeholder_vocab(preset.n_vocab);
+  return placeholder_vocab(preset.n_vocab, preset.control_tokens);
 }
 
 Result<Plan> make_plan(const SynthOptions& o) {
@@ -273,6 +273,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set_u32(key(names::kRopeScalingOrigCtx), static_cast<uint32_t>(ps.rope_original_context));
     m.set_f32(key(names::kRopeScalingLowFreqFactor), ps.rope_low_freq_factor);
     m.set_f32(key(names::kRopeScalingHighFreqFactor), ps.rope_high_freq_factor);
+  }
+  if (ps.yarn_factor > 0) {  // as llama.cpp's converter writes gpt-oss's
+    m.set_string(key(names::kRopeScalingType), "yarn");
+    m.set_f32(key(names::kRopeScalingFactor), ps.yarn_factor);
+    m.set_u32(key(names::kRopeScalingOrigCtx), static_cast<uint32_t>(ps.yarn_original_context));
   }
   if (ps.pooling_type >= 0)
     m.set_u32(key(names::kPoolingType), static_cast<uint32_t>(ps.pooling_type));

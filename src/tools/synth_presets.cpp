@@ -5,6 +5,11 @@
 namespace loom {
 namespace {
 
+// harmony's markers (gpt-oss's chat format), the control tokens of OpenAI's o200k_harmony.
+constexpr std::string_view kHarmonyTokens[] = {"<|start|>",   "<|end|>",       "<|message|>",
+                                               "<|channel|>", "<|constrain|>", "<|return|>",
+                                               "<|call|>"};
+
 // Published configs: Qwen3-0.6B / Qwen3-1.7B config.json (hidden 1024 / 2048, 28 layers,
 // 16 heads, 8 KV heads, head_dim 128, intermediate 3072 / 6144, vocab 151936, tied,
 // rope_theta 1e6, rms eps 1e-6, max positions 40960) and Llama-3.1-8B (hidden 4096, 32
@@ -139,15 +144,57 @@ constexpr std::array<SynthPreset, 26> kPresets = {{
      128,
      8,
      768},
-    // gpt-oss (biases, attention sinks, windows on even layers). Tiny: 4 experts of width 64,
-    // 2 per token, windows of 8.
-    {"tiny-gpt-oss", "gpt-oss", 2, 64, 4, 2, 16, 128, 512, false, 512, 150000.0f, 1e-5f,
-     false,          "",        0, 1,  4, 0, 8,  0,   {},  4,     2,   64},
+    // gpt-oss (biases, attention sinks, windows on even layers, YaRN of factor 32 over 4096
+    // positions, harmony's control tokens). Tiny: 4 experts of width 64, 2 per token, windows
+    // of 8.
+    {.name = "tiny-gpt-oss",
+     .default_arch = "gpt-oss",
+     .n_layer = 2,
+     .n_embd = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 16,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .context_length = 512,
+     .rope_theta = 150000.0f,
+     .rms_eps = 1e-5f,
+     .tied_embeddings = false,
+     .rope_low_freq_factor = 1,
+     .rope_high_freq_factor = 4,
+     .sliding_window = 8,
+     .n_expert = 4,
+     .n_expert_used = 2,
+     .n_ff_exp = 64,
+     .yarn_factor = 32,
+     .yarn_original_context = 4096,
+     .control_tokens = kHarmonyTokens},
     // gpt-oss-20b's proportions (24 layers, hidden 2880, 64 heads of 64 / 8 KV, 32 experts of
     // width 2880, 4 per token, window 128) at half the depth and hidden 1024, vocab 32000:
     // 1.3B parameters, ~0.2B active.
-    {"gpt-oss-1b", "gpt-oss", 12, 1024, 16, 2, 64,  1024, 32000, true, 4096, 150000.0f, 1e-5f,
-     false,        "",        0,  1,    4,  0, 128, 0,    {},    32,   4,    1024},
+    {.name = "gpt-oss-1b",
+     .default_arch = "gpt-oss",
+     .n_layer = 12,
+     .n_embd = 1024,
+     .n_head = 16,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_ff = 1024,
+     .n_vocab = 32000,
+     .vocab_size_fixed = true,
+     .context_length = 4096,
+     .rope_theta = 150000.0f,
+     .rms_eps = 1e-5f,
+     .tied_embeddings = false,
+     .rope_low_freq_factor = 1,
+     .rope_high_freq_factor = 4,
+     .sliding_window = 128,
+     .n_expert = 32,
+     .n_expert_used = 4,
+     .n_ff_exp = 1024,
+     .yarn_factor = 32,
+     .yarn_original_context = 4096,
+     .control_tokens = kHarmonyTokens},
     // DeepSeek-V3's layout (Multi-head Latent Attention, a leading dense layer, sigmoid routing
     // over expert groups, a shared expert). Tiny: a dense and a MoE layer, 4 heads of 16 + 8
     // (value 16), query rank 32, latent 32 + 8; 8 experts of width 32 in 4 groups (2 used),

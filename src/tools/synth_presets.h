@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -76,6 +77,13 @@ struct SynthPreset {
   int32_t ssm_conv_kernel = 0;
   int32_t full_attention_interval = 0;
   int32_t n_ff_shexp = 0;
+  // YaRN RoPE scaling, as llama.cpp's gpt-oss files say it: rope.scaling.type "yarn", its
+  // factor and original_context_length (0: none).
+  float yarn_factor = 0;
+  int32_t yarn_original_context = 0;
+  // Control tokens the family's chat format needs, the last ids of a placeholder vocabulary
+  // (gpt-oss: harmony's markers), so tests can render and parse that format for real.
+  std::span<const std::string_view> control_tokens = {};
 };
 
 const SynthPreset* find_synth_preset(std::string_view name);

@@ -68,10 +68,14 @@ Result<SynthVocab> load_synth_vocab(const std::string& path, int32_t pad_to) {
   return v;
 }
 
-Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
-  if (n_vocab < 259)
-    return invalid_argument("a placeholder vocabulary needs at least 259 tokens, not " +
+Result<SynthVocab> placeholder_vocab(int32_t n_vocab,
+                                     std::span<const std::string_view> control_tokens) {
+  const int32_t n_control = static_cast<int32_t>(control_tokens.size());
+  if (n_vocab < 259 + n_control)
+    return invalid_argument("a placeholder vocabulary needs at least " +
+                            std::to_string(259 + n_control) + " tokens, not " +
                             std::to_string(n_vocab));
+  const int32_t n_text = n_vocab - n_control;
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int64_t> types = {kTokUnknown, kTokControl, kTokControl};
   std::vector<double> scores = {0, 0, 0};
@@ -83,7 +87,7 @@ Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
   }
   const std::string kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's word boundary
   auto add = [&](std::string piece) {
-    if (static_cast<int32_t>(tokens.size()) >= n_vocab) return;
+    if (static_cast<int32_t>(tokens.size()) >= n_text) return;
     scores.push_back(-static_cast<double>(tokens.size()));
     tokens.push_back(std::move(piece));
     types.push_back(kTokNormal);
@@ -93,7 +97,7 @@ Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
   // Letter strings in frequency order, word-initial first, lengthening until full.
   static const std::string kLetters = "etaoinshrdlcumwfgypbvkjxqz";
   std::vector<std::string> level = {""};
-  while (static_cast<int32_t>(tokens.size()) < n_vocab) {
+  while (static_cast<int32_t>(tokens.size()) < n_text) {
     std::vector<std::string> next;
     for (const auto& prefix : level)
       for (char c : kLetters) next.push_back(prefix + c);
@@ -101,6 +105,11 @@ Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
     for (const auto& s : next)
       if (s.size() > 1) add(s);
     level = std::move(next);
+  }
+  for (std::string_view t : control_tokens) {
+    tokens.emplace_back(t);
+    types.push_back(kTokControl);
+    scores.push_back(0);
   }
   SynthVocab v;
   v.n_vocab = n_vocab;
@@ -120,6 +129,10 @@ Result<SynthVocab> placeholder_vocab(int32_t n_vocab) {
   v.kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufValue::of_uint(GgufType::kU32, 0));
   v.kv.emplace_back(std::string(names::kTokenizerAddBos), GgufValue::of_bool(true));
   v.kv.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::of_bool(false));
+  // A chat format's text follows its markers directly ("<|message|>Hi"), as in the byte-level
+  // BPE vocabularies such formats come with: no word-boundary space before each fragment.
+  if (n_control > 0)
+    v.kv.emplace_back("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(false));
   return v;
 }
 

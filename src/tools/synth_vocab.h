@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,9 +26,12 @@ struct SynthVocab {
 // unused) up to pad_to; a vocabulary larger than pad_to is an error.
 Result<SynthVocab> load_synth_vocab(const std::string& path, int32_t pad_to);
 
-// n_vocab >= 259 (3 specials + 256 byte tokens): <unk>=0, <s>=1, </s>=2, <0x00>..<0xFF>,
-// then single characters and letter strings with decreasing scores.
-Result<SynthVocab> placeholder_vocab(int32_t n_vocab);
+// n_vocab >= 259 + control_tokens (3 specials + 256 byte tokens): <unk>=0, <s>=1, </s>=2,
+// <0x00>..<0xFF>, then single characters and letter strings with decreasing scores, and
+// control_tokens (a chat format's markers) as the last ids; with them, no space prefix (text
+// right after a marker tokenizes as it reads).
+Result<SynthVocab> placeholder_vocab(int32_t n_vocab,
+                                     std::span<const std::string_view> control_tokens);
 
 // Path of a vocabulary fixture (e.g. "ggml-vocab-qwen3.gguf"): $LOOM_VOCAB_DIR, then
 // tests/data/vocab under the executable's directory or its parents, then under the current

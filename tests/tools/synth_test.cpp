@@ -16,6 +16,7 @@
 #include "base/fp16.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "loom/tokenizer.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "model/model.h"
@@ -624,6 +625,70 @@ TEST(SynthTest, ExpertPresetNeedsAnArchitectureWithExperts) {
       EXPECT_EQ(experts, ps->n_expert) << preset << " as " << arch->name;
     }
   }
+}
+
+// gpt-oss presets carry what the real files have for harmony and RoPE: harmony's control
+// tokens (the vocabulary's last ids, parsed as single tokens; <|return|> and <|call|> end a
+// generation, <|end|> only a message) and YaRN as llama.cpp's converter writes gpt-oss's
+// (type yarn, factor 32, original context 4096), read back as YaRN.
+TEST(SynthTest, GptOssPresetsHaveHarmonyTokensAndYarn) {
+  const std::vector<std::string> harmony = {"<|start|>",   "<|end|>",       "<|message|>",
+                                            "<|channel|>", "<|constrain|>", "<|return|>",
+                                            "<|call|>"};
+  for (const char* preset : {"tiny-gpt-oss", "gpt-oss-1b"}) {
+    SCOPED_TRACE(preset);
+    SynthOptions o;
+    o.preset = preset;
+    o.arch = "gpt-oss";
+    auto l = synth_layout(o);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    std::map<std::string, const GgufValue*> m;
+    for (const auto& [k, v] : l->metadata) m[k] = &v;
+    ASSERT_TRUE(m.count("gpt-oss.rope.scaling.type"));
+    EXPECT_EQ(m["gpt-oss.rope.scaling.type"]->to_display_string(), "\"yarn\"");
+    ASSERT_TRUE(m.count("gpt-oss.rope.scaling.factor"));
+    EXPECT_EQ(m["gpt-oss.rope.scaling.factor"]->as_float(), 32.0);
+    ASSERT_TRUE(m.count("gpt-oss.rope.scaling.original_context_length"));
+    EXPECT_EQ(m["gpt-oss.rope.scaling.original_context_length"]->as_int(), 4096);
+    for (const auto& t : l->tensors) EXPECT_NE(t.name, "rope_freqs.weight");
+    const std::vector<std::string>* tokens = m["tokenizer.ggml.tokens"]->as_string_array();
+    ASSERT_NE(tokens, nullptr);
+    ASSERT_GE(tokens->size(), harmony.size());
+    EXPECT_EQ(std::vector<std::string>(tokens->end() - harmony.size(), tokens->end()), harmony);
+  }
+  SynthOptions o;
+  o.preset = "tiny-gpt-oss";
+  o.arch = "gpt-oss";
+  auto bytes = synth_model_bytes(o);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  auto f = GgufFile::parse_bytes(*bytes);
+  ASSERT_TRUE(f.is_ok());
+  auto c = config_from_gguf(*f);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kYarn);
+  EXPECT_EQ(c->rope_scaling.factor, 32.0f);
+  EXPECT_EQ(c->rope_scaling.original_context, 4096);
+  auto tok = Tokenizer::from_gguf(*f);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  std::vector<int32_t> ids;
+  for (const std::string& t : harmony) {
+    auto id = (*tok)->find_token(t);
+    ASSERT_TRUE(id) << t;
+    EXPECT_TRUE((*tok)->is_control(*id)) << t;
+    ids.push_back(*id);
+  }
+  // <|start|>assistant<|channel|>final<|message|>Hi<|return|>: the markers as single tokens.
+  const std::vector<int32_t> enc =
+      (*tok)->encode("<|start|>assistant<|channel|>final<|message|>Hi<|return|>", false, true);
+  ASSERT_GE(enc.size(), 5u);
+  EXPECT_EQ(enc.front(), ids[0]);
+  EXPECT_EQ(enc.back(), ids[5]);
+  EXPECT_EQ(std::count(enc.begin(), enc.end(), ids[3]), 1);
+  EXPECT_EQ(std::count(enc.begin(), enc.end(), ids[2]), 1);
+  EXPECT_EQ((*tok)->decode(enc), "<|start|>assistant<|channel|>final<|message|>Hi<|return|>");
+  EXPECT_TRUE((*tok)->is_eog(ids[5]));   // <|return|>
+  EXPECT_TRUE((*tok)->is_eog(ids[6]));   // <|call|>
+  EXPECT_FALSE((*tok)->is_eog(ids[1]));  // <|end|>: a message ends, the turn goes on
 }
 
 // Qwen3.5's rope.dimension_sections fit the preset's rotary dims as llama.cpp needs them
