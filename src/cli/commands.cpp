@@ -55,13 +55,18 @@ int run_main(int argc, char** argv) {
     print_usage();
     return 1;
   }
-  // -hf / -hfr (llama.cpp's spelling) → --hf-repo: CLI11 reads a single dash as one letter.
+  // llama.cpp's multi-letter single-dash names, -hf / -hfr → --hf-repo and -md → --model-draft:
+  // CLI11 reads a single dash as one letter (-md would be -m d).
   std::vector<std::string> args(argv + 1, argv + argc);
   for (std::string& a : args) {
-    if (a == "-hf" || a == "-hfr")
-      a = "--hf-repo";
-    else if (a.rfind("-hf=", 0) == 0 || a.rfind("-hfr=", 0) == 0)
-      a = "--hf-repo" + a.substr(a.find('='));
+    for (const auto& [from, to] : {std::pair{"-hf", "--hf-repo"}, std::pair{"-hfr", "--hf-repo"},
+                                   std::pair{"-md", "--model-draft"}}) {
+      const std::string prefix = std::string(from) + "=";
+      if (a == from)
+        a = to;
+      else if (a.rfind(prefix, 0) == 0)
+        a = to + a.substr(prefix.size() - 1);
+    }
   }
   std::vector<char*> args_c;
   for (std::string& a : args) args_c.push_back(a.data());

@@ -14,6 +14,9 @@
 namespace loom {
 namespace {
 
+// Request::accept_rng's streams: sequence i's is this plus i, apart from every rng stream.
+constexpr uint64_t kAcceptanceStreams = uint64_t{1} << 63;
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -117,7 +120,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
   if (!c.commit_kv_in_background && e->proposer_) e->proposer_->wait_committed();
   e->scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.shared_prefill_tokens,
-                      kPromptLogprobsTokensPerStep},
+                      kPromptLogprobsTokensPerStep, c.speculative.draft_min},
       *e->kv_manager_);
 
   // End of generation: the tokenizer's set (eos, eot/eom, <end_of_turn>, <|end|>, ...; see
@@ -235,6 +238,7 @@ Status EngineCore::add_request(GenerateRequest req) {
   r->cache_salt = req.cache_salt;
   r->arrival_order = next_arrival_++;
   r->rng = Rng::for_request(g->params.seed, 0);
+  r->accept_rng = Rng::for_request(g->params.seed, kAcceptanceStreams);
   if (g->params.has_penalties()) r->penalties.add_prompt(r->tokens);
   if (g->params.grammar)
     r->matcher = std::make_unique<structured::GrammarMatcher>(g->params.grammar);
@@ -419,6 +423,7 @@ void EngineCore::fork_samples(Request& parent) {
     c->ever_scheduled = true;
     c->num_cached_tokens = parent.num_cached_tokens;
     c->rng = Rng::for_request(g.params.seed, static_cast<uint64_t>(i));
+    c->accept_rng = Rng::for_request(g.params.seed, kAcceptanceStreams + static_cast<uint64_t>(i));
     if (g.params.has_penalties()) c->penalties.add_prompt(c->tokens);
     if (g.params.grammar)
       c->matcher = std::make_unique<structured::GrammarMatcher>(g.params.grammar);
@@ -551,6 +556,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     if (sample_drafts_[i] > 0) {
       // The proposals' K/V up to the last kept one stay; the rest is rolled back.
       r.draft.clear();
+      r.draft_probs.clear();
       if (!r.finished()) {
         r.num_computed_tokens += kept;
         kv_manager_->truncate(r.seq_id, r.num_computed_tokens);
@@ -591,6 +597,37 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
   return outputs;
 }
 
+Status EngineCore::sample_row(Request& r, std::span<const float> row, int32_t j,
+                              std::span<const int32_t> suppressed, std::span<const uint32_t> mask,
+                              SampleOutput* out, bool* kept) {
+  const SamplingParams& params = r.group->params;
+  const PenaltyState* penalties = params.has_penalties() ? &r.penalties : nullptr;
+  const size_t n_vocab = row.size();
+  *kept = false;
+  if (j < 0 || r.draft_probs.size() < (static_cast<size_t>(j) + 1) * n_vocab) {
+    // A point-mass proposal is kept when the token sampled for its position is that proposal:
+    // the rejection rule itself for q(d) = 1 (spec/rejection.h), the sampled token replacing a
+    // rejected one.
+    LOOM_RETURN_IF_ERROR(sampler_.sample(row, params, penalties, suppressed, r.rng, out, mask));
+    *kept = j >= 0 && out->token == r.draft[j];
+    return Status::ok();
+  }
+  LOOM_RETURN_IF_ERROR(
+      sampler_.distribution(row, params, penalties, suppressed, &target_probs_, mask));
+  const spec::Verdict v = accept_rule_(
+      target_probs_, std::span<const float>(r.draft_probs).subspan(j * n_vocab, n_vocab),
+      r.draft[j], r.accept_rng);
+  if (v.token < 0 || (!v.accepted && !(target_probs_[v.token] > 0.0f)))
+    return internal_error(
+        "the rejection rule replaced a proposal with a token the target "
+        "cannot sample");
+  *kept = v.accepted;
+  out->token = v.token;
+  out->has_logprobs = params.logprobs >= 0;
+  if (out->has_logprobs) sampler_.logprobs(row, v.token, params.logprobs, &out->logprobs);
+  return Status::ok();
+}
+
 int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int32_t num_draft) {
   RequestGroup& g = *r.group;
   const int32_t n_vocab = model_->config().n_vocab;
@@ -610,8 +647,8 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     }
     min_tokens_suppressed_ids(g.params, eog_ids_, r.num_output_tokens(), &suppressed_);
     SampleOutput sample;
-    Status ss = sampler_.sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr,
-                                suppressed_, r.rng, &sample, mask);
+    bool draft_kept = false;
+    Status ss = sample_row(r, row, j < num_draft ? j : -1, suppressed_, mask, &sample, &draft_kept);
     if (!ss.is_ok()) {
       LOOM_LOG_WARN("request %s: sampling failed: %s", g.id.c_str(), ss.message().c_str());
       abort(g.id);
@@ -621,11 +658,8 @@ int32_t EngineCore::sample_rows(Request& r, size_t entry, int32_t first_row, int
     // Fork before accepting: the parent may finish on this token and free its blocks.
     if (r.num_output_tokens() == 0 && r.index == 0 && g.params.n > 1 && !g.forked) fork_samples(r);
     accept_token(r, sample);
-    // A proposal is kept when the token sampled for its position is that proposal: for a
-    // point-mass proposal this is the rejection rule itself (spec/rejection.h), and the
-    // sampled token replaces a rejected one.
     last_kept = false;
-    if (j == num_draft || sample.token != r.draft[j]) break;
+    if (j == num_draft || !draft_kept) break;
     ++kept;
     last_kept = true;
   }

@@ -24,6 +24,7 @@
 #include "sampling/sampler.h"
 #include "spec/draft_model.h"
 #include "spec/proposer.h"
+#include "spec/rejection.h"
 
 namespace loom {
 
@@ -83,6 +84,13 @@ class EngineCore {
   std::string check_kv_drained() const;
   // For tests: the step-time model proposals are weighed with (StepCostModel::hold fixes it).
   StepCostModel& step_cost() { return step_cost_; }
+  // For tests: the rule a sampling draft's proposals are verified with (a broken one shows
+  // that a statistical test of the outputs can fail), applied to seeded requests too, which
+  // otherwise verify point masses (a test needs seeds to be deterministic).
+  void set_acceptance_rule(spec::AcceptanceRule rule) {
+    accept_rule_ = rule;
+    rule_for_seeded_ = true;
+  }
 
  private:
   EngineCore() = default;
@@ -112,6 +120,13 @@ class EngineCore {
   // finished request's own RNG; nothing is emitted) and returns how many proposals in all its
   // acceptance keeps, for the metrics.
   int32_t judge_rest(Request& r, size_t entry, int32_t first_row, int32_t num_draft, int32_t kept);
+  // Samples `row` for r's next token into *out; at a proposal's row (j < r.draft.size()) also
+  // says whether the proposal is kept (*kept): the token sampled is it, for a point mass; the
+  // rejection rule with the draft's distribution, for a sampling draft (the token is then the
+  // proposal or its replacement).
+  Status sample_row(Request& r, std::span<const float> row, int32_t j,
+                    std::span<const int32_t> suppressed, std::span<const uint32_t> mask,
+                    SampleOutput* out, bool* kept);
   void build_batch(const SchedulerOutput& so);
   // engine_pooling.cpp: a pooling sequence's rows of this step (hidden states it pools, its
   // last row's logits when it scores with them), and after the forward pass, what they gave;
@@ -163,6 +178,9 @@ class EngineCore {
   bool defer_frees_ = false;
   std::vector<int64_t> deferred_frees_;
   Sampler sampler_;
+  std::vector<float> target_probs_;  // a verify row's p, against a sampling draft's q
+  spec::AcceptanceRule accept_rule_ = spec::verify_draft_token;
+  bool rule_for_seeded_ = false;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted
 
   std::unordered_map<std::string, std::unique_ptr<RequestGroup>> groups_;

@@ -67,6 +67,16 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
     draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), r.seq_id,
                            &r.draft_computed, &r.draft, &r.hidden_proposal});
+    r.draft_probs.clear();
+    // A seeded request's proposals stay point masses: its tokens are then plain decoding's
+    // whatever was proposed (spec/rejection.h), and so reproducible for its seed.
+    const SamplingParams& params = r.group->params;
+    if (proposer_->samples() && !params.is_greedy() &&
+        (!params.seed.has_value() || rule_for_seeded_)) {
+      draft_seqs_.back().sampling = &r.group->params;
+      draft_seqs_.back().rng = &r.rng;
+      draft_seqs_.back().draft_probs = &r.draft_probs;
+    }
   }
   return proposer_->fill(draft_seqs_);
 }
@@ -127,12 +137,8 @@ int32_t EngineCore::judge_rest(Request& r, size_t entry, int32_t first_row, int3
     std::span<const float> row(logits_.data() + static_cast<size_t>(first_row + j) * n_vocab,
                                n_vocab);
     SampleOutput sample;
-    if (!sampler_
-             .sample(row, g.params, g.params.has_penalties() ? &r.penalties : nullptr, {}, r.rng,
-                     &sample, {})
-             .is_ok() ||
-        sample.token != r.draft[j])
-      return j;
+    bool draft_kept = false;
+    if (!sample_row(r, row, j, {}, {}, &sample, &draft_kept).is_ok() || !draft_kept) return j;
     // The next row was computed after this token: penalties see it as emitted.
     if (g.params.has_penalties()) r.penalties.add_output(sample.token);
   }

@@ -46,6 +46,9 @@ struct Request {
   // Speculative decoding: tokens proposed to follow `tokens`, verified in this step (empty
   // when none). They are not part of `tokens` until accepted.
   std::vector<int32_t> draft;
+  // The distributions a sampling draft drew them from (Proposer::samples(): one row of n_vocab
+  // per proposal, for the rejection rule); empty for point-mass proposals.
+  std::vector<float> draft_probs;
   // Back-off: proposals kept per verify, averaged over the last few (exponentially; the first
   // verify sets it, -1 before); when it falls below what the proposals' rows cost in the step
   // (engine/step_cost.h), the request skips proposals for spec_backoff steps (doubling, up to
@@ -61,6 +64,9 @@ struct Request {
   spec::HiddenProposal hidden_proposal;
 
   Rng rng;
+  // The rejection rule's draws for a sampling draft's proposals (spec/rejection.h): a stream
+  // of its own, so that rng gives each position one draw, as in plain decoding.
+  Rng accept_rng;
   PenaltyState penalties;  // only fed when the params have penalties
   // Where the output is in params.grammar (null when unconstrained). Survives preemption:
   // recomputing K/V does not change the accepted tokens.

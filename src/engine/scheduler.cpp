@@ -75,8 +75,9 @@ bool Scheduler::allocate(Request* r, int32_t num_new, SchedulerOutput& out, int3
 
 int32_t Scheduler::allocate_draft(Request* r, int32_t budget) {
   const int32_t k = std::min(static_cast<int32_t>(r->draft.size()), budget - 1);
-  if (k > 0 && kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, 1, r->cache_salt,
-                                  nullptr, k))
+  if (k > 0 && k >= config_.draft_min &&
+      kv_.allocate_slots(r->seq_id, r->tokens, r->num_computed_tokens, 1, r->cache_salt, nullptr,
+                         k))
     return k;
   r->draft.clear();
   return 0;

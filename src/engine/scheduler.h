@@ -31,6 +31,9 @@ struct SchedulerConfig {
   // logits rows (a vocabulary each) stay within this many plus the sampled rows, what the
   // memory plan counts.
   int32_t prompt_logits_tokens = 0;
+  // Speculative verifies: a draft the token budget would cut below this many proposals is not
+  // verified (the sequence decodes one token); llama-server's --draft-min.
+  int32_t draft_min = 0;
 };
 
 struct ScheduledSeq {

@@ -146,12 +146,10 @@ int32_t last_positive(int32_t n, WeightAt weight_at) {
 
 }  // namespace
 
-int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
-  const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
-
+Sampler::Weights Sampler::random_weights(const float* x, int32_t n, const SamplingParams& params) {
   const float max_v = row_max(x, n);
-  if (!(max_v > kNegInf)) return -1;
-  if (std::isinf(max_v)) return argmax_logits(x, n);  // +inf outweighs everything
+  if (!(max_v > kNegInf)) return {Weights::kNone};
+  if (std::isinf(max_v)) return {Weights::kArgmax};  // +inf outweighs everything
 
   const float inv_t = 1.0f / params.temperature;
   // The most likely token has weight exp(0) = 1, so min_p's threshold min_p × p_max is min_p
@@ -172,12 +170,9 @@ int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& 
       for (const Candidate& c : cand_) total += c.weight;
       m = select_top_p(cand_.data(), m, static_cast<double>(params.top_p) * total);
     }
-    auto weight_at = [this](int32_t i) { return cand_[i].weight; };
     double total = 0.0;
     for (int32_t i = 0; i < m; ++i) total += cand_[i].weight;
-    int32_t i = inverse_cdf(m, u01 * total, weight_at);
-    if (i < 0) i = last_positive(m, weight_at);
-    return i < 0 ? -1 : cand_[i].id;
+    return {Weights::kListed, m, total};
   }
 
   // Whole vocabulary: vectorized weights (min_p folded in as zeros), no candidate list unless
@@ -188,21 +183,50 @@ int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& 
   if (params.top_p < 1.0f) {
     const int32_t m = top_p_from_row(x, w, n, max_v, inv_t,
                                      static_cast<double>(params.top_p) * total, &cand_, &top_p_);
-    auto weight_at = [this](int32_t i) { return cand_[i].weight; };
     double kept = 0.0;
     for (int32_t i = 0; i < m; ++i) kept += cand_[i].weight;
-    int32_t i = inverse_cdf(m, u01 * kept, weight_at);
-    if (i < 0) i = last_positive(m, weight_at);
-    return i < 0 ? -1 : cand_[i].id;
+    return {Weights::kListed, m, kept};
   }
-  auto weight_at = [w](int32_t i) { return w[i]; };
-  int32_t i = inverse_cdf(n, u01 * total, weight_at);
-  return i < 0 ? last_positive(n, weight_at) : i;
+  return {Weights::kRow, n, total};
+}
+
+int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
+  const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
+  const Weights ws = random_weights(x, n, params);
+  switch (ws.kind) {
+    case Weights::kNone:
+      return -1;
+    case Weights::kArgmax:
+      return argmax_logits(x, n);
+    case Weights::kListed: {
+      auto weight_at = [this](int32_t i) { return cand_[i].weight; };
+      int32_t i = inverse_cdf(ws.m, u01 * ws.total, weight_at);
+      if (i < 0) i = last_positive(ws.m, weight_at);
+      return i < 0 ? -1 : cand_[i].id;
+    }
+    case Weights::kRow: {
+      auto weight_at = [w = scratch_f_.data()](int32_t i) { return w[i]; };
+      const int32_t i = inverse_cdf(n, u01 * ws.total, weight_at);
+      return i < 0 ? last_positive(n, weight_at) : i;
+    }
+  }
+  return -1;
 }
 
 Status Sampler::sample(std::span<const float> logits, const SamplingParams& params,
                        const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                        SampleOutput* out, std::span<const uint32_t> bitmask) {
+  int32_t token = -1;
+  LOOM_RETURN_IF_ERROR(draw(logits, params, penalties, suppressed, rng, &token, bitmask));
+  out->token = token;
+  out->has_logprobs = params.logprobs >= 0;
+  if (out->has_logprobs) logprobs(logits, token, params.logprobs, &out->logprobs);
+  return Status::ok();
+}
+
+Status Sampler::draw(std::span<const float> logits, const SamplingParams& params,
+                     const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
+                     int32_t* token_out, std::span<const uint32_t> bitmask) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
 
@@ -220,10 +244,43 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
     return invalid_argument(
         "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
         "grammar's mask, min_tokens and logit_bias were applied");
-  out->token = token;
-  out->has_logprobs = params.logprobs >= 0;
-  if (out->has_logprobs) logprobs(logits, token, params.logprobs, &out->logprobs);
+  *token_out = token;
   return Status::ok();
+}
+
+Status Sampler::distribution(std::span<const float> logits, const SamplingParams& params,
+                             const PenaltyState* penalties, std::span<const int32_t> suppressed,
+                             std::vector<float>* probs, std::span<const uint32_t> bitmask) {
+  const int32_t n = static_cast<int32_t>(logits.size());
+  if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
+  const float* x = logits.data();
+  ensure_scratch(logits.size());
+  if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
+      (penalties != nullptr && params.has_penalties()) || !bitmask.empty()) {
+    LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
+    x = work_.data();
+  }
+  probs->assign(logits.size(), 0.0f);
+  const Weights ws = params.is_greedy() ? Weights{Weights::kArgmax} : random_weights(x, n, params);
+  switch (ws.kind) {
+    case Weights::kNone:
+      break;
+    case Weights::kArgmax:
+      if (const int32_t t = argmax_logits(x, n); t >= 0) (*probs)[t] = 1.0f;
+      return Status::ok();
+    case Weights::kListed:
+      if (!(ws.total > 0)) break;
+      for (int32_t i = 0; i < ws.m; ++i)
+        (*probs)[cand_[i].id] = static_cast<float>(cand_[i].weight / ws.total);
+      return Status::ok();
+    case Weights::kRow:
+      if (!(ws.total > 0)) break;
+      for (int32_t i = 0; i < n; ++i) (*probs)[i] = static_cast<float>(scratch_f_[i] / ws.total);
+      return Status::ok();
+  }
+  return invalid_argument(
+      "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
+      "grammar's mask, min_tokens and logit_bias were applied");
 }
 
 Result<std::span<const float>> Sampler::process(std::span<const float> logits,

@@ -71,6 +71,11 @@ class Sampler {
                 const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                 SampleOutput* out, std::span<const uint32_t> bitmask = {});
 
+  // sample() without the logprobs: the token alone.
+  Status draw(std::span<const float> logits, const SamplingParams& params,
+              const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
+              int32_t* token, std::span<const uint32_t> bitmask = {});
+
   // Steps 2-5 only: the logits the distribution is built from, before temperature and the
   // top-k / top-p / min-p cuts (a rejection test's p needs those too: spec/rejection.h), e.g.
   // for debugging. The view stays valid until the next call on this Sampler. Same errors as
@@ -80,6 +85,14 @@ class Sampler {
                                          const PenaltyState* penalties,
                                          std::span<const int32_t> suppressed,
                                          std::span<const uint32_t> bitmask = {});
+
+  // The distribution sample() draws from (steps 2-6) as probabilities over the vocabulary in
+  // *probs (resized to it; the tokens temperature, min_p, top_k and top_p leave out get 0);
+  // greedy: all of it on the argmax. A speculative verify's target distribution p and a
+  // sampling draft's q (spec/rejection.h). Same errors as sample().
+  Status distribution(std::span<const float> logits, const SamplingParams& params,
+                      const PenaltyState* penalties, std::span<const int32_t> suppressed,
+                      std::vector<float>* probs, std::span<const uint32_t> bitmask = {});
 
   // Raw logprobs of `token` and the `num_top` most likely tokens (clamped to the vocabulary)
   // of one logits row: the prompt_logprobs path and step 1 above.
@@ -93,6 +106,15 @@ class Sampler {
   Status apply_processors(std::span<const float> logits, const SamplingParams& params,
                           const PenaltyState* penalties, std::span<const int32_t> suppressed,
                           std::span<const uint32_t> bitmask);
+  // Step 6's random branch up to its draw: the tokens it may draw and their weights, either
+  // the first m entries of cand_ (a top-k or top-p cut) or all n with scratch_f_'s weights;
+  // total: their sum. kArgmax: a +inf logit wins outright; kNone: nothing is sampleable.
+  struct Weights {
+    enum Kind { kNone, kArgmax, kListed, kRow } kind;
+    int32_t m = 0;
+    double total = 0.0;
+  };
+  Weights random_weights(const float* x, int32_t n, const SamplingParams& params);
   // Step 6, random branch. Returns the token, or -1 if nothing is sampleable.
   int32_t sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng);
 

@@ -132,12 +132,31 @@ void DraftModelProposer::release(int64_t seq_id) {
   slot_of_.erase(it);
 }
 
+int32_t DraftModelProposer::propose(DraftSeq& s, int32_t j, const float* row) {
+  // A padded draft vocabulary's last rows are no tokens of the target: never proposed (the
+  // target's verify could not even embed them).
+  const int32_t n_propose = std::min(model_->config().n_vocab, target_vocab_);
+  const int32_t best = argmax(row, n_propose);
+  if (!s.sampling) return best;
+  float* q = s.draft_probs->data() + static_cast<size_t>(j) * target_vocab_;
+  // The request's parameters over the draft's logits, drawn as the target's sampler draws (so
+  // the target as its own draft proposes what plain decoding samples); where they cannot apply
+  // (an allowed or biased id past a smaller draft vocabulary) the proposal is the best token
+  // and q its point mass: the rule keeps the target's distribution whatever q is.
+  const std::span<const float> logits(row, static_cast<size_t>(n_propose));
+  int32_t token = -1;
+  if (!sampler_.distribution(logits, *s.sampling, nullptr, {}, &q_).is_ok() ||
+      !sampler_.draw(logits, *s.sampling, nullptr, {}, *s.rng, &token).is_ok()) {
+    q[best] = 1.0f;
+    return best;
+  }
+  std::copy(q_.begin(), q_.end(), q);
+  return token;
+}
+
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   if (seqs.empty()) return Status::ok();
   const int32_t n_vocab = model_->config().n_vocab;
-  // A padded draft vocabulary's last rows are no tokens of the target: never proposed (the
-  // target's verify could not even embed them).
-  const int32_t n_propose = std::min(n_vocab, target_vocab_);
   const bool recurrent = rollback_ > 0;
   std::vector<int32_t>& slots = slots_;
   slots.assign(seqs.size(), -1);
@@ -178,7 +197,8 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     DraftSeq& s = seqs[i];
     *s.draft_computed = static_cast<int32_t>(s.tokens.size());
-    (*s.draft)[0] = argmax(logits_.data() + i * n_vocab, n_propose);
+    if (s.sampling) s.draft_probs->assign(s.draft->size() * static_cast<size_t>(target_vocab_), 0);
+    (*s.draft)[0] = propose(s, 0, logits_.data() + i * n_vocab);
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }
   // Steps 2..k: one token per sequence that still proposes, at the positions after the last
@@ -200,7 +220,7 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
     }
     LOOM_RETURN_IF_ERROR(run(logits_));
     for (size_t r = 0; r < live.size(); ++r)
-      (*seqs[live[r]].draft)[j] = argmax(logits_.data() + r * n_vocab, n_propose);
+      (*seqs[live[r]].draft)[j] = propose(seqs[live[r]], j, logits_.data() + r * n_vocab);
   }
   return Status::ok();
 }

@@ -1,5 +1,8 @@
 // Draft-model proposals: a smaller model with the target's vocabulary proposes k tokens per
-// decoding sequence by k greedy steps of its own, which the target then verifies in one step.
+// decoding sequence by k steps of its own, which the target then verifies in one step: its best
+// token for a greedy or seeded request, and for a sampling one without a seed a token drawn from
+// its distribution under the request's parameters, which it hands the verify's rejection rule
+// (spec/rejection.h).
 //
 // Its K/V live in the target's blocks: a KvCache of the draft's layers with as many blocks as
 // the target's full-attention group, addressed through the target's block tables. The block
@@ -31,6 +34,7 @@
 #include "loom/tokenizer.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "spec/proposer.h"
 
 namespace loom::spec {
@@ -75,8 +79,9 @@ class DraftModelProposer : public Proposer {
   void plan(std::span<const int32_t>, int32_t k, std::vector<int32_t>& draft) override {
     draft.assign(k, 0);
   }
-  // Fills every sequence's draft with the draft model's greedy continuation.
+  // Fills every sequence's draft with the draft model's continuation (DraftSeq::sampling).
   Status fill(std::span<DraftSeq> seqs) override;
+  bool samples() const override { return true; }
   bool reserve(int64_t seq_id) override;
   void release(int64_t seq_id) override;
 
@@ -93,6 +98,9 @@ class DraftModelProposer : public Proposer {
                                                           int32_t block_size, Dtype kv_dtype,
                                                           int32_t max_seqs, int32_t k);
   Status run(std::vector<float>& logits);
+  // Proposal j of s from its logits row: the best token, or one drawn from the row's
+  // distribution under s.sampling (which it records in s.draft_probs).
+  int32_t propose(DraftSeq& s, int32_t j, const float* row);
   // A draft with recurrent layers: the state slot of seq_id (reserve() took it) and the
   // position its draft may resume from, `from` or 0 when its state cannot go back there.
   int32_t state_slot(int64_t seq_id, int32_t& from);
@@ -109,6 +117,8 @@ class DraftModelProposer : public Proposer {
   std::vector<int32_t> slots_;                    // fill()'s sequences' slots
   Batch batch_;
   std::vector<float> logits_;
+  Sampler sampler_;       // a sampling request's draft distributions
+  std::vector<float> q_;  // one of them
   double seconds_ = 0;
 };
 

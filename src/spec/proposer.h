@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sampling/rng.h"
+#include "sampling/sampling_params.h"
 
 namespace loom::spec {
 
@@ -37,6 +39,16 @@ struct DraftSeq {
   int32_t* draft_computed;          // tokens whose K/V the proposer has written; updated
   std::vector<int32_t>* draft;      // as plan() left it, cut to the slots granted
   const HiddenProposal* hidden_proposal = nullptr;  // observe()'s, for hidden-state proposers
+  // A request that samples without a seed, for a proposer that samples its proposals
+  // (Proposer::samples()):
+  // each proposal is drawn from the proposer's own distribution q under the request's
+  // temperature, top-k, top-p, min-p, allowed ids and logit_bias, with the request's generator
+  // (one draw each, as the target's sampler draws), and q goes in draft_probs (row j: proposal
+  // j's, the target's n_vocab floats) for the verify's rejection rule (spec/rejection.h).
+  // Null: proposals are point masses.
+  const SamplingParams* sampling = nullptr;
+  Rng* rng = nullptr;
+  std::vector<float>* draft_probs = nullptr;
 };
 
 // A sequence's rows of the target step just run, as observe() sees them.
@@ -56,6 +68,10 @@ class Proposer {
   // Appends up to k proposed tokens (or k placeholders that fill() replaces) to `draft`.
   virtual void plan(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& draft) = 0;
   virtual Status fill(std::span<DraftSeq> seqs) { return Status::ok(); }
+  // Whether fill() samples a sampling request's proposals from a distribution of its own
+  // (DraftSeq::sampling); otherwise every proposal is a point mass (its best guess), and the
+  // verify keeps it when the target samples it.
+  virtual bool samples() const { return false; }
   // Hidden-state proposers: the engine then asks its forward pass for every row's hidden state
   // before the final norm and calls observe() after each step (before the next plan()).
   virtual bool needs_hidden() const { return false; }

@@ -137,7 +137,8 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
     return invalid_argument(
         "--speculative-config: \"num_speculative_tokens\" (tokens proposed per step, 1 to " +
         std::to_string(kMaxSpeculativeTokens) + ") is required");
-  LOOM_RETURN_IF_ERROR(finalize_speculative_config(c));
+  if (Status s = finalize_speculative_config(c); !s.is_ok())
+    return Status(s.code(), "--speculative-config: " + s.message());
   return c;
 }
 
@@ -168,6 +169,17 @@ Status finalize_speculative_config(SpeculativeConfig& c, int32_t n_mtp_layers) {
                             " is over the tokens proposed per step (" +
                             std::to_string(c.num_speculative_tokens) + ")");
   if (c.method != Method::kNgram) return Status::ok();
+  // An error names the values given, not the defaults filled in for the other.
+  for (const auto& [name, v] : {std::pair{"prompt_lookup_min", c.prompt_lookup_min},
+                                std::pair{"prompt_lookup_max", c.prompt_lookup_max}})
+    if (v < 0 || v > kMaxLookup)
+      return invalid_argument(std::string(name) + " must be in [1, " + std::to_string(kMaxLookup) +
+                              "], got " + std::to_string(v));
+  if (c.prompt_lookup_min > 0 && c.prompt_lookup_max > 0 &&
+      c.prompt_lookup_min > c.prompt_lookup_max)
+    return invalid_argument("prompt_lookup_min (" + std::to_string(c.prompt_lookup_min) +
+                            ") must not be over prompt_lookup_max (" +
+                            std::to_string(c.prompt_lookup_max) + ")");
   if (c.prompt_lookup_min == 0 && c.prompt_lookup_max == 0)
     c.prompt_lookup_min = c.prompt_lookup_max = 5;
   else if (c.prompt_lookup_min == 0)

@@ -26,11 +26,12 @@ struct SpeculativeFlags {
                        "the model's own MTP layers ('{\"method\": \"mtp\", "
                        "\"num_speculative_tokens\": 2}'; its default: one per MTP layer) "
                        "(optional \"disable_by_batch_size\")");
-    app.add_option("--draft-max,--draft", draft_max,
+    app.add_option("--draft-max,--draft,--draft-n", draft_max,
                    "tokens proposed per step (llama-server's name; alone it enables n-gram "
                    "lookup)")
         ->check(CLI::Range(1, 1 << 20));
-    app.add_option("--draft-min", draft_min, "proposals shorter than this are not verified")
+    app.add_option("--draft-min,--draft-n-min", draft_min,
+                   "proposals shorter than this are not verified")
         ->check(CLI::Range(0, 1 << 20));
     model_draft_option_ =
         app.add_option("--model-draft", model_draft,

@@ -174,5 +174,19 @@ TEST(CliSpeculative, ServeRefusesSpeculationForPoolingTasks) {
   }
 }
 
+// llama-server's -md (CLI11 would read it as -m d) names the draft model: greedy output is the
+// plain run's, and the draft ran (the log says so).
+TEST(CliSpeculative, ShortModelDraftFlag) {
+  const std::string base = "run -m synth:tiny -p 'hello world' -n 12 --temp 0 -t 1";
+  CmdResult plain = run_stdout(base);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  CmdResult md = run_stdout(base + " -md synth:tiny --draft-n 3 --draft-n-min 1");
+  ASSERT_EQ(md.code, 0) << run(base + " -md synth:tiny").out;
+  EXPECT_EQ(md.out, plain.out);
+  CmdResult logged = run(base + " -md=synth:tiny");
+  ASSERT_EQ(logged.code, 0) << logged.out;
+  EXPECT_NE(logged.out.find("draft model synth:tiny"), std::string::npos) << logged.out;
+}
+
 }  // namespace
 }  // namespace loom

@@ -14,10 +14,10 @@ namespace {
 class SchedulerTest : public ::testing::Test {
  protected:
   void make(int32_t num_blocks, int32_t budget, int32_t max_seqs = 16, bool caching = true,
-            int32_t shared_prefill = 0, int32_t prompt_logits = 0) {
+            int32_t shared_prefill = 0, int32_t prompt_logits = 0, int32_t draft_min = 0) {
     kv_ = std::make_unique<KvCoordinator>(num_blocks, 4, caching);
     sched_ = std::make_unique<Scheduler>(
-        SchedulerConfig{max_seqs, budget, shared_prefill, prompt_logits}, *kv_);
+        SchedulerConfig{max_seqs, budget, shared_prefill, prompt_logits, draft_min}, *kv_);
   }
   Request* add(int32_t prompt_len, uint32_t seed, int32_t priority = 0) {
     auto r = std::make_unique<Request>();
@@ -110,6 +110,24 @@ TEST_F(SchedulerTest, DecodeTokenIsNotStarvedByEarlierPartialPrompt) {
   EXPECT_EQ(scheduled(o, a.get()), 1);  // first, although b comes earlier in running order
   EXPECT_EQ(scheduled(o, b), 3);
   sched_->remove(a.get());
+}
+
+// A decoding sequence's proposals run after its token, within the token budget: cut to what
+// the budget leaves, and not verified at all when that is below draft_min (--draft-min).
+TEST_F(SchedulerTest, DraftsAreCutToTheBudgetButNotBelowDraftMin) {
+  for (const int32_t draft_min : {0, 4}) {
+    reqs_.clear();
+    make(64, 3, 16, true, 0, 0, draft_min);
+    Request* r = add(3, 5);
+    step();  // the prompt; the request samples a token and decodes next
+    r->draft = {11, 12, 13, 14};
+    auto o = step();
+    ASSERT_EQ(o.seqs.size(), 1u);
+    EXPECT_EQ(o.seqs[0].num_new, 1);
+    // The budget of 3 leaves room for 2 proposals after the decoded token.
+    EXPECT_EQ(o.seqs[0].num_draft, draft_min == 0 ? 2 : 0) << "draft_min " << draft_min;
+    EXPECT_EQ(r->draft.size(), draft_min == 0 ? 2u : 0u);
+  }
 }
 
 TEST_F(SchedulerTest, RespectsMaxNumSeqs) {

@@ -81,6 +81,70 @@ TEST(Sampler, TopK1EqualsGreedyAtAnyTemperature) {
   }
 }
 
+// distribution(): the probabilities sample() draws from, against the reference filtered
+// softmax (exact support, values to float rounding), with processors (logit_bias, allowed ids)
+// applied first, and greedy as all of it on the argmax.
+TEST(Sampler, DistributionIsTheReferenceFilteredSoftmax) {
+  struct Cfg {
+    float t;
+    int32_t k;
+    float top_p;
+    float min_p;
+    int32_t vocab;
+  };
+  const Cfg cfgs[] = {{1.0f, 0, 1.0f, 0.0f, 64},      {0.7f, 10, 1.0f, 0.0f, 64},
+                      {1.3f, 0, 0.8f, 0.0f, 64},      {1.0f, 0, 1.0f, 0.05f, 64},
+                      {0.9f, 20, 0.9f, 0.02f, 64},    {0.8f, 0, 0.6f, 0.0f, 3000},
+                      {0.8f, 500, 0.6f, 0.001f, 3000}};
+  Sampler s;
+  std::vector<float> got;
+  uint64_t seed = 300;
+  for (const Cfg& c : cfgs) {
+    SamplingParams p;
+    p.temperature = c.t;
+    p.top_k = c.k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    ASSERT_TRUE(p.validate(c.vocab).is_ok());
+    auto logits = random_logits(c.vocab, ++seed, 2.0f);
+    ASSERT_TRUE(s.distribution(logits, p, nullptr, {}, &got).is_ok());
+    const auto ref = reference_distribution(logits, p);
+    ASSERT_EQ(got.size(), ref.size());
+    double sum = 0;
+    int support = 0;
+    for (int32_t t = 0; t < c.vocab; ++t) {
+      EXPECT_EQ(got[t] > 0, ref[t] > 0) << "token " << t << " seed " << seed;
+      EXPECT_NEAR(got[t], ref[t], 1e-6 + 1e-5 * ref[t]) << "token " << t << " seed " << seed;
+      sum += got[t];
+      support += got[t] > 0;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_GT(support, 1);
+    // With a bias on one token and the rest of the vocabulary but 3 ids disallowed: the
+    // reference over the processed logits.
+    p.logit_bias = {{5, 2.5f}};
+    p.allowed_token_ids = {5, 9, 17, 40};
+    ASSERT_TRUE(s.distribution(logits, p, nullptr, {}, &got).is_ok());
+    std::vector<float> processed(4);
+    for (int i = 0; i < 4; ++i)
+      processed[i] = logits[p.allowed_token_ids[i]] + (i == 0 ? 2.5f : 0.0f);
+    SamplingParams plain = p;
+    plain.logit_bias.clear();
+    plain.allowed_token_ids.clear();
+    plain.top_k = std::min(plain.top_k, 4);
+    const auto ref4 = reference_distribution(processed, plain);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(got[p.allowed_token_ids[i]], ref4[i], 1e-6) << "allowed id " << i;
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  auto logits = random_logits(100, 9);
+  ASSERT_TRUE(s.distribution(logits, greedy, nullptr, {}, &got).is_ok());
+  for (int32_t t = 0; t < 100; ++t) EXPECT_EQ(got[t], t == first_max(logits) ? 1.0f : 0.0f);
+  std::vector<float> dead(10, kNegInf);
+  EXPECT_FALSE(s.distribution(dead, SamplingParams(), nullptr, {}, &got).is_ok());
+}
+
 // Empirical frequencies over 20k draws against the reference filtered softmax.
 void check_distribution(const SamplingParams& p, int32_t vocab, uint64_t seed, float scale) {
   auto logits = random_logits(vocab, seed, scale);

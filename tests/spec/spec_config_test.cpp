@@ -141,7 +141,12 @@ TEST(SpecConfig, ErrorsNameWhatIsWrong) {
       {R"({"method": "ngram", "num_speculative_tokens": 99})", "num_speculative_tokens"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
            "prompt_lookup_max": 2})",
-       "prompt_lookup_min"},
+       "--speculative-config: prompt_lookup_min (4) must not be over prompt_lookup_max (2)"},
+      // The value given is named, not the default filled in for the other bound.
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 100})",
+       "--speculative-config: prompt_lookup_max must be in [1, 64], got 100"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 65})",
+       "--speculative-config: prompt_lookup_min must be in [1, 64], got 65"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": -1})",
        "out of range"},
       // Written as 0, a lookup bound is not "unset" (vLLM: must be > 0).

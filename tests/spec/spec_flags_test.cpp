@@ -43,6 +43,19 @@ void expect_error(const std::vector<std::string>& args, const std::string& needl
       << line << "-> " << r.status.message();
 }
 
+// llama-server's other spellings: --draft / --draft-n for --draft-max, --draft-n-min for
+// --draft-min (-md for --model-draft is rewritten before parsing: CliMain tests).
+TEST(SpecFlags, LlamaServerAliases) {
+  for (const char* max_name : {"--draft-max", "--draft", "--draft-n"})
+    for (const char* min_name : {"--draft-min", "--draft-n-min"}) {
+      Applied r = parse_and_apply({max_name, "3", min_name, "2"});
+      ASSERT_TRUE(r.status.is_ok()) << max_name << " " << min_name << ": " << r.status.message();
+      EXPECT_EQ(r.config.method, SpeculativeConfig::Method::kNgram);
+      EXPECT_EQ(r.config.num_speculative_tokens, 3);
+      EXPECT_EQ(r.config.draft_min, 2);
+    }
+}
+
 TEST(SpecFlags, ErrorsNameTheFlagTyped) {
   expect_error({"--draft-max", "40"},
                "--draft-max 40: tokens proposed per step must be in [1, 32]");
