@@ -52,7 +52,7 @@ Result<OfflineResult> run_offline(Engine& engine, const OfflineOptions& o) {
     r.params.temperature = o.temperature;
     r.params.max_tokens = o.output_len;
     r.params.ignore_eos = true;
-    r.params.seed = o.seed + i;
+    if (o.seed_requests) r.params.seed = o.seed + i;
   }
   if (o.workload == "self-repeat") {
     // Untimed: each prompt's greedy continuation, then the timed prompt P + C + P.
@@ -221,6 +221,11 @@ int offline_main(int argc, char** argv) {
   app.add_option("--output-len", o.output_len, "generated tokens per request")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed for prompts and sampling")->capture_default_str();
+  app.add_flag_callback(
+      "--unseeded", [&o] { o.seed_requests = false; },
+      "requests carry no seed (vLLM's benchmark: sampling differs run to run; a draft model's "
+      "proposals are then verified against its own distribution, a seeded request's as point "
+      "masses)");
   app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();

@@ -17,6 +17,10 @@ struct OfflineOptions {
   int32_t output_len = 128;
   uint64_t seed = 0;
   float temperature = 1.0f;  // vLLM's benchmark samples at 1
+  // Request i samples with seed + i (reproducible runs). false (--unseeded): no seed, as vLLM's
+  // benchmark sends them; a draft model's proposals for them are then verified against the
+  // draft's own distribution, where seeded ones verify point masses (spec/rejection.h).
+  bool seed_requests = true;
   // "random": random prompts. "self-repeat": each random prompt P is first continued greedily
   // (untimed) to C; the timed request is P + C + P, greedy, so that its output can repeat a
   // span of its input, which is what n-gram speculation looks up (the model's own text, not

@@ -188,5 +188,33 @@ TEST(CliSpeculative, ShortModelDraftFlag) {
   EXPECT_NE(logged.out.find("draft model synth:tiny"), std::string::npos) << logged.out;
 }
 
+// bench offline at temperature 1 with the target as its own draft: seeded requests (the
+// default) verify point masses and keep few proposals; --unseeded ones verify the draft's
+// own distribution (q = p here) and keep every proposal.
+TEST(CliSpeculative, BenchOfflineUnseededVerifiesTheDraftsDistribution) {
+  const std::string base =
+      "bench offline -m synth:tiny --model-draft synth:tiny --num-prompts 4 --input-len 8 "
+      "--output-len 32 -t 1 --output-json /dev/stdout";
+  auto acceptance = [&](const std::string& extra) {
+    CmdResult r = run_stdout(base + extra);
+    EXPECT_EQ(r.code, 0) << r.out;
+    // The JSON document (pretty-printed: it ends at the first closing brace on a line of its
+    // own), then the text report.
+    const size_t at = r.out.find('{'), end = r.out.find("\n}", at);
+    if (at == std::string::npos || end == std::string::npos) return -1.0;
+    const auto j = nlohmann::json::parse(r.out.substr(at, end + 2 - at), nullptr, false);
+    if (j.is_discarded() || !j.contains("spec_acceptance_rate") ||
+        !j["spec_acceptance_rate"].is_number())
+      return -1.0;
+    return j["spec_acceptance_rate"].get<double>();
+  };
+  const double seeded = acceptance(""), unseeded = acceptance(" --unseeded");
+  // A random model's distribution at temperature 1 is nearly flat: its best token is rarely
+  // the one sampled.
+  EXPECT_GE(seeded, 0.0);
+  EXPECT_LT(seeded, 0.5);
+  EXPECT_EQ(unseeded, 1.0);
+}
+
 }  // namespace
 }  // namespace loom
