@@ -106,6 +106,10 @@ class EngineCore {
   // paying (a draft that disagrees with the target) costs a few tries per sequence, not one
   // at every new sequence's first step.
   bool first_proposal_waits(Request& r, int32_t decoding);
+  // Whether r's proposals are drawn from the proposer's distribution and verified with the
+  // rejection rule (a sampling request without a seed, a proposer that samples), not as point
+  // masses.
+  bool samples_its_proposals(const Request& r) const;
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
   // A hidden-state proposer's third call, after sampling: the rows each sequence kept.

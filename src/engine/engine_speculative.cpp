@@ -58,6 +58,14 @@ void EngineCore::propose_drafts() {
   }
 }
 
+bool EngineCore::samples_its_proposals(const Request& r) const {
+  // A seeded request's proposals stay point masses: its tokens are then plain decoding's
+  // whatever was proposed (spec/rejection.h), and so reproducible for its seed.
+  const SamplingParams& params = r.group->params;
+  return proposer_->samples() && !params.is_greedy() &&
+         (!params.seed.has_value() || rule_for_seeded_);
+}
+
 Status EngineCore::fill_drafts(const SchedulerOutput& so) {
   if (!proposer_) return Status::ok();
   draft_seqs_.clear();
@@ -68,11 +76,7 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
     draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), r.seq_id,
                            &r.draft_computed, &r.draft, &r.hidden_proposal});
     r.draft_probs.clear();
-    // A seeded request's proposals stay point masses: its tokens are then plain decoding's
-    // whatever was proposed (spec/rejection.h), and so reproducible for its seed.
-    const SamplingParams& params = r.group->params;
-    if (proposer_->samples() && !params.is_greedy() &&
-        (!params.seed.has_value() || rule_for_seeded_)) {
+    if (samples_its_proposals(r)) {
       draft_seqs_.back().sampling = &r.group->params;
       draft_seqs_.back().rng = &r.rng;
       draft_seqs_.back().draft_probs = &r.draft_probs;
@@ -123,6 +127,10 @@ Status EngineCore::observe_rows(const SchedulerOutput& so) {
     observed_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), bs.n_past,
                          n_rows, &residual_[static_cast<size_t>(bs.row_begin) * E],
                          proposes_next ? &r.hidden_proposal : nullptr});
+    if (proposes_next && samples_its_proposals(r)) {
+      observed_.back().sampling = &r.group->params;
+      observed_.back().rng = &r.rng;
+    }
   }
   return proposer_->observe(observed_);
 }

@@ -6,12 +6,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "spec/sampled_proposal.h"
+
 namespace loom::spec {
 namespace {
-
-int32_t argmax(const float* row, int32_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
 
 // A token's text for a message: quoted, control bytes escaped.
 std::string quoted(const std::string& text) {
@@ -136,22 +134,10 @@ int32_t DraftModelProposer::propose(DraftSeq& s, int32_t j, const float* row) {
   // A padded draft vocabulary's last rows are no tokens of the target: never proposed (the
   // target's verify could not even embed them).
   const int32_t n_propose = std::min(model_->config().n_vocab, target_vocab_);
-  const int32_t best = argmax(row, n_propose);
-  if (!s.sampling) return best;
-  float* q = s.draft_probs->data() + static_cast<size_t>(j) * target_vocab_;
-  // The request's parameters over the draft's logits, drawn as the target's sampler draws (so
-  // the target as its own draft proposes what plain decoding samples); where they cannot apply
-  // (an allowed or biased id past a smaller draft vocabulary) the proposal is the best token
-  // and q its point mass: the rule keeps the target's distribution whatever q is.
-  const std::span<const float> logits(row, static_cast<size_t>(n_propose));
-  int32_t token = -1;
-  if (!sampler_.distribution(logits, *s.sampling, nullptr, {}, &q_).is_ok() ||
-      !sampler_.draw(logits, *s.sampling, nullptr, {}, *s.rng, &token).is_ok()) {
-    q[best] = 1.0f;
-    return best;
-  }
-  std::copy(q_.begin(), q_.end(), q);
-  return token;
+  float* q_row =
+      s.sampling ? s.draft_probs->data() + static_cast<size_t>(j) * target_vocab_ : nullptr;
+  return propose_from_logits(sampler_, {row, static_cast<size_t>(n_propose)}, s.sampling, s.rng,
+                             q_row, q_);
 }
 
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {

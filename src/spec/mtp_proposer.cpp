@@ -4,15 +4,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "spec/sampled_proposal.h"
+
 namespace loom::spec {
-namespace {
-
-int32_t argmax(const float* row, int32_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<MtpProposer>> MtpProposer::create(Model& target, int32_t num_blocks,
                                                          int32_t block_size, Dtype kv_dtype) {
   const ModelConfig& tc = target.config();
@@ -76,7 +70,13 @@ Status MtpProposer::observe(std::span<const ObservedSeq> seqs) {
     const ObservedSeq& s = seqs[live_[j]];
     HiddenProposal& hp = *s.proposal;
     hp.at_tokens = static_cast<int32_t>(s.tokens.size());
-    hp.token = argmax(logits_.data() + j * c.n_vocab, c.n_vocab);
+    if (s.sampling)
+      hp.q.assign(c.n_vocab, 0.0f);
+    else
+      hp.q.clear();
+    hp.token = propose_from_logits(sampler_,
+                                   {logits_.data() + j * c.n_vocab, static_cast<size_t>(c.n_vocab)},
+                                   s.sampling, s.rng, s.sampling ? hp.q.data() : nullptr, q_);
     const float* h = &out_hidden_[static_cast<size_t>(batch_.logits_rows[j]) * E];
     hp.hidden.assign(h, h + E);
   }
@@ -93,6 +93,15 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
     // stay (the verify then keeps none of them).
     if (!hp || hp->at_tokens != static_cast<int32_t>(s.tokens.size())) continue;
     (*s.draft)[0] = hp->token;
+    if (s.sampling) {
+      // The first proposal's q is observe()'s; one it drew as a point mass (the request's
+      // sampling was not known then) is one here too.
+      s.draft_probs->assign(s.draft->size() * static_cast<size_t>(c.n_vocab), 0.0f);
+      if (hp->q.size() == static_cast<size_t>(c.n_vocab))
+        std::copy(hp->q.begin(), hp->q.end(), s.draft_probs->begin());
+      else
+        (*s.draft_probs)[hp->token] = 1.0f;
+    }
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }
   // Proposal j (j >= 1): a module step at position n - 2 + j on proposal j - 1 and the
@@ -128,7 +137,11 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
     LOOM_RETURN_IF_ERROR(run());
     if (chain.size() < seqs.size() * E) chain.resize(seqs.size() * E);
     for (size_t r = 0; r < live_.size(); ++r) {
-      (*seqs[live_[r]].draft)[j] = argmax(logits_.data() + r * c.n_vocab, c.n_vocab);
+      DraftSeq& s = seqs[live_[r]];
+      (*s.draft)[j] = propose_from_logits(
+          sampler_, {logits_.data() + r * c.n_vocab, static_cast<size_t>(c.n_vocab)}, s.sampling,
+          s.rng, s.sampling ? s.draft_probs->data() + static_cast<size_t>(j) * c.n_vocab : nullptr,
+          q_);
       std::memcpy(&chain[live_[r] * E], &out_hidden_[r * E], E * sizeof(float));
     }
   }

@@ -26,6 +26,7 @@
 #include "base/status.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "spec/proposer.h"
 
 namespace loom::spec {
@@ -42,6 +43,7 @@ class MtpProposer : public Proposer {
     draft.assign(k, 0);
   }
   Status fill(std::span<DraftSeq> seqs) override;
+  bool samples() const override { return true; }
   bool needs_hidden() const override { return true; }
   Status observe(std::span<const ObservedSeq> seqs) override;
   void wait_committed() override { kv_->wait_committed(); }
@@ -63,6 +65,8 @@ class MtpProposer : public Proposer {
   std::vector<float> logits_, out_hidden_;
   std::vector<float> chain_hidden_;  // fill(): per sequence, its last step's output state
   std::vector<size_t> live_;
+  Sampler sampler_;       // a sampling request's proposal distributions
+  std::vector<float> q_;  // one of them
   double seconds_ = 0;
   int64_t rows_run_ = 0;
 };

@@ -28,6 +28,7 @@ struct HiddenProposal {
   int32_t at_tokens = -1;
   int32_t token = -1;
   std::vector<float> hidden;
+  std::vector<float> q;  // the distribution token was drawn from (n_vocab); empty: a point mass
 };
 
 // A sequence whose verify was scheduled, as fill() sees it.
@@ -60,6 +61,10 @@ struct ObservedSeq {
   int32_t n_rows;            // kept (a verify's rejected rows are not among them)
   const float* hidden;       // [n_rows][n_embd]: the target's hidden states before its norm
   HiddenProposal* proposal;  // non-null when the sequence decodes next: filled from the last row
+  // A sequence that decodes next and samples without a seed (DraftSeq::sampling): its first
+  // proposal is drawn from the proposer's distribution (Proposer::samples()).
+  const SamplingParams* sampling = nullptr;
+  Rng* rng = nullptr;
 };
 
 class Proposer {

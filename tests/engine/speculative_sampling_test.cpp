@@ -29,16 +29,25 @@ constexpr double kCritical = 20.5;
 
 class SpeculativeSampling : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { bytes_ = test_model_bytes({.preset = "tiny"}); }
-  static void TearDownTestSuite() { bytes_.reset(); }
+  static void SetUpTestSuite() {
+    bytes_ = test_model_bytes({.preset = "tiny"});
+    mla_bytes_ = test_model_bytes({.preset = "tiny-mla"});
+  }
+  static void TearDownTestSuite() {
+    bytes_.reset();
+    mla_bytes_.reset();
+  }
+
+  enum class Proposer { kNone, kDraftModel, kMtp };
 
   // counts[j][t]: how many requests generated allowed token t as their output token j.
   using Counts = std::vector<std::map<int32_t, int64_t>>;
 
-  // kRequests seeded requests (seeds from seed0) on one engine, with a draft model or not,
-  // verified with `rule` when given.
-  static Counts run(bool speculate, uint64_t seed0,
-                    spec::AcceptanceRule rule = spec::verify_draft_token) {
+  // kRequests seeded requests (seeds from seed0) on one engine, verified with `rule`: synth's
+  // tiny with tiny-moe as its draft (or no proposer), or tiny-mla with its MTP module.
+  static Counts run(Proposer proposer, uint64_t seed0,
+                    spec::AcceptanceRule rule = spec::verify_draft_token, bool mla = false) {
+    const bool speculate = proposer != Proposer::kNone;
     EngineConfig c;
     c.block_size = 4;
     c.max_num_seqs = 64;
@@ -46,13 +55,15 @@ class SpeculativeSampling : public ::testing::Test {
     c.max_num_batched_tokens = 512;
     c.n_threads = 1;
     c.kv_dtype = Dtype::kF32;
-    if (speculate) {
+    if (proposer == Proposer::kDraftModel) {
       c.speculative.method = SpeculativeConfig::Method::kDraftModel;
       c.speculative.model = "synth:tiny-moe";
-      c.speculative.num_speculative_tokens = 3;
-      c.speculative.always_propose = true;  // a proposal at every verify, whatever is kept
+    } else if (proposer == Proposer::kMtp) {
+      c.speculative.method = SpeculativeConfig::Method::kMtp;
     }
-    auto file = GgufFile::parse_bytes(bytes_);
+    c.speculative.num_speculative_tokens = speculate ? 3 : 0;
+    c.speculative.always_propose = true;  // a proposal at every verify, whatever is kept
+    auto file = GgufFile::parse_bytes(mla || proposer == Proposer::kMtp ? mla_bytes_ : bytes_);
     EXPECT_TRUE(file.is_ok());
     auto model = Model::from_gguf(std::move(*file), {});
     EXPECT_TRUE(model.is_ok());
@@ -109,10 +120,11 @@ class SpeculativeSampling : public ::testing::Test {
     return w;
   }
 
-  static std::shared_ptr<std::vector<uint8_t>> bytes_;
+  static std::shared_ptr<std::vector<uint8_t>> bytes_, mla_bytes_;
   static int64_t proposed_, accepted_;
 };
 std::shared_ptr<std::vector<uint8_t>> SpeculativeSampling::bytes_;
+std::shared_ptr<std::vector<uint8_t>> SpeculativeSampling::mla_bytes_;
 int64_t SpeculativeSampling::proposed_ = 0;
 int64_t SpeculativeSampling::accepted_ = 0;
 
@@ -154,9 +166,9 @@ spec::Verdict ratio_inverted(std::span<const float> p, std::span<const float> q,
 }
 
 TEST_F(SpeculativeSampling, DraftProposalsKeepTheTargetDistribution) {
-  const Counts plain = run(false, 1'000'000);
-  const Counts plain2 = run(false, 2'000'000);
-  const Counts spec = run(true, 3'000'000);
+  const Counts plain = run(Proposer::kNone, 1'000'000);
+  const Counts plain2 = run(Proposer::kNone, 2'000'000);
+  const Counts spec = run(Proposer::kDraftModel, 3'000'000);
   // The draft is another model: its proposals are often rejected, the rule's replacement
   // carries the distribution there.
   EXPECT_GT(accepted_, proposed_ / 10);
@@ -171,12 +183,28 @@ TEST_F(SpeculativeSampling, DraftProposalsKeepTheTargetDistribution) {
   EXPECT_LT(chi_spec, kCritical);
 }
 
+// The same with tiny-mla's MTP module proposing (its first proposal drawn when the module
+// observes the target's step, the next ones chained in the verify's slots).
+TEST_F(SpeculativeSampling, MtpProposalsKeepTheTargetDistribution) {
+  const Counts plain = run(Proposer::kNone, 1'000'000, spec::verify_draft_token, true);
+  const Counts spec = run(Proposer::kMtp, 3'000'000);
+  EXPECT_GT(accepted_, proposed_ / 20);
+  EXPECT_LT(accepted_, proposed_ * 9 / 10);
+  const double chi = worst(plain, spec);
+  std::printf("MTP: chi-square %.1f (critical %.1f); kept %lld of %lld proposals\n", chi, kCritical,
+              static_cast<long long>(accepted_), static_cast<long long>(proposed_));
+  EXPECT_LT(chi, kCritical);
+  const double broken = worst(plain, run(Proposer::kMtp, 3'000'000, &always_keep));
+  std::printf("MTP, always keep: chi-square %.1f\n", broken);
+  EXPECT_GT(broken, kCritical);
+}
+
 TEST_F(SpeculativeSampling, BrokenAcceptanceRulesFail) {
-  const Counts plain = run(false, 1'000'000);
+  const Counts plain = run(Proposer::kNone, 1'000'000);
   for (const auto& [name, rule] :
        {std::pair{"always keep", &always_keep}, std::pair{"replace from p", &replace_from_p},
         std::pair{"min(1, q/p)", &ratio_inverted}}) {
-    const double chi = worst(plain, run(true, 3'000'000, rule));
+    const double chi = worst(plain, run(Proposer::kDraftModel, 3'000'000, rule));
     std::printf("%s: chi-square %.1f\n", name, chi);
     EXPECT_GT(chi, kCritical) << name;
   }

@@ -1,0 +1,29 @@
+// A proposal from a proposer's logits row (draft model, MTP module): its best token, or for a
+// sampling request (DraftSeq::sampling) a token drawn from the row's distribution under the
+// request's parameters, as the target's sampler draws (one draw of the request's generator),
+// with that distribution q recorded for the verify's rejection rule (spec/rejection.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/sampler.h"
+#include "spec/proposer.h"
+
+namespace loom::spec {
+
+// The best token of `logits` (the first on ties).
+int32_t best_token(std::span<const float> logits);
+
+// A proposal from `logits` (the proposer's row over the tokens it may propose, at most the
+// target's n_vocab): the best token when `sampling` is null; else drawn with `rng`, and
+// q_row (the target's n_vocab floats, zeroed by the caller) receives q. Where the request's
+// parameters cannot apply to the row (an allowed or biased id past it) the proposal is the
+// best token and q its point mass: the rule keeps the target's distribution whatever q is.
+// `scratch` holds the row's distribution between calls.
+int32_t propose_from_logits(Sampler& sampler, std::span<const float> logits,
+                            const SamplingParams* sampling, Rng* rng, float* q_row,
+                            std::vector<float>& scratch);
+
+}  // namespace loom::spec
