@@ -251,5 +251,92 @@ TEST_F(SpeculativeSampling, UnseededRequestsVerifyTheDraftsDistribution) {
   }
 }
 
+// Everything a request produced: tokens, and per token its logprob and top logprobs.
+struct Produced {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> tops;
+};
+
+// The rule's path with q = p (the target as its own draft, seeded requests verified by the rule
+// as unseeded ones are): each proposal is drawn as plain decoding draws that token, so the
+// tokens, their logprobs and top logprobs are plain decoding's, with top-p, several sequences
+// and a request aborted between verifies (which frees its blocks). (A penalty the draft does
+// not see would make p != q: other tokens, distributed as plain decoding's.)
+TEST_F(SpeculativeSampling, SelfDraftUnderTheRuleIsPlainDecodingLogprobsIncluded) {
+  auto run_engine = [&](bool speculate) {
+    EngineConfig c;
+    c.block_size = 4;
+    c.max_num_seqs = 8;
+    c.max_model_len = 128;
+    c.n_threads = 1;
+    c.kv_dtype = Dtype::kF32;
+    if (speculate) {
+      c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+      c.speculative.model = "synth:tiny";
+      c.speculative.num_speculative_tokens = 4;
+      c.speculative.always_propose = true;
+    }
+    auto file = GgufFile::parse_bytes(bytes_);
+    auto model = Model::from_gguf(std::move(*file), {});
+    auto core = EngineCore::create(std::move(*model), nullptr, c);
+    EXPECT_TRUE(core.is_ok()) << core.status().message();
+    EngineCore& e = **core;
+    e.set_acceptance_rule(spec::verify_draft_token);
+    for (int i = 0; i < 6; ++i) {
+      GenerateRequest r;
+      r.request_id = "r" + std::to_string(i);
+      r.prompt = testing::random_prompt(10, 700 + i, 512);
+      r.params.max_tokens = 40;
+      r.params.temperature = 0.8f;
+      r.params.top_p = i % 2 ? 0.9f : 1.0f;
+      r.params.logprobs = 2;
+      r.params.ignore_eos = true;
+      r.params.seed = 40 + i;
+      EXPECT_TRUE(e.add_request(std::move(r)).is_ok());
+    }
+    std::map<std::string, Produced> out;
+    int steps = 0;
+    while (e.has_unfinished()) {
+      auto step = e.step();
+      EXPECT_TRUE(step.is_ok()) << step.status().message();
+      if (!step.is_ok()) break;
+      if (++steps == 6) e.abort("r5");  // after a few verifies
+      for (const RequestOutput& o : *step)
+        for (const CompletionOutput& co : o.outputs) {
+          Produced& p = out[o.request_id];
+          p.tokens.insert(p.tokens.end(), co.token_ids.begin(), co.token_ids.end());
+          for (const PositionLogprobs& lp : co.logprobs) {
+            p.logprobs.push_back(lp.logprob);
+            p.tops.push_back(lp.top);
+          }
+        }
+    }
+    EXPECT_EQ(e.check_kv_drained(), "");
+    const EngineMetrics m = e.metrics();
+    if (speculate) {
+      EXPECT_GT(m.spec_num_drafts, 10);
+      EXPECT_EQ(m.spec_num_accepted_tokens, m.spec_num_draft_tokens);
+    }
+    return out;
+  };
+  const auto plain = run_engine(false), spec = run_engine(true);
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    ASSERT_EQ(spec.at(id).tokens, plain.at(id).tokens) << id;
+    EXPECT_EQ(spec.at(id).tokens.size(), 40u);
+    ASSERT_EQ(spec.at(id).logprobs.size(), 40u) << id;
+    EXPECT_EQ(spec.at(id).logprobs, plain.at(id).logprobs) << id;
+    for (size_t t = 0; t < 40; ++t) {
+      ASSERT_EQ(spec.at(id).tops[t].size(), 2u);
+      for (int k = 0; k < 2; ++k) {
+        EXPECT_EQ(spec.at(id).tops[t][k].token, plain.at(id).tops[t][k].token) << id << " " << t;
+        EXPECT_EQ(spec.at(id).tops[t][k].logprob, plain.at(id).tops[t][k].logprob);
+      }
+    }
+  }
+  EXPECT_LT(spec.at("r5").tokens.size(), 40u);  // aborted
+}
+
 }  // namespace
 }  // namespace loom
