@@ -27,6 +27,24 @@ const std::vector<int32_t> kAllowed = {3, 41, 97, 150, 260, 333};
 // Chi-square with 5 degrees of freedom: P(X > 20.5) ~ 0.001 (each of 4 positions tested).
 constexpr double kCritical = 20.5;
 
+// A small engine on one thread with F32 K/V; with `self_draft`, the test model (synth:tiny)
+// as its own draft, proposing 4 tokens at every verify.
+EngineConfig small_config(int32_t max_seqs, int32_t max_model_len, bool self_draft) {
+  EngineConfig c;
+  c.block_size = 4;
+  c.max_num_seqs = max_seqs;
+  c.max_model_len = max_model_len;
+  c.n_threads = 1;
+  c.kv_dtype = Dtype::kF32;
+  if (self_draft) {
+    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+    c.speculative.model = "synth:tiny";
+    c.speculative.num_speculative_tokens = 4;
+    c.speculative.always_propose = true;
+  }
+  return c;
+}
+
 class SpeculativeSampling : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -48,13 +66,8 @@ class SpeculativeSampling : public ::testing::Test {
   static Counts run(Proposer proposer, uint64_t seed0,
                     spec::AcceptanceRule rule = spec::verify_draft_token, bool mla = false) {
     const bool speculate = proposer != Proposer::kNone;
-    EngineConfig c;
-    c.block_size = 4;
-    c.max_num_seqs = 64;
-    c.max_model_len = 64;
+    EngineConfig c = small_config(64, 64, false);
     c.max_num_batched_tokens = 512;
-    c.n_threads = 1;
-    c.kv_dtype = Dtype::kF32;
     if (proposer == Proposer::kDraftModel) {
       c.speculative.method = SpeculativeConfig::Method::kDraftModel;
       c.speculative.model = "synth:tiny-moe";
@@ -215,16 +228,7 @@ TEST_F(SpeculativeSampling, BrokenAcceptanceRulesFail) {
 // proposal, seeded ones (point masses, kept with probability p(d)) fewer.
 TEST_F(SpeculativeSampling, UnseededRequestsVerifyTheDraftsDistribution) {
   for (const bool seeded : {false, true}) {
-    EngineConfig c;
-    c.block_size = 4;
-    c.max_num_seqs = 8;
-    c.max_model_len = 128;
-    c.n_threads = 1;
-    c.kv_dtype = Dtype::kF32;
-    c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-    c.speculative.model = "synth:tiny";
-    c.speculative.num_speculative_tokens = 4;
-    c.speculative.always_propose = true;
+    const EngineConfig c = small_config(8, 128, true);
     std::vector<GenerateRequest> rs;
     for (int i = 0; i < 8; ++i) {
       GenerateRequest r;
@@ -265,18 +269,7 @@ struct Produced {
 // not see would make p != q: other tokens, distributed as plain decoding's.)
 TEST_F(SpeculativeSampling, SelfDraftUnderTheRuleIsPlainDecodingLogprobsIncluded) {
   auto run_engine = [&](bool speculate) {
-    EngineConfig c;
-    c.block_size = 4;
-    c.max_num_seqs = 8;
-    c.max_model_len = 128;
-    c.n_threads = 1;
-    c.kv_dtype = Dtype::kF32;
-    if (speculate) {
-      c.speculative.method = SpeculativeConfig::Method::kDraftModel;
-      c.speculative.model = "synth:tiny";
-      c.speculative.num_speculative_tokens = 4;
-      c.speculative.always_propose = true;
-    }
+    const EngineConfig c = small_config(8, 128, speculate);
     auto file = GgufFile::parse_bytes(bytes_);
     auto model = Model::from_gguf(std::move(*file), {});
     auto core = EngineCore::create(std::move(*model), nullptr, c);
