@@ -81,30 +81,39 @@ TEST(Sampler, TopK1EqualsGreedyAtAnyTemperature) {
   }
 }
 
+// Sampling parameters of one test case: temperature, top_k, top_p, min_p.
+struct Filters {
+  float t;
+  int32_t k;
+  float top_p;
+  float min_p;
+};
+SamplingParams params_of(const Filters& f) {
+  SamplingParams p;
+  p.temperature = f.t;
+  p.top_k = f.k;
+  p.top_p = f.top_p;
+  p.min_p = f.min_p;
+  return p;
+}
+
 // distribution(): the probabilities sample() draws from, against the reference filtered
 // softmax (exact support, values to float rounding), with processors (logit_bias, allowed ids)
 // applied first, and greedy as all of it on the argmax.
 TEST(Sampler, DistributionIsTheReferenceFilteredSoftmax) {
   struct Cfg {
-    float t;
-    int32_t k;
-    float top_p;
-    float min_p;
+    Filters f;
     int32_t vocab;
   };
-  const Cfg cfgs[] = {{1.0f, 0, 1.0f, 0.0f, 64},      {0.7f, 10, 1.0f, 0.0f, 64},
-                      {1.3f, 0, 0.8f, 0.0f, 64},      {1.0f, 0, 1.0f, 0.05f, 64},
-                      {0.9f, 20, 0.9f, 0.02f, 64},    {0.8f, 0, 0.6f, 0.0f, 3000},
-                      {0.8f, 500, 0.6f, 0.001f, 3000}};
+  const Cfg cfgs[] = {{{1.0f, 0, 1.0f, 0.0f}, 64},      {{0.7f, 10, 1.0f, 0.0f}, 64},
+                      {{1.3f, 0, 0.8f, 0.0f}, 64},      {{1.0f, 0, 1.0f, 0.05f}, 64},
+                      {{0.9f, 20, 0.9f, 0.02f}, 64},    {{0.8f, 0, 0.6f, 0.0f}, 3000},
+                      {{0.8f, 500, 0.6f, 0.001f}, 3000}};
   Sampler s;
   std::vector<float> got;
   uint64_t seed = 300;
   for (const Cfg& c : cfgs) {
-    SamplingParams p;
-    p.temperature = c.t;
-    p.top_k = c.k;
-    p.top_p = c.top_p;
-    p.min_p = c.min_p;
+    SamplingParams p = params_of(c.f);
     ASSERT_TRUE(p.validate(c.vocab).is_ok());
     auto logits = random_logits(c.vocab, ++seed, 2.0f);
     ASSERT_TRUE(s.distribution(logits, p, nullptr, {}, &got).is_ok());
@@ -169,24 +178,14 @@ void check_distribution(const SamplingParams& p, int32_t vocab, uint64_t seed, f
 }
 
 TEST(Sampler, DistributionMatchesReference) {
-  struct Cfg {
-    float t;
-    int32_t k;
-    float top_p;
-    float min_p;
-  };
-  const Cfg cfgs[] = {
+  const Filters cfgs[] = {
       {1.0f, 0, 1.0f, 0.0f},   {0.7f, 10, 1.0f, 0.0f},  {1.3f, 0, 0.8f, 0.0f},
       {1.0f, 0, 1.0f, 0.05f},  {0.9f, 20, 0.9f, 0.02f}, {2.0f, -1, 0.5f, 0.1f},
       {0.5f, 40, 0.95f, 0.0f},
   };
   uint64_t seed = 100;
-  for (const Cfg& c : cfgs) {
-    SamplingParams p;
-    p.temperature = c.t;
-    p.top_k = c.k;
-    p.top_p = c.top_p;
-    p.min_p = c.min_p;
+  for (const Filters& c : cfgs) {
+    const SamplingParams p = params_of(c);
     ASSERT_TRUE(p.validate(64).is_ok());
     check_distribution(p, 64, ++seed, 1.5f);
   }
