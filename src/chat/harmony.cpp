@@ -18,10 +18,25 @@ std::string_view word_after(std::string_view header, std::string_view key) {
   return rest.substr(0, end);
 }
 
-const std::vector<std::string>& body_ends() {
-  static const std::vector<std::string> kEnds = {kHarmonyEnd, kHarmonyReturn, kHarmonyCall,
-                                                 kHarmonyStart};
-  return kEnds;
+// Every marker; the first four end a body, the others are markup wherever they stand.
+const std::vector<std::string>& markers() {
+  static const std::vector<std::string> kMarkers = {
+      kHarmonyEnd,     kHarmonyReturn,  kHarmonyCall,     kHarmonyStart,
+      kHarmonyChannel, kHarmonyMessage, kHarmonyConstrain};
+  return kMarkers;
+}
+constexpr size_t kNumBodyEnds = 4;
+
+// `s` without its markers: a stray control token is never answer text, as everywhere else with
+// skip_special_tokens (a random or confused model can write one anywhere).
+std::string without_markers(std::string_view s) {
+  std::string out;
+  for (;;) {
+    auto [at, which] = find_first_marker(s, markers());
+    if (at == std::string_view::npos) return out.append(s);
+    out.append(s.substr(0, at));
+    s.remove_prefix(at + markers()[which].size());
+  }
 }
 
 }  // namespace
@@ -55,7 +70,7 @@ bool HarmonyParser::header(std::string_view text, size_t* pos, bool eof, Harmony
     const size_t first = rest.find_first_not_of(" \t\r\n");
     if (first != std::string_view::npos && rest.substr(first, 2) != "<|") {
       sink.body_start();
-      sink.text(false, rest);
+      sink.text(false, without_markers(rest));
     }
     *pos = text.size();
     return true;
@@ -83,24 +98,26 @@ bool HarmonyParser::header(std::string_view text, size_t* pos, bool eof, Harmony
 
 bool HarmonyParser::body(std::string_view text, size_t* pos, bool eof, HarmonySink& sink) {
   std::string_view rest = text.substr(*pos);
-  auto [at, which] = find_first_marker(rest, body_ends());
-  if (at == std::string_view::npos) {
-    const size_t take = eof ? rest.size() : partial_marker_start(rest, body_ends());
+  auto emit = [&](std::string_view s) {
     if (in_call_)
-      sink.args(rest.substr(0, take));
+      sink.args(s);
     else
-      sink.text(reasoning_, rest.substr(0, take));
+      sink.text(reasoning_, s);
+  };
+  auto [at, which] = find_first_marker(rest, markers());
+  if (at == std::string_view::npos) {
+    const size_t take = eof ? rest.size() : partial_marker_start(rest, markers());
+    emit(rest.substr(0, take));
     *pos += take;
     return eof;
   }
+  emit(rest.substr(0, at));
+  *pos += at + markers()[which].size();
+  if (which >= kNumBodyEnds) return true;  // markup inside a body: dropped, the body goes on
   if (in_call_) {
-    sink.args(rest.substr(0, at));
     sink.end_call();
     in_call_ = false;
-  } else {
-    sink.text(reasoning_, rest.substr(0, at));
   }
-  *pos += at + body_ends()[which].size();
   state_ = State::kHeader;
   return true;
 }

@@ -146,7 +146,8 @@ constexpr std::array<SynthPreset, 26> kPresets = {{
      768},
     // gpt-oss (biases, attention sinks, windows on even layers, YaRN of factor 32 over 4096
     // positions, harmony's control tokens). Tiny: 4 experts of width 64, 2 per token, windows
-    // of 8.
+    // of 8. Context 2048: the real gpt-oss template's system and tool prompt alone is 420-480
+    // of the placeholder vocabulary's mostly one-character tokens, a tool call another ~60.
     {.name = "tiny-gpt-oss",
      .default_arch = "gpt-oss",
      .n_layer = 2,
@@ -156,7 +157,7 @@ constexpr std::array<SynthPreset, 26> kPresets = {{
      .head_dim = 16,
      .n_ff = 128,
      .n_vocab = 512,
-     .context_length = 512,
+     .context_length = 2048,
      .rope_theta = 150000.0f,
      .rms_eps = 1e-5f,
      .tied_embeddings = false,

@@ -119,6 +119,24 @@ TEST(HarmonyParser, CutReasoningAndPlainText) {
   EXPECT_EQ(c.content, "Just an answer.");
 }
 
+// Markers where harmony puts none (a random model's output, through the server): a control
+// token is never answer text, reasoning or arguments; the markers that end a body still end
+// it, the others are dropped.
+TEST(HarmonyParser, StrayMarkersAreNeverText) {
+  Collected c = parse_all_splits(harmony(), "l<|end|> s");
+  EXPECT_EQ(c.content, "l s");
+  c = parse_all_splits(harmony(), " im<|constrain|><|message|>,<|constrain|><|channel|>x");
+  EXPECT_EQ(c.content, ",x");
+  c = parse_all_splits(harmony(),
+                       "<|channel|>analysis<|message|>a<|message|>b<|end|><|start|>assistant"
+                       "<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+                       "{\"a\":<|constrain|>1}<|call|>");
+  EXPECT_EQ(c.reasoning, "ab");
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_EQ(c.calls[0].arguments, "{\"a\":1}");
+}
+
 TEST(HarmonyFormat, NamesAndDetection) {
   EXPECT_EQ(*tool_call_format_from_name("openai"), ToolCallFormat::kHarmony);
   EXPECT_EQ(*reasoning_format_from_name("openai_gptoss"), ReasoningFormat::kHarmony);
