@@ -34,9 +34,9 @@ constexpr double kGiB = double(uint64_t{1} << 30);
 Result<BoundModel> bind_model_spec(const std::string& spec) {
   std::error_code ec;
   if (spec.rfind("synth:", 0) == 0) {
+    // Its layout only: planning reads shapes and types, never the weights.
     LOOM_ASSIGN_OR_RETURN(SynthOptions so, parse_synth_spec(spec));
-    LOOM_ASSIGN_OR_RETURN(auto bytes, synth_model_bytes(so));
-    LOOM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse_bytes(bytes));
+    LOOM_ASSIGN_OR_RETURN(GgufFile file, synth_layout_gguf(so));
     return bind_gguf(std::move(file));
   }
   if (std::filesystem::is_directory(spec, ec)) return bind_hf_dir(spec);

@@ -94,6 +94,10 @@ class GgufFile {
   static Result<GgufFile> open(const std::string& path);
   // Parses a buffer that `owner` keeps alive (tests use in-memory files).
   static Result<GgufFile> parse(std::shared_ptr<const MappedFile> owner);
+  // `header` (everything before the tensor data) followed by `data_bytes` of zeros that cost
+  // no memory (anonymous pages never committed): a file's layout without its weights
+  // (GgufWriter::layout).
+  static Result<GgufFile> with_zero_data(const std::vector<uint8_t>& header, uint64_t data_bytes);
   static Result<GgufFile> parse_bytes(std::shared_ptr<const std::vector<uint8_t>> bytes);
 
   uint32_t version() const { return version_; }
@@ -149,6 +153,10 @@ class GgufWriter {
 
   Status write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;  // for tests and small files
+  // The file this writer would write, parsed, with every tensor's data zeros (none of it
+  // read or held): what its shapes, types and metadata say, at no cost (loom plan of a synth
+  // model). The tensors' data pointers are not read.
+  Result<GgufFile> layout() const;
 
  private:
   struct Pending {

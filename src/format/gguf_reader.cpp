@@ -3,6 +3,8 @@
 // Layout (ggml docs/gguf.md): magic "GGUF", u32 version, u64 n_tensors, u64 n_kv, n_kv x
 // (string key, u32 type, value), n_tensors x (string name, u32 n_dims, u64 ne[n_dims],
 // u32 ggml type, u64 offset), padding to `general.alignment`, tensor data.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -340,6 +342,21 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<const MappedFile> owner) {
   const uint8_t* data = owner->data();
   const uint64_t size = owner->size();
   return parse_range(data, size, std::move(owner));
+}
+
+Result<GgufFile> GgufFile::with_zero_data(const std::vector<uint8_t>& header, uint64_t data_bytes) {
+  const uint64_t size = header.size() + data_bytes;
+  void* p = size ? mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                 : nullptr;
+  if (p == MAP_FAILED)
+    return io_error("cannot reserve " + std::to_string(size) + " bytes of address space");
+  std::memcpy(p, header.data(), header.size());
+  // The mapping lives as long as the file (and every view of it).
+  std::shared_ptr<const void> owner(p, [size](const void* q) {
+    if (q) munmap(const_cast<void*>(q), size);
+  });
+  return parse_range(static_cast<const uint8_t*>(p), size, std::move(owner));
 }
 
 Result<GgufFile> GgufFile::parse_bytes(std::shared_ptr<const std::vector<uint8_t>> bytes) {

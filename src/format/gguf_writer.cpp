@@ -16,7 +16,9 @@ constexpr uint32_t kGgufMagic = 0x46554747;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr const char* kAlignmentKey = "general.alignment";
 
-bool valid_alignment(uint64_t a) { return a > 0 && (a & (a - 1)) == 0 && a <= UINT32_MAX; }
+bool valid_alignment(uint64_t a) {
+  return a > 0 && (a & (a - 1)) == 0 && a <= UINT32_MAX;
+}
 
 class Out {
  public:
@@ -39,32 +41,59 @@ class Out {
 // Writes one integer-like element of on-disk type t from its widened int64 bits.
 void put_int(Out& o, GgufType t, int64_t v) {
   switch (t) {
-    case GgufType::kU8: o.put(static_cast<uint8_t>(v)); break;
-    case GgufType::kI8: o.put(static_cast<int8_t>(v)); break;
-    case GgufType::kU16: o.put(static_cast<uint16_t>(v)); break;
-    case GgufType::kI16: o.put(static_cast<int16_t>(v)); break;
-    case GgufType::kU32: o.put(static_cast<uint32_t>(v)); break;
-    case GgufType::kI32: o.put(static_cast<int32_t>(v)); break;
-    case GgufType::kU64: o.put(static_cast<uint64_t>(v)); break;
-    case GgufType::kI64: o.put(static_cast<int64_t>(v)); break;
-    case GgufType::kBool: o.put(static_cast<uint8_t>(v != 0)); break;
-    default: LOOM_CHECK(false && "put_int on non-integer type");
+    case GgufType::kU8:
+      o.put(static_cast<uint8_t>(v));
+      break;
+    case GgufType::kI8:
+      o.put(static_cast<int8_t>(v));
+      break;
+    case GgufType::kU16:
+      o.put(static_cast<uint16_t>(v));
+      break;
+    case GgufType::kI16:
+      o.put(static_cast<int16_t>(v));
+      break;
+    case GgufType::kU32:
+      o.put(static_cast<uint32_t>(v));
+      break;
+    case GgufType::kI32:
+      o.put(static_cast<int32_t>(v));
+      break;
+    case GgufType::kU64:
+      o.put(static_cast<uint64_t>(v));
+      break;
+    case GgufType::kI64:
+      o.put(static_cast<int64_t>(v));
+      break;
+    case GgufType::kBool:
+      o.put(static_cast<uint8_t>(v != 0));
+      break;
+    default:
+      LOOM_CHECK(false && "put_int on non-integer type");
   }
 }
 
 void put_float(Out& o, GgufType t, double v) {
-  if (t == GgufType::kF32) o.put(static_cast<float>(v));
-  else o.put(v);
+  if (t == GgufType::kF32)
+    o.put(static_cast<float>(v));
+  else
+    o.put(v);
 }
 
 void put_value(Out& o, const GgufValue& v) {
   const GgufType t = v.type();
   o.put(static_cast<uint32_t>(t));
   switch (t) {
-    case GgufType::kString: o.put_string(*v.as_string()); return;
-    case GgufType::kBool: o.put(static_cast<uint8_t>(*v.as_bool())); return;
+    case GgufType::kString:
+      o.put_string(*v.as_string());
+      return;
+    case GgufType::kBool:
+      o.put(static_cast<uint8_t>(*v.as_bool()));
+      return;
     case GgufType::kF32:
-    case GgufType::kF64: put_float(o, t, *v.as_float()); return;
+    case GgufType::kF64:
+      put_float(o, t, *v.as_float());
+      return;
     case GgufType::kU64: {
       std::optional<uint64_t> u = v.as_uint();
       LOOM_CHECK(u.has_value());  // a default-constructed GgufValue was set
@@ -191,6 +220,17 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
   }
   out.resize(*checked_align_up(out.size(), alignment_), 0);
   return out;
+}
+
+Result<GgufFile> GgufWriter::layout() const {
+  if (!valid_alignment(alignment_))
+    return invalid_argument("alignment " + std::to_string(alignment_) +
+                            " is not a power of two in [1, 2^32)");
+  std::vector<uint64_t> offsets;
+  const std::vector<uint8_t> header = header_bytes(&offsets);
+  const uint64_t data_bytes =
+      tensors_.empty() ? 0 : *checked_align_up(offsets.back() + tensors_.back().nbytes, alignment_);
+  return GgufFile::with_zero_data(header, data_bytes);
 }
 
 Status GgufWriter::write(const std::string& path) const {

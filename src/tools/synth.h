@@ -50,6 +50,10 @@ struct SynthLayout {
   SynthReport report;  // n_bytes is 0: the header size is only known once written
 };
 Result<SynthLayout> synth_layout(const SynthOptions& options);
+// The GGUF synth would write, parsed, with every tensor's data zeros that cost no memory
+// (GgufWriter::layout): its metadata, shapes and types for planning memory (loom plan) in no
+// time, where generating a 30B preset's weights takes minutes and its size in RAM.
+Result<GgufFile> synth_layout_gguf(const SynthOptions& options);
 
 // "synth:PRESET[:TYPE]" → options; the arch is implied by the preset (qwen3-* → qwen3, others
 // llama), the type defaults to f32.

@@ -2,6 +2,8 @@
 // agrees with the table, and the refusal (exit 1, the option to change) when it cannot fit.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_loom.h"
@@ -26,6 +28,42 @@ TEST(LoomPlan, JsonHasEveryLineAndTheTotalAddsUp) {
   EXPECT_EQ(j["total_bytes"].get<uint64_t>(), sum);
   EXPECT_GT(j["machine"]["available_bytes"].get<uint64_t>(), 0u);
   EXPECT_TRUE(j["fits"].get<bool>());
+}
+
+// A synth spec is planned from its layout (no weights generated): the plan is the one of the
+// file synth writes, for a dense, a MoE and a hybrid preset with their types (and the
+// generated file's weights would take minutes for the 30B preset, which plans at once).
+TEST(LoomPlan, SynthSpecPlansAsItsWrittenFile) {
+  const std::string dir = ::testing::TempDir();
+  for (const std::string spec : {"tiny-moe:q4_k", "tiny:q8_0", "tiny-qwen35:f16"}) {
+    const std::string file = dir + "/loom_plan_" + spec.substr(0, spec.find(':')) + ".gguf";
+    const std::string preset = spec.substr(0, spec.find(':')),
+                      type = spec.substr(spec.find(':') + 1);
+    ASSERT_EQ(run("synth --preset " + preset + " --type " + type + " -o " + file).code, 0) << spec;
+    const std::string opts = " --max-num-seqs 4 --max-model-len 256 --json";
+    CmdResult from_file = run_stdout("plan -m " + file + opts);
+    CmdResult from_spec = run_stdout("plan -m synth:" + spec + opts);
+    ASSERT_EQ(from_file.code, 0) << from_file.out;
+    ASSERT_EQ(from_spec.code, 0) << from_spec.out;
+    nlohmann::json a = nlohmann::json::parse(from_file.out),
+                   b = nlohmann::json::parse(from_spec.out);
+    for (nlohmann::json* j : {&a, &b}) {
+      j->erase("model");    // the path or the spec
+      j->erase("machine");  // what is free now
+      j->erase("fits");
+    }
+    EXPECT_EQ(a.dump(1), b.dump(1)) << spec;
+    EXPECT_GT(a["weights"]["stored_bytes"].get<uint64_t>(), 0u);
+    std::remove(file.c_str());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  CmdResult big = run_stdout("plan -m synth:qwen3moe-30b:q4_k --kv-cache-memory 1 --json");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_NE(big.out.find('{'), std::string::npos) << big.out;
+  const nlohmann::json j = nlohmann::json::parse(big.out.substr(big.out.find('{')));
+  EXPECT_GT(j["weights"]["stored_bytes"].get<uint64_t>(), 16ull << 30);  // 16.04 GiB at Q4_K
+  EXPECT_LT(seconds, 20.0);  // generating its weights: minutes
 }
 
 TEST(LoomPlan, KvCacheDtypeHalvesOrDoublesThePerTokenBytes) {

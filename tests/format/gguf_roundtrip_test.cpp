@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "format/gguf.h"
@@ -223,6 +224,24 @@ void check_tensors(uint64_t alignment) {
     EXPECT_EQ(f->find_tensor(cases[i].name), &t);
   }
   EXPECT_EQ(f->find_tensor("nope"), nullptr);
+
+  // The writer's layout: the same file's metadata, tensor table and size, its data zeros.
+  auto layout = w.layout();
+  ASSERT_TRUE(layout.is_ok()) << layout.status().message();
+  EXPECT_EQ(layout->file_size(), f->file_size());
+  EXPECT_EQ(layout->data_offset(), f->data_offset());
+  EXPECT_EQ(layout->get_string("general.architecture").value_or(""), "llama");
+  ASSERT_EQ(layout->tensors().size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const GgufTensorInfo& a = layout->tensors()[i];
+    const GgufTensorInfo& b = f->tensors()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.offset, b.offset);
+    EXPECT_EQ(a.view.dtype, b.view.dtype);
+    EXPECT_EQ(a.view.nbytes, b.view.nbytes);
+    const auto* d = static_cast<const uint8_t*>(a.view.data);
+    EXPECT_TRUE(std::all_of(d, d + a.view.nbytes, [](uint8_t x) { return x == 0; })) << a.name;
+  }
 }
 
 TEST(GgufRoundTrip, TensorsDefaultAlignment) { check_tensors(32); }
