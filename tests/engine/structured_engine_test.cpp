@@ -133,6 +133,39 @@ TEST_F(StructuredEngineTest, OutputsFollowTheirGrammarsAndStayBatchInvariant) {
   }
 }
 
+// Unseeded sampling requests with a draft model: proposals drawn from the draft's own
+// distribution, which knows nothing of the grammar, verified by the rejection rule against the
+// target's masked distribution (a masked proposal has p = 0: never kept, and the replacement
+// comes from the masked p). Every output is a sentence of its grammar, and some proposals
+// (JSON's punctuation) are kept.
+TEST_F(StructuredEngineTest, UnseededDraftProposalsStayInsideTheGrammar) {
+  EngineConfig c = config();
+  c.speculative.method = SpeculativeConfig::Method::kDraftModel;
+  c.speculative.num_speculative_tokens = 4;
+  c.speculative.model = "synth:tiny-qwen3";
+  c.speculative.always_propose = true;
+  auto e = make_engine(c, bytes_);
+  ASSERT_TRUE(e);
+  auto gbnf = structured::json_schema_to_gbnf(nlohmann::ordered_json::parse(kSchema));
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto schema = compile(*e, *gbnf);
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 8; ++i) {
+    rs.push_back(request("u" + std::to_string(i), 300 + i, schema, 300));
+    rs.back().params.seed.reset();
+  }
+  for (const auto& r : rs) ASSERT_TRUE(e->add_request(r).is_ok());
+  auto out = run_all(*e);
+  EXPECT_EQ(e->check_kv_drained(), "");
+  for (const auto& r : rs) {
+    const Collected& got = out.at(r.request_id);
+    ASSERT_EQ(got.finish.at(0), FinishReason::kStop) << got.text.at(0);
+    expect_valid(got.text.at(0));
+  }
+  EXPECT_GT(e->metrics().spec_num_drafts, 8);
+  EXPECT_GT(e->metrics().spec_num_accepted_tokens, 0);
+}
+
 TEST_F(StructuredEngineTest, LengthIsTheOnlyWayToEndIncomplete) {
   auto e = make_engine(config(), bytes_);
   auto gbnf = structured::json_schema_to_gbnf(nlohmann::ordered_json::parse(kSchema));
