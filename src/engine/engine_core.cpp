@@ -556,7 +556,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
     if (sample_drafts_[i] > 0) {
       // The proposals' K/V up to the last kept one stay; the rest is rolled back.
       r.draft.clear();
-      r.draft_probs.clear();
+      r.draft_probs = {};
       if (!r.finished()) {
         r.num_computed_tokens += kept;
         kv_manager_->truncate(r.seq_id, r.num_computed_tokens);
@@ -614,9 +614,8 @@ Status EngineCore::sample_row(Request& r, std::span<const float> row, int32_t j,
   }
   LOOM_RETURN_IF_ERROR(
       sampler_.distribution(row, params, penalties, suppressed, &target_probs_, mask));
-  const spec::Verdict v = accept_rule_(
-      target_probs_, std::span<const float>(r.draft_probs).subspan(j * n_vocab, n_vocab),
-      r.draft[j], r.accept_rng);
+  const spec::Verdict v = accept_rule_(target_probs_, r.draft_probs.subspan(j * n_vocab, n_vocab),
+                                       r.draft[j], r.accept_rng);
   if (v.token < 0 || (!v.accepted && !(target_probs_[v.token] > 0.0f)))
     return internal_error(
         "the rejection rule replaced a proposal with a token the target "

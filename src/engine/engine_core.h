@@ -183,6 +183,8 @@ class EngineCore {
   std::vector<int64_t> deferred_frees_;
   Sampler sampler_;
   std::vector<float> target_probs_;  // a verify row's p, against a sampling draft's q
+  // This step's sampling-draft distributions (Request::draft_probs point into it).
+  std::vector<float> step_draft_probs_;
   spec::AcceptanceRule accept_rule_ = spec::verify_draft_token;
   bool rule_for_seeded_ = false;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids, sorted

@@ -68,6 +68,14 @@ bool EngineCore::samples_its_proposals(const Request& r) const {
 
 Status EngineCore::fill_drafts(const SchedulerOutput& so) {
   if (!proposer_) return Status::ok();
+  // The sampling drafts' distributions of this step, a vocabulary per proposal, in one buffer
+  // whose size the memory plan counts (sized first: pointers into it follow).
+  const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+  size_t q_rows = 0;
+  for (const ScheduledSeq& s : so.seqs)
+    if (s.num_draft > 0 && samples_its_proposals(*s.req)) q_rows += s.req->draft.size();
+  if (step_draft_probs_.size() < q_rows * n_vocab) step_draft_probs_.resize(q_rows * n_vocab);
+  float* q_next = step_draft_probs_.data();
   draft_seqs_.clear();
   for (const ScheduledSeq& s : so.seqs) {
     if (s.num_draft == 0) continue;
@@ -75,11 +83,13 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
     const std::vector<int32_t>& table = kv_manager_->block_table(r.seq_id);
     draft_seqs_.push_back({r.tokens, table.data(), static_cast<int32_t>(table.size()), r.seq_id,
                            &r.draft_computed, &r.draft, &r.hidden_proposal});
-    r.draft_probs.clear();
+    r.draft_probs = {};
     if (samples_its_proposals(r)) {
       draft_seqs_.back().sampling = &r.group->params;
       draft_seqs_.back().rng = &r.rng;
-      draft_seqs_.back().draft_probs = &r.draft_probs;
+      draft_seqs_.back().draft_probs = q_next;
+      r.draft_probs = {q_next, r.draft.size() * n_vocab};
+      q_next += r.draft.size() * n_vocab;
     }
   }
   return proposer_->fill(draft_seqs_);

@@ -117,6 +117,13 @@ Result<MemoryPlan> plan_memory_once(const std::string& model_name, const BoundMo
   const uint64_t model_scratch =
       CpuModel::scratch_bytes(mc, c.max_num_batched_tokens, logits_rows, c.max_model_len, threads);
   p.scratch_bytes = model_scratch + static_cast<uint64_t>(logits_rows) * mc.n_vocab * sizeof(float);
+  // A sampling draft's (or MTP module's) proposal distributions of a step: a vocabulary per
+  // proposal (EngineCore's step_draft_probs_; spec/rejection.h).
+  if (c.speculative.method == SpeculativeConfig::Method::kDraftModel ||
+      c.speculative.method == SpeculativeConfig::Method::kMtp)
+    p.scratch_bytes += static_cast<uint64_t>(std::min<int64_t>(c.max_num_batched_tokens,
+                                                               int64_t{c.max_num_seqs} * k)) *
+                       mc.n_vocab * sizeof(float);
   // MTP speculation: the module's K/V beside the target's (one more layer in group 0's
   // blocks), its block's kernel-ready copies (and its own LM head's), the scratch of a step
   // it runs over every row of a full target step.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,9 @@ struct Request {
   // when none). They are not part of `tokens` until accepted.
   std::vector<int32_t> draft;
   // The distributions a sampling draft drew them from (Proposer::samples(): one row of n_vocab
-  // per proposal, for the rejection rule); empty for point-mass proposals.
-  std::vector<float> draft_probs;
+  // per proposal, for the rejection rule), in the engine's buffer for this step; empty for
+  // point-mass proposals.
+  std::span<const float> draft_probs;
   // Back-off: proposals kept per verify, averaged over the last few (exponentially; the first
   // verify sets it, -1 before); when it falls below what the proposals' rows cost in the step
   // (engine/step_cost.h), the request skips proposals for spec_backoff steps (doubling, up to

@@ -190,9 +190,7 @@ Sampler::Weights Sampler::random_weights(const float* x, int32_t n, const Sampli
   return {Weights::kRow, n, total};
 }
 
-int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
-  const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
-  const Weights ws = random_weights(x, n, params);
+int32_t Sampler::pick(const Weights& ws, double u01, const float* x, int32_t n) {
   switch (ws.kind) {
     case Weights::kNone:
       return -1;
@@ -213,6 +211,49 @@ int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& 
   return -1;
 }
 
+bool Sampler::write_probabilities(const Weights& ws, const float* x, int32_t n,
+                                  std::span<float> probs) {
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  switch (ws.kind) {
+    case Weights::kNone:
+      return false;
+    case Weights::kArgmax: {
+      const int32_t t = argmax_logits(x, n);
+      if (t < 0) return false;
+      probs[t] = 1.0f;
+      return true;
+    }
+    case Weights::kListed:
+      if (!(ws.total > 0)) return false;
+      for (int32_t i = 0; i < ws.m; ++i)
+        probs[cand_[i].id] = static_cast<float>(cand_[i].weight / ws.total);
+      return true;
+    case Weights::kRow:
+      if (!(ws.total > 0)) return false;
+      for (int32_t i = 0; i < n; ++i) probs[i] = static_cast<float>(scratch_f_[i] / ws.total);
+      return true;
+  }
+  return false;
+}
+
+int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
+  const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
+  return pick(random_weights(x, n, params), u01, x, n);
+}
+
+Result<const float*> Sampler::processed(std::span<const float> logits, const SamplingParams& params,
+                                        const PenaltyState* penalties,
+                                        std::span<const int32_t> suppressed,
+                                        std::span<const uint32_t> bitmask) {
+  if (logits.empty()) return invalid_argument("cannot sample from an empty logits row");
+  ensure_scratch(logits.size());
+  if (params.allowed_token_ids.empty() && suppressed.empty() && params.logit_bias.empty() &&
+      !(penalties != nullptr && params.has_penalties()) && bitmask.empty())
+    return logits.data();
+  LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
+  return static_cast<const float*>(work_.data());
+}
+
 Status Sampler::sample(std::span<const float> logits, const SamplingParams& params,
                        const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                        SampleOutput* out, std::span<const uint32_t> bitmask) {
@@ -224,26 +265,29 @@ Status Sampler::sample(std::span<const float> logits, const SamplingParams& para
   return Status::ok();
 }
 
+namespace {
+constexpr const char* kNothingSampleable =
+    "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
+    "grammar's mask, min_tokens and logit_bias were applied";
+}  // namespace
+
 Status Sampler::draw(std::span<const float> logits, const SamplingParams& params,
                      const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
-                     int32_t* token_out, std::span<const uint32_t> bitmask) {
+                     int32_t* token_out, std::span<const uint32_t> bitmask,
+                     std::span<float> probs) {
+  LOOM_ASSIGN_OR_RETURN(const float* x, processed(logits, params, penalties, suppressed, bitmask));
   const int32_t n = static_cast<int32_t>(logits.size());
-  if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
-
-  const float* x = logits.data();
-  ensure_scratch(logits.size());
-  const bool penalize = penalties != nullptr && params.has_penalties();
-  if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
-      penalize || !bitmask.empty()) {
-    LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
-    x = work_.data();
+  int32_t token = -1;
+  if (params.is_greedy()) {
+    token = argmax_logits(x, n);
+    if (!probs.empty() && token >= 0) write_probabilities({Weights::kArgmax}, x, n, probs);
+  } else {
+    const double u01 = rng.uniform();  // as sample_random: the draw first, on every path
+    const Weights ws = random_weights(x, n, params);
+    token = pick(ws, u01, x, n);
+    if (!probs.empty() && token >= 0 && !write_probabilities(ws, x, n, probs)) token = -1;
   }
-
-  const int32_t token = params.is_greedy() ? argmax_logits(x, n) : sample_random(x, n, params, rng);
-  if (token < 0)
-    return invalid_argument(
-        "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
-        "grammar's mask, min_tokens and logit_bias were applied");
+  if (token < 0) return invalid_argument(kNothingSampleable);
   *token_out = token;
   return Status::ok();
 }
@@ -251,36 +295,12 @@ Status Sampler::draw(std::span<const float> logits, const SamplingParams& params
 Status Sampler::distribution(std::span<const float> logits, const SamplingParams& params,
                              const PenaltyState* penalties, std::span<const int32_t> suppressed,
                              std::vector<float>* probs, std::span<const uint32_t> bitmask) {
+  LOOM_ASSIGN_OR_RETURN(const float* x, processed(logits, params, penalties, suppressed, bitmask));
   const int32_t n = static_cast<int32_t>(logits.size());
-  if (n <= 0) return invalid_argument("cannot sample from an empty logits row");
-  const float* x = logits.data();
-  ensure_scratch(logits.size());
-  if (!params.allowed_token_ids.empty() || !suppressed.empty() || !params.logit_bias.empty() ||
-      (penalties != nullptr && params.has_penalties()) || !bitmask.empty()) {
-    LOOM_RETURN_IF_ERROR(apply_processors(logits, params, penalties, suppressed, bitmask));
-    x = work_.data();
-  }
-  probs->assign(logits.size(), 0.0f);
+  probs->resize(logits.size());
   const Weights ws = params.is_greedy() ? Weights{Weights::kArgmax} : random_weights(x, n, params);
-  switch (ws.kind) {
-    case Weights::kNone:
-      break;
-    case Weights::kArgmax:
-      if (const int32_t t = argmax_logits(x, n); t >= 0) (*probs)[t] = 1.0f;
-      return Status::ok();
-    case Weights::kListed:
-      if (!(ws.total > 0)) break;
-      for (int32_t i = 0; i < ws.m; ++i)
-        (*probs)[cand_[i].id] = static_cast<float>(cand_[i].weight / ws.total);
-      return Status::ok();
-    case Weights::kRow:
-      if (!(ws.total > 0)) break;
-      for (int32_t i = 0; i < n; ++i) (*probs)[i] = static_cast<float>(scratch_f_[i] / ws.total);
-      return Status::ok();
-  }
-  return invalid_argument(
-      "no token can be sampled: every logit is -inf or NaN after allowed_token_ids, the "
-      "grammar's mask, min_tokens and logit_bias were applied");
+  if (!write_probabilities(ws, x, n, *probs)) return invalid_argument(kNothingSampleable);
+  return Status::ok();
 }
 
 Result<std::span<const float>> Sampler::process(std::span<const float> logits,

@@ -71,10 +71,12 @@ class Sampler {
                 const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
                 SampleOutput* out, std::span<const uint32_t> bitmask = {});
 
-  // sample() without the logprobs: the token alone.
+  // sample() without the logprobs: the token alone, and when `probs` is given (the
+  // vocabulary's size) the distribution it was drawn from, as distribution() gives it, from
+  // the same pass (a sampling draft's proposal and its q).
   Status draw(std::span<const float> logits, const SamplingParams& params,
               const PenaltyState* penalties, std::span<const int32_t> suppressed, Rng& rng,
-              int32_t* token, std::span<const uint32_t> bitmask = {});
+              int32_t* token, std::span<const uint32_t> bitmask = {}, std::span<float> probs = {});
 
   // Steps 2-5 only: the logits the distribution is built from, before temperature and the
   // top-k / top-p / min-p cuts (a rejection test's p needs those too: spec/rejection.h), e.g.
@@ -115,6 +117,14 @@ class Sampler {
     double total = 0.0;
   };
   Weights random_weights(const float* x, int32_t n, const SamplingParams& params);
+  // The token random_weights' candidates give the uniform u01 (inverse CDF in their order).
+  int32_t pick(const Weights& ws, double u01, const float* x, int32_t n);
+  // Their probabilities over the vocabulary (n = probs.size(); the rest 0); false when none.
+  bool write_probabilities(const Weights& ws, const float* x, int32_t n, std::span<float> probs);
+  // Steps 2-5 into work_ when any applies, else the logits themselves.
+  Result<const float*> processed(std::span<const float> logits, const SamplingParams& params,
+                                 const PenaltyState* penalties, std::span<const int32_t> suppressed,
+                                 std::span<const uint32_t> bitmask);
   // Step 6, random branch. Returns the token, or -1 if nothing is sampleable.
   int32_t sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng);
 

@@ -134,10 +134,12 @@ int32_t DraftModelProposer::propose(DraftSeq& s, int32_t j, const float* row) {
   // A padded draft vocabulary's last rows are no tokens of the target: never proposed (the
   // target's verify could not even embed them).
   const int32_t n_propose = std::min(model_->config().n_vocab, target_vocab_);
-  float* q_row =
-      s.sampling ? s.draft_probs->data() + static_cast<size_t>(j) * target_vocab_ : nullptr;
+  std::span<float> q_row;
+  if (s.sampling)
+    q_row = {s.draft_probs + static_cast<size_t>(j) * target_vocab_,
+             static_cast<size_t>(target_vocab_)};
   return propose_from_logits(sampler_, {row, static_cast<size_t>(n_propose)}, s.sampling, s.rng,
-                             q_row, q_);
+                             q_row);
 }
 
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
@@ -183,7 +185,6 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     DraftSeq& s = seqs[i];
     *s.draft_computed = static_cast<int32_t>(s.tokens.size());
-    if (s.sampling) s.draft_probs->assign(s.draft->size() * static_cast<size_t>(target_vocab_), 0);
     (*s.draft)[0] = propose(s, 0, logits_.data() + i * n_vocab);
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }

@@ -117,8 +117,7 @@ class DraftModelProposer : public Proposer {
   std::vector<int32_t> slots_;                    // fill()'s sequences' slots
   Batch batch_;
   std::vector<float> logits_;
-  Sampler sampler_;       // a sampling request's draft distributions
-  std::vector<float> q_;  // one of them
+  Sampler sampler_;  // a sampling request's draft distributions
   double seconds_ = 0;
 };
 

@@ -71,12 +71,12 @@ Status MtpProposer::observe(std::span<const ObservedSeq> seqs) {
     HiddenProposal& hp = *s.proposal;
     hp.at_tokens = static_cast<int32_t>(s.tokens.size());
     if (s.sampling)
-      hp.q.assign(c.n_vocab, 0.0f);
+      hp.q.resize(c.n_vocab);
     else
       hp.q.clear();
     hp.token = propose_from_logits(sampler_,
                                    {logits_.data() + j * c.n_vocab, static_cast<size_t>(c.n_vocab)},
-                                   s.sampling, s.rng, s.sampling ? hp.q.data() : nullptr, q_);
+                                   s.sampling, s.rng, hp.q);
     const float* h = &out_hidden_[static_cast<size_t>(batch_.logits_rows[j]) * E];
     hp.hidden.assign(h, h + E);
   }
@@ -96,11 +96,12 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
     if (s.sampling) {
       // The first proposal's q is observe()'s; one it drew as a point mass (the request's
       // sampling was not known then) is one here too.
-      s.draft_probs->assign(s.draft->size() * static_cast<size_t>(c.n_vocab), 0.0f);
-      if (hp->q.size() == static_cast<size_t>(c.n_vocab))
-        std::copy(hp->q.begin(), hp->q.end(), s.draft_probs->begin());
-      else
-        (*s.draft_probs)[hp->token] = 1.0f;
+      if (hp->q.size() == static_cast<size_t>(c.n_vocab)) {
+        std::copy(hp->q.begin(), hp->q.end(), s.draft_probs);
+      } else {
+        std::fill(s.draft_probs, s.draft_probs + c.n_vocab, 0.0f);
+        s.draft_probs[hp->token] = 1.0f;
+      }
     }
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }
@@ -140,8 +141,10 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
       DraftSeq& s = seqs[live_[r]];
       (*s.draft)[j] = propose_from_logits(
           sampler_, {logits_.data() + r * c.n_vocab, static_cast<size_t>(c.n_vocab)}, s.sampling,
-          s.rng, s.sampling ? s.draft_probs->data() + static_cast<size_t>(j) * c.n_vocab : nullptr,
-          q_);
+          s.rng,
+          s.sampling ? std::span<float>(s.draft_probs + static_cast<size_t>(j) * c.n_vocab,
+                                        static_cast<size_t>(c.n_vocab))
+                     : std::span<float>());
       std::memcpy(&chain[live_[r] * E], &out_hidden_[r * E], E * sizeof(float));
     }
   }

@@ -65,8 +65,7 @@ class MtpProposer : public Proposer {
   std::vector<float> logits_, out_hidden_;
   std::vector<float> chain_hidden_;  // fill(): per sequence, its last step's output state
   std::vector<size_t> live_;
-  Sampler sampler_;       // a sampling request's proposal distributions
-  std::vector<float> q_;  // one of them
+  Sampler sampler_;  // a sampling request's proposal distributions
   double seconds_ = 0;
   int64_t rows_run_ = 0;
 };

@@ -49,7 +49,7 @@ struct DraftSeq {
   // Null: proposals are point masses.
   const SamplingParams* sampling = nullptr;
   Rng* rng = nullptr;
-  std::vector<float>* draft_probs = nullptr;
+  float* draft_probs = nullptr;  // draft->size() rows of the target's n_vocab (the engine's)
 };
 
 // A sequence's rows of the target step just run, as observe() sees them.

@@ -3,21 +3,22 @@
 // target distribution p; when it is not, the token comes from the normalised positive part of
 // p - q. Whatever q is, the emitted token is distributed exactly as p.
 //
-// For a point-mass proposal (n-gram lookup, MTP heads, any proposal of a greedy request)
-// q(d) = 1, so d is kept with probability p(d) and the replacement comes from p without d:
-// exactly what sampling x ~ p and keeping d when x == d gives, which is how the engine verifies
-// those (it draws from the request's own generator in the order plain decoding would, so a
-// seeded request gives the same tokens with and without speculation, whatever was proposed).
+// For a point-mass proposal (n-gram lookup; a draft model's or MTP module's for a greedy or
+// seeded request) q(d) = 1, so d is kept with probability p(d) and the replacement comes from
+// p without d: exactly what sampling x ~ p and keeping d when x == d gives, which is how the
+// engine verifies those (it draws from the request's own generator in the order plain
+// decoding would, so a seeded request gives the same tokens with and without speculation,
+// whatever was proposed).
 //
-// A draft model samples the proposals of a sampling request without a seed from its own
-// distribution q (spec/draft_model.h), and the engine verifies those with this rule: a draft
-// close to the target keeps most of them (all, when q = p) where a point mass keeps each with
-// probability p(d) only. Their tokens depend on what was proposed, which depends on the step
-// times (the back-off) and the other requests (the token budget), so a request with a seed
-// keeps the point-mass rule: reproducible, at a lower acceptance. The draft draws d from the
-// request's generator as plain decoding draws that position's token, and the rule's own draws
-// come from a second generator (Request::accept_rng): where q = p (the target as its own
-// draft) every proposal is kept and the tokens are the ones plain decoding would draw.
+// A draft model or MTP module samples the proposals of a sampling request without a seed from
+// its own distribution q (spec/sampled_proposal.h), and the engine verifies those with this
+// rule: a draft close to the target keeps most of them (all, when q = p) where a point mass
+// keeps each with probability p(d) only. Their tokens depend on what was proposed, which
+// depends on the step times (the back-off) and the other requests (the token budget), so a
+// request with a seed keeps the point-mass rule: reproducible, at a lower acceptance. The draft
+// draws d from the request's generator as plain decoding draws that position's token, and the
+// rule's own draws come from a second generator (Request::accept_rng): where q = p (the target
+// as its own draft) every proposal is kept and the tokens are the ones plain decoding draws.
 #pragma once
 
 #include <cstdint>

@@ -9,18 +9,17 @@ int32_t best_token(std::span<const float> logits) {
 }
 
 int32_t propose_from_logits(Sampler& sampler, std::span<const float> logits,
-                            const SamplingParams* sampling, Rng* rng, float* q_row,
-                            std::vector<float>& scratch) {
-  const int32_t best = best_token(logits);
-  if (!sampling) return best;
+                            const SamplingParams* sampling, Rng* rng, std::span<float> q_row) {
+  if (!sampling) return best_token(logits);
+  std::fill(q_row.begin() + static_cast<std::ptrdiff_t>(logits.size()), q_row.end(), 0.0f);
   int32_t token = -1;
-  if (!sampler.distribution(logits, *sampling, nullptr, {}, &scratch).is_ok() ||
-      !sampler.draw(logits, *sampling, nullptr, {}, *rng, &token).is_ok()) {
-    q_row[best] = 1.0f;
-    return best;
-  }
-  std::copy(scratch.begin(), scratch.end(), q_row);
-  return token;
+  if (sampler.draw(logits, *sampling, nullptr, {}, *rng, &token, {}, q_row.first(logits.size()))
+          .is_ok())
+    return token;
+  const int32_t best = best_token(logits);
+  std::fill(q_row.begin(), q_row.end(), 0.0f);
+  q_row[best] = 1.0f;
+  return best;
 }
 
 }  // namespace loom::spec

@@ -17,13 +17,11 @@ namespace loom::spec {
 int32_t best_token(std::span<const float> logits);
 
 // A proposal from `logits` (the proposer's row over the tokens it may propose, at most the
-// target's n_vocab): the best token when `sampling` is null; else drawn with `rng`, and
-// q_row (the target's n_vocab floats, zeroed by the caller) receives q. Where the request's
-// parameters cannot apply to the row (an allowed or biased id past it) the proposal is the
-// best token and q its point mass: the rule keeps the target's distribution whatever q is.
-// `scratch` holds the row's distribution between calls.
+// target's n_vocab): the best token when `sampling` is null; else drawn with `rng`, and q_row
+// (the target's n_vocab floats) receives q, 0 past the row. Where the request's parameters
+// cannot apply to the row (an allowed or biased id past it) the proposal is the best token and
+// q its point mass: the rule keeps the target's distribution whatever q is.
 int32_t propose_from_logits(Sampler& sampler, std::span<const float> logits,
-                            const SamplingParams* sampling, Rng* rng, float* q_row,
-                            std::vector<float>& scratch);
+                            const SamplingParams* sampling, Rng* rng, std::span<float> q_row);
 
 }  // namespace loom::spec

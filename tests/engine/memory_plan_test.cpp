@@ -247,7 +247,11 @@ TEST(MemoryPlan, DraftModelIsPlanned) {
   const uint64_t draft_kv = static_cast<uint64_t>(plain->kv.groups[0].num_blocks) *
                             KvCache::bytes_per_block(d.config, c.block_size, c.kv_dtype);
   EXPECT_GT(dense->draft_bytes, draft_kv + CpuModel::weight_copy_bytes(d.weights));
-  EXPECT_EQ(dense->total(), plain->total() + dense->draft_bytes);
+  // Beside the draft's own share, a step's sampled proposals' distributions: a vocabulary for
+  // each of 3 sequences x 3 proposals (n-gram proposals are point masses: none).
+  const uint64_t proposal_dists = 3ull * 3 * b.config.n_vocab * sizeof(float);
+  EXPECT_EQ(dense->total(), plain->total() + dense->draft_bytes + proposal_dists);
+  EXPECT_EQ(dense->scratch_bytes, plain->scratch_bytes + proposal_dists);
   EXPECT_EQ(dense->kv_bytes, plain->kv_bytes);
   EXPECT_NE(dense->table().find("draft model"), std::string::npos);
   const BoundModel h = bind_synth("tiny-qwen35");
