@@ -236,11 +236,6 @@ bool Sampler::write_probabilities(const Weights& ws, const float* x, int32_t n,
   return false;
 }
 
-int32_t Sampler::sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng) {
-  const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
-  return pick(random_weights(x, n, params), u01, x, n);
-}
-
 Result<const float*> Sampler::processed(std::span<const float> logits, const SamplingParams& params,
                                         const PenaltyState* penalties,
                                         std::span<const int32_t> suppressed,
@@ -282,7 +277,7 @@ Status Sampler::draw(std::span<const float> logits, const SamplingParams& params
     token = argmax_logits(x, n);
     if (!probs.empty() && token >= 0) write_probabilities({Weights::kArgmax}, x, n, probs);
   } else {
-    const double u01 = rng.uniform();  // as sample_random: the draw first, on every path
+    const double u01 = rng.uniform();  // exactly one draw per random sample, on every path
     const Weights ws = random_weights(x, n, params);
     token = pick(ws, u01, x, n);
     if (!probs.empty() && token >= 0 && !write_probabilities(ws, x, n, probs)) token = -1;

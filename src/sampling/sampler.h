@@ -125,8 +125,6 @@ class Sampler {
   Result<const float*> processed(std::span<const float> logits, const SamplingParams& params,
                                  const PenaltyState* penalties, std::span<const int32_t> suppressed,
                                  std::span<const uint32_t> bitmask);
-  // Step 6, random branch. Returns the token, or -1 if nothing is sampleable.
-  int32_t sample_random(const float* x, int32_t n, const SamplingParams& params, Rng& rng);
 
   std::vector<float> work_;                         // (n_vocab) processed logits
   std::vector<float> scratch_f_;                    // (n_vocab) exp weights

@@ -4,9 +4,14 @@
 
 namespace loom::spec {
 
+namespace {
+
+// The proposer's best token (the first on ties; token 0 for a row with nothing finite).
 int32_t best_token(std::span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return std::max(argmax_logits(logits.data(), static_cast<int32_t>(logits.size())), 0);
 }
+
+}  // namespace
 
 int32_t propose_from_logits(Sampler& sampler, std::span<const float> logits,
                             const SamplingParams* sampling, Rng* rng, std::span<float> q_row) {

@@ -13,9 +13,6 @@
 
 namespace loom::spec {
 
-// The best token of `logits` (the first on ties).
-int32_t best_token(std::span<const float> logits);
-
 // A proposal from `logits` (the proposer's row over the tokens it may propose, at most the
 // target's n_vocab): the best token when `sampling` is null; else drawn with `rng`, and q_row
 // (the target's n_vocab floats) receives q, 0 past the row. Where the request's parameters

@@ -99,6 +99,12 @@ Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(
   return bytes;
 }
 
+Result<GgufFile> build_gguf_layout(GgufWriter meta, const std::vector<PlannedTensor>& plan) {
+  ZeroPages zeros(max_nbytes(plan));
+  LOOM_RETURN_IF_ERROR(add_placeholder_tensors(meta, plan, zeros));
+  return meta.layout();
+}
+
 Status build_gguf_file(GgufWriter meta, const std::vector<PlannedTensor>& plan,
                        const TensorFillFn& fill, const std::string& path) {
   {

@@ -34,6 +34,9 @@ Result<std::shared_ptr<std::vector<uint8_t>>> build_gguf_bytes(
     GgufWriter meta, const std::vector<PlannedTensor>& plan, const TensorFillFn& fill);
 Status build_gguf_file(GgufWriter meta, const std::vector<PlannedTensor>& plan,
                        const TensorFillFn& fill, const std::string& path);
+// The file the two above would build, parsed, its tensor data zeros that cost no memory
+// (GgufWriter::layout): metadata, shapes and types without generating any bytes.
+Result<GgufFile> build_gguf_layout(GgufWriter meta, const std::vector<PlannedTensor>& plan);
 
 // Collects "rows do not fit the block size" fallbacks and reports them as one line per
 // (wanted, used) pair instead of one per tensor.

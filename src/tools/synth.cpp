@@ -554,11 +554,7 @@ Result<SynthLayout> synth_layout(const SynthOptions& options) {
 
 Result<GgufFile> synth_layout_gguf(const SynthOptions& options) {
   LOOM_ASSIGN_OR_RETURN(Plan p, make_plan(options));
-  GgufWriter w = make_writer(p);
-  static const uint8_t kNoData = 0;  // layout() reads no tensor data
-  for (const PlannedTensor& t : p.tensors)
-    LOOM_RETURN_IF_ERROR(w.add_tensor(t.name, t.dtype, t.ne, &kNoData, t.nbytes));
-  return w.layout();
+  return build_gguf_layout(make_writer(p), p.tensors);
 }
 
 Result<SynthOptions> parse_synth_spec(std::string_view spec) {

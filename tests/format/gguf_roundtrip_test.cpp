@@ -15,7 +15,9 @@ namespace {
 using test::Bytes;
 using test::share;
 
-Result<GgufFile> roundtrip(const GgufWriter& w) { return GgufFile::parse_bytes(share(w.to_bytes())); }
+Result<GgufFile> roundtrip(const GgufWriter& w) {
+  return GgufFile::parse_bytes(share(w.to_bytes()));
+}
 
 TEST(GgufRoundTrip, EveryScalarType) {
   GgufWriter w;
@@ -38,7 +40,7 @@ TEST(GgufRoundTrip, EveryScalarType) {
   ASSERT_TRUE(f.is_ok()) << f.status().message();
   EXPECT_EQ(f->version(), 3u);
   ASSERT_EQ(f->metadata().size(), 15u);
-  const char* order[] = {"u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64",
+  const char* order[] = {"u8",  "i8",  "u16",    "i16",    "u32", "i32",   "u64", "i64",
                          "f32", "f64", "bool_t", "bool_f", "str", "empty", "nul"};
   for (size_t i = 0; i < 15; ++i) EXPECT_EQ(f->metadata()[i].first, order[i]);
 
@@ -83,9 +85,12 @@ TEST(GgufRoundTrip, ArraysOfEveryType) {
     int64_t lo, hi;
   };
   const IntCase cases[] = {
-      {GgufType::kU8, 0, 255},           {GgufType::kI8, -128, 127},
-      {GgufType::kU16, 0, 65535},        {GgufType::kI16, -32768, 32767},
-      {GgufType::kU32, 0, 4294967295ll}, {GgufType::kI32, INT32_MIN, INT32_MAX},
+      {GgufType::kU8, 0, 255},
+      {GgufType::kI8, -128, 127},
+      {GgufType::kU16, 0, 65535},
+      {GgufType::kI16, -32768, 32767},
+      {GgufType::kU32, 0, 4294967295ll},
+      {GgufType::kI32, INT32_MIN, INT32_MAX},
       {GgufType::kI64, INT64_MIN, INT64_MAX},
   };
   std::vector<std::vector<int64_t>> expect;
@@ -112,8 +117,9 @@ TEST(GgufRoundTrip, ArraysOfEveryType) {
   w.set("arr.f64", GgufValue::of_float_array(GgufType::kF64, f64s));
   std::vector<bool> bools = {true, false, false, true, true};
   w.set("arr.bool", GgufValue::of_bool_array(bools));
-  std::vector<std::string> strs = {"", "a", "", "\xE4\xB8\xAD\xE6\x96\x87", std::string(300, 'x'),
-                                   std::string("\0\xff", 2), " space"};
+  std::vector<std::string> strs = {
+      "",      "a", "", "\xE4\xB8\xAD\xE6\x96\x87", std::string(300, 'x'), std::string("\0\xff", 2),
+      " space"};
   w.set("arr.str", GgufValue::of_string_array(strs));
   w.set("arr.empty", GgufValue::of_string_array({}));
   w.set("arr.empty_i32", GgufValue::of_int_array(GgufType::kI32, {}));
@@ -219,7 +225,8 @@ void check_tensors(uint64_t alignment) {
     EXPECT_EQ(t.offset % alignment, 0u);
     EXPECT_EQ(t.view.nbytes, data[i].size());
     // Zero copy: the view points into the shared buffer at data_offset + offset.
-    EXPECT_EQ(static_cast<const uint8_t*>(t.view.data), shared->data() + f->data_offset() + t.offset);
+    EXPECT_EQ(static_cast<const uint8_t*>(t.view.data),
+              shared->data() + f->data_offset() + t.offset);
     EXPECT_EQ(std::memcmp(t.view.data, data[i].data(), data[i].size()), 0);
     EXPECT_EQ(f->find_tensor(cases[i].name), &t);
   }
@@ -244,10 +251,18 @@ void check_tensors(uint64_t alignment) {
   }
 }
 
-TEST(GgufRoundTrip, TensorsDefaultAlignment) { check_tensors(32); }
-TEST(GgufRoundTrip, TensorsAlignment1) { check_tensors(1); }
-TEST(GgufRoundTrip, TensorsAlignment64) { check_tensors(64); }
-TEST(GgufRoundTrip, TensorsAlignment4096) { check_tensors(4096); }
+TEST(GgufRoundTrip, TensorsDefaultAlignment) {
+  check_tensors(32);
+}
+TEST(GgufRoundTrip, TensorsAlignment1) {
+  check_tensors(1);
+}
+TEST(GgufRoundTrip, TensorsAlignment64) {
+  check_tensors(64);
+}
+TEST(GgufRoundTrip, TensorsAlignment4096) {
+  check_tensors(4096);
+}
 
 TEST(GgufRoundTrip, WriteToDiskMatchesToBytesAndMmaps) {
   std::mt19937_64 rng(7);

@@ -164,17 +164,8 @@ std::string body_after(const std::string& text, const std::string& header) {
 class HarmonyServer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server::ServerOptions so;
-    so.chat_template = gpt_oss_template();
-    ASSERT_FALSE(so.chat_template.empty());
-    auto s = start_test_server(so, /*load=*/false, "synth:tiny-gpt-oss");
+    auto s = start_template_server(gpt_oss_template(), kMaxModelLen, "synth:tiny-gpt-oss");
     ASSERT_NE(s, nullptr);
-    EngineConfig ec;
-    ec.max_model_len = kMaxModelLen;
-    ec.max_num_seqs = 4;
-    ec.n_threads = 1;
-    Status st = s->load("synth:tiny-gpt-oss", ec);
-    ASSERT_TRUE(st.is_ok()) << st.message();
     server_ = s.release();
     // Each marker is one control token; look their ids up rather than assume them.
     for (const char* m : kHarmonyMarkers) {

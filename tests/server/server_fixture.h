@@ -71,24 +71,31 @@ inline std::unique_ptr<server::Server> start_test_server(server::ServerOptions s
   return std::move(s).value();
 }
 
-// A server with `chat_template` on synth:tiny-qwen3 (the Qwen3 vocabulary, so a template's
-// markers are single tokens), loaded with one thread and 4 sequences of up to max_model_len;
+// A server with `chat_template` on `model` (a synth preset whose vocabulary has the template's
+// markers as single tokens), loaded with one thread and 4 sequences of up to max_model_len;
 // null, with the failure reported, when it does not start or load.
-inline std::unique_ptr<server::Server> start_tiny_qwen3_server(std::string chat_template,
-                                                               int32_t max_model_len) {
+inline std::unique_ptr<server::Server> start_template_server(std::string chat_template,
+                                                             int32_t max_model_len,
+                                                             const std::string& model) {
   server::ServerOptions so;
   so.chat_template = std::move(chat_template);
   EXPECT_FALSE(so.chat_template.empty());
-  auto s = start_test_server(so, /*load=*/false);
+  auto s = start_test_server(so, /*load=*/false, model);
   if (!s) return nullptr;
   EngineConfig ec;
   ec.max_model_len = max_model_len;
   ec.max_num_seqs = 4;
   ec.n_threads = 1;
-  Status st = s->load("synth:tiny-qwen3", ec);
+  Status st = s->load(model, ec);
   EXPECT_TRUE(st.is_ok()) << st.message();
   if (!st.is_ok()) return nullptr;
   return s;
+}
+
+// The same on synth:tiny-qwen3 (the Qwen3 vocabulary).
+inline std::unique_ptr<server::Server> start_tiny_qwen3_server(std::string chat_template,
+                                                               int32_t max_model_len) {
+  return start_template_server(std::move(chat_template), max_model_len, "synth:tiny-qwen3");
 }
 
 class SharedServerEnv : public ::testing::Environment {
