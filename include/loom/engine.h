@@ -59,6 +59,10 @@ struct SpeculativeConfig {
   int32_t disable_by_batch_size = 0;
   // llama-server's --draft-min: a proposal shorter than this is not verified.
   int32_t draft_min = 0;
+  // llama-server's --spec-draft-p-min (kDraftModel, kMtp): a sequence's proposals of a step
+  // end where the proposer's probability of its best token, over its 10 best at temperature 1
+  // (llama.cpp's draft sampler), is below this. 0: never. Outputs stay what they would be.
+  float draft_p_min = 0.0f;
   // For tests: every decoding sequence proposes every step, however few proposals it keeps
   // (no back-off, whose decisions follow measured step times), so proposals are reproducible.
   bool always_propose = false;

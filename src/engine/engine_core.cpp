@@ -114,6 +114,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(std::unique_ptr<Model> mo
         c.speculative.prompt_lookup_min, c.speculative.prompt_lookup_max,
         c.speculative.num_speculative_tokens);
   }
+  if (e->proposer_) e->proposer_->set_p_min(c.speculative.draft_p_min);
   if (e->proposer_ && e->proposer_->needs_hidden()) e->kv_manager_->set_hits_keep_last_block(false);
   // A draft model's or MTP module's K/V too: its pages would otherwise be committed during
   // the first steps, on the cores the forward passes run on.
@@ -504,6 +505,7 @@ Result<std::vector<RequestOutput>> EngineCore::step() {
       if (!s.req->group->aborted) abort(s.req->group->id);
     return Status(ds.code(), "speculative proposer failed: " + ds.message());
   }
+  shorten_cut_drafts(so);
   build_batch(so);
 
   const int32_t n_vocab = model_->config().n_vocab;

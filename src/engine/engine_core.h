@@ -112,6 +112,9 @@ class EngineCore {
   bool samples_its_proposals(const Request& r) const;
   // The proposer's second call (spec/proposer.h), for the verifies scheduled in `so`.
   Status fill_drafts(const SchedulerOutput& so);
+  // Drafts the proposer left shorter than their slots (--spec-draft-p-min): the step verifies
+  // what is left (nothing below --draft-min), and the lookahead slots past it go back now.
+  void shorten_cut_drafts(SchedulerOutput& so);
   // A hidden-state proposer's third call, after sampling: the rows each sequence kept.
   // Keeps the snapshots taken inside a verify's proposals where the proposals were kept
   // (KvCoordinator::plan_draft_snapshots), drops the others.

@@ -95,6 +95,21 @@ Status EngineCore::fill_drafts(const SchedulerOutput& so) {
   return proposer_->fill(draft_seqs_);
 }
 
+void EngineCore::shorten_cut_drafts(SchedulerOutput& so) {
+  const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+  for (ScheduledSeq& s : so.seqs) {
+    Request& r = *s.req;
+    int32_t k = static_cast<int32_t>(r.draft.size());
+    if (s.num_draft == 0 || k >= s.num_draft) continue;
+    if (k < config_.speculative.draft_min) k = 0;
+    r.draft.resize(k);
+    if (!r.draft_probs.empty()) r.draft_probs = r.draft_probs.first(k * n_vocab);
+    so.num_tokens -= s.num_draft - k;
+    s.num_draft = k;
+    kv_manager_->truncate(r.seq_id, r.num_computed_tokens + s.num_new + k);
+  }
+}
+
 void EngineCore::settle_draft_snapshots(const SchedulerOutput& so) {
   // snapshots_[k] is batch_.state_snapshots[k]'s (build_batch): a sequence's are in order.
   auto seq_of = [&](size_t k) { return batch_.state_snapshots[k].seq; };

@@ -145,6 +145,8 @@ int32_t DraftModelProposer::propose(DraftSeq& s, int32_t j, const float* row) {
 Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   if (seqs.empty()) return Status::ok();
   const int32_t n_vocab = model_->config().n_vocab;
+  // The rows' tokens the draft may propose (propose()), over which --spec-draft-p-min judges it.
+  const size_t n_propose = static_cast<size_t>(std::min(n_vocab, target_vocab_));
   const bool recurrent = rollback_ > 0;
   std::vector<int32_t>& slots = slots_;
   slots.assign(seqs.size(), -1);
@@ -185,7 +187,11 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     DraftSeq& s = seqs[i];
     *s.draft_computed = static_cast<int32_t>(s.tokens.size());
-    (*s.draft)[0] = propose(s, 0, logits_.data() + i * n_vocab);
+    const float* row = logits_.data() + i * n_vocab;
+    if (unsure({row, n_propose}))
+      s.draft->clear();
+    else
+      (*s.draft)[0] = propose(s, 0, row);
     k_max = std::max(k_max, static_cast<int32_t>(s.draft->size()));
   }
   // Steps 2..k: one token per sequence that still proposes, at the positions after the last
@@ -206,8 +212,14 @@ Status DraftModelProposer::fill(std::span<DraftSeq> seqs) {
       live.push_back(i);
     }
     LOOM_RETURN_IF_ERROR(run(logits_));
-    for (size_t r = 0; r < live.size(); ++r)
-      (*seqs[live[r]].draft)[j] = propose(seqs[live[r]], j, logits_.data() + r * n_vocab);
+    for (size_t r = 0; r < live.size(); ++r) {
+      DraftSeq& s = seqs[live[r]];
+      const float* row = logits_.data() + r * n_vocab;
+      if (unsure({row, n_propose}))
+        s.draft->resize(j);  // the proposals before this row stand
+      else
+        (*s.draft)[j] = propose(s, j, row);
+    }
   }
   return Status::ok();
 }

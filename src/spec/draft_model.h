@@ -79,7 +79,8 @@ class DraftModelProposer : public Proposer {
   void plan(std::span<const int32_t>, int32_t k, std::vector<int32_t>& draft) override {
     draft.assign(k, 0);
   }
-  // Fills every sequence's draft with the draft model's continuation (DraftSeq::sampling).
+  // Fills every sequence's draft with the draft model's continuation (DraftSeq::sampling),
+  // cut short before a row where the draft is unsure (Proposer::set_p_min).
   Status fill(std::span<DraftSeq> seqs) override;
   bool samples() const override { return true; }
   bool reserve(int64_t seq_id) override;

@@ -70,13 +70,14 @@ Status MtpProposer::observe(std::span<const ObservedSeq> seqs) {
     const ObservedSeq& s = seqs[live_[j]];
     HiddenProposal& hp = *s.proposal;
     hp.at_tokens = static_cast<int32_t>(s.tokens.size());
+    const std::span<const float> row(logits_.data() + j * c.n_vocab,
+                                     static_cast<size_t>(c.n_vocab));
+    hp.unsure = unsure(row);
     if (s.sampling)
       hp.q.resize(c.n_vocab);
     else
       hp.q.clear();
-    hp.token = propose_from_logits(sampler_,
-                                   {logits_.data() + j * c.n_vocab, static_cast<size_t>(c.n_vocab)},
-                                   s.sampling, s.rng, hp.q);
+    hp.token = propose_from_logits(sampler_, row, s.sampling, s.rng, hp.q);
     const float* h = &out_hidden_[static_cast<size_t>(batch_.logits_rows[j]) * E];
     hp.hidden.assign(h, h + E);
   }
@@ -92,6 +93,10 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
     // The engine plans only sequences with a current proposal; without one, the placeholders
     // stay (the verify then keeps none of them).
     if (!hp || hp->at_tokens != static_cast<int32_t>(s.tokens.size())) continue;
+    if (hp->unsure) {
+      s.draft->clear();
+      continue;
+    }
     (*s.draft)[0] = hp->token;
     if (s.sampling) {
       // The first proposal's q is observe()'s; one it drew as a point mass (the request's
@@ -139,13 +144,18 @@ Status MtpProposer::fill(std::span<DraftSeq> seqs) {
     if (chain.size() < seqs.size() * E) chain.resize(seqs.size() * E);
     for (size_t r = 0; r < live_.size(); ++r) {
       DraftSeq& s = seqs[live_[r]];
+      const std::span<const float> row(logits_.data() + r * c.n_vocab,
+                                       static_cast<size_t>(c.n_vocab));
+      std::memcpy(&chain[live_[r] * E], &out_hidden_[r * E], E * sizeof(float));
+      if (unsure(row)) {
+        s.draft->resize(j);  // the proposals before this row stand
+        continue;
+      }
       (*s.draft)[j] = propose_from_logits(
-          sampler_, {logits_.data() + r * c.n_vocab, static_cast<size_t>(c.n_vocab)}, s.sampling,
-          s.rng,
+          sampler_, row, s.sampling, s.rng,
           s.sampling ? std::span<float>(s.draft_probs + static_cast<size_t>(j) * c.n_vocab,
                                         static_cast<size_t>(c.n_vocab))
                      : std::span<float>());
-      std::memcpy(&chain[live_[r] * E], &out_hidden_[r * E], E * sizeof(float));
     }
   }
   return Status::ok();

@@ -29,6 +29,7 @@ struct HiddenProposal {
   int32_t token = -1;
   std::vector<float> hidden;
   std::vector<float> q;  // the distribution token was drawn from (n_vocab); empty: a point mass
+  bool unsure = false;   // below the proposer's p_min (Proposer::set_p_min): no proposals
 };
 
 // A sequence whose verify was scheduled, as fill() sees it.
@@ -89,6 +90,16 @@ class Proposer {
   virtual bool reserve(int64_t seq_id) { return true; }
   // The sequence has finished, was aborted or preempted: what the proposer keeps for it goes.
   virtual void release(int64_t seq_id) {}
+  // llama-server's --spec-draft-p-min for proposers with a distribution (draft model, MTP): a
+  // sequence's proposals end before the first row where the proposer is less sure than this
+  // (draft_confidence, spec/sampled_proposal.h), so fill() may leave a draft shorter than the
+  // slots granted (even empty); 0, the default: never.
+  void set_p_min(float p_min) { p_min_ = p_min; }
+
+ protected:
+  // Whether a row of the proposer's logits is too unsure to propose from (set_p_min).
+  bool unsure(std::span<const float> logits) const;
+  float p_min_ = 0.0f;
 };
 
 }  // namespace loom::spec

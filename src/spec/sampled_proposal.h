@@ -21,4 +21,11 @@ namespace loom::spec {
 int32_t propose_from_logits(Sampler& sampler, std::span<const float> logits,
                             const SamplingParams* sampling, Rng* rng, std::span<float> q_row);
 
+// How sure the proposer is at this row, for llama-server's --spec-draft-p-min: the probability
+// of its best token under its own softmax over its kConfidenceTopK best logits (llama.cpp's
+// draft sampler: top-k 10 at temperature 1), whatever was proposed from the row. 0 for a row
+// with nothing finite.
+constexpr int32_t kConfidenceTopK = 10;
+float draft_confidence(std::span<const float> logits);
+
 }  // namespace loom::spec

@@ -10,8 +10,6 @@
 namespace loom::spec {
 namespace {
 
-constexpr int32_t kMaxLookup = 64;
-
 // vLLM's MTPModelTypes (vllm/config/speculative.py): per-architecture names it replaces with
 // "mtp" (warning that they are deprecated). Which layers propose is the model's, not the name's.
 constexpr std::string_view kMtpAliases[] = {
@@ -168,7 +166,14 @@ Status finalize_speculative_config(SpeculativeConfig& c, int32_t n_mtp_layers) {
     return invalid_argument("--draft-min " + std::to_string(c.draft_min) +
                             " is over the tokens proposed per step (" +
                             std::to_string(c.num_speculative_tokens) + ")");
+  if (!(c.draft_p_min >= 0.0f && c.draft_p_min <= 1.0f))
+    return invalid_argument("--spec-draft-p-min must be in [0, 1], got " +
+                            std::to_string(c.draft_p_min));
   if (c.method != Method::kNgram) return Status::ok();
+  if (c.draft_p_min > 0.0f)
+    return invalid_argument(
+        "--spec-draft-p-min is for a draft model's or MTP's proposals: n-gram lookup's have no "
+        "probabilities");
   // An error names the values given, not the defaults filled in for the other.
   for (const auto& [name, v] : {std::pair{"prompt_lookup_min", c.prompt_lookup_min},
                                 std::pair{"prompt_lookup_max", c.prompt_lookup_max}})

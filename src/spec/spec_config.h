@@ -12,7 +12,10 @@
 namespace loom::spec {
 
 // Tokens proposed per step at most (num_speculative_tokens, --draft-max).
-constexpr int32_t kMaxSpeculativeTokens = 32;
+// 64: llama.cpp's ngram-simple proposes 48 by default.
+constexpr int32_t kMaxSpeculativeTokens = 64;
+// The longest n-gram lookup (prompt_lookup_max).
+constexpr int32_t kMaxLookup = 64;
 
 // Parses and checks the JSON object. Every key must be known and given once, with a value
 // vLLM accepts (prompt_lookup_min / _max >= 1 and only for "ngram", disable_by_batch_size > 1);

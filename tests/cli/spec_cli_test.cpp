@@ -188,6 +188,45 @@ TEST(CliSpeculative, ShortModelDraftFlag) {
   EXPECT_NE(logged.out.find("draft model synth:tiny"), std::string::npos) << logged.out;
 }
 
+// llama.cpp's current spellings end to end: --spec-draft-* for the draft model (greedy output
+// is the plain run's), --spec-type ngram-simple with its sizes (the log says what runs), a
+// p-min of 1 that leaves nothing to propose, and a type loom does not have refused by name.
+TEST(CliSpeculative, LlamaCppSpecFlags) {
+  const std::string base = "run -m synth:tiny -p 'hello world' -n 12 --temp 0 -t 1";
+  CmdResult plain = run_stdout(base);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const std::string draft =
+      " --spec-draft-model synth:tiny --spec-draft-n-max 3 --spec-draft-n-min 1 "
+      "--spec-draft-p-min 0.0001";
+  CmdResult drafted = run(base + draft);
+  ASSERT_EQ(drafted.code, 0) << drafted.out;
+  EXPECT_NE(drafted.out.find("draft model synth:tiny"), std::string::npos) << drafted.out;
+  EXPECT_EQ(run_stdout(base + draft).out, plain.out);
+
+  const std::string ngram =
+      " --spec-type ngram-simple --spec-ngram-simple-size-n 2 --spec-ngram-simple-size-m 3";
+  CmdResult lookup = run(base + ngram);
+  ASSERT_EQ(lookup.code, 0) << lookup.out;
+  EXPECT_NE(lookup.out.find("engine: n-gram proposer (prompt lookup of 2 to 2 tokens), up to 3 "
+                            "proposals per step"),
+            std::string::npos)
+      << lookup.out;
+  EXPECT_EQ(run_stdout(base + ngram).out, plain.out);
+
+  CmdResult unsure = run_stdout(
+      "bench offline -m synth:tiny --spec-draft-model synth:tiny --spec-draft-p-min 1 "
+      "--num-prompts 2 --input-len 8 --output-len 16 -t 1 --temperature 0");
+  ASSERT_EQ(unsure.code, 0) << unsure.out;
+  EXPECT_NE(unsure.out.find("Speculative decoding: 0 proposals"), std::string::npos) << unsure.out;
+
+  CmdResult eagle = run(base + " --spec-type draft-eagle3");
+  EXPECT_NE(eagle.code, 0) << eagle.out;
+  EXPECT_NE(eagle.out.find("--spec-type draft-eagle3: llama.cpp's proposer of that name is not "
+                           "in loom"),
+            std::string::npos)
+      << eagle.out;
+}
+
 // bench offline at temperature 1 with the target as its own draft: seeded requests (the
 // default) verify point masses and keep few proposals; --unseeded ones verify the draft's
 // own distribution (q = p here) and keep every proposal.

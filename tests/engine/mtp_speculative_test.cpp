@@ -220,6 +220,30 @@ TEST_F(MtpEngine, GreedyAloneIsIdenticalAndProposalsRan) {
   }
 }
 
+// llama-server's --spec-draft-p-min on MTP's proposals: at 1 the module is never sure enough
+// (no proposals at all), just above 0 it proposes as without it; outputs stay plain decoding's,
+// and a bound between cuts some proposals short.
+TEST_F(MtpEngine, DraftPMinEndsProposals) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 3; ++i) rs.push_back(request(i, i == 1 ? 0.8f : 0.0f));
+  auto plain = run(config(0), rs);
+  EngineConfig c = config(3);
+  c.speculative.always_propose = true;  // no back-off: every decode step proposes
+  expect_same(plain, run(c, rs), "p_min 0");
+  const int64_t drafts = metrics_.spec_num_drafts, tokens = metrics_.spec_num_draft_tokens;
+  EXPECT_GT(drafts, 0);
+  c.speculative.draft_p_min = 1e-9f;
+  expect_same(plain, run(c, rs), "p_min 1e-9");
+  EXPECT_EQ(metrics_.spec_num_drafts, drafts);
+  EXPECT_EQ(metrics_.spec_num_draft_tokens, tokens);
+  c.speculative.draft_p_min = 1.0f;
+  expect_same(plain, run(c, rs), "p_min 1");
+  EXPECT_EQ(metrics_.spec_num_drafts, 0);
+  c.speculative.draft_p_min = 0.25f;
+  expect_same(plain, run(c, rs), "p_min 0.25");
+  EXPECT_LT(metrics_.spec_num_draft_tokens, tokens);
+}
+
 TEST_F(MtpEngine, SeededBatchedForkedChunkedAndPreemptedIsIdentical) {
   std::vector<GenerateRequest> rs;
   for (int i = 0; i < 5; ++i) rs.push_back(request(i, i % 2 ? 0.8f : 0.0f));

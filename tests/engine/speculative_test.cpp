@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "engine/engine_core.h"
 #include "test_engine_util.h"
@@ -295,6 +297,79 @@ TEST_F(SpeculativeEngine, DraftWithAShorterContextProposesWhileItFits) {
   EXPECT_EQ(len, 18 + 64);
   EXPECT_GT(verifies_near_the_end, 0);  // proposals cut short near the draft's end, not refused
   std::filesystem::remove(draft_path);
+}
+
+// The probability of the best token among a row's 10 best at temperature 1: llama.cpp's
+// draft sampler's, computed here by sorting the whole row.
+float top10_confidence(std::vector<float> row) {
+  std::sort(row.begin(), row.end(), std::greater<float>());
+  double sum = 0;
+  for (size_t i = 0; i < 10 && i < row.size(); ++i)
+    sum += std::exp(static_cast<double>(row[i]) - row[0]);
+  return static_cast<float>(1.0 / sum);
+}
+
+// llama-server's --spec-draft-p-min with the target as its own draft, whose rows' logits are
+// the verify's: each step proposes up to the first row where the best token's probability over
+// the 10 best is below p_min (the median of plain decoding's rows here, so both sides occur),
+// and decodes without a verify where the first is; outputs stay plain decoding's. p_min 1:
+// nothing is ever proposed.
+TEST_F(SpeculativeEngine, DraftPMinEndsProposalsWhereTheDraftIsUnsure) {
+  constexpr int kK = 4, kTokens = 64;
+  const std::vector<GenerateRequest> rs = {request(0, 0.0f, kTokens)};
+  struct Step {
+    std::vector<int32_t> draft;
+    std::vector<std::vector<float>> rows;
+  };
+  auto steps = [&](const EngineConfig& c) {
+    std::vector<Step> out;
+    auto e = make_engine(c, bytes_);
+    EXPECT_TRUE(e != nullptr);
+    if (!e) return out;
+    e->keep_logits(true);
+    EXPECT_TRUE(e->add_request(rs[0]).is_ok());
+    while (e->has_unfinished()) {
+      auto so = e->step();
+      EXPECT_TRUE(so.is_ok()) << so.status().message();
+      if (!so.is_ok()) break;
+      Step s;
+      for (const auto& [id, d] : e->last_drafts()) s.draft = d;
+      for (const auto& [id, row] : e->last_logits()) s.rows.push_back(row);
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  std::vector<float> confidences;
+  for (const Step& s : steps(config(0))) confidences.push_back(top10_confidence(s.rows.at(0)));
+  std::sort(confidences.begin(), confidences.end());
+  const float p_min = confidences[confidences.size() / 2];
+
+  auto plain = run(config(0), rs);
+  EngineConfig c = with_draft(config(kK), "synth:tiny");
+  c.speculative.always_propose = true;  // no back-off: every decode step proposes
+  c.speculative.draft_p_min = p_min;
+  expect_same(plain, run(c, rs), "self-draft, p_min " + std::to_string(p_min));
+  int32_t outputs = 0, unsure_steps = 0, cut_verifies = 0, full_verifies = 0;
+  for (const Step& s : steps(c)) {
+    const int32_t n = static_cast<int32_t>(s.draft.size());
+    ASSERT_EQ(s.rows.size(), static_cast<size_t>(n + 1)) << "every greedy proposal is kept";
+    const int32_t allowed = std::min(kK, kTokens - outputs - 1);
+    for (int32_t j = 0; j < n; ++j)
+      EXPECT_GE(top10_confidence(s.rows[j]), p_min) << "proposal " << j << " after " << outputs;
+    if (outputs > 0 && n < allowed) {
+      EXPECT_LT(top10_confidence(s.rows[n]), p_min) << "cut at " << n << " after " << outputs;
+      (n == 0 ? unsure_steps : cut_verifies) += 1;
+    }
+    full_verifies += n == kK;
+    outputs += n + 1;
+  }
+  EXPECT_EQ(outputs, kTokens);
+  EXPECT_GT(unsure_steps, 0);
+  EXPECT_GT(cut_verifies + full_verifies, 0);
+
+  c.speculative.draft_p_min = 1.0f;
+  expect_same(plain, run(c, rs), "self-draft, p_min 1");
+  EXPECT_EQ(metrics_.spec_num_drafts, 0);
 }
 
 // The target as its own draft (synth:tiny is the same bytes as the test model): a greedy

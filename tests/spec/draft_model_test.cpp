@@ -2,14 +2,21 @@
 // apart (padded embeddings), and the same token text from id 5 up to the smaller size where
 // both tokenizers are known. A padded draft then never proposes a token the target does not
 // have, and a target's token past the draft's vocabulary does not fail the draft's step.
+// --spec-draft-p-min's measure of how sure a draft is (draft_confidence) against a sort of the
+// whole row, and the proposals it cuts.
 #include "spec/draft_model.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "model/tiny_model.h"
+#include "spec/sampled_proposal.h"
 
 namespace loom::spec {
 namespace {
@@ -57,6 +64,37 @@ TEST(DraftVocabulary, TokenTextsAreCompared) {
   EXPECT_TRUE(check_draft_vocabulary(151936, 151936, nullptr, qwen3.get()).is_ok());
 }
 
+// The reference: the row's finite logits sorted, the softmax of the 10 largest, its first.
+double sorted_top10_confidence(std::vector<float> row) {
+  row.erase(std::remove_if(row.begin(), row.end(), [](float l) { return !(l > -INFINITY); }),
+            row.end());
+  if (row.empty()) return 0.0;
+  std::sort(row.begin(), row.end(), std::greater<float>());
+  double sum = 0;
+  for (size_t i = 0; i < std::min<size_t>(10, row.size()); ++i)
+    sum += std::exp(static_cast<double>(row[i]) - row[0]);
+  return 1.0 / sum;
+}
+
+TEST(DraftConfidence, IsTheSoftmaxOfTheTenBestLogits) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = 1 + rng() % 300;
+    std::vector<float> row(n);
+    for (float& l : row) l = normal(rng);
+    // Masked tokens (-inf), a NaN, and ties among the best.
+    for (size_t i = 0; i < n / 5; ++i) row[rng() % n] = -INFINITY;
+    if (trial % 3 == 0) row[rng() % n] = NAN;
+    if (trial % 4 == 0 && n > 3) row[1] = row[2] = *std::max_element(row.begin(), row.end());
+    EXPECT_NEAR(draft_confidence(row), sorted_top10_confidence(row), 1e-6) << "trial " << trial;
+  }
+  EXPECT_EQ(draft_confidence(std::vector<float>(5, -INFINITY)), 0.0f);
+  EXPECT_FLOAT_EQ(draft_confidence(std::vector<float>{3.0f}), 1.0f);
+  EXPECT_FLOAT_EQ(draft_confidence(std::vector<float>(40, 1.5f)), 0.1f);  // 10 ties
+  EXPECT_FLOAT_EQ(draft_confidence(std::vector<float>{0.0f, 0.0f, -INFINITY}), 0.5f);
+}
+
 class DraftProposals : public ::testing::Test {
  protected:
   static constexpr int32_t kBlockSize = 16;
@@ -75,7 +113,8 @@ class DraftProposals : public ::testing::Test {
     return p.is_ok() ? std::move(p).value() : nullptr;
   }
 
-  // Every sequence's k proposals after `prompts` (each its own blocks, two of them).
+  // Every sequence's proposals after `prompts` (each its own blocks, two of them): k, or
+  // fewer where p_min cut them.
   static Result<std::vector<std::vector<int32_t>>> propose(
       DraftModelProposer& p, const std::vector<std::vector<int32_t>>& prompts) {
     const size_t n = prompts.size();
@@ -121,6 +160,39 @@ TEST_F(DraftProposals, TargetTokensPastTheDraftsVocabularyDoNotFailTheStep) {
       EXPECT_GE(t, 0);
       EXPECT_LT(t, 97);
     }
+}
+
+// --spec-draft-p-min: each sequence's proposals are a prefix of those without it, cut where
+// the draft is less sure than p_min; at 1 there are none, just above 0 all of them.
+TEST_F(DraftProposals, PMinCutsEachDraftToAPrefix) {
+  constexpr int32_t kVocab = 97;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(test::random_tokens(5 + i, kVocab, 300 + i));
+  auto p = proposer(kVocab);
+  ASSERT_TRUE(p);
+  auto full = propose(*p, prompts);
+  ASSERT_TRUE(full.is_ok()) << full.status().message();
+  size_t cut = 0;
+  for (const float p_min : {1e-9f, 0.2f, 0.35f, 0.5f, 1.0f}) {
+    auto q = proposer(kVocab);
+    ASSERT_TRUE(q);
+    q->set_p_min(p_min);
+    auto drafts = propose(*q, prompts);
+    ASSERT_TRUE(drafts.is_ok()) << drafts.status().message();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<int32_t>& d = (*drafts)[i];
+      ASSERT_LE(d.size(), static_cast<size_t>(kK));
+      EXPECT_TRUE(std::equal(d.begin(), d.end(), (*full)[i].begin())) << p_min << " seq " << i;
+      if (p_min == 1e-9f) {
+        EXPECT_EQ(d.size(), static_cast<size_t>(kK));
+      }
+      if (p_min == 1.0f) {
+        EXPECT_TRUE(d.empty());
+      }
+      cut += p_min < 1.0f && d.size() < static_cast<size_t>(kK);
+    }
+  }
+  EXPECT_GT(cut, 0u) << "no bound between 0 and 1 cut a draft";
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(SpecConfig, MtpTokensDefaultToTheModelsMtpLayers) {
   EXPECT_EQ(two->num_speculative_tokens, 2);
   auto zero = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 0})");
   ASSERT_FALSE(zero.is_ok());
-  EXPECT_NE(zero.status().message().find("\"num_speculative_tokens\" must be in [1, 32], got 0"),
+  EXPECT_NE(zero.status().message().find("\"num_speculative_tokens\" must be in [1, 64], got 0"),
             std::string::npos)
       << zero.status().message();
 }

@@ -57,8 +57,8 @@ TEST(SpecFlags, LlamaServerAliases) {
 }
 
 TEST(SpecFlags, ErrorsNameTheFlagTyped) {
-  expect_error({"--draft-max", "40"},
-               "--draft-max 40: tokens proposed per step must be in [1, 32]");
+  expect_error({"--draft-max", "80"},
+               "--draft-max 80: tokens proposed per step must be in [1, 64]");
   expect_error({"--draft-min", "2"},
                "--draft-min needs --draft-max, --model-draft or --speculative-config");
 }
@@ -109,6 +109,87 @@ TEST(SpecFlags, LlamaServerSpellings) {
   expect_error({"--model-draft", "d.gguf", "--speculative-config",
                 R"({"model": "e.gguf", "num_speculative_tokens": 2})"},
                "give one of them");
+}
+
+// llama.cpp's current spellings (2026): --spec-draft-model / -n-max / -n-min / -p-min, and
+// --spec-type with its ngram-simple sizes, onto the same configuration.
+TEST(SpecFlags, LlamaCppSpecSpellings) {
+  Applied draft = parse_and_apply({"--spec-draft-model", "d.gguf", "--spec-draft-n-max", "6",
+                                   "--spec-draft-n-min", "2", "--spec-draft-p-min", "0.75"});
+  ASSERT_TRUE(draft.status.is_ok()) << draft.status.message();
+  EXPECT_EQ(draft.config.method, SpeculativeConfig::Method::kDraftModel);
+  EXPECT_EQ(draft.config.model, "d.gguf");
+  EXPECT_EQ(draft.config.num_speculative_tokens, 6);
+  EXPECT_EQ(draft.config.draft_min, 2);
+  EXPECT_FLOAT_EQ(draft.config.draft_p_min, 0.75f);
+
+  Applied typed = parse_and_apply(
+      {"--spec-type", "draft-simple", "--model-draft", "d.gguf", "--draft-p-min", "0.5"});
+  ASSERT_TRUE(typed.status.is_ok()) << typed.status.message();
+  EXPECT_EQ(typed.config.method, SpeculativeConfig::Method::kDraftModel);
+  EXPECT_FLOAT_EQ(typed.config.draft_p_min, 0.5f);
+
+  Applied mtp = parse_and_apply(
+      {"--spec-type", "draft-mtp", "--spec-draft-n-max", "2", "--spec-draft-p-min", "0.1"});
+  ASSERT_TRUE(mtp.status.is_ok()) << mtp.status.message();
+  EXPECT_EQ(mtp.config.method, SpeculativeConfig::Method::kMtp);
+  EXPECT_EQ(mtp.config.num_speculative_tokens, 2);
+  Applied mtp_layers = parse_and_apply({"--spec-type", "draft-mtp"});
+  ASSERT_TRUE(mtp_layers.status.is_ok()) << mtp_layers.status.message();
+  EXPECT_EQ(mtp_layers.config.num_speculative_tokens, 0);  // the engine fills in its layers
+
+  // ngram-simple: llama.cpp's defaults (12-token lookups, 48 proposals), or the sizes given.
+  Applied ngram = parse_and_apply({"--spec-type", "ngram-simple"});
+  ASSERT_TRUE(ngram.status.is_ok()) << ngram.status.message();
+  EXPECT_EQ(ngram.config.method, SpeculativeConfig::Method::kNgram);
+  EXPECT_EQ(ngram.config.prompt_lookup_min, 12);
+  EXPECT_EQ(ngram.config.prompt_lookup_max, 12);
+  EXPECT_EQ(ngram.config.num_speculative_tokens, 48);
+  Applied sized =
+      parse_and_apply({"--spec-type", "none,ngram-simple", "--spec-ngram-simple-size-n", "3",
+                       "--spec-ngram-simple-size-m", "5", "--spec-ngram-simple-min-hits", "1"});
+  ASSERT_TRUE(sized.status.is_ok()) << sized.status.message();
+  EXPECT_EQ(sized.config.prompt_lookup_min, 3);
+  EXPECT_EQ(sized.config.prompt_lookup_max, 3);
+  EXPECT_EQ(sized.config.num_speculative_tokens, 5);
+
+  Applied none = parse_and_apply({"--spec-type", "none"});
+  ASSERT_TRUE(none.status.is_ok()) << none.status.message();
+  EXPECT_FALSE(none.config.enabled());
+}
+
+// What loom cannot do as asked is refused, naming the flag; nothing is dropped.
+TEST(SpecFlags, LlamaCppSpecSpellingsRefused) {
+  expect_error({"--spec-type", "draft-eagle3"},
+               "--spec-type draft-eagle3: llama.cpp's proposer of that name is not in loom");
+  expect_error({"--spec-type", "ngram-mod"}, "not in loom; loom has draft-simple, draft-mtp");
+  expect_error({"--spec-type", "lookahead"}, "--spec-type lookahead: unknown type");
+  expect_error({"--spec-type", "ngram-simple,draft-simple", "--spec-draft-model", "d.gguf"},
+               "loom runs one proposer at a time");
+  expect_error({"--spec-type", "draft-simple"},
+               "--spec-type draft-simple needs --spec-draft-model");
+  expect_error({"--spec-type", "ngram-simple", "--spec-draft-model", "d.gguf"},
+               "--spec-draft-model is for --spec-type draft-simple, not ngram-simple");
+  expect_error({"--spec-type", "none", "--spec-draft-n-max", "3"},
+               "--spec-type none: no proposer to give the draft flags to");
+  expect_error({"--spec-type", "ngram-simple", "--speculative-config",
+                R"({"method": "ngram", "num_speculative_tokens": 4})"},
+               "--spec-type and --speculative-config: give one of them");
+  expect_error({"--spec-ngram-simple-size-n", "3"}, "these need --spec-type ngram-simple");
+  expect_error({"--spec-type", "draft-mtp", "--spec-ngram-simple-size-m", "3"},
+               "these need --spec-type ngram-simple");
+  expect_error({"--spec-type", "ngram-simple", "--spec-ngram-simple-min-hits", "2"},
+               "--spec-ngram-simple-min-hits 2: loom's n-gram lookup proposes after the first");
+  expect_error({"--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "100"},
+               "--spec-ngram-simple-size-m 100: tokens proposed per step must be in [1, 64]");
+  expect_error({"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "100"},
+               "--spec-ngram-simple-size-n 100: the lookup matches at most 64 tokens");
+  expect_error({"--spec-type", "ngram-simple", "--spec-draft-n-max", "4"},
+               "--draft-max 4 and --spec-ngram-simple-size-m 48 differ");
+  expect_error({"--spec-draft-p-min", "0.5"}, "--spec-draft-p-min needs a draft model");
+  expect_error({"--spec-draft-n-max", "3", "--spec-draft-p-min", "0.5"},
+               "n-gram lookup's have no probabilities");
+  expect_error({"--spec-draft-model", "d.gguf", "--spec-draft-p-min", "1.5"}, "CLI11");
 }
 
 }  // namespace
