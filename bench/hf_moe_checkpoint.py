@@ -11,6 +11,7 @@ random offset (norms are ones). --fp8 writes the attention and expert projection
 --gpt-oss writes gpt-oss as OpenAI publishes it (experts as MXFP4 `_blocks` and `_scales`,
 the rest BF16) at the gpt-oss-1b preset's shape:
   python3 bench/hf_moe_checkpoint.py --gpt-oss /tmp/loom-hf/gpt-oss-1b
+--gpt-oss-20b: the same at openai/gpt-oss-20b's shape (13.8 GB).
 """
 import json
 import os
@@ -49,6 +50,9 @@ def tensors(s):
 # `_blocks` [X][R][G][16] and E8M0 `_scales` [X][R][G] (R output rows, G blocks of 32).
 GPT_OSS = dict(hidden=1024, layers=12, heads=16, kv_heads=2, head_dim=64, experts=32, used=4,
                expert_ff=1024, vocab=32000, window=128)
+# --gpt-oss-20b: openai/gpt-oss-20b's shape (13.8 GB; its start-up at the size users load).
+GPT_OSS_20B = dict(hidden=2880, layers=24, heads=64, kv_heads=8, head_dim=64, experts=32, used=4,
+                   expert_ff=2880, vocab=201088, window=128)
 
 
 def gpt_oss_tensors(s):
@@ -125,8 +129,7 @@ def random_fp8_block(n_bytes, rng):
         bytes(b ^ 1 if b & 0x7F == 0x7F else b for b in range(256)))
 
 
-def write_gpt_oss(out):
-    s = GPT_OSS
+def write_gpt_oss(out, s):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(gpt_oss_config(s), f, indent=2)
@@ -160,8 +163,9 @@ def write_gpt_oss(out):
 
 def main():
     args = sys.argv[1:]
-    if "--gpt-oss" in args:
-        return write_gpt_oss([a for a in args if a != "--gpt-oss"][0])
+    for flag, shape in (("--gpt-oss", GPT_OSS), ("--gpt-oss-20b", GPT_OSS_20B)):
+        if flag in args:
+            return write_gpt_oss([a for a in args if a != flag][0], shape)
     fp8 = "--fp8" in args
     out = [a for a in args if a != "--fp8"][0]
     s = SHAPE
