@@ -242,6 +242,40 @@ TEST_P(HybridSpeculative, GreedySelfDraftKeepsEveryProposalThroughPreemption) {
   EXPECT_EQ(metrics_.spec_num_accepted_tokens, metrics_.spec_num_draft_tokens);
 }
 
+// --spec-draft-p-min on a hybrid model: drafts of a recurrent self-draft and of MTP cut short
+// where the proposer is unsure (verifies of fewer rows than planned, the state snapshots and
+// lookahead slots given back accordingly), batched, sampled and preempted with prefix caching
+// on: outputs stay plain decoding's.
+TEST_P(HybridSpeculative, DraftPMinCutsAreIdentical) {
+  std::vector<GenerateRequest> rs;
+  for (int i = 0; i < 5; ++i) rs.push_back(request(i, i % 2 ? 0.8f : 0.0f, 40));
+  rs[2].params.n = 2;
+  auto plain = run(config(0), rs);
+  constexpr int kK = 3;
+  int64_t planned = 0, proposed = 0;
+  for (const bool use_mtp : {false, true}) {
+    // A random model is rarely sure (0.1 over 10 equal logits): low bounds, for both presets.
+    for (const float p_min : {0.11f, 0.13f, 0.16f, 0.2f, 0.3f}) {
+      EngineConfig c = use_mtp ? mtp(config(kK)) : draft_model(config(kK));
+      if (!use_mtp) c.speculative.model = "synth:" + GetParam();
+      c.speculative.always_propose = true;
+      c.speculative.draft_p_min = p_min;
+      c.max_num_batched_tokens = 40;
+      c.shared_prefill_tokens = 40;
+      c.enable_prefix_caching = true;
+      c.kv_cache_memory_gib = testing::kv_gib_for_blocks(c, bytes_, 14);
+      const std::string what =
+          std::string(use_mtp ? "mtp" : "self-draft") + ", p_min " + std::to_string(p_min);
+      testing::expect_same_outputs(plain, run(c, rs), what);
+      EXPECT_GT(metrics_.num_preemptions, 0) << what;
+      planned += kK * metrics_.spec_num_drafts;
+      proposed += metrics_.spec_num_draft_tokens;
+    }
+  }
+  EXPECT_LT(proposed, planned) << "no draft was cut short";
+  EXPECT_GT(proposed, 0);
+}
+
 TEST_P(HybridSpeculative, TooManyProposalsAreRefusedByName) {
   auto file = GgufFile::parse_bytes(bytes_);
   ASSERT_TRUE(file.is_ok());

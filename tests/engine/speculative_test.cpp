@@ -320,6 +320,7 @@ TEST_F(SpeculativeEngine, DraftPMinEndsProposalsWhereTheDraftIsUnsure) {
   struct Step {
     std::vector<int32_t> draft;
     std::vector<std::vector<float>> rows;
+    int32_t blocks_in_use = 0;  // after the step
   };
   auto steps = [&](const EngineConfig& c) {
     std::vector<Step> out;
@@ -335,6 +336,8 @@ TEST_F(SpeculativeEngine, DraftPMinEndsProposalsWhereTheDraftIsUnsure) {
       Step s;
       for (const auto& [id, d] : e->last_drafts()) s.draft = d;
       for (const auto& [id, row] : e->last_logits()) s.rows.push_back(row);
+      const EngineMetrics m = e->metrics();
+      s.blocks_in_use = static_cast<int32_t>(std::lround(m.kv_cache_usage * m.num_kv_blocks));
       out.push_back(std::move(s));
     }
     return out;
@@ -362,6 +365,11 @@ TEST_F(SpeculativeEngine, DraftPMinEndsProposalsWhereTheDraftIsUnsure) {
     }
     full_verifies += n == kK;
     outputs += n + 1;
+    // The lookahead slots a cut draft did not use went back with it (blocks of 4 tokens).
+    const int32_t computed = static_cast<int32_t>(rs[0].prompt.size()) + outputs - 1;
+    if (outputs < kTokens) {
+      EXPECT_EQ(s.blocks_in_use, (computed + 3) / 4) << "after " << outputs;
+    }
   }
   EXPECT_EQ(outputs, kTokens);
   EXPECT_GT(unsure_steps, 0);
