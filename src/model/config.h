@@ -169,6 +169,14 @@ struct ModelConfig {
   // three the same position, which makes it plain RoPE, so loom only carries them into the
   // files it converts. Empty when the checkpoint has none.
   std::vector<int32_t> rope_sections;
+  // What a file says without a checkpoint's own: transformers' default 11, 11, 10 pairs of the
+  // temporal, height and width positions where the head rotates that many (every Qwen3.5),
+  // else its rotated pairs dealt round-robin to the three (tiny test models): llama.cpp's rope
+  // aborts on sections past the rotated dimensions.
+  static std::vector<int64_t> text_rope_sections(int64_t rotated_pairs) {
+    const int64_t p = rotated_pairs < 32 ? rotated_pairs : 32;
+    return {(p + 2) / 3, (p + 1) / 3, p / 3, 0};
+  }
   bool qkv_bias = false;
   bool qk_norm = false;  // set from the weights; qk_norm_kind says how (kPerHead when unset)
   QkNorm qk_norm_kind = QkNorm::kPerHead;

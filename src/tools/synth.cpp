@@ -248,14 +248,11 @@ Result<Plan> make_plan(const SynthOptions& o) {
     m.set(key(names::kRecurrentLayers), GgufValue::of_bool_array(recurrent));
     m.set_u32(key(names::kFullAttentionInterval),
               static_cast<uint32_t>(ps.full_attention_interval));
-    // Qwen3.5's interleaved multimodal RoPE: n_rot/2 rotated pairs dealt round-robin to the
-    // temporal, height and width sections (transformers' 11, 11, 10 for 64 rotated dims).
-    // llama.cpp needs their sum within the head, and each pair in a section (the fourth is
-    // position 0 for text), so the sections are sized to this shape's rotary dims.
-    const int64_t pairs = (ps.n_rot > 0 ? ps.n_rot : D) / 2;
-    m.set(
-        key(names::kRopeDimensionSections),
-        GgufValue::of_int_array(GgufType::kI32, {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0}));
+    // Qwen3.5's interleaved multimodal RoPE: as loom convert writes it for a checkpoint
+    // without mrope_section (transformers' 11, 11, 10 for 64 rotated dims).
+    m.set(key(names::kRopeDimensionSections),
+          GgufValue::of_int_array(
+              GgufType::kI32, ModelConfig::text_rope_sections((ps.n_rot > 0 ? ps.n_rot : D) / 2)));
   }
   if (ps.n_expert > 0 && ps.kv_lora_rank > 0) {  // DeepSeek's router and layer pattern
     m.set_u32(key(names::kLeadingDenseBlockCount), static_cast<uint32_t>(ps.n_dense_lead));

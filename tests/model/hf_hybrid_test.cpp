@@ -286,9 +286,14 @@ TEST(HfHybridGguf, RopeSectionsAreTheCheckpointsOwn) {
   auto four = sections_after_convert({0, 1, 1, 0});
   ASSERT_TRUE(four.is_ok()) << four.status().message();
   EXPECT_EQ(*four, (Ints{0, 1, 1, 0}));
+  // Without one: transformers' default 11, 11, 10 needs 32 rotated pairs; this head rotates 2
+  // (llama.cpp aborts on sections past them), which go round-robin to the first two.
   auto none = sections_after_convert(nullptr);
   ASSERT_TRUE(none.is_ok()) << none.status().message();
-  EXPECT_EQ(*none, (Ints{11, 11, 10, 0}));
+  EXPECT_EQ(*none, (Ints{1, 1, 0, 0}));
+  EXPECT_EQ(ModelConfig::text_rope_sections(32), (Ints{11, 11, 10, 0}));  // Qwen3.5's 64 dims
+  EXPECT_EQ(ModelConfig::text_rope_sections(64), (Ints{11, 11, 10, 0}));
+  EXPECT_EQ(ModelConfig::text_rope_sections(8), (Ints{3, 3, 2, 0}));
   for (const nlohmann::json& bad : {nlohmann::json("11,11,10"), nlohmann::json({1, -1}),
                                     nlohmann::json({1, 1, 0, 0, 0}), nlohmann::json({1.5})}) {
     auto got = sections_after_convert(bad);

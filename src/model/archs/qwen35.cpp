@@ -24,11 +24,11 @@ Status read_qwen35_gguf(const GgufFile& f, ModelConfig& c) {
 Status write_qwen35_gguf(GgufWriter& w, const ModelConfig& c) {
   LOOM_RETURN_IF_ERROR(gguf_write_deltanet(w, c));
   // llama.cpp's qwen35 loader requires sections: the checkpoint's mrope_section (written with
-  // the other RoPE keys), else transformers' default, 11 + 11 + 10 pairs of the temporal,
-  // height and width positions (all equal for text).
+  // the other RoPE keys), else the default for this head (ModelConfig::text_rope_sections).
   if (c.rope_sections.empty())
     w.set(names::arch_key(c.arch, names::kRopeDimensionSections),
-          GgufValue::of_int_array(GgufType::kI32, {11, 11, 10, 0}));
+          GgufValue::of_int_array(GgufType::kI32, ModelConfig::text_rope_sections(
+                                                      (c.n_rot > 0 ? c.n_rot : c.head_dim) / 2)));
   return Status::ok();
 }
 
