@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot read %d x %d floats from %s\n", n, vocab, argv[2]);
     return 2;
   }
-  if (!std::getenv("LOGITS_VERBOSE")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+  if (!std::getenv("LOGITS_VERBOSE"))
+    llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
   llama_backend_init();
   llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
   if (!model) {
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
       max_abs = std::max(max_abs, std::fabs(double(got[v]) - want[v]));
       max_ref = std::max(max_ref, std::fabs(double(want[v])));
     }
-    argmax_agree += std::max_element(got, got + vocab) - got ==
-                    std::max_element(want, want + vocab) - want;
+    argmax_agree +=
+        std::max_element(got, got + vocab) - got == std::max_element(want, want + vocab) - want;
   }
   std::printf("max_abs_diff %.3g max_abs_logit %.3g argmax_agree %d of %d\ngreedy", max_abs,
               max_ref, argmax_agree, n);
