@@ -127,7 +127,7 @@ Result<ModelConfig> config_of(const std::vector<std::pair<std::string, GgufValue
 }
 
 Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset,
-                                SynthReport& report) {
+                                const ArchSpec& arch, SynthReport& report) {
   const int32_t pad_to = preset.vocab_size_fixed ? preset.n_vocab : 0;
   if (!o.vocab_path.empty()) return load_synth_vocab(o.vocab_path, pad_to);
   if (!preset.vocab_fixture.empty()) {
@@ -136,7 +136,13 @@ Result<SynthVocab> choose_vocab(const SynthOptions& o, const SynthPreset& preset
     report.notes.push_back("vocabulary " + std::string(preset.vocab_fixture) +
                            " not found (set LOOM_VOCAB_DIR or pass --vocab); using a placeholder");
   }
-  return placeholder_vocab(preset.n_vocab, preset.control_tokens);
+  // llama.cpp's vocabulary loader looks up <|endoftext|> in every file it takes for Phi-3
+  // (its name says phi3; real Phi-3 vocabularies have it) and fails without one.
+  std::vector<std::string_view> control(preset.control_tokens.begin(), preset.control_tokens.end());
+  if (arch.name == "phi3" &&
+      std::find(control.begin(), control.end(), "<|endoftext|>") == control.end())
+    control.push_back("<|endoftext|>");
+  return placeholder_vocab(preset.n_vocab, control);
 }
 
 Result<Plan> make_plan(const SynthOptions& o) {
@@ -160,7 +166,7 @@ Result<Plan> make_plan(const SynthOptions& o) {
   const ArchSpec& ar = *p.arch;
   p.seed = o.seed;
 
-  LOOM_ASSIGN_OR_RETURN(SynthVocab vocab, choose_vocab(o, ps, p.report));
+  LOOM_ASSIGN_OR_RETURN(SynthVocab vocab, choose_vocab(o, ps, ar, p.report));
   p.report.n_vocab = vocab.n_vocab;
   p.report.vocab_source = vocab.source;
   if (vocab.placeholder && o.vocab_path.empty() && ps.vocab_fixture.empty() && ps.vocab_size_fixed)

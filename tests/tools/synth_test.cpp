@@ -691,6 +691,30 @@ TEST(SynthTest, GptOssPresetsHaveHarmonyTokensAndYarn) {
   EXPECT_FALSE((*tok)->is_eog(ids[1]));  // <|end|>: a message ends, the turn goes on
 }
 
+// llama.cpp's vocabulary loader looks up <|endoftext|> in a file whose name says phi3 and
+// fails to load one without it: a Phi-3 placeholder vocabulary has it, as a control token
+// that ends generation; other families' do not.
+TEST(SynthTest, Phi3PlaceholderVocabularyHasEndOfText) {
+  for (const char* arch : {"phi3", "llama"}) {
+    SCOPED_TRACE(arch);
+    SynthOptions o;
+    o.arch = arch;
+    auto f = GgufFile::parse_bytes(synth(o));
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto tok = Tokenizer::from_gguf(*f);
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    const auto id = (*tok)->find_token("<|endoftext|>");
+    if (std::string(arch) == "llama") {
+      EXPECT_FALSE(id);
+      continue;
+    }
+    ASSERT_TRUE(id);
+    EXPECT_TRUE((*tok)->is_control(*id));
+    EXPECT_TRUE((*tok)->is_eog(*id));
+    EXPECT_EQ((*tok)->n_vocab(), 512);  // the preset's size: the token takes a text token's place
+  }
+}
+
 // Qwen3.5's rope.dimension_sections fit the preset's rotary dims as llama.cpp needs them
 // (their sum, in pairs, within the head; it asserts so): tiny-qwen35 rotates 4 of its 16
 // dims (2 pairs), qwen35-2b 64 of 256 (transformers' default sections).
