@@ -10,18 +10,44 @@
 namespace loom {
 namespace {
 
-// Block layouts from ggml's public headers (ggml-common.h): QK_K = 256 super-blocks.
-constexpr std::array<DtypeInfo, 20> kInfos = {{
-    {Dtype::kF32, "f32", 1, 4, false},      {Dtype::kF16, "f16", 1, 2, false},
-    {Dtype::kQ4_0, "q4_0", 32, 18, true},   {Dtype::kQ4_1, "q4_1", 32, 20, true},
-    {Dtype::kQ5_0, "q5_0", 32, 22, true},   {Dtype::kQ5_1, "q5_1", 32, 24, true},
-    {Dtype::kQ8_0, "q8_0", 32, 34, true},   {Dtype::kQ8_1, "q8_1", 32, 36, true},
-    {Dtype::kQ2_K, "q2_k", 256, 84, true},  {Dtype::kQ3_K, "q3_k", 256, 110, true},
-    {Dtype::kQ4_K, "q4_k", 256, 144, true}, {Dtype::kQ5_K, "q5_k", 256, 176, true},
-    {Dtype::kQ6_K, "q6_k", 256, 210, true}, {Dtype::kQ8_K, "q8_k", 256, 292, true},
-    {Dtype::kI8, "i8", 1, 1, false},        {Dtype::kI16, "i16", 1, 2, false},
-    {Dtype::kI32, "i32", 1, 4, false},      {Dtype::kF64, "f64", 1, 8, false},
-    {Dtype::kBF16, "bf16", 1, 2, false},    {Dtype::kMXFP4, "mxfp4", 32, 17, true},
+// Block layouts from ggml's public headers (ggml-common.h; gguf-py's GGML_QUANT_SIZES):
+// QK_K = 256 super-blocks.
+constexpr std::array<DtypeInfo, 35> kInfos = {{
+    {Dtype::kF32, "f32", 1, 4, false},
+    {Dtype::kF16, "f16", 1, 2, false},
+    {Dtype::kQ4_0, "q4_0", 32, 18, true},
+    {Dtype::kQ4_1, "q4_1", 32, 20, true},
+    {Dtype::kQ5_0, "q5_0", 32, 22, true},
+    {Dtype::kQ5_1, "q5_1", 32, 24, true},
+    {Dtype::kQ8_0, "q8_0", 32, 34, true},
+    {Dtype::kQ8_1, "q8_1", 32, 36, true},
+    {Dtype::kQ2_K, "q2_k", 256, 84, true},
+    {Dtype::kQ3_K, "q3_k", 256, 110, true},
+    {Dtype::kQ4_K, "q4_k", 256, 144, true},
+    {Dtype::kQ5_K, "q5_k", 256, 176, true},
+    {Dtype::kQ6_K, "q6_k", 256, 210, true},
+    {Dtype::kQ8_K, "q8_k", 256, 292, true},
+    {Dtype::kIQ2_XXS, "iq2_xxs", 256, 66, true},
+    {Dtype::kIQ2_XS, "iq2_xs", 256, 74, true},
+    {Dtype::kIQ3_XXS, "iq3_xxs", 256, 98, true},
+    {Dtype::kIQ1_S, "iq1_s", 256, 50, true},
+    {Dtype::kIQ4_NL, "iq4_nl", 32, 18, true},
+    {Dtype::kIQ3_S, "iq3_s", 256, 110, true},
+    {Dtype::kIQ2_S, "iq2_s", 256, 82, true},
+    {Dtype::kIQ4_XS, "iq4_xs", 256, 136, true},
+    {Dtype::kI8, "i8", 1, 1, false},
+    {Dtype::kI16, "i16", 1, 2, false},
+    {Dtype::kI32, "i32", 1, 4, false},
+    {Dtype::kI64, "i64", 1, 8, false},
+    {Dtype::kF64, "f64", 1, 8, false},
+    {Dtype::kIQ1_M, "iq1_m", 256, 56, true},
+    {Dtype::kBF16, "bf16", 1, 2, false},
+    {Dtype::kTQ1_0, "tq1_0", 256, 54, true},
+    {Dtype::kTQ2_0, "tq2_0", 256, 66, true},
+    {Dtype::kMXFP4, "mxfp4", 32, 17, true},
+    {Dtype::kNVFP4, "nvfp4", 64, 36, true},
+    {Dtype::kQ1_0, "q1_0", 128, 18, true},
+    {Dtype::kQ2_0, "q2_0", 64, 18, true},
 }};
 
 }  // namespace

@@ -22,12 +22,30 @@ enum class Dtype : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,  // activation-side format for K-quant dot products
+  // llama.cpp's importance-matrix ("i-quant") and ternary types: a file holding them reads
+  // (inspect, tokenize, plan), but no kernel computes them (kernels::matmul_supported), so a
+  // model with one as a weight is refused at load, naming it.
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,
+  kI64 = 27,
   kF64 = 28,
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
   kMXFP4 = 39,  // OCP microscaling FP4: 32 E2M1 values sharing one E8M0 scale (gpt-oss experts)
+  kNVFP4 = 40,  // read only, as the i-quants
+  kQ1_0 = 41,
+  kQ2_0 = 42,
 };
 
 struct DtypeInfo {
