@@ -1,7 +1,8 @@
 // Kernel micro-benchmark (not a test): GEMV weight-read bandwidth (GB/s) and 512-token GEMM
 // throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
 // override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
-//   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts: below)
+//   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts, prefetch:
+//   below)
 // Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s
 // is cache, not DRAM, bandwidth.
 #include <immintrin.h>
@@ -20,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/quant.h"
@@ -331,6 +333,124 @@ void bench_experts(ThreadPool& pool) {
   }
 }
 
+// One-token GEMVs from DRAM with and without software prefetch of the weights, alternating
+// many times in one process (the host's bandwidth swings between minutes; each round measures
+// both, and a plain streaming read, within ~0.2 s): ~1 GiB of packed Q8_0 and of Q4_K, and 8
+// experts' gate, up and down as the MoE FFN runs them (8 single-threaded tasks of 3 matrices
+// at random places in 590 MiB of Q4_K). Medians over the rounds whose streaming read was fast
+// (>= 45 GB/s) and slow, GB/s.
+//   loom_kernels_bench prefetch     (LOOM_BENCH_ROUNDS=N: rounds, default 200)
+void bench_prefetch(ThreadPool& pool) {
+  const int64_t cols = 1024, rows = 960000;
+  struct Big {
+    HugeBuffer buf;
+    TensorView w;
+  };
+  auto make = [&](Dtype t, int64_t n_rows) {
+    Matrix m = make_matrix(t, 64, cols);
+    const kernels::PackedMatrix packed = kernels::PackedMatrix::pack_rows16(m.view);
+    const TensorView one = packed.view();
+    Big b;
+    b.w = one;
+    b.w.ne[1] = n_rows;
+    b.w.nbytes = one.nbytes * static_cast<uint64_t>(n_rows / 64);
+    b.buf = allocate_huge(b.w.nbytes, /*commit=*/true);
+    for (int64_t i = 0; i < n_rows / 64; ++i)
+      std::memcpy(b.buf.get() + i * one.nbytes, one.data, one.nbytes);
+    b.w.data = b.buf.get();
+    return b;
+  };
+  Big q8 = make(Dtype::kQ8_0, rows), q4k = make(Dtype::kQ4_K, rows);
+  Big experts = make(Dtype::kQ4_K, 512 * 2048);  // 2,048 expert matrices of 512 x 1024
+  const uint64_t expert_bytes = experts.w.nbytes / 2048;
+  std::vector<float> x(cols, 0.25f), out(static_cast<size_t>(rows));
+  std::vector<float> expert_out(static_cast<size_t>(pool.size()) * 512);
+  const int64_t words = (int64_t{1} << 30) / 8;
+  HugeBuffer stream_buf = allocate_huge(words * 8, /*commit=*/true);
+  auto* words_ = reinterpret_cast<uint64_t*>(stream_buf.get());
+  for (int64_t i = 0; i < words; ++i) words_[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+  std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()) * 8);
+  auto seconds = [](auto&& f) {
+    const double t0 = now_s();
+    f();
+    return now_s() - t0;
+  };
+  auto stream = [&] {
+    return words * 8.0 / seconds([&] {
+             pool.parallel_for(pool.size(), [&](int64_t task, int) {
+               const int64_t b = words * task / pool.size(), e = words * (task + 1) / pool.size();
+               uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+               for (int64_t i = b; i + 8 <= e; i += 8) {
+                 a0 += words_[i] + words_[i + 4];
+                 a1 += words_[i + 1] + words_[i + 5];
+                 a2 += words_[i + 2] + words_[i + 6];
+                 a3 += words_[i + 3] + words_[i + 7];
+               }
+               sinks[task * 8] += a0 ^ a1 ^ a2 ^ a3;
+             });
+           }) /
+           1e9;
+  };
+  auto gemv = [&](const Big& b) {
+    return b.w.nbytes / seconds([&] { kernels::matmul(b.w, x.data(), 1, out.data(), &pool); }) /
+           1e9;
+  };
+  std::mt19937 rng(5);
+  auto moe = [&] {
+    int ids[24];
+    for (int& id : ids) id = static_cast<int>(rng() % 2048);
+    return 24.0 * expert_bytes / seconds([&] {
+             pool.parallel_for(8, [&](int64_t task, int thread) {
+               for (int k = 0; k < 3; ++k) {
+                 TensorView v = experts.w;
+                 v.ne[1] = 512;
+                 v.nbytes = expert_bytes;
+                 v.data = experts.buf.get() + ids[task * 3 + k] * expert_bytes;
+                 kernels::matmul(v, x.data(), 1, expert_out.data() + thread * 512, nullptr);
+               }
+             });
+           }) /
+           1e9;
+  };
+  const char* env = std::getenv("LOOM_BENCH_ROUNDS");
+  const int rounds = env ? std::max(1, std::atoi(env)) : 200;
+  const int64_t settings[] = {0, kernels::cpu::kPrefetchAheadBytes};
+  const int64_t before = kernels::weight_prefetch_bytes();
+  // [setting][what]: q8, q4k, experts; stream per round.
+  std::vector<double> got[2][3], streams;
+  for (int r = 0; r < rounds; ++r) {
+    streams.push_back(stream());
+    for (int i = 0; i < 2; ++i) {
+      kernels::set_weight_prefetch_bytes(settings[(i + r) % 2]);  // alternate which goes first
+      const int s = (i + r) % 2;
+      got[s][0].push_back(gemv(q8));
+      got[s][1].push_back(gemv(q4k));
+      got[s][2].push_back(moe());
+    }
+  }
+  kernels::set_weight_prefetch_bytes(before);
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  for (const bool fast : {true, false}) {
+    std::vector<double> sel_stream, sel[2][3];
+    for (int r = 0; r < rounds; ++r) {
+      if ((streams[r] >= 45.0) != fast) continue;
+      sel_stream.push_back(streams[r]);
+      for (int s = 0; s < 2; ++s)
+        for (int w = 0; w < 3; ++w) sel[s][w].push_back(got[s][w][r]);
+    }
+    std::printf("%s rounds (%zu of %d): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
+                sel_stream.size(), rounds, median(sel_stream));
+    for (int s = 0; s < 2; ++s)
+      std::printf("  prefetch %5lld B: q8_0 gemv %.1f, q4_k gemv %.1f, 8 experts q4_k %.1f GB/s\n",
+                  static_cast<long long>(settings[s]), median(sel[s][0]), median(sel[s][1]),
+                  median(sel[s][2]));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,6 +465,10 @@ int main(int argc, char** argv) {
   if (filter == "peak") bench::print_peak(pool);
   if (filter == "experts") {
     bench_experts(pool);
+    return 0;
+  }
+  if (filter == "prefetch") {
+    bench_prefetch(pool);
     return 0;
   }
   const Dtype dtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,

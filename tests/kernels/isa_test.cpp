@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -30,6 +31,24 @@ TEST(Isa, DetectionAgreesWithProcCpuinfo) {
   EXPECT_EQ(f.amx_bf16, f.avx512bf16 && cpuinfo_has("amx_tile") && cpuinfo_has("amx_bf16"));
   std::printf("best isa: %s (avx512_bf16: %d, amx_bf16: %d)\n",
               std::string(isa_name(best_isa())).c_str(), f.avx512bf16, f.amx_bf16);
+}
+
+std::string cpuinfo_vendor() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("vendor_id", 0) == 0) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+// The vendor decides decode's weight prefetch (weight_prefetch_bytes): CPUID's vendor string
+// against the kernel's, and the default that follows from it unless LOOM_WEIGHT_PREFETCH says.
+TEST(Isa, VendorAgreesWithProcCpuinfoAndSetsTheWeightPrefetch) {
+  const std::string vendor = cpuinfo_vendor();
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+  EXPECT_EQ(cpu_features().amd, vendor == "AuthenticAMD" || vendor == "HygonGenuine") << vendor;
+  if (std::getenv("LOOM_WEIGHT_PREFETCH")) GTEST_SKIP() << "LOOM_WEIGHT_PREFETCH is set";
+  EXPECT_EQ(weight_prefetch_bytes(), cpu_features().amd ? 0 : int64_t{16384}) << vendor;
 }
 
 TEST(Isa, AmxFollowsTheActiveIsaAndTheSwitch) {

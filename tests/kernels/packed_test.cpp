@@ -106,6 +106,33 @@ TEST_P(Packed, TokenResultIndependentOfBatchAndThreads) {
   EXPECT_EQ(0, std::memcmp(part.data(), &all[3 * rows], 7 * rows * sizeof(float)));
 }
 
+// Decode's one-token GEMV prefetches its weights or not by vendor (weight_prefetch_bytes: none
+// on AMD, 16 KiB on Intel): both ways give the same bits, so whichever one a host does not
+// take by default is run here too.
+TEST_P(Packed, OneTokenResultIsTheSameWithAndWithoutWeightPrefetch) {
+  const int64_t rows = 301, cols = 512;
+  Matrix m = make_matrix(GetParam(), rows, cols, 91);
+  if (!packable(m.view)) GTEST_SKIP() << dtype_name(GetParam()) << " is not packed on this CPU";
+  const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+  const auto x = testing::random_normal(cols, 92);
+  const int64_t before = weight_prefetch_bytes();
+  ThreadPool pool(2);
+  std::vector<float> with(rows), without(rows);
+  set_weight_prefetch_bytes(cpu::kPrefetchAheadBytes);
+  matmul(p.view(), x.data(), 1, with.data(), &pool);
+  set_weight_prefetch_bytes(0);
+  matmul(p.view(), x.data(), 1, without.data(), &pool);
+  set_weight_prefetch_bytes(before);
+  EXPECT_EQ(0, std::memcmp(with.data(), without.data(), rows * sizeof(float)));
+  const auto want = reference(m.view, x, 1);
+  double worst = 0, scale = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    worst = std::max(worst, std::abs(with[r] - want[r]));
+    scale = std::max(scale, std::abs(want[r]));
+  }
+  EXPECT_LT(worst / scale, 1e-2);
+}
+
 TEST_P(Packed, MultiSharesActivationsAndMatchesSingleCalls) {
   ThreadPool pool(2);
   const int64_t cols = 256, nt = 11;  // one K-quant super-block

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #ifdef __linux__
 #include <sys/syscall.h>
@@ -14,6 +15,7 @@
 
 #include "base/log.h"
 #include "base/status.h"
+#include "kernels/cpu/packed_kernels.h"
 
 namespace loom::kernels {
 namespace {
@@ -38,6 +40,14 @@ bool request_amx_tile_state() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.amd =
+        std::string_view(vendor) == "AuthenticAMD" || std::string_view(vendor) == "HygonGenuine";
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
   const bool avx = c & (1u << 28);
@@ -98,6 +108,23 @@ std::atomic<bool>& amx_slot() {
   return slot;
 }
 
+std::atomic<int64_t>& weight_prefetch_slot() {
+  static std::atomic<int64_t> slot{[]() -> int64_t {
+    const int64_t by_vendor = cpu_features().amd ? 0 : cpu::kPrefetchAheadBytes;
+    const char* env = std::getenv("LOOM_WEIGHT_PREFETCH");
+    if (!env || !*env) return by_vendor;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end != '\0' || v < 0 || v > (int64_t{1} << 20)) {
+      LOOM_LOG_WARN("LOOM_WEIGHT_PREFETCH=%s is not a byte count in [0, 1048576]; using %lld", env,
+                    static_cast<long long>(by_vendor));
+      return by_vendor;
+    }
+    return v;
+  }()};
+  return slot;
+}
+
 std::atomic<int>& active_slot() {
   static std::atomic<int> slot{static_cast<int>(parse_isa_env(best_isa()))};
   return slot;
@@ -152,6 +179,14 @@ bool amx_enabled() {
 
 void set_amx_enabled(bool on) {
   amx_slot().store(on, std::memory_order_relaxed);
+}
+
+int64_t weight_prefetch_bytes() {
+  return weight_prefetch_slot().load(std::memory_order_relaxed);
+}
+
+void set_weight_prefetch_bytes(int64_t bytes) {
+  weight_prefetch_slot().store(bytes, std::memory_order_relaxed);
 }
 
 std::string kernels_name() {

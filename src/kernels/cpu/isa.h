@@ -19,6 +19,7 @@ struct CpuFeatures {
   // AMX-TILE + AMX-BF16 with the tile state enabled by the OS and granted to this process
   // (Linux: arch_prctl ARCH_REQ_XCOMP_PERM), so tile instructions will not fault.
   bool amx_bf16 = false;
+  bool amd = false;  // vendor AuthenticAMD or HygonGenuine (Zen cores)
 };
 const CpuFeatures& cpu_features();
 
@@ -34,6 +35,17 @@ void set_active_isa(Isa isa);  // tests force each ISA in turn
 // while no matmul runs: a token's bits depend on it.
 bool amx_enabled();
 void set_amx_enabled(bool on);
+
+// Bytes ahead of the tile that a one-token GEMV over a packed matrix (decode) prefetches its
+// weight stream from DRAM (software prefetch into L2; 0: none, the hardware prefetchers
+// alone; tiles of more tokens always prefetch kPrefetchAheadBytes). Measured per vendor:
+// on the Intel host 16 KiB read a one-token GEMV 8-25% faster (packed_tile_util.h); on the AMD
+// EPYC (Zen 4) host it read 8-32% slower than none, whose GEMV reads at ~99% of a plain
+// streaming read (35 / 58 GB/s in the host's slow / fast minutes; docs/benchmarks.md). So:
+// kPrefetchAheadBytes on Intel, 0 on AMD. LOOM_WEIGHT_PREFETCH=BYTES overrides (at start),
+// set_weight_prefetch_bytes too (benchmarks comparing both; only while no matmul runs).
+int64_t weight_prefetch_bytes();
+void set_weight_prefetch_bytes(int64_t bytes);
 
 // What --version, /version and the benchmarks print: the active ISA, "+amx" when amx_enabled().
 std::string kernels_name();

@@ -17,7 +17,8 @@ namespace loom::kernels::cpu {
 // an L1 prefetch holds one of the core's few L1 fill buffers until its line arrives, which
 // leaves too few for the lines in flight at DRAM latency; an L2 prefetch does not, and the
 // tile's loads then hit L2. (The F16 tile keeps L1 prefetches, one line per column step: its
-// one-token GEMV measured 35.5 -> 32-34 GB/s with L2 ones.) Not yet measured on AMD hosts.
+// one-token GEMV measured 35.5 -> 32-34 GB/s with L2 ones.) On the AMD EPYC (Zen 4) host a
+// one-token GEMV reads faster with no software prefetch at all (weight_prefetch_bytes, isa.h).
 [[gnu::always_inline]] inline void prefetch_weight_line(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
