@@ -337,7 +337,8 @@ void bench_experts(ThreadPool& pool) {
 // many times in one process (the host's bandwidth swings between minutes; each round measures
 // both, and a plain streaming read, within ~0.2 s): ~1 GiB of packed Q8_0 and of Q4_K, and 8
 // experts' gate, up and down as the MoE FFN runs them (8 single-threaded tasks of 3 matrices
-// at random places in 590 MiB of Q4_K). Medians over the rounds whose streaming read was fast
+// at random places in 590 MiB of Q4_K), and ~0.6 GiB of Q4_1 in the file's row layout (not
+// packed: the row kernels' own prefetch). Medians over the rounds whose streaming read was fast
 // (>= 45 GB/s) and slow, GB/s.
 //   loom_kernels_bench prefetch     (LOOM_BENCH_ROUNDS=N: rounds, default 200)
 void bench_prefetch(ThreadPool& pool) {
@@ -361,6 +362,16 @@ void bench_prefetch(ThreadPool& pool) {
     return b;
   };
   Big q8 = make(Dtype::kQ8_0, rows), q4k = make(Dtype::kQ4_K, rows);
+  // Q4_1 is not packed: the row-layout kernels, with their own prefetch distances.
+  Matrix q41_rows = make_matrix(Dtype::kQ4_1, 64, cols);
+  Big q41;
+  q41.w = q41_rows.view;
+  q41.w.ne[1] = rows;
+  q41.w.nbytes = q41_rows.view.nbytes * static_cast<uint64_t>(rows / 64);
+  q41.buf = allocate_huge(q41.w.nbytes, /*commit=*/true);
+  for (int64_t i = 0; i < rows / 64; ++i)
+    std::memcpy(q41.buf.get() + i * q41_rows.view.nbytes, q41_rows.view.data, q41_rows.view.nbytes);
+  q41.w.data = q41.buf.get();
   Big experts = make(Dtype::kQ4_K, 512 * 2048);  // 2,048 expert matrices of 512 x 1024
   const uint64_t expert_bytes = experts.w.nbytes / 2048;
   std::vector<float> x(cols, 0.25f), out(static_cast<size_t>(rows));
@@ -416,8 +427,8 @@ void bench_prefetch(ThreadPool& pool) {
   const int rounds = env ? std::max(1, std::atoi(env)) : 200;
   const int64_t settings[] = {0, kernels::cpu::kPrefetchAheadBytes};
   const int64_t before = kernels::weight_prefetch_bytes();
-  // [setting][what]: q8, q4k, experts; stream per round.
-  std::vector<double> got[2][3], streams;
+  // [setting][what]: q8, q4k, experts, q4_1 rows; stream per round.
+  std::vector<double> got[2][4], streams;
   for (int r = 0; r < rounds; ++r) {
     streams.push_back(stream());
     for (int i = 0; i < 2; ++i) {
@@ -426,6 +437,7 @@ void bench_prefetch(ThreadPool& pool) {
       got[s][0].push_back(gemv(q8));
       got[s][1].push_back(gemv(q4k));
       got[s][2].push_back(moe());
+      got[s][3].push_back(gemv(q41));
     }
   }
   kernels::set_weight_prefetch_bytes(before);
@@ -435,19 +447,21 @@ void bench_prefetch(ThreadPool& pool) {
     return v[v.size() / 2];
   };
   for (const bool fast : {true, false}) {
-    std::vector<double> sel_stream, sel[2][3];
+    std::vector<double> sel_stream, sel[2][4];
     for (int r = 0; r < rounds; ++r) {
       if ((streams[r] >= 45.0) != fast) continue;
       sel_stream.push_back(streams[r]);
       for (int s = 0; s < 2; ++s)
-        for (int w = 0; w < 3; ++w) sel[s][w].push_back(got[s][w][r]);
+        for (int w = 0; w < 4; ++w) sel[s][w].push_back(got[s][w][r]);
     }
     std::printf("%s rounds (%zu of %d): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
                 sel_stream.size(), rounds, median(sel_stream));
     for (int s = 0; s < 2; ++s)
-      std::printf("  prefetch %5lld B: q8_0 gemv %.1f, q4_k gemv %.1f, 8 experts q4_k %.1f GB/s\n",
-                  static_cast<long long>(settings[s]), median(sel[s][0]), median(sel[s][1]),
-                  median(sel[s][2]));
+      std::printf(
+          "  prefetch %5lld B: q8_0 gemv %.1f, q4_k gemv %.1f, 8 experts q4_k %.1f, q4_1 "
+          "(rows) gemv %.1f GB/s\n",
+          static_cast<long long>(settings[s]), median(sel[s][0]), median(sel[s][1]),
+          median(sel[s][2]), median(sel[s][3]));
   }
 }
 

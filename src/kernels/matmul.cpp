@@ -123,6 +123,9 @@ int64_t rows_per_task(const cpu::MatmulKernel* k, int64_t rows, int64_t n_tokens
 void run_rows(const cpu::MatmulKernel* k, const TensorView& w, const uint8_t* xa, size_t x_stride,
               int64_t n_tokens, float* out, int64_t r0, int64_t r1) {
   const int64_t rows = w.rows(), tr = k->tile_rows;
+  // These kernels prefetch on every vendor: they read a tile's rows as separate streams, which
+  // the hardware prefetchers alone keep up with poorly (one-token Q4_1 GEMV from DRAM on the AMD
+  // host: 9 GB/s without, 19 with; `loom_kernels_bench prefetch`), unlike the packed layout.
   auto tile = [&](int64_t r, int64_t t0) {
     cpu::TileArgs a;
     a.w = w.row(r);
