@@ -9,14 +9,16 @@ set -euo pipefail
 LOOM=${LOOM:-build/loom}
 WORK=${LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/loom/llama.cpp}
 OUT=${OUT:-/tmp/loom-llamacpp-logits}
+HERE=$(cd "$(dirname "$0")" && pwd)
 tool="$OUT/llamacpp_logits"
+# shellcheck source=bench/llamacpp/compare.sh
+. "$HERE/llamacpp/compare.sh"
 [ -x "$tool" ] || { echo "run bench/llamacpp_logits.sh first (it builds $tool)" >&2; exit 1; }
 quantize="$WORK/build/bin/llama-quantize"
 [ -x "$quantize" ] || cmake --build "$WORK/build" --target llama-quantize >/dev/null
 types=("$@")
 [ ${#types[@]} -gt 0 ] || types=(Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M
   Q5_K_S Q5_K_M Q6_K F16 BF16 IQ4_NL IQ4_XS MXFP4_MOE)
-ids=$(python3 -c "import random; r = random.Random(7); print(' '.join(str(r.randrange(3, 500)) for _ in range(24)))")
 printf '| llama-quantize type | tensor types in the file | llama.cpp vs loom, max abs logit diff | max abs logit | rows with the same best token |\n| --- | --- | ---: | ---: | ---: |\n'
 for t in "${types[@]}"; do
   preset=tiny-k
@@ -30,13 +32,10 @@ for t in "${types[@]}"; do
   fi
   kinds=$("$LOOM" inspect "$q" 2>/dev/null | awk '/^  (blk|output|token_embd)/ {print $2}' | sort | uniq -c |
     awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}' || true)
-  if ! "$LOOM" eval -m "$q" --tokens "$ids" --logits-out "$OUT/quants-loom.f32" -t 2 >"$OUT/eval.log" 2>&1; then
-    printf '| %s | %s | loom refuses: %s | | |\n' "$t" "$kinds" "$(grep -m1 -iE 'error|unsupported|cannot' "$OUT/eval.log" | cut -c1-160)"
-    continue
+  if r=$(compare_engines "$q"); then
+    read -r diff logit agree rows <<<"$r"
+    printf '| %s | %s | %s | %s | %s of %s |\n' "$t" "$kinds" "$diff" "$logit" "$agree" "$rows"
+  else
+    printf '| %s | %s | %s | | |\n' "$t" "$kinds" "$r"
   fi
-  vocab=$(( $(stat -c %s "$OUT/quants-loom.f32") / 4 / 24 ))
-  # shellcheck disable=SC2086
-  r=$("$tool" "$q" "$OUT/quants-loom.f32" "$vocab" 0 $ids)
-  read -r _ diff _ logit _ agree _ rows <<<"$(head -1 <<<"$r")"
-  printf '| %s | %s | %s | %s | %s of %s |\n' "$t" "$kinds" "$diff" "$logit" "$agree" "$rows"
 done

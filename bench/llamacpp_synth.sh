@@ -10,6 +10,8 @@ TYPE=${TYPE:-f32}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/loom-llamacpp-logits}
 tool="$OUT/llamacpp_logits"
+# shellcheck source=bench/llamacpp/compare.sh
+. "$HERE/llamacpp/compare.sh"
 [ -x "$tool" ] || { echo "run bench/llamacpp_logits.sh first (it builds $tool)" >&2; exit 1; }
 specs=("$@")
 [ ${#specs[@]} -gt 0 ] || specs=(tiny tiny-k tiny-swa tiny-qwen3 tiny-moe tiny-gpt-oss tiny-mla
@@ -25,14 +27,10 @@ for spec in "${specs[@]}"; do
     printf '| %s | synth failed: %s | | |\n' "$spec" "$(tail -1 "$OUT/synth.log")"
     continue
   fi
-  ids=$(python3 -c "import random; r = random.Random(7); print(' '.join(str(r.randrange(3, 500)) for _ in range(24)))")
-  "$LOOM" eval -m "$gguf" --tokens "$ids" --logits-out "$OUT/synth-loom.f32" -t 2 >/dev/null 2>&1
-  vocab=$(( $(stat -c %s "$OUT/synth-loom.f32") / 4 / 24 ))
-  # shellcheck disable=SC2086
-  if r=$("$tool" "$gguf" "$OUT/synth-loom.f32" "$vocab" 0 $ids 2>"$OUT/synth.err"); then
-    read -r _ diff _ logit _ agree _ rows <<<"$(head -1 <<<"$r")"
+  if r=$(compare_engines "$gguf"); then
+    read -r diff logit agree rows <<<"$r"
     printf '| %s | %s | %s | %s of %s |\n' "$spec" "$diff" "$logit" "$agree" "$rows"
   else
-    printf '| %s | llama.cpp failed: %s | | |\n' "$spec" "$(grep -m1 -iE 'error|assert|fail' "$OUT/synth.err" || tail -1 "$OUT/synth.err")"
+    printf '| %s | %s | | |\n' "$spec" "$r"
   fi
 done
