@@ -38,13 +38,13 @@ void set_amx_enabled(bool on);
 
 // Bytes ahead of the tile that a one-token GEMV over a packed matrix (decode) prefetches its
 // weight stream from DRAM (software prefetch into L2; 0: none, the hardware prefetchers
-// alone; tiles of more tokens always prefetch kPrefetchAheadBytes). Measured per vendor:
-// on the Intel host 16 KiB read a one-token GEMV 3-25% faster (Q8_0 least, Q4_K most;
-// packed_tile_util.h); on the AMD
-// EPYC (Zen 4) host it read 8-32% slower than none, whose GEMV reads at ~99% of a plain
-// streaming read (35 / 58 GB/s in the host's slow / fast minutes; docs/benchmarks.md). So:
-// kPrefetchAheadBytes on Intel, 0 on AMD. LOOM_WEIGHT_PREFETCH=BYTES overrides (at start),
-// set_weight_prefetch_bytes too (benchmarks comparing both; only while no matmul runs).
+// alone; tiles of more tokens always prefetch kPrefetchAheadBytes). Measured per vendor: on
+// the Intel host 16 KiB read a one-token GEMV 3-25% faster (Q8_0 least, Q4_K most;
+// packed_tile_util.h); on the AMD EPYC (Zen 4) host it read 8-32% slower than none, whose
+// GEMV reads at ~99% of a plain streaming read (35 / 58 GB/s in the host's slow / fast
+// minutes; docs/benchmarks.md). So: kPrefetchAheadBytes on Intel, 0 on AMD.
+// LOOM_WEIGHT_PREFETCH=BYTES overrides (at start), set_weight_prefetch_bytes too (benchmarks
+// comparing both; only while no matmul runs).
 int64_t weight_prefetch_bytes();
 void set_weight_prefetch_bytes(int64_t bytes);
 
