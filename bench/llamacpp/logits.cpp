@@ -2,7 +2,8 @@
 // llama.cpp tree vs_llamacpp.sh builds): loads GGUF, runs the ids as one batch with every row's
 // logits, prints the largest absolute difference from a reference file of float32 rows
 // [n][vocab] (Hugging Face transformers' or loom's logits) and how many rows have the
-// reference's best token, then decodes `greedy` tokens by argmax and prints them.
+// reference's best token, then decodes `greedy` tokens by argmax and prints them. With
+// LOGITS_OUT=FILE set, also writes llama.cpp's own rows there (float32 [n][vocab]).
 //   llamacpp_logits MODEL.gguf REF.f32 VOCAB GREEDY ID...
 #include <llama.h>
 
@@ -71,6 +72,15 @@ int main(int argc, char** argv) {
     }
     argmax_agree +=
         std::max_element(got, got + vocab) - got == std::max_element(want, want + vocab) - want;
+  }
+  if (const char* path = std::getenv("LOGITS_OUT")) {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < n; ++i)
+      out.write(reinterpret_cast<const char*>(llama_get_logits_ith(ctx, i)), vocab * sizeof(float));
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s\n", path);
+      return 1;
+    }
   }
   std::printf("max_abs_diff %.3g max_abs_logit %.3g argmax_agree %d of %d\ngreedy", max_abs,
               max_ref, argmax_agree, n);

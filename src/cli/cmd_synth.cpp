@@ -28,8 +28,8 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("--preset", preset, "shape: " + join(synth_preset_names()))->capture_default_str();
   app.add_option("--vocab", vocab, "GGUF file whose tokenizer.* metadata the model gets");
   app.add_option("--type", type,
-                 "weight matrix type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4 "
-                 "(experts; the rest q8_0)")
+                 "weight matrix type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, iq4_nl, "
+                 "iq4_xs, mxfp4 (experts; the rest q8_0)")
       ->capture_default_str();
   app.add_option("--seed", seed, "random seed (same seed, same bytes)")->capture_default_str();
   app.add_option("-o,--output", out, "output GGUF path")->required();
@@ -52,7 +52,8 @@ int cmd_synth(int argc, char** argv) {
   if (!t || !is_synth_weight_type(*t)) {
     std::fprintf(
         stderr,
-        "loom synth: bad --type '%s' (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k or mxfp4)\n",
+        "loom synth: bad --type '%s' (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, iq4_nl, "
+        "iq4_xs or mxfp4)\n",
         type.c_str());
     return 1;
   }

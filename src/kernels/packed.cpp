@@ -15,8 +15,9 @@ namespace loom::kernels {
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
          (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kMXFP4 ||
-          w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K ||
-          w.dtype == Dtype::kQ6_K || (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
+          w.dtype == Dtype::kIQ4_NL || w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ4_K ||
+          w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS ||
+          (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
 
@@ -28,6 +29,7 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
     case Dtype::kQ8_0:
       return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 8 * 64);
     case Dtype::kQ4_0:
+    case Dtype::kIQ4_NL:
       return static_cast<uint64_t>(cols / 32) * (kPackRows * 2 + 4 * 64);
     case Dtype::kMXFP4:
       return static_cast<uint64_t>(cols / 32) * (kPackRows + 4 * 64);
@@ -37,6 +39,8 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
       return static_cast<uint64_t>(cols / 256) * kPackedQ5KBytes;
     case Dtype::kQ6_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ6KBytes;
+    case Dtype::kIQ4_XS:
+      return static_cast<uint64_t>(cols / 256) * kPackedIq4XsBytes;
     default:
       LOOM_CHECK(false && "not a packed type");
       return 0;
@@ -149,6 +153,27 @@ void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
     }
 }
 
+// IQ4_XS: see packed.h. Padding rows are zero (d = 0).
+void pack_iq4_xs(const TensorView& w, int64_t groups, uint8_t* out) {
+  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* rec = out + (g * nsb + s) * kPackedIq4XsBytes;
+      std::memset(rec, 0, kPackedIq4XsBytes);
+      auto* d = reinterpret_cast<uint16_t*>(rec);
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const auto* blk = reinterpret_cast<const BlockIq4Xs*>(w.row(g * kPackRows + r)) + s;
+        d[r] = blk->d;
+        for (int j = 0; j < 8; ++j) {
+          rec[32 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(iq4_xs_scale(*blk, j)));
+          for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 4; ++i)
+              rec[160 + 256 * j + 64 * k + 4 * r + i] = blk->qs[16 * j + 4 * k + i];
+        }
+      }
+    }
+}
+
 }  // namespace
 
 PackedMatrix PackedMatrix::finish(PackedMatrix m, const TensorView& w, uint64_t bytes) {
@@ -202,6 +227,7 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w, uint8_t* dst) {
     if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.ptr_);
     if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.ptr_);
     if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.ptr_);
+    if (w.dtype == Dtype::kIQ4_XS) pack_iq4_xs(w, groups, m.ptr_);
     return finish(std::move(m), w, bytes);
   }
   const bool mxfp4 = w.dtype == Dtype::kMXFP4;
@@ -226,7 +252,7 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w, uint8_t* dst) {
           out[r] = pad ? 0 : blk->e;
           for (int k = 0; k < 4; ++k)
             for (int i = 0; i < 4; ++i) quants[k * 64 + r * 4 + i] = pad ? 0 : blk->qs[4 * k + i];
-        } else {
+        } else {  // Q4_0 or IQ4_NL: the same bytes (BlockIq4Nl is BlockQ4_0's layout)
           const BlockQ4_0* blk = pad ? nullptr : reinterpret_cast<const BlockQ4_0*>(w.row(row)) + b;
           scales[r] = pad ? 0 : blk->d;
           for (int k = 0; k < 4; ++k)

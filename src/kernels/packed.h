@@ -34,6 +34,12 @@
 // or more, as zeroing bits 6-7 and placing the 2-bit field need two masks, one more than a
 // vpternlog has. Decode streams 23% fewer bytes than with the previous layout's byte per q
 // (4384 bytes, 8.56 bits a weight).
+// IQ4_NL: exactly Q4_0's record (the file's block is Q4_0's bytes); the nibbles index the
+// format's grid kIq4NlValues, which the kernel maps with one byte shuffle to u8 value + 128.
+// IQ4_XS (records per 256-column super-block, 2208 bytes; the file's 136 per row and
+// super-block are 2176): 16 fp16 d, the sub-block scales ls - 32 as int8 [sub-block 0..7][row
+// 0..15], then for sub-block j 4 steps of 64 bytes at 160 + 256j + 64k, step k holding the
+// file's bytes qs[16j + 4k..+3] of each row (as an IQ4_NL block's steps).
 #pragma once
 
 #include <cstdint>
@@ -48,15 +54,17 @@ constexpr int kPackRows = 16;
 constexpr int kPackedQ4KBytes = 64 + 2 * 8 * kPackRows + 4 * 8 * 64;  // one Q4_K record: 2368
 constexpr int kPackedQ5KBytes = kPackedQ4KBytes + 64 * 8;             // one Q5_K record: 2880
 constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 16 * 3 * 64;    // one Q6_K record: 3360
+constexpr int kPackedIq4XsBytes = 32 + 8 * kPackRows + 8 * 4 * 64;    // one IQ4_XS record: 2208
 
-// Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/F16 (BF16 with AVX512-BF16) with columns a
-// multiple of 32, Q4_K/Q5_K/Q6_K (multiples of 256 by their format), and the CPU has AVX-512 VNNI.
+// Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/IQ4_NL/F16 (BF16 with AVX512-BF16) with columns
+// a multiple of 32, Q4_K/Q5_K/Q6_K/IQ4_XS (multiples of 256 by their format), and the CPU has
+// AVX-512 VNNI.
 bool packable(const TensorView& w);
 
-// Whether t's kRows16 records are 256-column K-quant super-blocks (Q4_K, Q5_K, Q6_K) rather
+// Whether t's kRows16 records are 256-column super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS) rather
 // than 32-column blocks or float columns.
 inline bool packed_super_blocks(Dtype t) {
-  return t == Dtype::kQ4_K || t == Dtype::kQ5_K || t == Dtype::kQ6_K;
+  return t == Dtype::kQ4_K || t == Dtype::kQ5_K || t == Dtype::kQ6_K || t == Dtype::kIQ4_XS;
 }
 
 // A kernel-ready copy of a matrix; view() describes it (same dtype and shape). It owns its

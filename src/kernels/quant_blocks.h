@@ -63,6 +63,30 @@ struct BlockQ8_1 {
   int8_t qs[kQK32];
 };
 
+// IQ4_NL (ggml's block_iq4_nl): value = d * kIq4NlValues[q], the nibbles placed as Q4_0's
+// (qs[j]: element j low, j + 16 high). The table is the format's: a non-uniform 4-bit grid.
+struct BlockIq4Nl {
+  uint16_t d;  // fp16
+  uint8_t qs[kQK32 / 2];
+};
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+// IQ4_XS (block_iq4_xs): 8 sub-blocks of 32, each IQ4_NL's grid with the scale d * (ls - 32),
+// ls 6 bits: the low 4 in scales_l (sub-block j: byte j / 2, nibble j % 2), the high 2 in
+// scales_h (bits 2j, 2j + 1). Sub-block j's nibbles are qs[16j .. 16j + 15], placed as Q4_0's.
+struct BlockIq4Xs {
+  uint16_t d;  // fp16
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
+};
+// Sub-block j's signed scale ls - 32, in -32..31.
+inline int iq4_xs_scale(const BlockIq4Xs& b, int j) {
+  const int ls =
+      ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4);
+  return ls - 32;
+}
+
 // 16 sub-blocks of 16: value = d * (scales & 15) * q - dmin * (scales >> 4), q in 0..3.
 struct BlockQ2_K {
   uint8_t scales[kQKK / 16];
@@ -110,6 +134,8 @@ struct BlockQ8_K {
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockMxfp4) == 17);
+static_assert(sizeof(BlockIq4Nl) == 18);
+static_assert(sizeof(BlockIq4Xs) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);

@@ -32,6 +32,8 @@ constexpr TargetRow kTargets[] = {
     {"Q5_K_M", Dtype::kQ5_K, true, 17},
     // llama.cpp's MXFP4_MOE: the experts' matrices MXFP4, every other matrix Q8_0.
     {"MXFP4_MOE", Dtype::kMXFP4, false, 38},
+    {"IQ4_NL", Dtype::kIQ4_NL, false, 25},
+    {"IQ4_XS", Dtype::kIQ4_XS, false, 30},
 };
 
 bool use_more_bits(int i, int n) {
@@ -44,13 +46,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 std::vector<int64_t> dims(const TensorView& v) {
   return {v.ne.begin(), v.ne.begin() + v.n_dims};
-}
-
-// Same rule as synth: K-quants need 256-element rows, Q8_0/Q4_0 32; else Q8_0, else F16.
-Dtype fit(Dtype want, int64_t cols) {
-  if (row_bytes(want, cols)) return want;
-  if (row_bytes(Dtype::kQ8_0, cols)) return Dtype::kQ8_0;
-  return Dtype::kF16;
 }
 
 struct Prepared {
@@ -180,7 +175,7 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
         if (use_more_bits(l->layer, n_ffn_down)) want = Dtype::kQ6_K;
       }
     }
-    q.to = fit(want, v.cols());
+    q.to = fit_matrix_type(want, v.cols());
     if (q.to != want) fallbacks.add(v.cols(), want, q.to);
     out.push_back(std::move(q));
   }

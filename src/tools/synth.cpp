@@ -91,20 +91,12 @@ struct Plan {
   std::vector<int64_t> cls_tokens;  // "yes", "no" (rerank_head presets)
 };
 
-// K-quants need rows that are multiples of 256, Q8_0/Q4_0 of 32; fall back the way
-// llama-quantize does for unusual shapes, to Q8_0 where it fits and F16 otherwise.
-Dtype fit_type(Dtype want, int64_t cols) {
-  if (row_bytes(want, cols)) return want;
-  if (row_bytes(Dtype::kQ8_0, cols)) return Dtype::kQ8_0;
-  return Dtype::kF16;
-}
-
 Status add_tensor(Plan& p, std::string name, Dtype want, std::vector<int64_t> ne, Init init) {
   Dtype t = want;
   if (ne.size() == 1 || init != Init::kMatrix) {
     t = Dtype::kF32;
   } else {
-    t = fit_type(want, ne[0]);
+    t = fit_matrix_type(want, ne[0]);
     if (t != want) p.fallbacks.add(ne[0], want, t);
   }
   LOOM_ASSIGN_OR_RETURN(PlannedTensor pt, plan_tensor(std::move(name), t, std::move(ne)));
@@ -480,10 +472,19 @@ bool is_synth_weight_type(Dtype t) {
     case Dtype::kQ5_K:
     case Dtype::kQ6_K:
     case Dtype::kMXFP4:
+    case Dtype::kIQ4_NL:
+    case Dtype::kIQ4_XS:
       return true;
     default:
       return false;
   }
+}
+
+Dtype fit_matrix_type(Dtype want, int64_t cols) {
+  if (row_bytes(want, cols)) return want;
+  if (want == Dtype::kIQ4_XS && row_bytes(Dtype::kIQ4_NL, cols)) return Dtype::kIQ4_NL;
+  if (row_bytes(Dtype::kQ8_0, cols)) return Dtype::kQ8_0;
+  return Dtype::kF16;
 }
 
 Dtype matrix_type_for(Dtype file_type, bool expert) {
@@ -521,6 +522,10 @@ uint32_t gguf_file_type_for(Dtype t) {
       return 32;
     case Dtype::kMXFP4:
       return 38;  // MOSTLY_MXFP4_MOE
+    case Dtype::kIQ4_NL:
+      return 25;
+    case Dtype::kIQ4_XS:
+      return 30;
     default:
       return 0;
   }

@@ -75,4 +75,9 @@ uint32_t gguf_file_type_for(Dtype t);
 // (ffn_{gate,up,down}_exps) take, the others Q8_0.
 Dtype matrix_type_for(Dtype file_type, bool expert);
 
+// The type a matrix of `cols` columns gets when `want` does not fit its rows (K-quants and
+// IQ4_XS need multiples of 256, the 32-blocks 32), as llama-quantize falls back: IQ4_XS to
+// IQ4_NL, then Q8_0, then F16.
+Dtype fit_matrix_type(Dtype want, int64_t cols);
+
 }  // namespace loom

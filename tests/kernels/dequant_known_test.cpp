@@ -30,6 +30,8 @@ TEST(DtypeTable, BlockSizesMatchStructs) {
   EXPECT_EQ(dtype_info(Dtype::kQ5_K).block_bytes, int64_t(sizeof(BlockQ5_K)));
   EXPECT_EQ(dtype_info(Dtype::kQ6_K).block_bytes, int64_t(sizeof(BlockQ6_K)));
   EXPECT_EQ(dtype_info(Dtype::kQ8_K).block_bytes, int64_t(sizeof(BlockQ8_K)));
+  EXPECT_EQ(dtype_info(Dtype::kIQ4_NL).block_bytes, int64_t(sizeof(BlockIq4Nl)));
+  EXPECT_EQ(dtype_info(Dtype::kIQ4_XS).block_bytes, int64_t(sizeof(BlockIq4Xs)));
 }
 
 template <typename Block>
@@ -50,6 +52,52 @@ TEST(DequantKnown, Q4_0) {
     EXPECT_EQ(y[j], (j - 8) * 0.5f);
     EXPECT_EQ(y[16 + j], (7 - j) * 0.5f);
   }
+}
+
+// IQ4_NL's grid, written out from the format's definition (ggml-common.h kvalues_iq4nl).
+constexpr float kGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
+TEST(DequantKnown, Iq4Nl) {
+  BlockIq4Nl b;
+  b.d = kHalfHalf;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  auto y = dq(Dtype::kIQ4_NL, b, 32);
+  EXPECT_EQ(y[0], -63.5f);
+  EXPECT_EQ(y[15], 56.5f);
+  EXPECT_EQ(y[16], 56.5f);
+  EXPECT_EQ(y[31], -63.5f);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], kGrid[j] * 0.5f);
+    EXPECT_EQ(y[16 + j], kGrid[15 - j] * 0.5f);
+  }
+}
+
+TEST(DequantKnown, Iq4Xs) {
+  BlockIq4Xs b;
+  b.d = kHalfQuarter;
+  // Sub-block j's 6-bit ls: low 4 bits from scales_l[j / 2] (nibble j % 2), high 2 from
+  // scales_h bits 2j..2j+1. Scales ls - 32 chosen: 10, -11, 0, -32, 31, 1, -1, 5.
+  const int want_scale[8] = {10, -11, 0, -32, 31, 1, -1, 5};
+  b.scales_h = 0;
+  for (int j = 0; j < 4; ++j) b.scales_l[j] = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int ls = want_scale[j] + 32;
+    b.scales_l[j / 2] |= static_cast<uint8_t>((ls & 15) << (4 * (j % 2)));
+    b.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * j));
+  }
+  EXPECT_EQ(b.scales_l[0], 0x5A);  // ls 42 = 0b10'1010 and 21 = 0b01'0101
+  EXPECT_EQ(b.scales_h & 0xF, 0b0110);
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>((i % 16) | ((i * 7 % 16) << 4));
+  auto y = dq(Dtype::kIQ4_XS, b, 256);
+  EXPECT_EQ(y[0], 0.25f * 10 * -127);
+  EXPECT_EQ(y[32 + 16 + 1], 0.25f * -11 * kGrid[7]);  // sub-block 1, byte 17: high nibble 7
+  for (int j = 0; j < 8; ++j)
+    for (int k = 0; k < 16; ++k) {
+      const int byte = 16 * j + k;
+      EXPECT_EQ(y[32 * j + k], 0.25f * want_scale[j] * kGrid[byte % 16]) << j << " " << k;
+      EXPECT_EQ(y[32 * j + 16 + k], 0.25f * want_scale[j] * kGrid[byte * 7 % 16]) << j << " " << k;
+    }
 }
 
 TEST(DequantKnown, Q4_1) {
@@ -107,12 +155,13 @@ TEST(DequantKnown, Q2_K) {
   BlockQ2_K b;
   b.d = kHalfOne;
   b.dmin = kHalfHalf;
-  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>((j & 0xF) | (((j + 1) & 0xF) << 4));
+  for (int j = 0; j < 16; ++j)
+    b.scales[j] = static_cast<uint8_t>((j & 0xF) | (((j + 1) & 0xF) << 4));
   std::memset(b.qs, 0xE4, sizeof(b.qs));  // 2-bit fields 0,1,2,3 from the low bits up
   auto y = dq(Dtype::kQ2_K, b, 256);
-  EXPECT_EQ(y[0], -0.5f);   // sub-block 0: 0 * 0 - 0.5 * 1
-  EXPECT_EQ(y[40], 0.5f);   // sub-block 2, field 1: 2 * 1 - 0.5 * 3
-  EXPECT_EQ(y[255], 45.0f); // sub-block 15, field 3: 15 * 3 - 0.5 * 0
+  EXPECT_EQ(y[0], -0.5f);    // sub-block 0: 0 * 0 - 0.5 * 1
+  EXPECT_EQ(y[40], 0.5f);    // sub-block 2, field 1: 2 * 1 - 0.5 * 3
+  EXPECT_EQ(y[255], 45.0f);  // sub-block 15, field 3: 15 * 3 - 0.5 * 0
   for (int e = 0; e < 256; ++e) {
     const int j = e / 16;
     const int q = (e % 128) / 32;
@@ -127,8 +176,10 @@ TEST(DequantKnown, Q3_K) {
   std::memset(b.scales, 0, 12);
   for (int j = 0; j < 16; ++j) {
     raw[j] = (j * 4 + 1) & 63;
-    if (j < 8) b.scales[j] |= raw[j] & 0xF;
-    else b.scales[j - 8] |= (raw[j] & 0xF) << 4;
+    if (j < 8)
+      b.scales[j] |= raw[j] & 0xF;
+    else
+      b.scales[j - 8] |= (raw[j] & 0xF) << 4;
     b.scales[8 + j % 4] |= (raw[j] >> 4) << (2 * (j / 4));
   }
   std::memset(b.qs, 0xE4, sizeof(b.qs));
@@ -168,7 +219,7 @@ TEST(DequantKnown, Q4_K) {
   pack_k_scales(sc, mn, b.scales);
   for (int l = 0; l < 128; ++l) b.qs[l] = static_cast<uint8_t>((l % 16) | ((15 - l % 16) << 4));
   auto y = dq(Dtype::kQ4_K, b, 256);
-  EXPECT_EQ(y[0], -15.75f);                  // 3 * 0 - 0.25 * 63
+  EXPECT_EQ(y[0], -15.75f);  // 3 * 0 - 0.25 * 63
   EXPECT_EQ(y[255], -3.5f);  // sub-block 7: high nibble of qs[127] is 0; 59 * 0 - 0.25 * 14
   for (int e = 0; e < 256; ++e) {
     const int j = e / 32, l = e % 32;

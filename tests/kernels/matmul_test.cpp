@@ -20,9 +20,10 @@
 namespace loom::kernels {
 namespace {
 
-const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,  Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ4_0,
-                               Dtype::kQ4_1, Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K,
-                               Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kMXFP4};
+const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,   Dtype::kBF16,   Dtype::kQ8_0,
+                               Dtype::kQ4_0, Dtype::kQ4_1,  Dtype::kQ5_0,   Dtype::kQ5_1,
+                               Dtype::kQ2_K, Dtype::kQ3_K,  Dtype::kQ4_K,   Dtype::kQ5_K,
+                               Dtype::kQ6_K, Dtype::kMXFP4, Dtype::kIQ4_NL, Dtype::kIQ4_XS};
 
 bool is_k_quant(Dtype t) {
   return dtype_info(t).block_size == 256;

@@ -378,7 +378,8 @@ TEST(PackedQ6_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
                          ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kMXFP4, Dtype::kQ4_K,
-                                           Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kF16, Dtype::kBF16),
+                                           Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kIQ4_NL,
+                                           Dtype::kIQ4_XS, Dtype::kF16, Dtype::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

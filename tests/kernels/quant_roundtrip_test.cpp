@@ -29,10 +29,11 @@ double roundtrip_error(Dtype t, const std::vector<float>& x) {
 TEST(QuantRoundTrip, ErrorBoundsOnGaussianData) {
   // Bounds ~1.25x the errors these algorithms reach on N(0, 1) data.
   const Bound bounds[] = {
-      {Dtype::kF16, 2.7e-4}, {Dtype::kBF16, 2.1e-3}, {Dtype::kQ8_0, 0.007}, {Dtype::kQ8_K, 0.009},
-      {Dtype::kQ4_0, 0.11},  {Dtype::kQ4_1, 0.10},   {Dtype::kQ5_0, 0.055}, {Dtype::kQ5_1, 0.048},
-      {Dtype::kQ2_K, 0.375}, {Dtype::kQ3_K, 0.19},   {Dtype::kQ4_K, 0.092}, {Dtype::kQ5_K, 0.046},
-      {Dtype::kQ6_K, 0.023},
+      {Dtype::kF16, 2.7e-4}, {Dtype::kBF16, 2.1e-3},  {Dtype::kQ8_0, 0.007},
+      {Dtype::kQ8_K, 0.009}, {Dtype::kQ4_0, 0.11},    {Dtype::kQ4_1, 0.10},
+      {Dtype::kQ5_0, 0.055}, {Dtype::kQ5_1, 0.048},   {Dtype::kQ2_K, 0.375},
+      {Dtype::kQ3_K, 0.19},  {Dtype::kQ4_K, 0.092},   {Dtype::kQ5_K, 0.046},
+      {Dtype::kQ6_K, 0.023}, {Dtype::kIQ4_NL, 0.093}, {Dtype::kIQ4_XS, 0.094},
   };
   const auto x = testing::random_normal(4096, 1234);
   for (const Bound& b : bounds) {
@@ -48,15 +49,15 @@ TEST(QuantRoundTrip, ScaledAndShiftedData) {
   auto x = testing::random_normal(2048, 99, 0.02f);
   for (float& v : x) v += 0.05f;
   for (Dtype t : {Dtype::kQ4_1, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ4_K, Dtype::kQ5_K,
-                  Dtype::kQ8_0, Dtype::kQ6_K, Dtype::kQ3_K}) {
+                  Dtype::kQ8_0, Dtype::kQ6_K, Dtype::kQ3_K, Dtype::kIQ4_NL, Dtype::kIQ4_XS}) {
     EXPECT_LT(roundtrip_error(t, x), 0.5) << dtype_name(t);
   }
 }
 
 TEST(QuantRoundTrip, ZerosAndConstants) {
-  for (Dtype t : {Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ8_K, Dtype::kQ4_0,
-                  Dtype::kQ4_1, Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K,
-                  Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
+  for (Dtype t : {Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ8_K, Dtype::kQ4_0, Dtype::kQ4_1,
+                  Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K,
+                  Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kIQ4_NL, Dtype::kIQ4_XS}) {
     std::vector<float> zeros(512, 0.0f), y(512);
     std::vector<uint8_t> q(*row_bytes(t, 512));
     ASSERT_TRUE(quantize_row(t, zeros.data(), q.data(), 512).is_ok());

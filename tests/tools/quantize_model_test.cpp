@@ -65,6 +65,9 @@ double max_rel_rms(Dtype t) {
       return 0.09;
     case Dtype::kQ4_0:
       return 0.14;
+    case Dtype::kIQ4_NL:
+    case Dtype::kIQ4_XS:
+      return 0.12;
     case Dtype::kF16:
       return 0.001;
     default:
@@ -137,13 +140,12 @@ TEST_P(QuantizeTypeTest, WeightsCloseNormsUntouchedMetadataCopied) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QuantizeTypeTest,
-                         ::testing::Combine(::testing::Values("llama", "qwen3"),
-                                            ::testing::Values("Q8_0", "Q4_0", "Q4_K", "Q5_K",
-                                                              "Q6_K", "Q4_K_M", "Q5_K_M", "F16")),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Types, QuantizeTypeTest,
+    ::testing::Combine(::testing::Values("llama", "qwen3"),
+                       ::testing::Values("Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M",
+                                         "IQ4_NL", "IQ4_XS", "F16")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 TEST(QuantizeModelTest, MixRuleForTwentyEightLayers) {
   // A 28-layer model reduced to the tensors the rule looks at (one 256-wide row each).
@@ -185,6 +187,22 @@ TEST(QuantizeModelTest, UnfitRowsFallBackWithANote) {
   auto out = GgufFile::parse_bytes(*bytes).value();
   for (const auto& t : out.tensors())
     EXPECT_EQ(t.view.dtype, t.view.n_dims == 2 ? Dtype::kQ8_0 : Dtype::kF32) << t.name;
+}
+
+// IQ4_XS needs rows of 256 like the K-quants; llama-quantize then takes IQ4_NL (32-blocks,
+// the same grid), not Q8_0. tiny's rows are 64 and 128 columns.
+TEST(QuantizeModelTest, Iq4XsFallsBackToIq4Nl) {
+  GgufFile in = synth_file("tiny", "llama", Dtype::kF32);
+  QuantizeReport report;
+  auto bytes = quantize_model_bytes(in, parse_quantize_target("iq4_xs").value(), {}, &report);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  EXPECT_FALSE(report.notes.empty());
+  auto out = GgufFile::parse_bytes(*bytes).value();
+  EXPECT_EQ(out.get_int("general.file_type"), 30);  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+  for (const auto& t : out.tensors())
+    EXPECT_EQ(t.view.dtype, t.view.n_dims == 2 ? Dtype::kIQ4_NL : Dtype::kF32) << t.name;
+  auto m = Model::from_gguf(std::move(out));
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
 }
 
 // A Gated DeltaNet hybrid: its projections are quantized, the convolution's taps, decay

@@ -34,6 +34,8 @@ constexpr MatmulKernel kBF16{ActFormat::kF32, float_tile_dispatch<LoadBF16, 4, 4
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ8_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ4_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackMxfp4>, 4, 4>, 4, 4};
+constexpr MatmulKernel kIq4Nl{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackIq4Nl>, 4, 4>, 4, 4};
+constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackIq4Xs>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ5_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 4>, 4, 4};
@@ -54,6 +56,10 @@ const MatmulKernel* avx512_kernel(Dtype w) {
       return &kQ4_0;
     case Dtype::kMXFP4:
       return &kMxfp4;
+    case Dtype::kIQ4_NL:
+      return &kIq4Nl;
+    case Dtype::kIQ4_XS:
+      return &kIq4Xs;
     case Dtype::kQ5_0:
       return &kQ5_0;
     case Dtype::kQ4_1:

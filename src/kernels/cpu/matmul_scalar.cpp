@@ -83,6 +83,35 @@ float dot_mxfp4(const uint8_t* w, const uint8_t* x, int64_t cols) {
   return acc;
 }
 
+// IQ4_NL / IQ4_XS: the grid values are integers, so each 32 is one int8 dot product scaled by
+// d (IQ4_XS: d * (ls - 32), its 256-block's sub-block scale) times d_x.
+float dot_iq4_nl(const uint8_t* w, const uint8_t* x, int64_t cols) {
+  const auto* b = reinterpret_cast<const BlockIq4Nl*>(w);
+  const ActQ8_32Row a = act_q8_32_row(x, cols);
+  float acc = 0;
+  for (int64_t i = 0; i < cols / 32; ++i) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += kIq4NlValues[q4_elem(b[i].qs, j)] * a.qs[32 * i + j];
+    acc += (fp16_to_f32(b[i].d) * a.d[i]) * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+float dot_iq4_xs(const uint8_t* w, const uint8_t* x, int64_t cols) {
+  const auto* b = reinterpret_cast<const BlockIq4Xs*>(w);
+  const ActQ8_32Row a = act_q8_32_row(x, cols);
+  float acc = 0;
+  for (int64_t i = 0; i < cols / 32; ++i) {
+    const BlockIq4Xs& blk = b[i / 8];
+    const uint8_t* qs = blk.qs + 16 * (i % 8);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += kIq4NlValues[q4_elem(qs, j)] * a.qs[32 * i + j];
+    const float dl = fp16_to_f32(blk.d) * static_cast<float>(iq4_xs_scale(blk, i % 8));
+    acc += (dl * a.d[i]) * static_cast<float>(sum);
+  }
+  return acc;
+}
+
 float dot_q4_1(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ4_1*>(w);
   const ActQ8_32Row a = act_q8_32_row(x, cols);
@@ -267,6 +296,8 @@ constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile<dot_q4_0>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile<dot_q4_1>, 4, 4};
 constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile<dot_mxfp4>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile<dot_q5_0>, 4, 4};
+constexpr MatmulKernel kIq4Nl{ActFormat::kQ8_32, tile<dot_iq4_nl>, 4, 4};
+constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile<dot_iq4_xs>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile<dot_q5_1>, 4, 4};
 constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile<dot_q2_k>, 4, 4};
 constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile<dot_q3_k>, 4, 4};
@@ -296,6 +327,10 @@ const MatmulKernel* scalar_kernel(Dtype w) {
       return &kQ5_0;
     case Dtype::kQ5_1:
       return &kQ5_1;
+    case Dtype::kIQ4_NL:
+      return &kIq4Nl;
+    case Dtype::kIQ4_XS:
+      return &kIq4Xs;
     case Dtype::kQ2_K:
       return &kQ2_K;
     case Dtype::kQ3_K:

@@ -207,6 +207,29 @@ struct UnpackMxfp4 {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), unpack_nibbles(blk->qs));
   }
 };
+// IQ4_NL / IQ4_XS: the nibbles index the format's int8 grid with one byte shuffle.
+inline __m256i iq4_grid_values(const uint8_t* qs) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), unpack_nibbles(qs));
+}
+struct UnpackIq4Nl {
+  static constexpr int kBytes = sizeof(BlockIq4Nl);
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockIq4Nl*>(row) + b;
+    *d = half_to_float(blk->d);
+    return iq4_grid_values(blk->qs);
+  }
+};
+// IQ4_XS as 32-column blocks: block b is sub-block b % 8 of super-block b / 8, scaled by
+// d * (ls - 32); 17 bytes per block on average, as the row prefetch counts them.
+struct UnpackIq4Xs {
+  static constexpr int kBytes = sizeof(BlockIq4Xs) / 8;
+  static __m256i q(const uint8_t* row, int64_t b, float* d) {
+    const auto* blk = reinterpret_cast<const BlockIq4Xs*>(row) + b / 8;
+    *d = half_to_float(blk->d) * static_cast<float>(iq4_xs_scale(*blk, static_cast<int>(b % 8)));
+    return iq4_grid_values(blk->qs + 16 * (b % 8));
+  }
+};
 struct UnpackQ5_0 {
   static constexpr int kBytes = sizeof(BlockQ5_0);
   static __m256i q(const uint8_t* row, int64_t b, float* d) {

@@ -33,7 +33,7 @@ inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
 }
 
 // The 32-column block formats: their records are scales then 8 (Q8_0) or 4 (nibbles) steps.
-enum class Block32 { kQ8_0, kQ4_0, kMxfp4 };
+enum class Block32 { kQ8_0, kQ4_0, kMxfp4, kIq4Nl };
 
 // 16 E8M0 exponents (one per row) as 2^(e - 128), exactly e8m0_half's value: (e - 1) << 23 is
 // that float from e = 2 on; e = 0 and 1 give the subnormals 2^-128 and 2^-127.
@@ -52,9 +52,17 @@ inline __m512i mxfp4_offset_table() {
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable)));
 }
 
+// kIq4NlValues + 128 (1..241) in each 128-bit lane, for vpshufb by nibble: the IQ4 formats'
+// dots then start at -128 * sum(x), as Q8_0's.
+inline __m512i iq4_offset_table() {
+  alignas(16) static constexpr uint8_t kTable[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                     129, 141, 153, 166, 181, 197, 217, 241};
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable)));
+}
+
 template <Block32 F, int G, int T>
 void tile(const PackedArgs& a) {
-  constexpr bool kQ8 = F == Block32::kQ8_0, kMx = F == Block32::kMxfp4;
+  constexpr bool kQ8 = F == Block32::kQ8_0, kMx = F == Block32::kMxfp4, kNl = F == Block32::kIq4Nl;
   constexpr int kScaleBytes = kMx ? kPackRows : kPackRows * 2;
   constexpr int kRec = kScaleBytes + (kQ8 ? 8 : 4) * 64;
   const int64_t nb = a.cols / 32;
@@ -65,13 +73,15 @@ void tile(const PackedArgs& a) {
     const PackedActRow row(a.x + t * a.x_stride, a.cols);
     xq[t] = row.q;
     xd[t] = row.d;
-    start[t] = kQ8 ? row.start_q8_0 : kMx ? row.start_mxfp4 : row.start_q4_0;
+    start[t] = kQ8 || kNl ? row.start_q8_0 : kMx ? row.start_mxfp4 : row.start_q4_0;
   }
   __m512 acc[G][T];
   for (int g = 0; g < G; ++g)
     for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i table = kMx ? mxfp4_offset_table() : __m512i{};
+  [[maybe_unused]] const __m512i table = kMx   ? mxfp4_offset_table()
+                                         : kNl ? iq4_offset_table()
+                                               : __m512i{};
   const RecordPrefetch<kRec> prefetch(a);
   // A tile that prefetches whole records (decode, a verify step's one tile) spreads them over
   // the block's steps: one token's Q8_0 GEMV from DRAM 30-31 -> 34-35.5 GB/s, llama-0.5b tg64
@@ -112,7 +122,7 @@ void tile(const PackedArgs& a) {
           const __m512i v = _mm512_loadu_si512(rec[g] + kScaleBytes + 64 * k);
           lo[g] = _mm512_and_si512(v, nib);
           hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-          if constexpr (kMx) {
+          if constexpr (kMx || kNl) {
             lo[g] = _mm512_shuffle_epi8(table, lo[g]);
             hi[g] = _mm512_shuffle_epi8(table, hi[g]);
           }
@@ -132,6 +142,78 @@ void tile(const PackedArgs& a) {
       for (int g = 0; g < G; ++g)
         acc[g][t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(dw[g], dx), acc[g][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    __m512 rows[G];
+    for (int g = 0; g < G; ++g) rows[g] = acc[g][t];
+    store_rows(a, t, rows);
+  }
+}
+
+// IQ4_XS: per 256-column record, sub-block j's 16 row scales d * (ls - 32) as floats, then
+// exactly the IQ4_NL tile's block: the dot of u8 grid value + 128 with the int8 activations
+// starting at -128 * sum(x), scaled by the sub-block's scale times d_x, blocks in order.
+template <int G, int T>
+void tile_iq4_xs(const PackedArgs& a) {
+  constexpr int kRec = kPackedIq4XsBytes;
+  const int64_t nsb = a.cols / 256;
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int32_t* start[T];
+  for (int t = 0; t < T; ++t) {
+    const PackedActRow row(a.x + t * a.x_stride, a.cols);
+    xq[t] = row.q;
+    xd[t] = row.d;
+    start[t] = row.start_q8_0;
+  }
+  const RecordPrefetch<kRec> prefetch(a);
+  const __m512i nib = _mm512_set1_epi8(0x0F), table = iq4_offset_table();
+  __m512 acc[G][T];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* rec[G];
+    __m512 d[G];
+    for (int g = 0; g < G; ++g) {
+      rec[g] = a.w + (g * nsb + s) * kRec;
+      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+    }
+    for (int j = 0; j < 8; ++j) {
+      prefetch.template part<G, 8>(rec, j);
+      const int64_t blk = 8 * s + j;  // 32-column block of the activations
+      __m512 scale[G];
+      for (int g = 0; g < G; ++g) {
+        const __m128i ls = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec[g] + 32 + 16 * j));
+        scale[g] = _mm512_mul_ps(d[g], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ls)));
+      }
+      __m512i dot[G][T];
+      for (int t = 0; t < T; ++t) {
+        const __m512i init = _mm512_set1_epi32(start[t][blk]);
+        for (int g = 0; g < G; ++g) dot[g][t] = init;
+      }
+      for (int k = 0; k < 4; ++k) {
+        __m512i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) {
+          const __m512i v = _mm512_loadu_si512(rec[g] + 160 + 256 * j + 64 * k);
+          lo[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, nib));
+          hi[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m512i xl = bcast4(xq[t] + 32 * blk + 4 * k),
+                        xh = bcast4(xq[t] + 32 * blk + 16 + 4 * k);
+          for (int g = 0; g < G; ++g) {
+            dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], lo[g], xl);
+            dot[g][t] = _mm512_dpbusd_epi32(dot[g][t], hi[g], xh);
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(xd[t][blk]);
+        for (int g = 0; g < G; ++g)
+          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][t]), _mm512_mul_ps(scale[g], dx),
+                                      acc[g][t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -379,6 +461,8 @@ struct KQuantTile {
   static void run(const PackedArgs& a) {
     if constexpr (kType == Dtype::kQ6_K)
       tile_q6_k<G, T>(a);
+    else if constexpr (kType == Dtype::kIQ4_XS)
+      tile_iq4_xs<G, T>(a);
     else
       tile_q4_k<kType == Dtype::kQ5_K, G, T>(a);
   }
@@ -418,6 +502,10 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
       return by_tokens<QuantTile<G, Block32::kQ4_0>>(a, n_tok);
     case Dtype::kMXFP4:
       return by_tokens<QuantTile<G, Block32::kMxfp4>>(a, n_tok);
+    case Dtype::kIQ4_NL:
+      return by_tokens<QuantTile<G, Block32::kIq4Nl>>(a, n_tok);
+    case Dtype::kIQ4_XS:
+      return by_tokens<KQuantTile<G, Dtype::kIQ4_XS>>(a, n_tok);
     case Dtype::kQ4_K:
       return by_tokens<KQuantTile<G, Dtype::kQ4_K>>(a, n_tok);
     case Dtype::kQ5_K:

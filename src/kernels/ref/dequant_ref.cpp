@@ -6,6 +6,7 @@
 #include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/ref/iq4_ref.h"
 #include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/ref.h"
 
@@ -208,6 +209,8 @@ bool can_dequantize(Dtype t) {
     case Dtype::kQ6_K:
     case Dtype::kQ8_K:
     case Dtype::kMXFP4:
+    case Dtype::kIQ4_NL:
+    case Dtype::kIQ4_XS:
       return true;
     default:
       return false;
@@ -257,6 +260,10 @@ void dequantize_row(Dtype t, const void* src, float* dst, int64_t n) {
       return dq_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
     case Dtype::kMXFP4:
       return dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, nb);
+    case Dtype::kIQ4_NL:
+      return dequantize_iq4_nl(static_cast<const BlockIq4Nl*>(src), dst, nb);
+    case Dtype::kIQ4_XS:
+      return dequantize_iq4_xs(static_cast<const BlockIq4Xs*>(src), dst, nb);
     default:
       LOOM_CHECK(false && "dtype has no dequantizer");
   }

@@ -8,6 +8,7 @@
 #include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/ref/iq4_ref.h"
 #include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/quant_ref_k.h"
 #include "kernels/ref/ref.h"
@@ -193,6 +194,10 @@ void quantize_row(Dtype t, const float* src, void* dst, int64_t n) {
       return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
     case Dtype::kMXFP4:
       return quantize_mxfp4(src, static_cast<BlockMxfp4*>(dst), nb);
+    case Dtype::kIQ4_NL:
+      return quantize_iq4_nl(src, static_cast<BlockIq4Nl*>(dst), nb);
+    case Dtype::kIQ4_XS:
+      return quantize_iq4_xs(src, static_cast<BlockIq4Xs*>(dst), nb);
     default:
       LOOM_CHECK(false && "dtype has no quantizer");
   }
