@@ -69,48 +69,48 @@ float dot_q4_0(const uint8_t* w, const uint8_t* x, int64_t cols) {
   return acc;
 }
 
-// MXFP4: the E2M1 table doubled is integer (quant_blocks.h), so each block is one int8 dot
-// product scaled by 2^(e-128) · d_x.
-float dot_mxfp4(const uint8_t* w, const uint8_t* x, int64_t cols) {
-  const auto* b = reinterpret_cast<const BlockMxfp4*>(w);
+// The 4-bit grid formats: the nibbles index an integer table (MXFP4: E2M1 doubled, the IQ4
+// formats' grid; quant_blocks.h), so each 32 is one int8 dot product scaled by the block's
+// scale times d_x. Fmt gives block i's nibbles and scale.
+template <class Fmt>
+float dot_grid4(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const ActQ8_32Row a = act_q8_32_row(x, cols);
   float acc = 0;
   for (int64_t i = 0; i < cols / 32; ++i) {
+    const uint8_t* qs = Fmt::qs(w, i);
     int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += kMxfp4Values[q4_elem(b[i].qs, j)] * a.qs[32 * i + j];
-    acc += (e8m0_half(b[i].e) * a.d[i]) * static_cast<float>(sum);
+    for (int j = 0; j < 32; ++j) sum += Fmt::kValues[q4_elem(qs, j)] * a.qs[32 * i + j];
+    acc += (Fmt::scale(w, i) * a.d[i]) * static_cast<float>(sum);
   }
   return acc;
 }
-
-// IQ4_NL / IQ4_XS: the grid values are integers, so each 32 is one int8 dot product scaled by
-// d (IQ4_XS: d * (ls - 32), its 256-block's sub-block scale) times d_x.
-float dot_iq4_nl(const uint8_t* w, const uint8_t* x, int64_t cols) {
-  const auto* b = reinterpret_cast<const BlockIq4Nl*>(w);
-  const ActQ8_32Row a = act_q8_32_row(x, cols);
-  float acc = 0;
-  for (int64_t i = 0; i < cols / 32; ++i) {
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += kIq4NlValues[q4_elem(b[i].qs, j)] * a.qs[32 * i + j];
-    acc += (fp16_to_f32(b[i].d) * a.d[i]) * static_cast<float>(sum);
+struct Mxfp4Grid {  // scale 2^(e - 128)
+  static constexpr const int8_t* kValues = kMxfp4Values;
+  static const BlockMxfp4& block(const uint8_t* w, int64_t i) {
+    return reinterpret_cast<const BlockMxfp4*>(w)[i];
   }
-  return acc;
-}
-
-float dot_iq4_xs(const uint8_t* w, const uint8_t* x, int64_t cols) {
-  const auto* b = reinterpret_cast<const BlockIq4Xs*>(w);
-  const ActQ8_32Row a = act_q8_32_row(x, cols);
-  float acc = 0;
-  for (int64_t i = 0; i < cols / 32; ++i) {
-    const BlockIq4Xs& blk = b[i / 8];
-    const uint8_t* qs = blk.qs + 16 * (i % 8);
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += kIq4NlValues[q4_elem(qs, j)] * a.qs[32 * i + j];
-    const float dl = fp16_to_f32(blk.d) * static_cast<float>(iq4_xs_scale(blk, i % 8));
-    acc += (dl * a.d[i]) * static_cast<float>(sum);
+  static const uint8_t* qs(const uint8_t* w, int64_t i) { return block(w, i).qs; }
+  static float scale(const uint8_t* w, int64_t i) { return e8m0_half(block(w, i).e); }
+};
+struct Iq4NlGrid {
+  static constexpr const int8_t* kValues = kIq4NlValues;
+  static const BlockIq4Nl& block(const uint8_t* w, int64_t i) {
+    return reinterpret_cast<const BlockIq4Nl*>(w)[i];
   }
-  return acc;
-}
+  static const uint8_t* qs(const uint8_t* w, int64_t i) { return block(w, i).qs; }
+  static float scale(const uint8_t* w, int64_t i) { return fp16_to_f32(block(w, i).d); }
+};
+struct Iq4XsGrid {  // 32-column block i: sub-block i % 8 of super-block i / 8, d * (ls - 32)
+  static constexpr const int8_t* kValues = kIq4NlValues;
+  static const BlockIq4Xs& block(const uint8_t* w, int64_t i) {
+    return reinterpret_cast<const BlockIq4Xs*>(w)[i / 8];
+  }
+  static const uint8_t* qs(const uint8_t* w, int64_t i) { return block(w, i).qs + 16 * (i % 8); }
+  static float scale(const uint8_t* w, int64_t i) {
+    const BlockIq4Xs& b = block(w, i);
+    return fp16_to_f32(b.d) * static_cast<float>(iq4_xs_scale(b, static_cast<int>(i % 8)));
+  }
+};
 
 float dot_q4_1(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ4_1*>(w);
@@ -294,10 +294,10 @@ constexpr MatmulKernel kBF16{ActFormat::kF32, tile<dot_bf16>, 4, 4};
 constexpr MatmulKernel kQ8_0{ActFormat::kQ8_32, tile<dot_q8_0>, 4, 4};
 constexpr MatmulKernel kQ4_0{ActFormat::kQ8_32, tile<dot_q4_0>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile<dot_q4_1>, 4, 4};
-constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile<dot_mxfp4>, 4, 4};
+constexpr MatmulKernel kMxfp4{ActFormat::kQ8_32, tile<dot_grid4<Mxfp4Grid>>, 4, 4};
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile<dot_q5_0>, 4, 4};
-constexpr MatmulKernel kIq4Nl{ActFormat::kQ8_32, tile<dot_iq4_nl>, 4, 4};
-constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile<dot_iq4_xs>, 4, 4};
+constexpr MatmulKernel kIq4Nl{ActFormat::kQ8_32, tile<dot_grid4<Iq4NlGrid>>, 4, 4};
+constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile<dot_grid4<Iq4XsGrid>>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile<dot_q5_1>, 4, 4};
 constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile<dot_q2_k>, 4, 4};
 constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile<dot_q3_k>, 4, 4};
