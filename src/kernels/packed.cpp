@@ -15,8 +15,9 @@ namespace loom::kernels {
 bool packable(const TensorView& w) {
   return w.layout == TensorLayout::kRows &&
          (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kMXFP4 ||
-          w.dtype == Dtype::kIQ4_NL || w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ4_K ||
-          w.dtype == Dtype::kQ5_K || w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS ||
+          w.dtype == Dtype::kIQ4_NL || w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ2_K ||
+          w.dtype == Dtype::kQ3_K || w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K ||
+          w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS ||
           (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
 }
@@ -39,6 +40,10 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
       return static_cast<uint64_t>(cols / 256) * kPackedQ5KBytes;
     case Dtype::kQ6_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ6KBytes;
+    case Dtype::kQ2_K:
+      return static_cast<uint64_t>(cols / 256) * kPackedQ2KBytes;
+    case Dtype::kQ3_K:
+      return static_cast<uint64_t>(cols / 256) * kPackedQ3KBytes;
     case Dtype::kIQ4_XS:
       return static_cast<uint64_t>(cols / 256) * kPackedIq4XsBytes;
     default:
@@ -153,6 +158,74 @@ void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
     }
 }
 
+// The 2 bits of element n (0..255) of a Q2_K block, or the low 2 bits of a Q3_K one: sub-block
+// j = n / 16 sits in qs[32 (j / 8) + 16 (j % 2) + n % 16] at bit 2 ((j / 2) % 4) (ref dq_q2_k).
+uint8_t k_low2(const uint8_t* qs, int n) {
+  const int j = n / 16;
+  return (qs[32 * (j / 8) + 16 * (j % 2) + n % 16] >> (2 * ((j / 2) % 4))) & 3;
+}
+
+// Element n (0..255) of a Q3_K block as q in 0..7 (low 2 bits + 4 * its hmask bit, standing
+// for q - 4; ref dq_q3_k).
+uint8_t q3_k_value(const BlockQ3_K& b, int n) {
+  const int j = n / 16;
+  return static_cast<uint8_t>(k_low2(b.qs, n) | ((b.hmask[16 * (j % 2) + n % 16] >> (j / 2)) & 1)
+                                                    << 2);
+}
+
+// The bytes a, b, c that decode (packed.h) to the 8 slots q[0..7] (each 0..7).
+void q3_k_encode(const uint8_t (&q)[8], uint8_t (&v)[3]) {
+  v[0] = static_cast<uint8_t>(q[0] | q[1] << 3 | (q[6] & 3) << 6);
+  v[1] = static_cast<uint8_t>(q[2] | q[3] << 3 | (q[6] >> 2) << 6 | (q[7] >> 2) << 7);
+  v[2] = static_cast<uint8_t>(q[4] | q[5] << 3 | (q[7] & 3) << 6);
+}
+
+// Q2_K and Q3_K (Block: BlockQ2_K or BlockQ3_K): see packed.h. Padding rows are zero (d = dmin
+// = 0: they add nothing).
+template <class Block>
+void pack_q2_k_q3_k(const TensorView& w, int64_t groups, uint8_t* out) {
+  constexpr bool kQ3 = std::is_same_v<Block, BlockQ3_K>;
+  constexpr int kRec = kQ3 ? kPackedQ3KBytes : kPackedQ2KBytes;
+  constexpr int kScales = kQ3 ? 32 : 64, kQ = kScales + 16 * kPackRows;
+  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* rec = out + (g * nsb + s) * kRec;
+      std::memset(rec, 0, kRec);
+      auto* d = reinterpret_cast<uint16_t*>(rec);
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const auto* blk = reinterpret_cast<const Block*>(w.row(g * kPackRows + r)) + s;
+        d[r] = blk->d;
+        int8_t sc[16];
+        if constexpr (kQ3)
+          q3k_scales(blk->scales, sc);
+        else
+          d[kPackRows + r] = blk->dmin;
+        for (int j = 0; j < 16; ++j)
+          rec[kScales + 32 * (j / 2) + 2 * r + j % 2] =
+              kQ3 ? static_cast<uint8_t>(sc[j]) : blk->scales[j];
+        if constexpr (kQ3) {
+          // Slots 0-3: sub-block 2p + 1's steps, 4-7: sub-block 2p's.
+          for (int p = 0; p < 8; ++p)
+            for (int i = 0; i < 4; ++i) {
+              uint8_t q[8], v[3];
+              for (int k = 0; k < 4; ++k) {
+                q[k] = q3_k_value(*blk, 16 * (2 * p + 1) + 4 * k + i);
+                q[4 + k] = q3_k_value(*blk, 16 * (2 * p) + 4 * k + i);
+              }
+              q3_k_encode(q, v);
+              for (int m = 0; m < 3; ++m) rec[kQ + 192 * p + 64 * m + 4 * r + i] = v[m];
+            }
+        } else {
+          for (int n = 0; n < kQKK; ++n) {
+            const int j = n / 16, k = n % 16 / 4, i = n % 4;
+            rec[kQ + 64 * j + 4 * r + i] |= static_cast<uint8_t>(k_low2(blk->qs, n) << (2 * k));
+          }
+        }
+      }
+    }
+}
+
 // IQ4_XS: see packed.h. Padding rows are zero (d = 0).
 void pack_iq4_xs(const TensorView& w, int64_t groups, uint8_t* out) {
   const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
@@ -227,6 +300,8 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w, uint8_t* dst) {
     if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.ptr_);
     if (w.dtype == Dtype::kQ5_K) pack_q4_k_q5_k<BlockQ5_K>(w, groups, m.ptr_);
     if (w.dtype == Dtype::kQ6_K) pack_q6_k(w, groups, m.ptr_);
+    if (w.dtype == Dtype::kQ2_K) pack_q2_k_q3_k<BlockQ2_K>(w, groups, m.ptr_);
+    if (w.dtype == Dtype::kQ3_K) pack_q2_k_q3_k<BlockQ3_K>(w, groups, m.ptr_);
     if (w.dtype == Dtype::kIQ4_XS) pack_iq4_xs(w, groups, m.ptr_);
     return finish(std::move(m), w, bytes);
   }

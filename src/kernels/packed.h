@@ -34,6 +34,22 @@
 // or more, as zeroing bits 6-7 and placing the 2-bit field need two masks, one more than a
 // vpternlog has. Decode streams 23% fewer bytes than with the previous layout's byte per q
 // (4384 bytes, 8.56 bits a weight).
+// Q2_K (1344 bytes: exactly the file's 84 bytes per row and super-block): 16 fp16 d, 16 fp16
+// dmin, the file's scale bytes (sc | m << 4) as [pair p][row r][j % 2] for sub-block j = 2p or
+// 2p + 1 (64 + 32p + 2r + j % 2: one load gives a row's pair as int16s), then per 16-column
+// sub-block j a 64-byte plane at 320 + 64j whose byte 4r + i holds in bits 2k..2k+1 the q (0..3)
+// of row r's element 16j + 4k + i (step k: one shift and one and).
+// Q3_K (1824 bytes, the file's 1760 plus 64: the scales a byte each): 16 fp16 d, the signed
+// scales sc - 32 as int8 [pair p][row r][j % 2] at 32 + 32p + 2r + j % 2, then per pair of
+// sub-blocks three 64-byte vectors a, b, c at 288 + 192p + 64m. Their bytes 4r + i hold 8 slots,
+// each a q in 0..7 (low 2 bits + 4 * hmask bit, standing for q - 4): slot k (0..3) is row r's
+// element 16(2p + 1) + 4k + i, slot 4 + k its element 32p + 4k + i (the odd sub-block first: the
+// kernel shifts its dot into the high half), as
+//   0: a & 7, 1: a >> 3 & 7, 2: b & 7, 3: b >> 3 & 7, 4: c & 7, 5: c >> 3 & 7,
+//   6: (a >> 6 | (b >> 6 & 1) << 2), 7: (c >> 6 | (b >> 7) << 2)
+// (shifts of the byte; the kernel's 16-bit shifts bring the next byte's bits only above bit 2, or
+// above bit 1 in slots 6 and 7, whose select and mask drop them). 17 ops for 8 steps, against 31
+// with a 2-bit plane and a mask of high bits per step (a masked add each).
 // IQ4_NL: exactly Q4_0's record (the file's block is Q4_0's bytes); the nibbles index the
 // format's grid kIq4NlValues, which the kernel maps with one byte shuffle to u8 value + 128.
 // IQ4_XS (records per 256-column super-block, 2208 bytes; the file's 136 per row and
@@ -56,15 +72,19 @@ constexpr int kPackedQ5KBytes = kPackedQ4KBytes + 64 * 8;             // one Q5_
 constexpr int kPackedQ6KBytes = 32 + 16 * kPackRows + 16 * 3 * 64;    // one Q6_K record: 3360
 constexpr int kPackedIq4XsBytes = 32 + 8 * kPackRows + 8 * 4 * 64;    // one IQ4_XS record: 2208
 
+constexpr int kPackedQ2KBytes = 64 + 16 * kPackRows + 16 * 64;            // one Q2_K record: 1344
+constexpr int kPackedQ3KBytes = 32 + 16 * kPackRows + 16 * 64 + 16 * 32;  // one Q3_K record: 1824
+
 // Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/IQ4_NL/F16 (BF16 with AVX512-BF16) with columns
-// a multiple of 32, Q4_K/Q5_K/Q6_K/IQ4_XS (multiples of 256 by their format), and the CPU has
+// a multiple of 32, Q2_K..Q6_K and IQ4_XS (multiples of 256 by their format), and the CPU has
 // AVX-512 VNNI.
 bool packable(const TensorView& w);
 
-// Whether t's kRows16 records are 256-column super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS) rather
-// than 32-column blocks or float columns.
+// Whether t's kRows16 records are 256-column super-blocks (Q2_K .. Q6_K, IQ4_XS) rather than
+// 32-column blocks or float columns.
 inline bool packed_super_blocks(Dtype t) {
-  return t == Dtype::kQ4_K || t == Dtype::kQ5_K || t == Dtype::kQ6_K || t == Dtype::kIQ4_XS;
+  return t == Dtype::kQ2_K || t == Dtype::kQ3_K || t == Dtype::kQ4_K || t == Dtype::kQ5_K ||
+         t == Dtype::kQ6_K || t == Dtype::kIQ4_XS;
 }
 
 // A kernel-ready copy of a matrix; view() describes it (same dtype and shape). It owns its

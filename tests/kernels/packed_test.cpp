@@ -1,7 +1,8 @@
-// kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q4_K / Q6_K / F16 / BF16 matrices (kernels/packed.h): the
+// kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q2_K..Q6_K / F16 / BF16 matrices (kernels/packed.h): the
 // packed matmul agrees with the row-layout matmul and the reference within the int8-activation
 // bound, and keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2
-// threads). Q6_K also matches its kernel's arithmetic redone in scalar code bit for bit.
+// threads). Q6_K, Q3_K and Q2_K also match their kernels' arithmetic redone in scalar code bit for
+// bit.
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>
@@ -376,10 +377,188 @@ TEST(PackedQ6_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
   }
 }
 
+// Q2_K / Q3_K blocks drawn directly: random bytes for the q, high bits and scales (every 2-bit
+// and 3-bit q, every 4-bit scale and min, every 6-bit Q3_K scale), d and dmin of either sign.
+Matrix random_q2_k_q3_k(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m;
+  const size_t block = t == Dtype::kQ3_K ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  m.bytes.resize(rows * cols / kQKK * block);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t i = 0; i < rows * cols / kQKK; ++i) {
+    uint8_t* blk = m.bytes.data() + i * block;
+    if (t == Dtype::kQ3_K) {
+      reinterpret_cast<BlockQ3_K*>(blk)->d = f32_to_fp16(d(rng));
+    } else {
+      reinterpret_cast<BlockQ2_K*>(blk)->d = f32_to_fp16(d(rng));
+      reinterpret_cast<BlockQ2_K*>(blk)->dmin = f32_to_fp16(d(rng));
+    }
+  }
+  m.view.dtype = t;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+// A block's integers, all read back through the reference dequantizer (so the packing's reading
+// of the bit layout is checked against it): q (Q3_K: q - 4) per element, the scale (Q3_K: sc -
+// 32) and min per 16-column sub-block.
+struct LowKBlock {
+  int q[kQKK], sc[16], m[16];
+  float d, dmin;
+};
+LowKBlock low_k_block(Dtype t, const uint8_t* src) {
+  LowKBlock out{};
+  float w[kQKK];
+  if (t == Dtype::kQ3_K) {
+    BlockQ3_K b = *reinterpret_cast<const BlockQ3_K*>(src);
+    out.d = fp16_to_f32(b.d);
+    b.d = f32_to_fp16(1.0f);
+    BlockQ3_K unit = b;  // every scale 33: sc - 32 = 1
+    std::memset(unit.scales, 0x11, 8);
+    std::memset(unit.scales + 8, 0xAA, 4);
+    ref::dequantize_row(t, &unit, w, kQKK);
+    for (int n = 0; n < kQKK; ++n) out.q[n] = static_cast<int>(w[n]);
+    BlockQ3_K minus4 = b;  // every q - 4 = -4
+    std::memset(minus4.qs, 0, sizeof minus4.qs);
+    std::memset(minus4.hmask, 0, sizeof minus4.hmask);
+    ref::dequantize_row(t, &minus4, w, kQKK);
+    for (int j = 0; j < 16; ++j) out.sc[j] = static_cast<int>(w[16 * j]) / -4;
+  } else {
+    BlockQ2_K b = *reinterpret_cast<const BlockQ2_K*>(src);
+    out.d = fp16_to_f32(b.d);
+    out.dmin = fp16_to_f32(b.dmin);
+    b.d = f32_to_fp16(1.0f);
+    b.dmin = 0;
+    BlockQ2_K unit = b;  // every scale 1, min 0
+    std::memset(unit.scales, 1, sizeof unit.scales);
+    ref::dequantize_row(t, &unit, w, kQKK);
+    for (int n = 0; n < kQKK; ++n) out.q[n] = static_cast<int>(w[n]);
+    BlockQ2_K ones = b;  // every q 1: w = sc (d = 1, dmin = 0), then -m (d = 0, dmin = 1)
+    std::memset(ones.qs, 0x55, sizeof ones.qs);
+    ref::dequantize_row(t, &ones, w, kQKK);
+    for (int j = 0; j < 16; ++j) out.sc[j] = static_cast<int>(w[16 * j]);
+    ones.d = 0;
+    ones.dmin = f32_to_fp16(1.0f);
+    ref::dequantize_row(t, &ones, w, kQKK);
+    for (int j = 0; j < 16; ++j) out.m[j] = static_cast<int>(-w[16 * j]);
+  }
+  return out;
+}
+
+// The packed Q2_K / Q3_K kernels' arithmetic in scalar code (packed_kquant_low_avx512.cpp),
+// which fixes it bit for bit: per 32-column block p of super-block s the exact integer
+// S = sc_2p D_2p + sc_2p+1 D_2p+1 (D: the dot of q, Q3_K's q - 4, with the int8 activations),
+// then Q3_K: acc = fma(S, d * d_x, acc); Q2_K: with M = m_2p sum_2p + m_2p+1 sum_2p+1,
+// acc = fma(fma(-M, dmin, S * d), d_x, acc).
+std::vector<float> low_k_packed_arithmetic(const Matrix& m, const std::vector<float>& x,
+                                           int64_t nt) {
+  const Dtype t = m.view.dtype;
+  const int64_t rows = m.view.rows(), cols = m.view.cols(), nsb = cols / kQKK;
+  const size_t block = t == Dtype::kQ3_K ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  std::vector<LowKBlock> blocks(rows * nsb);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t s = 0; s < nsb; ++s)
+      blocks[r * nsb + s] = low_k_block(t, static_cast<const uint8_t*>(m.view.row(r)) + s * block);
+  std::vector<uint8_t> act(cpu::packed_act_row_bytes(cols));
+  std::vector<float> out(nt * rows);
+  for (int64_t tok = 0; tok < nt; ++tok) {
+    cpu::quantize_act_row_q8_32_avx512(&x[tok * cols], cols, act.data(), false, true);
+    const cpu::PackedActRow xa(act.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < nsb; ++s) {
+        const LowKBlock& b = blocks[r * nsb + s];
+        for (int p = 0; p < 8; ++p) {
+          int32_t sum = 0, min = 0;
+          for (int j = 2 * p; j < 2 * p + 2; ++j) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; ++l) dot += b.q[16 * j + l] * xa.q[kQKK * s + 16 * j + l];
+            sum += b.sc[j] * dot;
+            min += b.m[j] * xa.sum16[16 * s + j];
+          }
+          const float dx = xa.d[8 * s + p];
+          if (t == Dtype::kQ3_K)
+            acc = std::fma(float(sum), b.d * dx, acc);
+          else
+            acc = std::fma(std::fma(-float(min), b.dmin, float(sum) * b.d), dx, acc);
+        }
+      }
+      out[tok * rows + r] = acc;
+    }
+  }
+  return out;
+}
+
+// Bit-exact against that arithmetic: one and two groups (a padded last one), 1..6 tokens
+// (every tile width), several tiles and the prefill loop order (> 64 tokens), 1 and 2 threads.
+// And within the int8 activations' error bound of the reference in double (as MXFP4's test).
+TEST(PackedQ2_KQ3_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool one(1), two(2);
+  for (Dtype type : {Dtype::kQ3_K, Dtype::kQ2_K}) {
+    for (int64_t rows : {1, 16, 29, 32, 50}) {
+      for (int64_t cols : {256, 768}) {
+        const Matrix m = random_q2_k_q3_k(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        ASSERT_TRUE(packable(m.view));
+        const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+        const uint64_t rec = type == Dtype::kQ3_K ? kPackedQ3KBytes : kPackedQ2KBytes;
+        EXPECT_EQ(p.view().nbytes, (rows + 15) / 16 * (cols / 256) * rec);
+        for (int64_t nt : {1, 2, 3, 4, 5, 6, 13, 70}) {
+          const auto x = testing::random_normal(nt * cols, 40 + static_cast<uint32_t>(nt));
+          const auto want = low_k_packed_arithmetic(m, x, nt);
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> got(nt * rows, -1.0f);
+            matmul(p.view(), x.data(), nt, got.data(), pool);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+                << dtype_name(type) << " " << rows << "x" << cols << " tokens " << nt << " threads "
+                << pool->size();
+          }
+          if (nt > 6) continue;
+          std::vector<float> w(cols);
+          double worst = 0;  // as a fraction of the bound
+          for (int64_t r = 0; r < rows; ++r) {
+            ref::dequantize_row(type, m.view.row(r), w.data(), cols);
+            for (int64_t tok = 0; tok < nt; ++tok) {
+              const float* xt = &x[tok * cols];
+              double exact = 0, bound = 0, mag = 0;
+              for (int64_t b = 0; b < cols / 32; ++b) {
+                double amax = 0, wsum = 0;
+                for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+                  exact += double(w[k]) * xt[k];
+                  mag += std::abs(double(w[k]) * xt[k]);
+                  amax = std::max(amax, std::abs(double(xt[k])));
+                  wsum += std::abs(double(w[k]));
+                }
+                bound += amax / 254 * wsum;
+              }
+              worst =
+                  std::max(worst, std::abs(want[tok * rows + r] - exact) / (bound + 1e-5 * mag));
+            }
+          }
+          EXPECT_LT(worst, 1.0) << dtype_name(type) << " " << rows << "x" << cols;
+        }
+      }
+    }
+  }
+}
+
+// A Q3_K_M layer: Q3_K, Q4_K, Q5_K and Q6_K matrices share one activation quantization.
+TEST(PackedMixed, Q3_KAndQ5_KInOneMultiCallEachGetTheirOwnResult) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  expect_multi_matches_single_calls(Dtype::kQ3_K, 50, Dtype::kQ5_K, 24, 512, 13, 41);
+  expect_multi_matches_single_calls(Dtype::kQ2_K, 37, Dtype::kQ3_K, 64, 512, 7, 51);
+}
+
 INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
                          ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kMXFP4, Dtype::kQ4_K,
-                                           Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kIQ4_NL,
-                                           Dtype::kIQ4_XS, Dtype::kF16, Dtype::kBF16),
+                                           Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kQ2_K, Dtype::kQ3_K,
+                                           Dtype::kIQ4_NL, Dtype::kIQ4_XS, Dtype::kF16,
+                                           Dtype::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

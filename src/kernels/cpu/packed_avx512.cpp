@@ -19,19 +19,6 @@
 namespace loom::kernels::cpu {
 namespace {
 
-inline __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// Token t's outputs of a tile's G groups: the rows that exist (n_rows from the first group on).
-template <int G>
-inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
-  for (int g = 0; g < G; ++g)
-    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, row_mask(a.n_rows - 16 * g), acc[g]);
-}
-
 // The 32-column block formats: their records are scales then 8 (Q8_0) or 4 (nibbles) steps.
 enum class Block32 { kQ8_0, kQ4_0, kMxfp4, kIq4Nl };
 
@@ -537,6 +524,7 @@ int packed_tile_tokens(Dtype dtype) {
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2, "one or two groups below");
   if (dtype == Dtype::kBF16 && amx_enabled()) return packed_tile_amx_bf16(a, n_tok);
+  if (dtype == Dtype::kQ2_K || dtype == Dtype::kQ3_K) return packed_tile_q2_k_q3_k(dtype, a, n_tok);
   if (a.n_rows > 16)
     by_dtype<2>(dtype, a, n_tok);
   else

@@ -78,12 +78,15 @@ struct PackedArgs {
 constexpr int64_t kPrefetchAheadBytes = 16384;
 
 // ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..kPackedTileTokens) tokens;
-// dtype kQ8_0, kQ4_0, kMXFP4, kIQ4_NL, kQ4_K, kQ5_K, kQ6_K or kIQ4_XS (activations:
+// dtype kQ8_0, kQ4_0, kMXFP4, kIQ4_NL, kQ2_K .. kQ6_K or kIQ4_XS (activations:
 // packed_act_row_bytes rows), kF16 (float rows) or kBF16 (bf16 rows). A row's arithmetic does
 // not depend on the tile it is computed in.
 // Where amx_enabled(), BF16 tiles run on AMX (packed_tile_amx_bf16) and take up to
 // kAmxTileTokens tokens.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
+
+// packed_tile for kQ2_K and kQ3_K (packed_kquant_low_avx512.cpp).
+void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok);
 
 // The most tokens packed_tile takes for dtype: kPackedTileTokens, or kAmxTileTokens for BF16
 // on AMX.

@@ -1,5 +1,6 @@
-// What the packed tiles of every instruction set share (packed_avx512.cpp, packed_amx.cpp):
-// their software prefetch of the weights and the mask of a group's rows that exist.
+// What the packed tiles of every instruction set share (packed_avx512.cpp,
+// packed_kquant_low_avx512.cpp, packed_amx.cpp): their software prefetch of the weights, the
+// mask of a group's rows that exist, activation broadcasts and output stores.
 #pragma once
 
 #include <immintrin.h>
@@ -78,6 +79,20 @@ struct RecordPrefetch {
 // The lanes of a group's 16 rows that exist: n of them (n >= 16: all).
 inline __mmask16 row_mask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Four int8 activations broadcast to every 32-bit lane (one vpdpbusd step of all 16 rows).
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Token t's outputs of a tile's G groups: the rows that exist (n_rows from the first group on).
+template <int G>
+inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
+  for (int g = 0; g < G; ++g)
+    _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, row_mask(a.n_rows - 16 * g), acc[g]);
 }
 
 }  // namespace loom::kernels::cpu

@@ -1,0 +1,210 @@
+// AVX-512 (VNNI) tiles for kRows16-packed Q2_K and Q3_K matrices (layouts in kernels/packed.h).
+//
+// Both have 16-column sub-blocks with small integer scales, and the activations have one scale
+// per 32 columns, so a pair of sub-blocks (2p, 2p+1) shares one float epilogue: their exact
+// integer dots D_2p, D_2p+1 (vpdpbusd of the u8 weights with the int8 activations, 4 steps each)
+// meet in one int32 lane per row as (D_2p+1 << 16) + D_2p + 16384, which vpdpwssd multiplies by
+// the row's int16 scale pair (sc_2p, sc_2p+1) and adds to -16384 sc_2p: the exact
+// sc_2p D_2p + sc_2p+1 D_2p+1. (The 16384 keeps the low half positive, so nothing borrows from
+// the high half: |D| <= 4 * 128 * 16 = 8192.) Against a float epilogue per sub-block (as Q6_K's)
+// this saves the per-row scale conversions and half the per-token float work.
+//   Q3_K: q in 0..7 from three vectors per pair (packed.h), the dots start at -4 * sum(x) so D
+//   is the dot of q - 4; acc += d * d_x * S.
+//   Q2_K: q = 2 bits (0..3); the mins' term m_2p sum_2p(x) + m_2p+1 sum_2p+1(x) is one vpmaddwd
+//   of the row's min pair with the token's two int16 sums; acc += d_x * (d * S - dmin * M).
+// Integer parts exact, float order fixed per token: a token's result does not depend on the
+// tile it is computed in.
+#include <immintrin.h>
+
+#include "kernels/cpu/packed_kernels.h"
+#include "kernels/cpu/packed_tile_util.h"
+#include "kernels/packed.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+// Where a record's q start (packed.h): Q2_K's plane per sub-block, Q3_K's three vectors per pair.
+constexpr int kQ2KLow = 64 + 16 * kPackRows;  // after d, dmin and the scale bytes
+constexpr int kQ3KQ = 32 + 16 * kPackRows;    // after d and the scales
+
+// Slot s (0..7) of a Q3_K pair's vectors a, b, c (packed.h): 1 to 4 ops.
+[[gnu::always_inline]] inline __m512i q3_k_slot(int s, __m512i a, __m512i b, __m512i c) {
+  const __m512i seven = _mm512_set1_epi8(7), three = _mm512_set1_epi8(3);
+  constexpr int kSelect = 0xE4;  // vpternlog: c ? a : b
+  switch (s) {
+    case 0:
+      return _mm512_and_si512(a, seven);
+    case 1:
+      return _mm512_and_si512(_mm512_srli_epi16(a, 3), seven);
+    case 2:
+      return _mm512_and_si512(b, seven);
+    case 3:
+      return _mm512_and_si512(_mm512_srli_epi16(b, 3), seven);
+    case 4:
+      return _mm512_and_si512(c, seven);
+    case 5:
+      return _mm512_and_si512(_mm512_srli_epi16(c, 3), seven);
+    case 6:
+      return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6),
+                                                        _mm512_srli_epi16(b, 4), three, kSelect),
+                              seven);
+    default:
+      return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(c, 6),
+                                                        _mm512_srli_epi16(b, 5), three, kSelect),
+                              seven);
+  }
+}
+
+template <bool kQ3, int G, int T>
+void tile_q2_k_q3_k(const PackedArgs& a) {
+  constexpr int kRec = kQ3 ? kPackedQ3KBytes : kPackedQ2KBytes;
+  constexpr int kScales = kQ3 ? 32 : 64;
+  const int64_t nsb = a.cols / 256;
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int16_t* xsum16[T];
+  for (int t = 0; t < T; ++t) {
+    const PackedActRow row(a.x + t * a.x_stride, a.cols);
+    xq[t] = row.q;
+    xd[t] = row.d;
+    xsum16[t] = row.sum16;
+  }
+  const RecordPrefetch<kRec> prefetch(a);
+  const __m512i three = _mm512_set1_epi8(3);
+  const __m512i low_offset = _mm512_set1_epi32(16384);
+  const __m512i minus_offset = _mm512_set1_epi32(0x0000C000);  // int16 pair (-16384, 0)
+  __m512 acc[T][G];
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* rec[G];
+    __m512 d[G], dmin[G];
+    for (int g = 0; g < G; ++g) {
+      rec[g] = a.w + (g * nsb + s) * kRec;
+      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+      if constexpr (!kQ3)
+        dmin[g] =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
+    }
+    // Q3_K: each sub-block's dot starts at -4 * sum(x), the even ones' plus 16384.
+    alignas(64) int32_t start[kQ3 ? T : 1][16];
+    if constexpr (kQ3) {
+      const __m512i even = _mm512_set_epi32(0, 16384, 0, 16384, 0, 16384, 0, 16384, 0, 16384, 0,
+                                            16384, 0, 16384, 0, 16384);
+      for (int t = 0; t < T; ++t) {
+        const __m512i sums = _mm512_cvtepi16_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xsum16[t] + 16 * s)));
+        _mm512_store_si512(start[t], _mm512_sub_epi32(even, _mm512_slli_epi32(sums, 2)));
+      }
+    }
+    for (int p = 0; p < 8; ++p) {
+      prefetch.template part<G, 8>(rec, p);
+      const int64_t blk = 8 * s + p;  // 32-column block of the activations
+      // The rows' scale pairs (sc_2p, sc_2p+1) as int16 pairs, and -16384 sc_2p.
+      __m512i pair[G], fix[G];
+      [[maybe_unused]] __m512i min_pair[G];
+      for (int g = 0; g < G; ++g) {
+        const __m256i bytes =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + kScales + 32 * p));
+        if constexpr (kQ3) {
+          pair[g] = _mm512_cvtepi8_epi16(bytes);
+        } else {
+          const __m512i both = _mm512_cvtepu8_epi16(bytes);  // sc | m << 4
+          pair[g] = _mm512_and_si512(both, _mm512_set1_epi16(15));
+          min_pair[g] = _mm512_srli_epi16(both, 4);
+        }
+        fix[g] = _mm512_madd_epi16(pair[g], minus_offset);
+      }
+      [[maybe_unused]] __m512i q3[G][3];  // Q3_K: the pair's vectors a, b, c
+      if constexpr (kQ3)
+        for (int g = 0; g < G; ++g)
+          for (int m = 0; m < 3; ++m)
+            q3[g][m] = _mm512_loadu_si512(rec[g] + kQ3KQ + 192 * p + 64 * m);
+      __m512i dot[T][G];
+      // Sub-block 2p + 1 first: its dot goes to the high half.
+      for (int half = 1; half >= 0; --half) {
+        const int j = 2 * p + half;
+        for (int t = 0; t < T; ++t) {
+          if (half == 1) {
+            const __m512i init = kQ3 ? _mm512_set1_epi32(start[t][j]) : _mm512_setzero_si512();
+            for (int g = 0; g < G; ++g) dot[t][g] = init;
+          } else {
+            const __m512i init = kQ3 ? _mm512_set1_epi32(start[t][j]) : low_offset;
+            for (int g = 0; g < G; ++g)
+              dot[t][g] = _mm512_add_epi32(_mm512_slli_epi32(dot[t][g], 16), init);
+          }
+        }
+        __m512i low[G];  // Q2_K: the sub-block's plane
+        if constexpr (!kQ3)
+          for (int g = 0; g < G; ++g) low[g] = _mm512_loadu_si512(rec[g] + kQ2KLow + 64 * j);
+        for (int k = 0; k < 4; ++k) {
+          __m512i w[G];
+          for (int g = 0; g < G; ++g) {
+            if constexpr (kQ3)
+              w[g] = q3_k_slot(4 * (1 - half) + k, q3[g][0], q3[g][1], q3[g][2]);
+            else
+              w[g] = _mm512_and_si512(k == 0 ? low[g] : _mm512_srli_epi16(low[g], 2 * k), three);
+          }
+          for (int t = 0; t < T; ++t) {
+            int32_t four_x;
+            __builtin_memcpy(&four_x, xq[t] + 256 * s + 16 * j + 4 * k, 4);
+            const __m512i xv = _mm512_set1_epi32(four_x);
+            for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512 vdx = _mm512_set1_ps(xd[t][blk]);
+        [[maybe_unused]] __m512i sums;
+        if constexpr (!kQ3) {
+          int32_t two;  // sum16 of sub-blocks 2p and 2p + 1
+          __builtin_memcpy(&two, xsum16[t] + 2 * blk, 4);
+          sums = _mm512_set1_epi32(two);
+        }
+        for (int g = 0; g < G; ++g) {
+          const __m512 dot_sc = _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(fix[g], dot[t][g], pair[g]));
+          if constexpr (kQ3) {
+            acc[t][g] = _mm512_fmadd_ps(dot_sc, _mm512_mul_ps(d[g], vdx), acc[t][g]);
+          } else {
+            const __m512 dot_m = _mm512_cvtepi32_ps(_mm512_madd_epi16(min_pair[g], sums));
+            const __m512 v = _mm512_fnmadd_ps(dot_m, dmin[g], _mm512_mul_ps(dot_sc, d[g]));
+            acc[t][g] = _mm512_fmadd_ps(v, vdx, acc[t][g]);
+          }
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
+}
+
+template <bool kQ3, int G>
+void by_tokens(const PackedArgs& a, int n_tok) {
+  static_assert(kPackedTileTokens == 6, "cases below");
+  switch (n_tok) {
+    case 1:
+      return tile_q2_k_q3_k<kQ3, G, 1>(a);
+    case 2:
+      return tile_q2_k_q3_k<kQ3, G, 2>(a);
+    case 3:
+      return tile_q2_k_q3_k<kQ3, G, 3>(a);
+    case 4:
+      return tile_q2_k_q3_k<kQ3, G, 4>(a);
+    case 5:
+      return tile_q2_k_q3_k<kQ3, G, 5>(a);
+    default:
+      return tile_q2_k_q3_k<kQ3, G, 6>(a);
+  }
+}
+
+}  // namespace
+
+void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok) {
+  static_assert(kPackedTileGroups == 2, "one or two groups below");
+  const bool q3 = dtype == Dtype::kQ3_K;
+  if (a.n_rows > 16)
+    q3 ? by_tokens<true, 2>(a, n_tok) : by_tokens<false, 2>(a, n_tok);
+  else
+    q3 ? by_tokens<true, 1>(a, n_tok) : by_tokens<false, 1>(a, n_tok);
+}
+
+}  // namespace loom::kernels::cpu
