@@ -105,6 +105,45 @@ TEST_P(BatchInvariance, TogetherAloneAndChunkedAreBitIdentical) {
           << "decode row of seq " << cs << ", " << 4 * copies << " sequences";
     }
   }
+  // (e) a verify-shaped step: each sequence's last (up to) 5 tokens as one step of several rows
+  // per sequence, after the rest; every sequence fits one attention task per KV head, so the
+  // tasks are split statically per thread with prefetch, as in decode (CpuModel::plan_attention).
+  {
+    auto kv = KvCache::create(m.config(), next_block, bs, Dtype::kF16).value();
+    Batch pre, step;
+    for (int s = 0; s < 4; ++s) {
+      const Seq& q = seqs[s];
+      const int32_t n = static_cast<int32_t>(q.tokens.size()), tail = std::min(n, 5);
+      const int32_t nb = static_cast<int32_t>(q.table.size());
+      if (n > tail) {
+        pre.sequences.push_back({q.table.data(), nb, 0, n - tail, pre.n_rows()});
+        for (int32_t i = 0; i < n - tail; ++i) {
+          pre.tokens.push_back(q.tokens[i]);
+          pre.pos.push_back(i);
+          pre.seq.push_back(static_cast<int32_t>(pre.sequences.size()) - 1);
+        }
+      }
+      step.sequences.push_back({q.table.data(), nb, n - tail, tail, step.n_rows()});
+      for (int32_t i = n - tail; i < n; ++i) {
+        step.logits_rows.push_back(step.n_rows());
+        step.tokens.push_back(q.tokens[i]);
+        step.pos.push_back(i);
+        step.seq.push_back(s);
+      }
+    }
+    std::vector<float> scratch_logits, got(step.logits_rows.size() * V);
+    ASSERT_TRUE(m.forward(pre, *kv, scratch_logits.data()).is_ok());
+    ASSERT_TRUE(m.forward(step, *kv, got.data()).is_ok());
+    size_t end = 0, row = 0;
+    for (int s = 0; s < 4; ++s) {
+      const size_t n = seqs[s].tokens.size(), tail = std::min<size_t>(n, 5);
+      end += n;
+      for (size_t i = end - tail; i < end; ++i, ++row)
+        EXPECT_TRUE(bit_equal(&got[row * V], &all[i * V], V))
+            << "verify row " << i << " of seq " << s;
+    }
+  }
+
   // (b) each alone, (c) each chunked by 1 and by 7, with a different model thread count.
   auto m1 = Model::from_gguf(*file, {1}).value();
   size_t row = 0;

@@ -267,18 +267,26 @@ void CpuModel::plan_attention(const Batch& b) {
         }
   }
   // A decode step (every task one row) is split statically, one contiguous share of about
-  // equal K/V length per thread, so each thread knows its next task and can prefetch it.
-  // Prefill tasks are compute-bound and uneven: they are claimed dynamically.
+  // equal K/V length per thread, so each thread knows its next task and can prefetch it. So is
+  // a step whose sequences each fit one task per KV head (a speculative verify: k + 1 rows): its
+  // tasks read as many K/V bytes as decode's and compute little more. Prefill tasks are
+  // compute-bound and uneven: they are claimed dynamically.
+  bool few_rows = true;
+  for (int32_t s = 0; s < n_seq; ++s)
+    few_rows = few_rows && start[s + 1] - start[s] <= attn_rows_per_task_;
   attn_parts_.clear();
   attn_prepares_rows_ = false;
-  if (!one_row_each || n_threads == 1 || attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
+  if (!(one_row_each || few_rows) || n_threads == 1 ||
+      attn_tasks_.size() < 2 * static_cast<size_t>(n_threads))
     return;
-  attn_prepares_rows_ = heads_per_task == H;
-  std::vector<int64_t>& cost = attn_cost_;  // prefix sums of the tasks' K/V lengths
+  attn_prepares_rows_ = one_row_each && heads_per_task == H;
+  std::vector<int64_t>& cost = attn_cost_;  // prefix sums of the tasks' K/V lengths x rows
   cost.assign(attn_tasks_.size() + 1, 0);
-  for (size_t i = 0; i < attn_tasks_.size(); ++i)
-    cost[i + 1] = cost[i] + (b.pos[rows_by_seq_[attn_tasks_[i].row_begin]] + 1) *
-                                (attn_tasks_[i].kv_head_end - attn_tasks_[i].kv_head_begin);
+  for (size_t i = 0; i < attn_tasks_.size(); ++i) {
+    const AttentionTask& t = attn_tasks_[i];
+    cost[i + 1] = cost[i] + (b.pos[rows_by_seq_[t.row_end - 1]] + 1) *
+                                (t.kv_head_end - t.kv_head_begin) * (t.row_end - t.row_begin);
+  }
   attn_parts_.push_back(0);
   for (int p = 1; p < n_threads; ++p) {
     const int64_t target = cost.back() * p / n_threads;
@@ -509,9 +517,10 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
       if (attn_parts_.empty()) {
         pool_.parallel_for(static_cast<int64_t>(attn_tasks_.size()), run_task);
       } else {
-        // Decode: each thread runs its share in order and prefetches its next task's K/V (from
-        // DRAM, the cache is latency-bound otherwise): all of it for one head, the first tile of
-        // each head for several (the kernel prefetches a tile ahead from there).
+        // Decode (and few-row steps): each thread runs its share in order and prefetches its
+        // next task's K/V (from DRAM, the cache is latency-bound otherwise): all of it for one
+        // head, the first tile of each head for several (the kernel prefetches a tile ahead
+        // from there).
         pool_.parallel_for(static_cast<int64_t>(attn_parts_.size()) - 1, [&](int64_t part,
                                                                              int thread) {
           for (int64_t task = attn_parts_[part]; task < attn_parts_[part + 1]; ++task) {
