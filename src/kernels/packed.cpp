@@ -78,39 +78,47 @@ void pack_bf16(const TensorView& w, int64_t groups, uint16_t* out) {
     }
 }
 
+// The 256-column super-block packers' common walk: every record of every group zeroed, then
+// fill(rec, r, blk) for each of its rows r that exists, blk that row's block in the file.
+// Padding rows stay zero (d = 0: they add nothing).
+template <class Block, int kRec, class Fill>
+void for_each_super_block_row(const TensorView& w, int64_t groups, uint8_t* out, Fill&& fill) {
+  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* rec = out + (g * nsb + s) * kRec;
+      std::memset(rec, 0, kRec);
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r)
+        fill(rec, r, reinterpret_cast<const Block*>(w.row(g * kPackRows + r))[s]);
+    }
+}
+
 // Q4_K and Q5_K (Block: BlockQ4_K or BlockQ5_K, the same up to qh): see packed.h. Padding
 // rows are all zero (d = dmin = 0: they add nothing).
 template <class Block>
 void pack_q4_k_q5_k(const TensorView& w, int64_t groups, uint8_t* out) {
   constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
-  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* rec = out + (g * nsb + s) * kRec;
-      std::memset(rec, 0, kRec);
-      auto* d = reinterpret_cast<uint16_t*>(rec);
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const auto* blk = reinterpret_cast<const Block*>(w.row(g * kPackRows + r)) + s;
-        d[r] = blk->d;
-        d[kPackRows + r] = blk->dmin;
-        for (int j = 0; j < 8; ++j)
-          k_scale_min(j, blk->scales, &rec[64 + 16 * j + r], &rec[192 + 16 * j + r]);
-        for (int p = 0; p < 4; ++p)
-          for (int k = 0; k < 8; ++k)
-            std::memcpy(&rec[320 + 512 * p + 64 * k + 4 * r], &blk->qs[32 * p + 4 * k], 4);
-        if constexpr (kQ5) {
-          // Bit 4 of element l of sub-block j is bit j of qh[l].
-          auto* high = rec + kPackedQ4KBytes;
-          for (int j = 0; j < 8; ++j)
-            for (int l = 0; l < 32; ++l)
-              if ((blk->qh[l] >> j) & 1) {
-                const int bit = 4 * r + l % 4;  // in word 8j + l / 4
-                high[8 * (8 * j + l / 4) + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
-              }
-        }
-      }
+  for_each_super_block_row<Block, kRec>(w, groups, out, [&](uint8_t* rec, int r, const Block& blk) {
+    auto* d = reinterpret_cast<uint16_t*>(rec);
+    d[r] = blk.d;
+    d[kPackRows + r] = blk.dmin;
+    for (int j = 0; j < 8; ++j)
+      k_scale_min(j, blk.scales, &rec[64 + 16 * j + r], &rec[192 + 16 * j + r]);
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < 8; ++k)
+        std::memcpy(&rec[320 + 512 * p + 64 * k + 4 * r], &blk.qs[32 * p + 4 * k], 4);
+    if constexpr (kQ5) {
+      // Bit 4 of element l of sub-block j is bit j of qh[l].
+      auto* high = rec + kPackedQ4KBytes;
+      for (int j = 0; j < 8; ++j)
+        for (int l = 0; l < 32; ++l)
+          if ((blk.qh[l] >> j) & 1) {
+            const int bit = 4 * r + l % 4;  // in word 8j + l / 4
+            high[8 * (8 * j + l / 4) + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+          }
     }
+  });
 }
 
 // Element n (0..255) of a Q6_K block as q in 0..63 (the layout of ref dq_q6_k).
@@ -137,25 +145,19 @@ void q6_k_encode(const uint8_t (&q)[4], uint8_t (&s)[3]) {
 
 // Q6_K: see packed.h. Padding rows are zero (d = 0).
 void pack_q6_k(const TensorView& w, int64_t groups, uint8_t* out) {
-  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* rec = out + (g * nsb + s) * kPackedQ6KBytes;
-      std::memset(rec, 0, kPackedQ6KBytes);
-      auto* d = reinterpret_cast<uint16_t*>(rec);
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.row(g * kPackRows + r)) + s;
-        d[r] = blk->d;
-        for (int j = 0; j < 16; ++j) rec[32 + 16 * j + r] = static_cast<uint8_t>(blk->scales[j]);
+  for_each_super_block_row<BlockQ6_K, kPackedQ6KBytes>(
+      w, groups, out, [&](uint8_t* rec, int r, const BlockQ6_K& blk) {
+        auto* d = reinterpret_cast<uint16_t*>(rec);
+        d[r] = blk.d;
+        for (int j = 0; j < 16; ++j) rec[32 + 16 * j + r] = static_cast<uint8_t>(blk.scales[j]);
         for (int j = 0; j < 16; ++j)
           for (int i = 0; i < 4; ++i) {
             uint8_t q[4], v[3];
-            for (int k = 0; k < 4; ++k) q[k] = q6_k_value(*blk, 16 * j + 4 * k + i);
+            for (int k = 0; k < 4; ++k) q[k] = q6_k_value(blk, 16 * j + 4 * k + i);
             q6_k_encode(q, v);
             for (int m = 0; m < 3; ++m) rec[288 + 192 * j + 64 * m + 4 * r + i] = v[m];
           }
-      }
-    }
+      });
 }
 
 // The 2 bits of element n (0..255) of a Q2_K block, or the low 2 bits of a Q3_K one: sub-block
@@ -187,64 +189,51 @@ void pack_q2_k_q3_k(const TensorView& w, int64_t groups, uint8_t* out) {
   constexpr bool kQ3 = std::is_same_v<Block, BlockQ3_K>;
   constexpr int kRec = kQ3 ? kPackedQ3KBytes : kPackedQ2KBytes;
   constexpr int kScales = kQ3 ? 32 : 64, kQ = kScales + 16 * kPackRows;
-  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* rec = out + (g * nsb + s) * kRec;
-      std::memset(rec, 0, kRec);
-      auto* d = reinterpret_cast<uint16_t*>(rec);
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const auto* blk = reinterpret_cast<const Block*>(w.row(g * kPackRows + r)) + s;
-        d[r] = blk->d;
-        int8_t sc[16];
-        if constexpr (kQ3)
-          q3k_scales(blk->scales, sc);
-        else
-          d[kPackRows + r] = blk->dmin;
-        for (int j = 0; j < 16; ++j)
-          rec[kScales + 32 * (j / 2) + 2 * r + j % 2] =
-              kQ3 ? static_cast<uint8_t>(sc[j]) : blk->scales[j];
-        if constexpr (kQ3) {
-          // Slots 0-3: sub-block 2p + 1's steps, 4-7: sub-block 2p's.
-          for (int p = 0; p < 8; ++p)
-            for (int i = 0; i < 4; ++i) {
-              uint8_t q[8], v[3];
-              for (int k = 0; k < 4; ++k) {
-                q[k] = q3_k_value(*blk, 16 * (2 * p + 1) + 4 * k + i);
-                q[4 + k] = q3_k_value(*blk, 16 * (2 * p) + 4 * k + i);
-              }
-              q3_k_encode(q, v);
-              for (int m = 0; m < 3; ++m) rec[kQ + 192 * p + 64 * m + 4 * r + i] = v[m];
-            }
-        } else {
-          for (int n = 0; n < kQKK; ++n) {
-            const int j = n / 16, k = n % 16 / 4, i = n % 4;
-            rec[kQ + 64 * j + 4 * r + i] |= static_cast<uint8_t>(k_low2(blk->qs, n) << (2 * k));
+  for_each_super_block_row<Block, kRec>(w, groups, out, [&](uint8_t* rec, int r, const Block& blk) {
+    auto* d = reinterpret_cast<uint16_t*>(rec);
+    d[r] = blk.d;
+    int8_t sc[16];
+    if constexpr (kQ3)
+      q3k_scales(blk.scales, sc);
+    else
+      d[kPackRows + r] = blk.dmin;
+    for (int j = 0; j < 16; ++j)
+      rec[kScales + 32 * (j / 2) + 2 * r + j % 2] =
+          kQ3 ? static_cast<uint8_t>(sc[j]) : blk.scales[j];
+    if constexpr (kQ3) {
+      // Slots 0-3: sub-block 2p + 1's steps, 4-7: sub-block 2p's.
+      for (int p = 0; p < 8; ++p)
+        for (int i = 0; i < 4; ++i) {
+          uint8_t q[8], v[3];
+          for (int k = 0; k < 4; ++k) {
+            q[k] = q3_k_value(blk, 16 * (2 * p + 1) + 4 * k + i);
+            q[4 + k] = q3_k_value(blk, 16 * (2 * p) + 4 * k + i);
           }
+          q3_k_encode(q, v);
+          for (int m = 0; m < 3; ++m) rec[kQ + 192 * p + 64 * m + 4 * r + i] = v[m];
         }
+    } else {
+      for (int n = 0; n < kQKK; ++n) {
+        const int j = n / 16, k = n % 16 / 4, i = n % 4;
+        rec[kQ + 64 * j + 4 * r + i] |= static_cast<uint8_t>(k_low2(blk.qs, n) << (2 * k));
       }
     }
+  });
 }
 
 // IQ4_XS: see packed.h. Padding rows are zero (d = 0).
 void pack_iq4_xs(const TensorView& w, int64_t groups, uint8_t* out) {
-  const int64_t rows = w.rows(), nsb = w.cols() / kQKK;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* rec = out + (g * nsb + s) * kPackedIq4XsBytes;
-      std::memset(rec, 0, kPackedIq4XsBytes);
-      auto* d = reinterpret_cast<uint16_t*>(rec);
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const auto* blk = reinterpret_cast<const BlockIq4Xs*>(w.row(g * kPackRows + r)) + s;
-        d[r] = blk->d;
+  for_each_super_block_row<BlockIq4Xs, kPackedIq4XsBytes>(
+      w, groups, out, [&](uint8_t* rec, int r, const BlockIq4Xs& blk) {
+        auto* d = reinterpret_cast<uint16_t*>(rec);
+        d[r] = blk.d;
         for (int j = 0; j < 8; ++j) {
-          rec[32 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(iq4_xs_scale(*blk, j)));
+          rec[32 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(iq4_xs_scale(blk, j)));
           for (int k = 0; k < 4; ++k)
             for (int i = 0; i < 4; ++i)
-              rec[160 + 256 * j + 64 * k + 4 * r + i] = blk->qs[16 * j + 4 * k + i];
+              rec[160 + 256 * j + 64 * k + 4 * r + i] = blk.qs[16 * j + 4 * k + i];
         }
-      }
-    }
+      });
 }
 
 }  // namespace
