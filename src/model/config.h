@@ -150,7 +150,8 @@ enum class PoolingType : int32_t {
 };
 
 struct ModelConfig {
-  std::string arch;  // registry name: "llama", "qwen2", "qwen3" (for display only)
+  std::string arch;        // registry name: "llama", "qwen2", "qwen3" (for display only)
+  int32_t file_type = -1;  // a GGUF's general.file_type (llama_ftype); -1: none (HF checkpoint)
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layer = 0;

@@ -140,6 +140,8 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
                        "' (supported: " + supported_arch_list() + ")");
   ModelConfig c;
   c.arch = std::string(arch->name);
+  if (auto ft = f.get_int(names::kGeneralFileType); ft && *ft >= 0 && *ft <= INT32_MAX)
+    c.file_type = static_cast<int32_t>(*ft);
   c.rope_style = arch->gguf_rope_style;
   auto key = [&](std::string_view suffix) { return arch_key(arch->name, suffix); };
   auto req_int = [&](std::string_view suffix, int32_t* out) -> Status {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/version.h"
+#include "format/file_type.h"
 #include "model/model.h"
 #include "server/jobs.h"
 #include "server/ollama_api.h"
@@ -30,7 +31,7 @@ Json model_details(const ServerContext& ctx) {
           {"family", c.arch},
           {"families", Json::array({c.arch})},
           {"parameter_size", parameter_size(m.weight_stats().total_params)},
-          {"quantization_level", ""}};
+          {"quantization_level", std::string(file_type_name(c.file_type).value_or(""))}};
 }
 
 // One entry of /api/tags and /api/ps.
@@ -125,6 +126,7 @@ void handle_ollama_show(ServerContext& ctx, const HttpRequest& req, ResponderPtr
       {a + ".attention.head_count", c.n_head},
       {a + ".attention.head_count_kv", c.n_head_kv},
       {a + ".vocab_size", c.n_vocab}};
+  if (c.file_type >= 0) info["general.file_type"] = c.file_type;
   Json j = {{"modelfile", ""},
             {"parameters", ""},
             {"template", ctx.chat ? ctx.chat->source() : ""},

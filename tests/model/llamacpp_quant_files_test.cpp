@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "format/file_type.h"
 #include "format/gguf.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
@@ -46,6 +47,8 @@ TEST_P(LlamaCppQuantFile, LogitsMatchLlamaCppOnTheSameFile) {
   int of_type = 0;
   for (const auto& t : file->tensors()) of_type += t.view.dtype == q.main;
   EXPECT_GE(of_type, 9) << path;
+  // And llama-quantize's general.file_type names it as loom (and Ollama) report it.
+  EXPECT_EQ(file_type_name(file->get_int("general.file_type").value_or(-1)), q.file_type);
 
   auto m = Model::load(path, {2});
   ASSERT_TRUE(m.is_ok()) << m.status().message();

@@ -53,6 +53,8 @@ TEST(Ollama, VersionTagsPsShow) {
     EXPECT_GT(m["size"].get<int64_t>(), 0) << path;
     EXPECT_EQ(m["details"]["format"], "gguf") << path;
     EXPECT_EQ(m["details"]["family"], "llama") << path;
+    // synth:tiny is written with every matrix F32 (general.file_type 0, LLAMA_FTYPE_ALL_F32).
+    EXPECT_EQ(m["details"]["quantization_level"], "F32") << path;
   }
   auto s = post_json(port, "/api/show", {{"model", kTestModelName}});
   ASSERT_EQ(s.status, 200) << s.body;
@@ -60,6 +62,7 @@ TEST(Ollama, VersionTagsPsShow) {
   EXPECT_EQ(show["template"], kTestChatTemplate);
   EXPECT_EQ(show["model_info"]["general.architecture"], "llama");
   EXPECT_EQ(show["model_info"]["llama.context_length"], kTestMaxModelLen);
+  EXPECT_EQ(show["model_info"]["general.file_type"], 0);
   EXPECT_EQ(show["capabilities"][0], "completion");
   expect_error(post_json(port, "/api/show", {{"model", "other"}}), 404, "not found");
 }
