@@ -493,13 +493,15 @@ struct Q6K {
 struct KWLow {
   const uint8_t* qs;
   float d, dmin;
-  __m256i sc16;    // the 16 scales as int16 (Q3_K signed, minus 32)
+  __m256i sc_eo;   // the 16 scales as int16: even sub-blocks' in the low half, odd in the high
+  __m256i sc16;    // Q3_K: the 16 scales as int16 in order (for the offset term against bsums)
   __m256i mins16;  // Q2_K: the 16 mins as int16
   __m256i hmask;   // Q3_K
 };
 
-// Unpacks the 12-byte 6-bit scales of Q3_K with 32-bit masks (what q3k_scales does per byte).
-inline __m256i q3k_scales16(const uint8_t* scales) {
+// Unpacks the 12-byte 6-bit scales of Q3_K with 32-bit masks (what q3k_scales does per byte):
+// 16 int8 scales, minus 32.
+inline __m128i q3k_scales8(const uint8_t* scales) {
   uint32_t u[4];
   std::memcpy(u, scales, 12);
   const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303, hi = u[2];
@@ -508,14 +510,15 @@ inline __m256i q3k_scales16(const uint8_t* scales) {
   u[0] = (u[0] & m4) | ((hi & m2) << 4);
   u[1] = (u[1] & m4) | (((hi >> 2) & m2) << 4);
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
-  return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-// int16 scales j, j+1 (j even) of sc16 broadcast to the low and high 128-bit halves.
-inline __m256i scale_pair16(__m256i sc16, int j) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(j / 2));
-  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
-                                                     0x0100010001000100, 0x0100010001000100));
+// 16 int8 scales -> int16, even-indexed ones in the low 128-bit half and odd in the high, so
+// that the scales of sub-blocks 2m, 2m+1 (one 32-element part) are one in-lane broadcast.
+inline __m256i even_odd16(__m128i sc8) {
+  const __m128i eo =
+      _mm_shuffle_epi8(sc8, _mm_set_epi8(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0));
+  return _mm256_cvtepi8_epi16(eo);
 }
 
 template <bool kThree>
@@ -537,7 +540,9 @@ struct KLow {
       const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + b;
       w.qs = blk->qs;
       w.d = half_to_float(blk->d);
-      w.sc16 = q3k_scales16(blk->scales);
+      const __m128i sc8 = q3k_scales8(blk->scales);
+      w.sc_eo = even_odd16(sc8);
+      w.sc16 = _mm256_cvtepi8_epi16(sc8);
       w.hmask = load32(blk->hmask);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + b;
@@ -546,7 +551,7 @@ struct KLow {
       w.dmin = half_to_float(blk->dmin);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
       const __m128i m = _mm_set1_epi8(0x0F);
-      w.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(v, m));
+      w.sc_eo = even_odd16(_mm_and_si128(v, m));  // 0..15: the sign extension is harmless
       w.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m));
     }
     return w;
@@ -574,8 +579,8 @@ struct KLow {
     return {load32(q), load32(q + 32)};
   }
   static void step(S& s, const W& w, const C& wc, const X& x, int c) {
-    s = acc_u8s8_scaled(s, wc.lo, x.lo, scale_pair16(w.sc16, 4 * c));
-    s = acc_u8s8_scaled(s, wc.hi, x.hi, scale_pair16(w.sc16, 4 * c + 2));
+    s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc_eo, 2 * c));
+    s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc_eo, 2 * c + 1));
   }
   static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t, int64_t b) {
     const BlockQ8_K* x = q8k(xrow, b);
