@@ -219,7 +219,7 @@ TEST(Matmul, KQuantSimdMatchesScalarExactly) {
   // with the generic path bit for bit. 1 token (decode), 5 and 13 (full and partial token
   // tiles) take different paths through the kernels.
   const int64_t rows = 21, cols = 768;
-  for (Dtype t : {Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
+  for (Dtype t : {Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
     Weights w = make_weights(t, rows, cols, 8);
     for (int64_t nt : {1, 5, 13}) {
       const auto x = testing::random_normal(nt * cols, 9);

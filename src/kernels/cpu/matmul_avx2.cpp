@@ -32,6 +32,8 @@ constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackIq
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ5_0>, 4, 2>, 4, 2};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>, 4, 2>, 4, 2};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 2>, 4, 2};
+constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile_dispatch<KLow<false>, 2, 2>, 2, 2};
+constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile_dispatch<KLow<true>, 2, 2>, 2, 2};
 constexpr MatmulKernel kQ4_K{ActFormat::kQ8_K, tile_dispatch<KMins<false>, 2, 2>, 2, 2};
 constexpr MatmulKernel kQ5_K{ActFormat::kQ8_K, tile_dispatch<KMins<true>, 2, 2>, 2, 2};
 constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 2, 2>, 2, 2};
@@ -61,6 +63,10 @@ const MatmulKernel* avx2_kernel(Dtype w) {
       return &kQ4_1;
     case Dtype::kQ5_1:
       return &kQ5_1;
+    case Dtype::kQ2_K:
+      return &kQ2_K;
+    case Dtype::kQ3_K:
+      return &kQ3_K;
     case Dtype::kQ4_K:
       return &kQ4_K;
     case Dtype::kQ5_K:

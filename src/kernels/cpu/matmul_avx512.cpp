@@ -39,6 +39,8 @@ constexpr MatmulKernel kIq4Xs{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackIq
 constexpr MatmulKernel kQ5_0{ActFormat::kQ8_32, tile_dispatch<Signed32<UnpackQ5_0>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 4>, 4, 4};
+constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile_dispatch<KLow<false>, 4, 4>, 4, 4};
+constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile_dispatch<KLow<true>, 4, 4>, 4, 4};
 }  // namespace
 
 const MatmulKernel* avx512_kernel(Dtype w) {
@@ -66,6 +68,10 @@ const MatmulKernel* avx512_kernel(Dtype w) {
       return &kQ4_1;
     case Dtype::kQ5_1:
       return &kQ5_1;
+    case Dtype::kQ2_K:
+      return &kQ2_K;
+    case Dtype::kQ3_K:
+      return &kQ3_K;
     default:
       return nullptr;
   }

@@ -486,6 +486,119 @@ struct Q6K {
   static float finish(const Acc& acc) { return acc.v; }
 };
 
+// Q2_K / Q3_K: 16 sub-blocks of 16 with 2-bit q in the same places: 32-element part k (0..7)
+// is bits 2 (k % 4) of qs[32 (k / 4) + l], l < 32; Q3_K adds bit k of hmask[l] as bit 2, so
+// q in 0..7 with the offset 4 taken off through the Q8_K block sums, as Q6_K's 32. Q2_K's
+// 4-bit mins pair with the block sums as Q4_K's do. Chunk c = parts 2c, 2c+1.
+struct KWLow {
+  const uint8_t* qs;
+  float d, dmin;
+  __m256i sc_eo;   // the 16 scales as int16: even sub-blocks' in the low half, odd in the high
+  __m256i sc16;    // Q3_K: the 16 scales as int16 in order (for the offset term against bsums)
+  __m256i mins16;  // Q2_K: the 16 mins as int16
+  __m256i hmask;   // Q3_K
+};
+
+// Unpacks the 12-byte 6-bit scales of Q3_K with 32-bit masks (what q3k_scales does per byte):
+// 16 int8 scales, minus 32.
+inline __m128i q3k_scales8(const uint8_t* scales) {
+  uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303, hi = u[2];
+  u[2] = ((u[0] >> 4) & m4) | (((hi >> 4) & m2) << 4);
+  u[3] = ((u[1] >> 4) & m4) | (((hi >> 6) & m2) << 4);
+  u[0] = (u[0] & m4) | ((hi & m2) << 4);
+  u[1] = (u[1] & m4) | (((hi >> 2) & m2) << 4);
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// 16 int8 scales -> int16, even-indexed ones in the low 128-bit half and odd in the high, so
+// that the scales of sub-blocks 2m, 2m+1 (one 32-element part) are one in-lane broadcast.
+inline __m256i even_odd16(__m128i sc8) {
+  const __m128i eo =
+      _mm_shuffle_epi8(sc8, _mm_set_epi8(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0));
+  return _mm256_cvtepi8_epi16(eo);
+}
+
+template <bool kThree>
+struct KLow {
+  static constexpr int kBlock = 256, kChunks = 4;
+  static constexpr int kBlockBytes = kThree ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  using W = KWLow;
+  struct C {
+    __m256i lo, hi;  // elements 64c .. +31 and 64c+32 .. +63
+  };
+  using X = KX;
+  using S = __m256i;
+  using Acc = KAcc;
+  static Acc zero_acc() { return {0.0f}; }
+  static S zero_s() { return _mm256_setzero_si256(); }
+  static W prep(const uint8_t* row, int64_t b) {
+    W w;
+    if constexpr (kThree) {
+      const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + b;
+      w.qs = blk->qs;
+      w.d = half_to_float(blk->d);
+      const __m128i sc8 = q3k_scales8(blk->scales);
+      w.sc_eo = even_odd16(sc8);
+      w.sc16 = _mm256_cvtepi8_epi16(sc8);
+      w.hmask = load32(blk->hmask);
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + b;
+      w.qs = blk->qs;
+      w.d = half_to_float(blk->d);
+      w.dmin = half_to_float(blk->dmin);
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+      const __m128i m = _mm_set1_epi8(0x0F);
+      w.sc_eo = even_odd16(_mm_and_si128(v, m));  // 0..15: the sign extension is harmless
+      w.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m));
+    }
+    return w;
+  }
+  static C unpack(const W& w, const uint8_t*, int64_t, int c) {
+    const __m256i v = load32(w.qs + 32 * (c / 2));
+    const __m256i m = _mm256_set1_epi8(3);
+    const int k = 2 * c;  // parts k, k + 1
+    C out{_mm256_and_si256(_mm256_srli_epi16(v, 2 * (k % 4)), m),
+          _mm256_and_si256(_mm256_srli_epi16(v, 2 * (k % 4) + 2), m)};
+    if constexpr (kThree) {
+      // Bit j of each hmask byte moved to bit 2 (shifts stay within each byte's bits 0..7).
+      const auto hbit = [&](int j) {
+        const __m256i h =
+            j >= 2 ? _mm256_srli_epi16(w.hmask, j - 2) : _mm256_slli_epi16(w.hmask, 2 - j);
+        return _mm256_and_si256(h, _mm256_set1_epi8(4));
+      };
+      out.lo = _mm256_or_si256(out.lo, hbit(k));
+      out.hi = _mm256_or_si256(out.hi, hbit(k + 1));
+    }
+    return out;
+  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
+    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
+    return {load32(q), load32(q + 32)};
+  }
+  static void step(S& s, const W& w, const C& wc, const X& x, int c) {
+    s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc_eo, 2 * c));
+    s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc_eo, 2 * c + 1));
+  }
+  static void end_block(Acc& acc, const S& s, const W& w, const uint8_t* xrow, int64_t, int64_t b) {
+    const BlockQ8_K* x = q8k(xrow, b);
+    int32_t isum, msum;
+    if constexpr (kThree) {
+      // sum (q - 4) x = sum q x - 4 sum x, per sub-block scale.
+      const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(load32(x->bsums), w.sc16), 2);
+      reduce2(_mm256_sub_epi32(s, off), _mm256_setzero_si256(), &isum, &msum);
+      acc.v = fma1(w.d * x->d, static_cast<float>(isum), acc.v);
+    } else {
+      reduce2(s, _mm256_madd_epi16(load32(x->bsums), w.mins16), &isum, &msum);
+      acc.v = fma1(w.d * x->d, static_cast<float>(isum), acc.v);
+      acc.v = fma1(-(w.dmin * x->d), static_cast<float>(msum), acc.v);
+    }
+  }
+  static float finish(const Acc& acc) { return acc.v; }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Float weights (F32, F16, BF16) against float activations, 8 columns per step. The tail
 // (cols % 8) is accumulated separately with scalar FMAs.
