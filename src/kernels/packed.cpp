@@ -19,7 +19,7 @@ bool packable(const TensorView& w) {
           w.dtype == Dtype::kQ3_K || w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K ||
           w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS ||
           (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
-         w.n_dims == 2 && w.cols() % 32 == 0 && best_isa() == Isa::kAvx512;
+         w.n_dims == 2 && w.cols() % 32 == 0 && active_isa() == Isa::kAvx512;
 }
 
 uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {

@@ -76,8 +76,9 @@ constexpr int kPackedQ2KBytes = 64 + 16 * kPackRows + 16 * 64;            // one
 constexpr int kPackedQ3KBytes = 32 + 16 * kPackRows + 16 * 64 + 16 * 32;  // one Q3_K record: 1824
 
 // Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/IQ4_NL/F16 (BF16 with AVX512-BF16) with columns
-// a multiple of 32, Q2_K..Q6_K and IQ4_XS (multiples of 256 by their format), and the CPU has
-// AVX-512 VNNI.
+// a multiple of 32, Q2_K..Q6_K and IQ4_XS (multiples of 256 by their format), and the kernels
+// run AVX-512 VNNI (active_isa: LOOM_ISA=avx2 on such a CPU keeps the file's row layout and
+// the AVX2 kernels, as an AVX2 CPU would).
 bool packable(const TensorView& w);
 
 // Whether t's kRows16 records are 256-column super-blocks (Q2_K .. Q6_K, IQ4_XS) rather than
