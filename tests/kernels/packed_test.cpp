@@ -223,11 +223,7 @@ Matrix random_mxfp4(int64_t rows, int64_t cols, int e_lo, int e_hi, uint32_t see
     blocks[i].e = static_cast<uint8_t>(e(rng));
     for (uint8_t& q : blocks[i].qs) q = static_cast<uint8_t>(code(rng));
   }
-  m.view.dtype = Dtype::kMXFP4;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
+  testing::view_bytes(m, Dtype::kMXFP4, rows, cols);
   return m;
 }
 
@@ -307,11 +303,7 @@ Matrix random_q6_k(int64_t rows, int64_t cols, uint32_t seed) {
     for (int8_t& sc : blocks[i].scales) sc = static_cast<int8_t>(byte(rng) - 128);
     blocks[i].d = f32_to_fp16(d(rng));
   }
-  m.view.dtype = Dtype::kQ6_K;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
+  testing::view_bytes(m, Dtype::kQ6_K, rows, cols);
   return m;
 }
 
@@ -396,11 +388,7 @@ Matrix random_q2_k_q3_k(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
       reinterpret_cast<BlockQ2_K*>(blk)->dmin = f32_to_fp16(d(rng));
     }
   }
-  m.view.dtype = t;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
+  testing::view_bytes(m, t, rows, cols);
   return m;
 }
 

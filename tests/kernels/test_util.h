@@ -37,6 +37,14 @@ struct QuantizedMatrix {
   TensorView view;
   std::vector<uint8_t> bytes;
 };
+// Points m.view at m.bytes as a rows x cols matrix of dtype t.
+inline void view_bytes(QuantizedMatrix& m, Dtype t, int64_t rows, int64_t cols) {
+  m.view.dtype = t;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+}
 inline QuantizedMatrix quantized_matrix(Dtype t, int64_t rows, int64_t cols, uint32_t seed) {
   QuantizedMatrix m;
   const uint64_t rb = *row_bytes(t, cols);
@@ -44,11 +52,7 @@ inline QuantizedMatrix quantized_matrix(Dtype t, int64_t rows, int64_t cols, uin
   const auto src = random_normal(rows * cols, seed, 0.5f);
   for (int64_t r = 0; r < rows; ++r)
     EXPECT_TRUE(quantize_row(t, src.data() + r * cols, m.bytes.data() + r * rb, cols).is_ok());
-  m.view.dtype = t;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
+  view_bytes(m, t, rows, cols);
   return m;
 }
 

@@ -329,6 +329,11 @@ inline float fma1(float a, float b, float c) {
 struct KX {
   __m256i lo, hi;  // 64 activations: chunk c covers elements 64c .. 64c+63
 };
+// Chunk c of super-block b of a Q8_K activation row: every K-quant policy's load_x.
+inline KX load_kx(const uint8_t* xrow, int64_t b, int c) {
+  const int8_t* q = q8k(xrow, b)->qs + 64 * c;
+  return {load32(q), load32(q + 32)};
+}
 
 // Q4_K / Q5_K: chunk c = 64 elements = sub-blocks 2c (low nibbles) and 2c+1 (high nibbles).
 struct KWMins {
@@ -404,10 +409,7 @@ struct KMins {
     }
     return out;
   }
-  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
-    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
-    return {load32(q), load32(q + 32)};
-  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) { return load_kx(xrow, b, c); }
   static void step(S& s, const W& w, const C& wc, const X& x, int c) {
     s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc16, 2 * c));
     s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc16, 2 * c + 1));
@@ -462,10 +464,7 @@ struct Q6K {
     };
     return {quarter(p0), quarter(p0 + 1)};
   }
-  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
-    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
-    return {load32(q), load32(q + 32)};
-  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) { return load_kx(xrow, b, c); }
   static __m256i scale_pair(const W& w, int j) {  // sub-blocks j, j+1 (j even) -> int16 halves
     const __m256i pair = _mm256_permutevar8x32_epi32(w.sc16, _mm256_set1_epi32(j / 2));
     return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
@@ -574,10 +573,7 @@ struct KLow {
     }
     return out;
   }
-  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) {
-    const int8_t* q = q8k(xrow, b)->qs + 64 * c;
-    return {load32(q), load32(q + 32)};
-  }
+  static X load_x(const uint8_t* xrow, int64_t, int64_t b, int c) { return load_kx(xrow, b, c); }
   static void step(S& s, const W& w, const C& wc, const X& x, int c) {
     s = acc_u8s8_scaled(s, wc.lo, x.lo, bcast_scale(w.sc_eo, 2 * c));
     s = acc_u8s8_scaled(s, wc.hi, x.hi, bcast_scale(w.sc_eo, 2 * c + 1));
