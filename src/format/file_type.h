@@ -11,5 +11,7 @@ namespace loom {
 
 // nullopt for a value llama.cpp does not define (or no longer uses: 4-6, 33-35).
 std::optional<std::string_view> file_type_name(int64_t file_type);
+// The value of a name file_type_name gives ("Q4_K_M" -> 15); nullopt for any other string.
+std::optional<int64_t> file_type_value(std::string_view name);
 
 }  // namespace loom

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "base/thread_pool.h"
+#include "format/file_type.h"
 #include "model/tensor_names.h"
 #include "tools/gguf_build.h"
 #include "tools/synth.h"
@@ -16,24 +17,24 @@ struct TargetRow {
   std::string_view name;
   Dtype base;
   bool mix_m;
-  uint32_t file_type;  // llama_ftype
+  std::string_view file_type;  // general.file_type, by its llama_ftype name (format/file_type.h)
 };
 
 constexpr TargetRow kTargets[] = {
-    {"F32", Dtype::kF32, false, 0},
-    {"F16", Dtype::kF16, false, 1},
-    {"BF16", Dtype::kBF16, false, 32},
-    {"Q8_0", Dtype::kQ8_0, false, 7},
-    {"Q4_0", Dtype::kQ4_0, false, 2},
-    {"Q4_K", Dtype::kQ4_K, false, 14},
-    {"Q5_K", Dtype::kQ5_K, false, 16},
-    {"Q6_K", Dtype::kQ6_K, false, 18},
-    {"Q4_K_M", Dtype::kQ4_K, true, 15},
-    {"Q5_K_M", Dtype::kQ5_K, true, 17},
+    {"F32", Dtype::kF32, false, "F32"},
+    {"F16", Dtype::kF16, false, "F16"},
+    {"BF16", Dtype::kBF16, false, "BF16"},
+    {"Q8_0", Dtype::kQ8_0, false, "Q8_0"},
+    {"Q4_0", Dtype::kQ4_0, false, "Q4_0"},
+    {"Q4_K", Dtype::kQ4_K, false, "Q4_K_S"},
+    {"Q5_K", Dtype::kQ5_K, false, "Q5_K_S"},
+    {"Q6_K", Dtype::kQ6_K, false, "Q6_K"},
+    {"Q4_K_M", Dtype::kQ4_K, true, "Q4_K_M"},
+    {"Q5_K_M", Dtype::kQ5_K, true, "Q5_K_M"},
     // llama.cpp's MXFP4_MOE: the experts' matrices MXFP4, every other matrix Q8_0.
-    {"MXFP4_MOE", Dtype::kMXFP4, false, 38},
-    {"IQ4_NL", Dtype::kIQ4_NL, false, 25},
-    {"IQ4_XS", Dtype::kIQ4_XS, false, 30},
+    {"MXFP4_MOE", Dtype::kMXFP4, false, "MXFP4_MOE"},
+    {"IQ4_NL", Dtype::kIQ4_NL, false, "IQ4_NL"},
+    {"IQ4_XS", Dtype::kIQ4_XS, false, "IQ4_XS"},
 };
 
 bool use_more_bits(int i, int n) {
@@ -108,7 +109,9 @@ Result<QuantizeTarget> parse_quantize_target(std::string_view name) {
   std::string upper;
   for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const auto& r : kTargets)
-    if (r.name == upper) return QuantizeTarget{std::string(r.name), r.base, r.mix_m, r.file_type};
+    if (r.name == upper)
+      return QuantizeTarget{std::string(r.name), r.base, r.mix_m,
+                            static_cast<uint32_t>(file_type_value(r.file_type).value())};
   return invalid_argument("unknown quantization type '" + std::string(name) +
                           "' (choose one of: " + quantize_target_names() + ")");
 }

@@ -1,6 +1,7 @@
 #include "tools/synth.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/thread_pool.h"
+#include "format/file_type.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
 #include "model/arch.h"
@@ -493,42 +495,29 @@ Dtype matrix_type_for(Dtype file_type, bool expert) {
 }
 
 uint32_t gguf_file_type_for(Dtype t) {
+  // The llama_ftype naming files whose matrices are all t: the "_S" mixes for the K-quants
+  // (mostly that type, without the _M upgrades), MXFP4_MOE for MXFP4 (see matrix_type_for).
+  std::string_view name;
   switch (t) {
-    case Dtype::kF32:
-      return 0;  // ALL_F32
-    case Dtype::kF16:
-      return 1;  // MOSTLY_F16
-    case Dtype::kQ4_0:
-      return 2;  // MOSTLY_Q4_0
-    case Dtype::kQ4_1:
-      return 3;
-    case Dtype::kQ8_0:
-      return 7;  // MOSTLY_Q8_0
-    case Dtype::kQ5_0:
-      return 8;
-    case Dtype::kQ5_1:
-      return 9;
-    case Dtype::kQ2_K:
-      return 10;
     case Dtype::kQ3_K:
-      return 11;  // Q3_K_S
+      name = "Q3_K_S";
+      break;
     case Dtype::kQ4_K:
-      return 14;  // Q4_K_S: "mostly Q4_K" without the _M upgrades
+      name = "Q4_K_S";
+      break;
     case Dtype::kQ5_K:
-      return 16;  // Q5_K_S
-    case Dtype::kQ6_K:
-      return 18;
-    case Dtype::kBF16:
-      return 32;
+      name = "Q5_K_S";
+      break;
     case Dtype::kMXFP4:
-      return 38;  // MOSTLY_MXFP4_MOE
-    case Dtype::kIQ4_NL:
-      return 25;
-    case Dtype::kIQ4_XS:
-      return 30;
-    default:
-      return 0;
+      name = "MXFP4_MOE";
+      break;
+    default: {  // the type's own name: "Q8_0", "IQ4_XS", ... (ALL_F32 for one with none)
+      std::string upper(dtype_name(t));
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return static_cast<uint32_t>(file_type_value(upper).value_or(0));
+    }
   }
+  return static_cast<uint32_t>(file_type_value(name).value_or(0));
 }
 
 Result<std::shared_ptr<std::vector<uint8_t>>> synth_model_bytes(const SynthOptions& options,

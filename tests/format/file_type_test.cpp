@@ -15,7 +15,12 @@ TEST(FileType, LlamaCppValuesHaveTheirNames) {
       {23, "IQ3_XXS"}, {24, "IQ1_S"},   {25, "IQ4_NL"},   {26, "IQ3_S"},  {27, "IQ3_M"},
       {28, "IQ2_S"},   {29, "IQ2_M"},   {30, "IQ4_XS"},   {31, "IQ1_M"},  {32, "BF16"},
       {36, "TQ1_0"},   {37, "TQ2_0"},   {38, "MXFP4_MOE"}};
-  for (const auto& [value, name] : known) EXPECT_EQ(file_type_name(value), name) << value;
+  for (const auto& [value, name] : known) {
+    EXPECT_EQ(file_type_name(value), name) << value;
+    EXPECT_EQ(file_type_value(name), value) << name;
+  }
+  for (const char* other : {"", "Q4_K", "q4_k_m", "MXFP4"})
+    EXPECT_FALSE(file_type_value(other).has_value()) << other;
   for (int unused : {-1, 4, 5, 6, 33, 34, 35, 39, 1000})
     EXPECT_FALSE(file_type_name(unused).has_value()) << unused;
 }
