@@ -2,7 +2,7 @@
 // packed matmul agrees with the row-layout matmul and the reference within the int8-activation
 // bound, and keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2
 // threads). Q6_K, Q3_K and Q2_K also match their kernels' arithmetic redone in scalar code bit for
-// bit.
+// bit (Q4_K: packed_q4_k_test.cpp).
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>
@@ -78,8 +78,11 @@ TEST_P(Packed, MatchesReferenceAndRowLayout) {
         worst_plain = std::max(worst_plain, std::abs(plain[i] - want[i]));
         scale = std::max(scale, std::abs(want[i]));
       }
-      // Both see the same int8 activations; only the float summation order differs.
-      EXPECT_LT(worst / scale, 1e-2) << rows << "x" << cols << " tokens " << nt;
+      // Int8 activations: Q4_K's tile reads them quantized per 256 columns (as the row kernels
+      // of every K-quant do, and llama.cpp), the others per 32; amax over 256 normal values
+      // is ~1.4x that over 32, and so is the step.
+      const double tol = GetParam() == Dtype::kQ4_K ? 1.5e-2 : 1e-2;
+      EXPECT_LT(worst / scale, tol) << rows << "x" << cols << " tokens " << nt;
       EXPECT_LT(worst, 2 * worst_plain + 1e-4 * scale) << rows << " rows, tokens " << nt;
     }
   }

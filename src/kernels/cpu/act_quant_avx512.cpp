@@ -7,6 +7,38 @@
 #include "kernels/cpu/packed_kernels.h"
 
 namespace loom::kernels::cpu {
+namespace {
+
+// The packed row's second quantization, one scale per 256 (packed_kernels.h): the arithmetic of
+// the per-32 loop below over 256 values, and the int16 sum of each 32 q.
+void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + 256 * b;
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16)
+      m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), abs_mask));
+    const float db = _mm512_reduce_max_ps(m) / 127;
+    const __m512 id = _mm512_set1_ps(db ? 1.0f / db : 0.0f);
+    row.d256[b] = db;
+    for (int i = 0; i < 256; i += 32) {
+      const __m512i q0 = _mm512_min_epi32(
+          hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), id))));
+      const __m512i q1 = _mm512_min_epi32(
+          hi, _mm512_max_epi32(
+                  lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i + 16), id))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row.q256 + 256 * b + i),
+                       _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row.q256 + 256 * b + i + 16),
+                       _mm512_cvtsepi32_epi8(q1));
+      row.sum256[8 * b + i / 32] =
+          static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    }
+  }
+}
+
+}  // namespace
 
 void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
                                    bool int_sums) {
@@ -48,6 +80,7 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
     } else
       s[b] = db * static_cast<float>(sum);
   }
+  if (int_sums && cols % 256 == 0) quantize_per_256(x, cols, PackedActRowOut(dst, cols));
 }
 
 }  // namespace loom::kernels::cpu

@@ -44,8 +44,9 @@ const MatmulKernel* avx512_zmm_kernel(Dtype w);  // 512-bit kernels (matmul_zmm_
 
 // kQ8_32 (as_unsigned: kQ8_32U) activation row, byte-identical to quantize_act_row
 // (act_quant_avx512.cpp; AVX-512 only). int_sums: the per-block sums are stored as the int32
-// sum of q instead of d * sum, followed by the int16 sums of each 16 elements and the sums
-// times -8 and -128 (the packed kernels' row, packed_kernels.h).
+// sum of q instead of d * sum, followed by the int16 sums of each 16 elements, the sums times
+// the formats' offsets and the per-256 quantization (the packed kernels' whole row,
+// PackedActRow in packed_kernels.h).
 void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
                                    bool int_sums = false);
 

@@ -234,13 +234,15 @@ inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
   return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
 }
 
-// Q4_K: per 32-column sub-block j, the integer dot of the nibbles q (0..15) with the int8
-// activations, then acc += (d * sc_j) * d_x * dot - (dmin * m_j) * d_x * sum(x_q), sub-blocks
-// in order. Exact integer dots and a fixed float order: batch-invariant like the others.
-// Q5_K (kQ5): the same with q in 0..31, bit 4 of each step's 64 bytes from its 64-bit mask.
-template <bool kQ5, int G, int T>
-void tile_q4_k(const PackedArgs& a) {
-  constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
+// Q5_K: per 32-column sub-block j, the integer dot of q (0..31: the nibbles of the Q4_K record,
+// bit 4 of each step's 64 bytes from its 64-bit mask) with the int8 activations, then
+// acc += (d * sc_j) * d_x * dot - (dmin * m_j) * d_x * sum(x_q), sub-blocks in order. Exact
+// integer dots and a fixed float order: batch-invariant like the others. (Q4_K has its own
+// tile, packed_q4_k_avx512.cpp: a 16-column half of its dots fits an int16, Q5_K's does not.)
+template <int G, int T>
+void tile_q5_k(const PackedArgs& a) {
+  constexpr bool kQ5 = true;
+  constexpr int kRec = kPackedQ5KBytes;
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
   const RecordPrefetch<kRec> prefetch(a);
@@ -451,7 +453,7 @@ struct KQuantTile {
     else if constexpr (kType == Dtype::kIQ4_XS)
       tile_iq4_xs<G, T>(a);
     else
-      tile_q4_k<kType == Dtype::kQ5_K, G, T>(a);
+      tile_q5_k<G, T>(a);
   }
 };
 template <int G, class S>
@@ -493,8 +495,6 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
       return by_tokens<QuantTile<G, Block32::kIq4Nl>>(a, n_tok);
     case Dtype::kIQ4_XS:
       return by_tokens<KQuantTile<G, Dtype::kIQ4_XS>>(a, n_tok);
-    case Dtype::kQ4_K:
-      return by_tokens<KQuantTile<G, Dtype::kQ4_K>>(a, n_tok);
     case Dtype::kQ5_K:
       return by_tokens<KQuantTile<G, Dtype::kQ5_K>>(a, n_tok);
     case Dtype::kQ6_K:
@@ -510,14 +510,17 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 
 size_t packed_act_row_bytes(int64_t cols) {
   // Per 32 columns: 32 q, d, sum32, two int16 sums, two dot starts, d * sum32, two Q6_K dot
-  // starts and MXFP4's (PackedActRow).
+  // starts and MXFP4's; per 256 (where whole): 256 q256, d256 and eight int16 sums
+  // (PackedActRow).
   // An odd number of cache lines: with a power-of-two stride (2048 bytes at 1024 columns) the
   // token rows of a tile all fall into the same few L1 sets.
-  const size_t lines = (cols + 9 * (cols / 32) * sizeof(float) + 63) / 64;
+  const size_t per256 = cols % 256 == 0 ? cols + (cols / 256) * sizeof(float) + (cols / 32) * 2 : 0;
+  const size_t lines = (cols + 9 * (cols / 32) * sizeof(float) + per256 + 63) / 64;
   return 64 * (lines | 1);
 }
 
 int packed_tile_tokens(Dtype dtype) {
+  if (dtype == Dtype::kQ4_K) return kPackedQ4KTileTokens;
   return dtype == Dtype::kBF16 && amx_enabled() ? kAmxTileTokens : kPackedTileTokens;
 }
 
@@ -525,6 +528,7 @@ void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2, "one or two groups below");
   if (dtype == Dtype::kBF16 && amx_enabled()) return packed_tile_amx_bf16(a, n_tok);
   if (dtype == Dtype::kQ2_K || dtype == Dtype::kQ3_K) return packed_tile_q2_k_q3_k(dtype, a, n_tok);
+  if (dtype == Dtype::kQ4_K) return packed_tile_q4_k(a, n_tok);
   if (a.n_rows > 16)
     by_dtype<2>(dtype, a, n_tok);
   else

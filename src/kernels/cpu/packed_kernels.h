@@ -22,6 +22,11 @@ constexpr int kPackedTileTokens = 6;
 // integer dots start), float d * sum_q per 32 (Q4_K's min term), int32 -32 sum_q per 16 (where
 // Q6_K's dots start), int32 -12 sum_q per 32 (MXFP4's). Same quantization as kQ8_32
 // (quantize_act_row_q8_32_avx512 with int_sums writes it).
+// Then, where cols is a multiple of 256, the row quantized again with one scale per 256 (as
+// llama.cpp's Q8_K, for the Q4_K tile: its sub-block scales then apply to exact integer dots,
+// and one float epilogue per super-block replaces one per 32 columns): int8 q256[cols] | float
+// d256[cols/256] | int16 sum256[cols/32] (the sum of each 32 q256). Same arithmetic per 256 as
+// per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped to +-127.
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
@@ -39,6 +44,9 @@ struct PackedActRowOf {
   P<float> dsum32;         // d * sum32
   P<int32_t> start_q6_k;   // -32 sum16
   P<int32_t> start_mxfp4;  // -12 sum32
+  P<int8_t> q256;          // cols % 256 == 0 only
+  P<float> d256;
+  P<int16_t> sum256;  // per 32 columns
   PackedActRowOf(Byte* row, int64_t cols) {
     const int64_t nb = cols / 32;
     q = reinterpret_cast<P<int8_t>>(row);
@@ -50,6 +58,9 @@ struct PackedActRowOf {
     dsum32 = reinterpret_cast<P<float>>(start_q8_0 + nb);
     start_q6_k = reinterpret_cast<P<int32_t>>(dsum32 + nb);
     start_mxfp4 = start_q6_k + 2 * nb;
+    q256 = reinterpret_cast<P<int8_t>>(start_mxfp4 + nb);
+    d256 = reinterpret_cast<P<float>>(q256 + cols);
+    sum256 = reinterpret_cast<P<int16_t>>(d256 + cols / 256);
   }
 };
 using PackedActRow = PackedActRowOf<const uint8_t>;
@@ -77,7 +88,7 @@ struct PackedArgs {
 // The prefetch distance of a single token tile (weights streaming from DRAM).
 constexpr int64_t kPrefetchAheadBytes = 16384;
 
-// ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..kPackedTileTokens) tokens;
+// ceil(n_rows / 16) groups (<= kPackedTileGroups) x n_tok (1..packed_tile_tokens(dtype)) tokens;
 // dtype kQ8_0, kQ4_0, kMXFP4, kIQ4_NL, kQ2_K .. kQ6_K or kIQ4_XS (activations:
 // packed_act_row_bytes rows), kF16 (float rows) or kBF16 (bf16 rows). A row's arithmetic does
 // not depend on the tile it is computed in.
@@ -88,8 +99,13 @@ void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 // packed_tile for kQ2_K and kQ3_K (packed_kquant_low_avx512.cpp).
 void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok);
 
-// The most tokens packed_tile takes for dtype: kPackedTileTokens, or kAmxTileTokens for BF16
-// on AMX.
+// packed_tile for kQ4_K (packed_q4_k_avx512.cpp), on the per-256 activations: up to
+// kPackedQ4KTileTokens tokens.
+constexpr int kPackedQ4KTileTokens = 3;
+void packed_tile_q4_k(const PackedArgs& a, int n_tok);
+
+// The most tokens packed_tile takes for dtype: kPackedTileTokens, kPackedQ4KTileTokens for
+// Q4_K, or kAmxTileTokens for BF16 on AMX.
 int packed_tile_tokens(Dtype dtype);
 
 // ceil(n_rows / 16) groups x n_tok (1..kAmxTileTokens) tokens of a packed BF16 matrix on AMX
