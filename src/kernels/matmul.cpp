@@ -167,14 +167,14 @@ const cpu::MatmulKernel* checked_kernel(const TensorView& w) {
 constexpr uint64_t kPrefillTaskWeightBytes = 512 << 10;
 
 // Prefill calls pass over the weights in blocks of this many tokens (a whole number of token
-// tiles, of 6 tokens, of Q4_K's 3 or of AMX's 16): every task of one block before any of the next,
-// so the block's activation rows (1.2 MiB at 2,048 Q8_0 columns) are what all tasks share from L3
-// while each keeps its weights in L2. Without blocks a 4,096-token call re-read 9.4 MiB of
-// activations per task, and Qwen3.5-2B Q8_0's pp4096 in one call ran 204-207 tok/s against
-// 221-233 with blocks of 516 (three alternating pairs).
+// tiles, of 6 tokens, of the per-256 K-quant tiles' 3 or of AMX's 16): every task of one block
+// before any of the next, so the block's activation rows (1.2 MiB at 2,048 Q8_0 columns) are what
+// all tasks share from L3 while each keeps its weights in L2. Without blocks a 4,096-token call
+// re-read 9.4 MiB of activations per task, and Qwen3.5-2B Q8_0's pp4096 in one call ran 204-207
+// tok/s against 221-233 with blocks of 516 (three alternating pairs).
 constexpr int64_t kPrefillTokenBlock = 88 * cpu::kPackedTileTokens;  // 528
 static_assert(kPrefillTokenBlock % cpu::kAmxTileTokens == 0);
-static_assert(kPrefillTokenBlock % cpu::kPackedQ4KTileTokens == 0);
+static_assert(kPrefillTokenBlock % cpu::kPackedPer256TileTokens == 0);
 
 // matmul_multi for kRows16-packed matrices (kernels/packed.h): tasks are ranges of 16-row
 // groups, split and ordered as for the row kernels (kStreamingTokens).

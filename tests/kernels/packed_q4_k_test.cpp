@@ -99,7 +99,7 @@ std::vector<float> q4_k_packed_arithmetic(const Matrix& m, const std::vector<flo
           int32_t dot = 0;
           for (int l = 0; l < 32; ++l) dot += b.q[32 * j + l] * xa.q256[kQKK * s + 32 * j + l];
           sum += b.sc[j] * dot;
-          min += b.m[j] * xa.sum256[8 * s + j];
+          min += b.m[j] * xa.sum256_32[8 * s + j];
         }
         acc = std::fma(std::fma(float(sum), b.d, -(float(min) * b.dmin)), xa.d256[s], acc);
       }
@@ -117,8 +117,8 @@ class PackedQ4_K : public ::testing::Test {
 };
 
 // The per-256 quantization written beside the per-32 one: d = amax / 127, q = x / d rounded to
-// nearest even, and the int16 sums of each 32 q, against the same rule in scalar code on rows
-// with outliers (where one scale per 256 and per 32 differ most), a zero block and a row whose
+// nearest even, and the int16 sums of each 16 and 32 q, against the same rule in scalar code on
+// rows with outliers (where one scale per 256 and per 32 differ most), a zero block and a row whose
 // columns are zero.
 TEST_F(PackedQ4_K, PerSuperBlockActivationsAreTheScalarQuantization) {
   const int64_t cols = 768;
@@ -134,15 +134,19 @@ TEST_F(PackedQ4_K, PerSuperBlockActivationsAreTheScalarQuantization) {
     for (int64_t k = 256 * b; k < 256 * b + 256; ++k) amax = std::max(amax, std::abs(x[k]));
     const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
     EXPECT_EQ(row.d256[b], d) << b;
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 16; ++j) {
       int sum = 0;
-      for (int64_t k = 256 * b + 32 * j; k < 256 * b + 32 * j + 32; ++k) {
+      for (int64_t k = 256 * b + 16 * j; k < 256 * b + 16 * j + 16; ++k) {
         const int q = std::clamp(static_cast<int>(std::nearbyint(x[k] * id)), -127, 127);
         ASSERT_EQ(row.q256[k], q) << "column " << k;
         sum += q;
       }
-      EXPECT_EQ(row.sum256[8 * b + j], sum) << b << " " << j;
+      EXPECT_EQ(row.sum256_16[16 * b + j], sum) << b << " " << j;
     }
+    for (int j = 0; j < 8; ++j)
+      EXPECT_EQ(row.sum256_32[8 * b + j],
+                row.sum256_16[16 * b + 2 * j] + row.sum256_16[16 * b + 2 * j + 1])
+          << b << " " << j;
   }
   EXPECT_EQ(row.d256[2], 0.0f);
 }

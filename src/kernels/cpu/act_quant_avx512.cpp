@@ -10,7 +10,7 @@ namespace loom::kernels::cpu {
 namespace {
 
 // The packed row's second quantization, one scale per 256 (packed_kernels.h): the arithmetic of
-// the per-32 loop below over 256 values, and the int16 sum of each 32 q.
+// the per-32 loop below over 256 values, and the int16 sums of each 32 and each 16 q.
 void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
@@ -32,8 +32,11 @@ void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) 
                        _mm512_cvtsepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(row.q256 + 256 * b + i + 16),
                        _mm512_cvtsepi32_epi8(q1));
-      row.sum256[8 * b + i / 32] =
-          static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+      row.sum256_16[16 * b + i / 16] = half0;
+      row.sum256_16[16 * b + i / 16 + 1] = half1;
+      row.sum256_32[8 * b + i / 32] = static_cast<int16_t>(half0 + half1);
     }
   }
 }

@@ -25,8 +25,9 @@ constexpr int kPackedTileTokens = 6;
 // Then, where cols is a multiple of 256, the row quantized again with one scale per 256 (as
 // llama.cpp's Q8_K, for the Q4_K tile: its sub-block scales then apply to exact integer dots,
 // and one float epilogue per super-block replaces one per 32 columns): int8 q256[cols] | float
-// d256[cols/256] | int16 sum256[cols/32] (the sum of each 32 q256). Same arithmetic per 256 as
-// per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped to +-127.
+// d256[cols/256] | int16 sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and
+// each 16 q256). Same arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(
+// x * (1 / d)) clamped to +-127.
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
@@ -46,7 +47,8 @@ struct PackedActRowOf {
   P<int32_t> start_mxfp4;  // -12 sum32
   P<int8_t> q256;          // cols % 256 == 0 only
   P<float> d256;
-  P<int16_t> sum256;  // per 32 columns
+  P<int16_t> sum256_32;
+  P<int16_t> sum256_16;
   PackedActRowOf(Byte* row, int64_t cols) {
     const int64_t nb = cols / 32;
     q = reinterpret_cast<P<int8_t>>(row);
@@ -60,7 +62,8 @@ struct PackedActRowOf {
     start_mxfp4 = start_q6_k + 2 * nb;
     q256 = reinterpret_cast<P<int8_t>>(start_mxfp4 + nb);
     d256 = reinterpret_cast<P<float>>(q256 + cols);
-    sum256 = reinterpret_cast<P<int16_t>>(d256 + cols / 256);
+    sum256_32 = reinterpret_cast<P<int16_t>>(d256 + cols / 256);
+    sum256_16 = sum256_32 + cols / 32;
   }
 };
 using PackedActRow = PackedActRowOf<const uint8_t>;
@@ -96,16 +99,17 @@ constexpr int64_t kPrefetchAheadBytes = 16384;
 // kAmxTileTokens tokens.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
+// The K-quant tiles on the per-256 activations (Q2_K, Q3_K, Q4_K) take up to this many tokens.
+constexpr int kPackedPer256TileTokens = 3;
+
 // packed_tile for kQ2_K and kQ3_K (packed_kquant_low_avx512.cpp).
 void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok);
 
-// packed_tile for kQ4_K (packed_q4_k_avx512.cpp), on the per-256 activations: up to
-// kPackedQ4KTileTokens tokens.
-constexpr int kPackedQ4KTileTokens = 3;
+// packed_tile for kQ4_K (packed_q4_k_avx512.cpp).
 void packed_tile_q4_k(const PackedArgs& a, int n_tok);
 
-// The most tokens packed_tile takes for dtype: kPackedTileTokens, kPackedQ4KTileTokens for
-// Q4_K, or kAmxTileTokens for BF16 on AMX.
+// The most tokens packed_tile takes for dtype: kPackedTileTokens, kPackedPer256TileTokens for
+// Q2_K, Q3_K and Q4_K, or kAmxTileTokens for BF16 on AMX.
 int packed_tile_tokens(Dtype dtype);
 
 // ceil(n_rows / 16) groups x n_tok (1..kAmxTileTokens) tokens of a packed BF16 matrix on AMX

@@ -1,19 +1,24 @@
-// AVX-512 (VNNI) tiles for kRows16-packed Q2_K and Q3_K matrices (layouts in kernels/packed.h).
+// AVX-512 (VNNI) tiles for kRows16-packed Q2_K and Q3_K matrices (layouts in kernels/packed.h),
+// against the activations quantized with one scale per 256 columns (PackedActRow's q256).
 //
-// Both have 16-column sub-blocks with small integer scales, and the activations have one scale
-// per 32 columns, so a pair of sub-blocks (2p, 2p+1) shares one float epilogue: their exact
-// integer dots D_2p, D_2p+1 (vpdpbusd of the u8 weights with the int8 activations, 4 steps each)
-// meet in one int32 lane per row as (D_2p+1 << 16) + D_2p + 16384, which vpdpwssd multiplies by
-// the row's int16 scale pair (sc_2p, sc_2p+1) and adds to -16384 sc_2p: the exact
-// sc_2p D_2p + sc_2p+1 D_2p+1. (The 16384 keeps the low half positive, so nothing borrows from
-// the high half: |D| <= 4 * 128 * 16 = 8192.) Against a float epilogue per sub-block (as Q6_K's)
-// this saves the per-row scale conversions and half the per-token float work.
+// Both have 16-column sub-blocks with small integer scales. A pair of sub-blocks' exact integer
+// dots D_2p, D_2p+1 (vpdpbusd of the u8 weights with the int8 activations, 4 steps each) meet in
+// one int32 lane per row as (D_2p+1 << 16) + D_2p + 16384, which vpdpwssd multiplies by the row's
+// int16 scale pair (sc_2p, sc_2p+1) and adds to the super-block's sum S, which starts at
+// -16384 * (sc_0 + sc_2 + ... + sc_14): S ends as the exact sum_j sc_j D_j. (The 16384 keeps the
+// low half positive, so nothing borrows from the high half: |D| <= 4 * 127 * 16 = 8128.) With
+// one activation scale per super-block, its float epilogue is one per super-block, not one per
+// pair as with the per-32 activations before (from L1, one thread, 1,024 columns, ns per
+// super-block and token: one token on one group Q2_K 49.0-62.2 -> 43.9-44.3, Q3_K 46.3-47.0 ->
+// 45.9-46.1; a token of a full two-group tile Q2_K 30.9 (of six) -> 26.9 (of three), Q3_K 28.3
+// -> 26.4; the q unpacking, not the epilogue, is most of the rest).
 //   Q3_K: q in 0..7 from three vectors per pair (packed.h), the dots start at -4 * sum(x) so D
 //   is the dot of q - 4; acc += d * d_x * S.
-//   Q2_K: q = 2 bits (0..3); the mins' term m_2p sum_2p(x) + m_2p+1 sum_2p+1(x) is one vpmaddwd
-//   of the row's min pair with the token's two int16 sums; acc += d_x * (d * S - dmin * M).
+//   Q2_K: q = 2 bits (0..3); the mins' term M = sum_j m_j sum_j(x) is one vpdpwssd per pair, the
+//   row's min pair with the token's two int16 sums; acc += d_x * (d * S - dmin * M).
 // Integer parts exact, float order fixed per token: a token's result does not depend on the
-// tile it is computed in.
+// tile it is computed in. Up to kPackedPer256TileTokens tokens (the sums per token and group
+// take registers).
 #include <immintrin.h>
 
 #include "kernels/cpu/packed_kernels.h"
@@ -65,26 +70,44 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
   const int16_t* xsum16[T];
   for (int t = 0; t < T; ++t) {
     const PackedActRow row(a.x + t * a.x_stride, a.cols);
-    xq[t] = row.q;
-    xd[t] = row.d;
-    xsum16[t] = row.sum16;
+    xq[t] = row.q256;
+    xd[t] = row.d256;
+    xsum16[t] = row.sum256_16;
   }
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i three = _mm512_set1_epi8(3);
   const __m512i low_offset = _mm512_set1_epi32(16384);
   const __m512i minus_offset = _mm512_set1_epi32(0x0000C000);  // int16 pair (-16384, 0)
+  // The rows' scale pairs (sc_2p, sc_2p+1) of pair p as int16 pairs (Q2_K: and the mins').
+  auto scale_pairs = [&](const uint8_t* r, int p, __m512i* mins) {
+    const __m256i bytes =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + kScales + 32 * p));
+    if constexpr (kQ3) {
+      return _mm512_cvtepi8_epi16(bytes);
+    } else {
+      const __m512i both = _mm512_cvtepu8_epi16(bytes);  // sc | m << 4
+      *mins = _mm512_srli_epi16(both, 4);
+      return _mm512_and_si512(both, _mm512_set1_epi16(15));
+    }
+  };
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* rec[G];
-    __m512 d[G], dmin[G];
+    for (int g = 0; g < G; ++g) rec[g] = a.w + (g * nsb + s) * kRec;
+    // S starts at -16384 * (the even sub-blocks' scales), which the even dots' offset adds.
+    __m512i sum[T][G];
+    [[maybe_unused]] __m512i min[T][G];
     for (int g = 0; g < G; ++g) {
-      rec[g] = a.w + (g * nsb + s) * kRec;
-      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
-      if constexpr (!kQ3)
-        dmin[g] =
-            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
+      __m512i fix = _mm512_setzero_si512(), unused;
+      for (int p = 0; p < 8; ++p)
+        fix =
+            _mm512_add_epi32(fix, _mm512_madd_epi16(scale_pairs(rec[g], p, &unused), minus_offset));
+      for (int t = 0; t < T; ++t) {
+        sum[t][g] = fix;
+        if constexpr (!kQ3) min[t][g] = _mm512_setzero_si512();
+      }
     }
     // Q3_K: each sub-block's dot starts at -4 * sum(x), the even ones' plus 16384.
     alignas(64) int32_t start[kQ3 ? T : 1][16];
@@ -99,22 +122,9 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
     }
     for (int p = 0; p < 8; ++p) {
       prefetch.template part<G, 8>(rec, p);
-      const int64_t blk = 8 * s + p;  // 32-column block of the activations
-      // The rows' scale pairs (sc_2p, sc_2p+1) as int16 pairs, and -16384 sc_2p.
-      __m512i pair[G], fix[G];
+      __m512i pair[G];
       [[maybe_unused]] __m512i min_pair[G];
-      for (int g = 0; g < G; ++g) {
-        const __m256i bytes =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + kScales + 32 * p));
-        if constexpr (kQ3) {
-          pair[g] = _mm512_cvtepi8_epi16(bytes);
-        } else {
-          const __m512i both = _mm512_cvtepu8_epi16(bytes);  // sc | m << 4
-          pair[g] = _mm512_and_si512(both, _mm512_set1_epi16(15));
-          min_pair[g] = _mm512_srli_epi16(both, 4);
-        }
-        fix[g] = _mm512_madd_epi16(pair[g], minus_offset);
-      }
+      for (int g = 0; g < G; ++g) pair[g] = scale_pairs(rec[g], p, &min_pair[g]);
       [[maybe_unused]] __m512i q3[G][3];  // Q3_K: the pair's vectors a, b, c
       if constexpr (kQ3)
         for (int g = 0; g < G; ++g)
@@ -146,30 +156,39 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
               w[g] = _mm512_and_si512(k == 0 ? low[g] : _mm512_srli_epi16(low[g], 2 * k), three);
           }
           for (int t = 0; t < T; ++t) {
-            int32_t four_x;
-            __builtin_memcpy(&four_x, xq[t] + 256 * s + 16 * j + 4 * k, 4);
-            const __m512i xv = _mm512_set1_epi32(four_x);
+            const __m512i xv = bcast4(xq[t] + 256 * s + 16 * j + 4 * k);
             for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
           }
         }
       }
       for (int t = 0; t < T; ++t) {
-        const __m512 vdx = _mm512_set1_ps(xd[t][blk]);
         [[maybe_unused]] __m512i sums;
         if constexpr (!kQ3) {
           int32_t two;  // sum16 of sub-blocks 2p and 2p + 1
-          __builtin_memcpy(&two, xsum16[t] + 2 * blk, 4);
+          __builtin_memcpy(&two, xsum16[t] + 16 * s + 2 * p, 4);
           sums = _mm512_set1_epi32(two);
         }
         for (int g = 0; g < G; ++g) {
-          const __m512 dot_sc = _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(fix[g], dot[t][g], pair[g]));
-          if constexpr (kQ3) {
-            acc[t][g] = _mm512_fmadd_ps(dot_sc, _mm512_mul_ps(d[g], vdx), acc[t][g]);
-          } else {
-            const __m512 dot_m = _mm512_cvtepi32_ps(_mm512_madd_epi16(min_pair[g], sums));
-            const __m512 v = _mm512_fnmadd_ps(dot_m, dmin[g], _mm512_mul_ps(dot_sc, d[g]));
-            acc[t][g] = _mm512_fmadd_ps(v, vdx, acc[t][g]);
-          }
+          sum[t][g] = _mm512_dpwssd_epi32(sum[t][g], dot[t][g], pair[g]);
+          if constexpr (!kQ3) min[t][g] = _mm512_dpwssd_epi32(min[t][g], min_pair[g], sums);
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 d =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
+      [[maybe_unused]] __m512 dmin;
+      if constexpr (!kQ3)
+        dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 vdx = _mm512_set1_ps(xd[t][s]);
+        const __m512 sum_f = _mm512_cvtepi32_ps(sum[t][g]);
+        if constexpr (kQ3) {
+          acc[t][g] = _mm512_fmadd_ps(sum_f, _mm512_mul_ps(d, vdx), acc[t][g]);
+        } else {
+          const __m512 v =
+              _mm512_fmsub_ps(sum_f, d, _mm512_mul_ps(_mm512_cvtepi32_ps(min[t][g]), dmin));
+          acc[t][g] = _mm512_fmadd_ps(v, vdx, acc[t][g]);
         }
       }
     }
@@ -179,20 +198,14 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
 
 template <bool kQ3, int G>
 void by_tokens(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileTokens == 6, "cases below");
+  static_assert(kPackedPer256TileTokens == 3, "cases below");
   switch (n_tok) {
     case 1:
       return tile_q2_k_q3_k<kQ3, G, 1>(a);
     case 2:
       return tile_q2_k_q3_k<kQ3, G, 2>(a);
-    case 3:
-      return tile_q2_k_q3_k<kQ3, G, 3>(a);
-    case 4:
-      return tile_q2_k_q3_k<kQ3, G, 4>(a);
-    case 5:
-      return tile_q2_k_q3_k<kQ3, G, 5>(a);
     default:
-      return tile_q2_k_q3_k<kQ3, G, 6>(a);
+      return tile_q2_k_q3_k<kQ3, G, 3>(a);
   }
 }
 

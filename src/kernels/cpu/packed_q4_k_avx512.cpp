@@ -1,13 +1,14 @@
 // AVX-512 (VNNI) tile for kRows16-packed Q4_K matrices (layout in kernels/packed.h) against the
-// activations quantized with one scale per 256 columns (PackedActRow's q256 / d256 / sum256).
+// activations quantized with one scale per 256 columns (PackedActRow's q256 / d256 / sum256_32).
 //
 // A Q4_K value is d * sc_j * q - dmin * m_j for 32-column sub-block j, with q in 0..15 and the
 // 6-bit sc_j, m_j per row. With one activation scale d_x per super-block the whole super-block
 // is two exact integers per row and token,
 //   S = sum_j sc_j * sum_{i in j} q_i x_i,   M = sum_j m_j * sum_{i in j} x_i,
 // and one float epilogue, acc += d_x * (d * S - dmin * M), instead of one per 32 columns (three
-// float ops per row group, token and sub-block, which shared the vpdpbusd ports: a one-token
-// tile from L1 ran 1.44x faster this way, loom_kernels_bench-style prototype, 1,024 columns).
+// float ops per row group, token and sub-block, which shared the vpdpbusd ports). From L1 (one
+// thread, 1,024 columns, ns per super-block of 32 rows against the per-32 tile): one token 80.7
+// -> 70.3; a token of a full tile 51.3 (six tokens) -> 46.0 (three).
 // Each 16-column half of a sub-block's dot fits an int16 (|sum q x| <= 15 * 127 * 16 = 30,480):
 // the two halves meet in one int32 lane per row as (hi << 16) | lo, which one vpdpwssd
 // multiplies by the row's (sc_j, sc_j) and adds to S. M is one vpdpwssd per pair of sub-blocks,
@@ -15,10 +16,8 @@
 // Integer parts exact, one float order per token: a token's result does not depend on the tile
 // it is computed in (batch invariance), and a scalar redo of this arithmetic matches it bit for
 // bit (PackedQ4_K test).
-// Up to kPackedQ4KTileTokens tokens: four would hold 5 x 4 x 2 accumulators, more than the 32
-// registers (the prototype's 4- to 6-token tiles spilled and ran 3-24% slower than the per-32
-// tile), while three tokens a tile already beat the per-32 tile's six (44 vs 51 ns a token and
-// super-block of 32 rows, from L1).
+// Up to kPackedPer256TileTokens tokens: four would hold 5 x 4 x 2 accumulators, more than the 32
+// registers (a prototype's 4- to 6-token tiles spilled and ran slower than the per-32 tile).
 #include <immintrin.h>
 
 #include "kernels/cpu/packed_kernels.h"
@@ -56,7 +55,7 @@ void tile_q4_k(const PackedArgs& a) {
     const PackedActRow row(a.x + t * a.x_stride, a.cols);
     xq[t] = row.q256;
     xd[t] = row.d256;
-    xsum[t] = row.sum256;
+    xsum[t] = row.sum256_32;
   }
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -132,7 +131,7 @@ void tile_q4_k(const PackedArgs& a) {
 
 template <int G>
 void by_tokens(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedQ4KTileTokens == 3, "cases below");
+  static_assert(kPackedPer256TileTokens == 3, "cases below");
   switch (n_tok) {
     case 1:
       return tile_q4_k<G, 1>(a);
