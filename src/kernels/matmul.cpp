@@ -61,6 +61,7 @@ struct ActRows {
   enum Kind { kFloat, kFormat, kPacked } kind;
   cpu::ActFormat format = cpu::ActFormat::kF32;  // kFormat
   size_t stride;
+  bool per_256 = false;  // kPacked: with the per-256 part (a K-quant tile reads it)
 };
 
 ActRows act_rows_for(const cpu::MatmulKernel* k, int64_t cols) {
@@ -81,7 +82,7 @@ ActRows packed_act_rows_for(Dtype w, int64_t cols) {
 void quantize_row(const ActRows& a, const float* x, int64_t cols, uint8_t* dst) {
   const bool q8_32 = a.format == cpu::ActFormat::kQ8_32 || a.format == cpu::ActFormat::kQ8_32U;
   if (a.kind == ActRows::kPacked)
-    cpu::quantize_act_row_q8_32_avx512(x, cols, dst, false, true);
+    cpu::quantize_act_row_q8_32_avx512(x, cols, dst, false, true, a.per_256);
   else if (q8_32 && active_isa() == Isa::kAvx512)
     cpu::quantize_act_row_q8_32_avx512(x, cols, dst, a.format == cpu::ActFormat::kQ8_32U);
   else
@@ -181,7 +182,8 @@ static_assert(kPrefillTokenBlock % cpu::kPackedPer256TileTokens == 0);
 void matmul_packed(const MatmulTarget* targets, int n, float* x, int64_t n_tokens, ThreadPool* pool,
                    const RowFill* fill) {
   const int64_t cols = targets[0].w->cols();
-  const ActRows act = packed_act_rows_for(targets[0].w->dtype, cols);
+  ActRows act = packed_act_rows_for(targets[0].w->dtype, cols);
+  for (int i = 0; i < n; ++i) act.per_256 = act.per_256 || cpu::reads_per_256(targets[i].w->dtype);
   const size_t x_stride = act.stride;
   const uint8_t* xa = prepare_activations(act, x, cols, n_tokens, pool, fill);
   const int n_threads = pool ? pool->size() : 1;

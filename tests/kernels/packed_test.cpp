@@ -53,7 +53,7 @@ std::vector<double> reference(const TensorView& w, const std::vector<float>& x, 
 // read them quantized per 256 columns (as the row kernels of every K-quant do, and llama.cpp),
 // the others per 32; amax over 256 normal values is ~1.4x that over 32, and so is the step.
 double int8_tolerance(Dtype t) {
-  return t == Dtype::kQ2_K || t == Dtype::kQ3_K || t == Dtype::kQ4_K ? 1.5e-2 : 1e-2;
+  return cpu::reads_per_256(t) ? 1.5e-2 : 1e-2;
 }
 
 class Packed : public ::testing::TestWithParam<Dtype> {

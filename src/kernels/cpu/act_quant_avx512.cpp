@@ -44,7 +44,7 @@ void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) 
 }  // namespace
 
 void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
-                                   bool int_sums) {
+                                   bool int_sums, bool per_256) {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + cols);
   float* s = d + cols / 32;
@@ -83,7 +83,7 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
     } else
       s[b] = db * static_cast<float>(sum);
   }
-  if (int_sums && cols % 256 == 0) quantize_per_256(x, cols, PackedActRowOut(dst, cols));
+  if (int_sums && per_256 && cols % 256 == 0) quantize_per_256(x, cols, PackedActRowOut(dst, cols));
 }
 
 }  // namespace loom::kernels::cpu

@@ -521,8 +521,7 @@ size_t packed_act_row_bytes(int64_t cols) {
 }
 
 int packed_tile_tokens(Dtype dtype) {
-  if (dtype == Dtype::kQ2_K || dtype == Dtype::kQ3_K || dtype == Dtype::kQ4_K)
-    return kPackedPer256TileTokens;
+  if (reads_per_256(dtype)) return kPackedPer256TileTokens;
   return dtype == Dtype::kBF16 && amx_enabled() ? kAmxTileTokens : kPackedTileTokens;
 }
 

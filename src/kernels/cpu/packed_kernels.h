@@ -101,6 +101,9 @@ void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
 // The K-quant tiles on the per-256 activations (Q2_K, Q3_K, Q4_K) take up to this many tokens.
 constexpr int kPackedPer256TileTokens = 3;
+inline bool reads_per_256(Dtype t) {
+  return t == Dtype::kQ2_K || t == Dtype::kQ3_K || t == Dtype::kQ4_K;
+}
 
 // packed_tile for kQ2_K and kQ3_K (packed_kquant_low_avx512.cpp).
 void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok);
