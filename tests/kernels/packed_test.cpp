@@ -2,7 +2,7 @@
 // packed matmul agrees with the row-layout matmul and the reference within the int8-activation
 // bound, and keeps batch invariance (a token's output bit-identical alone, in any batch, on 1 or 2
 // threads). Q6_K, Q3_K and Q2_K also match their kernels' arithmetic redone in scalar code bit for
-// bit (Q4_K and Q5_K: packed_q4_k_q5_k_test.cpp).
+// bit (Q4_K: packed_q4_k_test.cpp).
 #include "kernels/packed.h"
 
 #include <gtest/gtest.h>
@@ -315,9 +315,9 @@ Matrix random_q6_k(int64_t rows, int64_t cols, uint32_t seed) {
 }
 
 // The packed Q6_K kernel's arithmetic in scalar code, which fixes it bit for bit: per
-// super-block the exact integer S = sum_j sc_j * (the dot of q - 32 with the activations
-// quantized per 256) over its 16-column sub-blocks j, then acc = fma(S, d * d_x, acc). q comes
-// from the reference dequantizer (each block with d = 1 and all scales 1 gives q - 32 exactly).
+// 16-column sub-block the exact integer dot of q (0..63) with the int8 activations started at
+// -32 * sum(x_q), then acc = fma(dot, (d * sc) * d_x, acc), sub-blocks in order. q comes from
+// the reference dequantizer (each block with d = 1 and all scales 1 gives q - 32 exactly).
 std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<float>& x,
                                           int64_t nt) {
   const int64_t rows = m.view.rows(), cols = m.view.cols(), nsb = cols / kQKK;
@@ -334,20 +334,16 @@ std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<flo
   std::vector<uint8_t> act(cpu::packed_act_row_bytes(cols));
   std::vector<float> out(nt * rows);
   for (int64_t t = 0; t < nt; ++t) {
-    cpu::quantize_act_row_q8_32_avx512(&x[t * cols], cols, act.data(), false, /*packed_row=*/true);
+    cpu::quantize_act_row_q8_32_avx512(&x[t * cols], cols, act.data(), false, /*int_sums=*/true);
     const cpu::PackedActRow xa(act.data(), cols);
     for (int64_t r = 0; r < rows; ++r) {
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(m.view.row(r));
       float acc = 0.0f;
-      for (int64_t s = 0; s < nsb; ++s) {
-        int32_t sum = 0;
-        for (int j = 0; j < 16; ++j) {
-          int32_t dot = 0;
-          for (int64_t c = kQKK * s + 16 * j; c < kQKK * s + 16 * j + 16; ++c)
-            dot += (q[r * cols + c] - 32) * xa.q256[c];
-          sum += blk[s].scales[j] * dot;
-        }
-        acc = std::fma(float(sum), fp16_to_f32(blk[s].d) * xa.d256[s], acc);
+      for (int64_t half = 0; half < cols / 16; ++half) {  // 16-column sub-blocks in order
+        int32_t dot = xa.start_q6_k[half];
+        for (int64_t c = 16 * half; c < 16 * half + 16; ++c) dot += q[r * cols + c] * xa.q[c];
+        const float scale = fp16_to_f32(blk[half / 16].d) * float(blk[half / 16].scales[half % 16]);
+        acc = std::fma(float(dot), scale * xa.d[half / 2], acc);
       }
       out[t * rows + r] = acc;
     }

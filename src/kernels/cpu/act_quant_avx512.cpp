@@ -10,7 +10,7 @@ namespace loom::kernels::cpu {
 namespace {
 
 // The packed row's second quantization, one scale per 256 (packed_kernels.h): the arithmetic of
-// the per-32 loop below over 256 values, and the int16 sums of each 32, 16 and 8 q.
+// the per-32 loop below over 256 values, and the int16 sums of each 32 and each 16 q.
 void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
@@ -32,29 +32,19 @@ void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) 
                        _mm512_cvtsepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(row.q256 + 256 * b + i + 16),
                        _mm512_cvtsepi32_epi8(q1));
+      const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+      row.sum256_16[16 * b + i / 16] = half0;
+      row.sum256_16[16 * b + i / 16 + 1] = half1;
+      row.sum256_32[8 * b + i / 32] = static_cast<int16_t>(half0 + half1);
     }
-    // Sums of each 8 q: vpsadbw of q + 128 (as unsigned bytes) against zero, less 8 * 128.
-    for (int i = 0; i < 256; i += 64) {
-      const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(row.q256 + 256 * b + i),
-                                         _mm512_set1_epi8(static_cast<char>(0x80)));
-      const __m512i sums =
-          _mm512_sub_epi64(_mm512_sad_epu8(u, _mm512_setzero_si512()), _mm512_set1_epi64(1024));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(row.sum256_8 + 32 * b + i / 8),
-                       _mm512_cvtepi64_epi16(sums));
-    }
-    for (int j = 0; j < 16; ++j)
-      row.sum256_16[16 * b + j] =
-          static_cast<int16_t>(row.sum256_8[32 * b + 2 * j] + row.sum256_8[32 * b + 2 * j + 1]);
-    for (int j = 0; j < 8; ++j)
-      row.sum256_32[8 * b + j] =
-          static_cast<int16_t>(row.sum256_16[16 * b + 2 * j] + row.sum256_16[16 * b + 2 * j + 1]);
   }
 }
 
 }  // namespace
 
 void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
-                                   bool packed_row, bool per_256) {
+                                   bool int_sums, bool per_256) {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + cols);
   float* s = d + cols / 32;
@@ -77,16 +67,23 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
                      _mm_xor_si128(_mm512_cvtsepi32_epi8(q1), flip));
     d[b] = db;
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    if (packed_row) {  // PackedActRow (packed_kernels.h)
+    if (int_sums) {  // the packed kernels' row (packed_kernels.h)
       const PackedActRowOut row(dst, cols);
+      const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+      row.sum32[b] = sum;
+      row.sum16[2 * b] = half0;
+      row.sum16[2 * b + 1] = half1;
       row.start_q4_0[b] = -8 * sum;
       row.start_q8_0[b] = -128 * sum;
+      row.dsum32[b] = db * static_cast<float>(sum);
+      row.start_q6_k[2 * b] = -32 * half0;
+      row.start_q6_k[2 * b + 1] = -32 * half1;
       row.start_mxfp4[b] = -12 * sum;
     } else
       s[b] = db * static_cast<float>(sum);
   }
-  if (packed_row && per_256 && cols % 256 == 0)
-    quantize_per_256(x, cols, PackedActRowOut(dst, cols));
+  if (int_sums && per_256 && cols % 256 == 0) quantize_per_256(x, cols, PackedActRowOut(dst, cols));
 }
 
 }  // namespace loom::kernels::cpu

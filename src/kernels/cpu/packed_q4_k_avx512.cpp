@@ -1,23 +1,21 @@
-// AVX-512 (VNNI) tile for kRows16-packed Q4_K and Q5_K matrices (layouts in kernels/packed.h)
-// against the activations quantized with one scale per 256 columns (PackedActRow's q256).
+// AVX-512 (VNNI) tile for kRows16-packed Q4_K matrices (layout in kernels/packed.h) against the
+// activations quantized with one scale per 256 columns (PackedActRow's q256 / d256 / sum256_32).
 //
-// A value is d * sc_j * q - dmin * m_j for 32-column sub-block j, with q in 0..15 (Q5_K: 0..31)
-// and the 6-bit sc_j, m_j per row. With one activation scale d_x per super-block the whole
-// super-block is two exact integers per row and token,
+// A Q4_K value is d * sc_j * q - dmin * m_j for 32-column sub-block j, with q in 0..15 and the
+// 6-bit sc_j, m_j per row. With one activation scale d_x per super-block the whole super-block
+// is two exact integers per row and token,
 //   S = sum_j sc_j * sum_{i in j} q_i x_i,   M = sum_j m_j * sum_{i in j} x_i,
 // and one float epilogue, acc += d_x * (d * S - dmin * M), instead of one per 32 columns (three
 // float ops per row group, token and sub-block, which shared the vpdpbusd ports). From L1 (one
-// thread, 1,024 columns, ns per super-block of 32 rows against the per-32 tile): Q4_K one token
-// 80.7 -> 70.3; a token of a full tile 51.3 (six tokens) -> 46.0 (three).
-// Each 16-column half of a sub-block's dot fits an int16 (Q4_K: |sum q x| <= 15 * 127 * 16 =
-// 30,480; Q5_K's halves start at -16 * sum(x), the dot of q - 16, |.| <= 32,512): the two halves
-// meet in one int32 lane per row as (hi << 16) | lo, which one vpdpwssd multiplies by the row's
-// (sc_j, sc_j) and adds to S. M is one vpdpwssd per pair of sub-blocks, (m_2p, m_2p+1) against
-// the token's two int16 sums of 32; Q5_K adds its offset back to S the same way, with
-// (16 sc_2p, 16 sc_2p+1).
+// thread, 1,024 columns, ns per super-block of 32 rows against the per-32 tile): one token 80.7
+// -> 70.3; a token of a full tile 51.3 (six tokens) -> 46.0 (three).
+// Each 16-column half of a sub-block's dot fits an int16 (|sum q x| <= 15 * 127 * 16 = 30,480):
+// the two halves meet in one int32 lane per row as (hi << 16) | lo, which one vpdpwssd
+// multiplies by the row's (sc_j, sc_j) and adds to S. M is one vpdpwssd per pair of sub-blocks,
+// (m_2p, m_2p+1) against the token's two int16 sums of 32.
 // Integer parts exact, one float order per token: a token's result does not depend on the tile
 // it is computed in (batch invariance), and a scalar redo of this arithmetic matches it bit for
-// bit (PackedQ4_KQ5_K test).
+// bit (PackedQ4_K test).
 // Up to kPackedPer256TileTokens tokens: four would hold 5 x 4 x 2 accumulators, more than the 32
 // registers (a prototype's 4- to 6-token tiles spilled and ran slower than the per-32 tile).
 #include <immintrin.h>
@@ -46,24 +44,21 @@ inline __m512i byte_pairs(const uint8_t* a, const uint8_t* b) {
   return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-template <bool kQ5, int G, int T>
-void tile_q4_k_q5_k(const PackedArgs& a) {
-  constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
+template <int G, int T>
+void tile_q4_k(const PackedArgs& a) {
+  constexpr int kRec = kPackedQ4KBytes;
   const int64_t nsb = a.cols / 256;
   const int8_t* xq[T];
   const float* xd[T];
   const int16_t* xsum[T];
-  [[maybe_unused]] const int16_t* xsum16[T];
   for (int t = 0; t < T; ++t) {
     const PackedActRow row(a.x + t * a.x_stride, a.cols);
     xq[t] = row.q256;
     xd[t] = row.d256;
     xsum[t] = row.sum256_32;
-    xsum16[t] = row.sum256_16;
   }
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i sixteen = _mm512_set1_epi8(0x10);
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
@@ -73,38 +68,18 @@ void tile_q4_k_q5_k(const PackedArgs& a) {
     __m512i sum[T][G];
     for (int t = 0; t < T; ++t)
       for (int g = 0; g < G; ++g) sum[t][g] = _mm512_setzero_si512();
-    // Q5_K: each half's dot starts at -16 * sum(x), so it is the dot of q - 16.
-    alignas(64) int32_t start[kQ5 ? T : 1][16];
-    if constexpr (kQ5)
-      for (int t = 0; t < T; ++t) {
-        const __m512i sums = _mm512_cvtepi16_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xsum16[t] + 16 * s)));
-        _mm512_store_si512(start[t],
-                           _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 4)));
-      }
     for (int j = 0; j < 8; ++j) {
       prefetch.template part<G, 8>(rec, j);
       const int8_t* x_j[T];
       for (int t = 0; t < T; ++t) x_j[t] = xq[t] + 256 * s + 32 * j;
       __m512i lo[T][G], hi[T][G];  // the dots of columns 0..15 and 16..31
-      for (int t = 0; t < T; ++t) {
-        const __m512i lo0 = kQ5 ? _mm512_set1_epi32(start[t][2 * j]) : _mm512_setzero_si512();
-        const __m512i hi0 = kQ5 ? _mm512_set1_epi32(start[t][2 * j + 1]) : _mm512_setzero_si512();
-        for (int g = 0; g < G; ++g) {
-          lo[t][g] = lo0;
-          hi[t][g] = hi0;
-        }
-      }
+      for (int t = 0; t < T; ++t)
+        for (int g = 0; g < G; ++g) lo[t][g] = hi[t][g] = _mm512_setzero_si512();
       for (int k = 0; k < 8; ++k) {
         __m512i w[G];
         for (int g = 0; g < G; ++g) {
           const __m512i v = _mm512_loadu_si512(rec[g] + kQuantBytes + 512 * (j / 2) + 64 * k);
           w[g] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib);
-          if constexpr (kQ5) {
-            __mmask64 high;
-            __builtin_memcpy(&high, rec[g] + kPackedQ4KBytes + 8 * (8 * j + k), 8);
-            w[g] = _mm512_or_si512(w[g], _mm512_maskz_mov_epi8(high, sixteen));
-          }
         }
         for (int t = 0; t < T; ++t) {
           const __m512i xv = bcast4(x_j[t] + 4 * k);
@@ -130,21 +105,13 @@ void tile_q4_k_q5_k(const PackedArgs& a) {
       for (int g = 0; g < G; ++g) min[t][g] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
       __m512i m[G];
-      [[maybe_unused]] __m512i sc16[G];  // Q5_K: 16 (sc_2p, sc_2p+1), for the offset's sum
-      for (int g = 0; g < G; ++g) {
+      for (int g = 0; g < G; ++g)
         m[g] = byte_pairs(rec[g] + kMinBytes + 32 * p, rec[g] + kMinBytes + 32 * p + 16);
-        if constexpr (kQ5)
-          sc16[g] = _mm512_slli_epi16(
-              byte_pairs(rec[g] + kScaleBytes + 32 * p, rec[g] + kScaleBytes + 32 * p + 16), 4);
-      }
       for (int t = 0; t < T; ++t) {
         int32_t two;  // the token's sums of sub-blocks 2p and 2p + 1
         __builtin_memcpy(&two, xsum[t] + 8 * s + 2 * p, 4);
         const __m512i sums = _mm512_set1_epi32(two);
-        for (int g = 0; g < G; ++g) {
-          min[t][g] = _mm512_dpwssd_epi32(min[t][g], m[g], sums);
-          if constexpr (kQ5) sum[t][g] = _mm512_dpwssd_epi32(sum[t][g], sc16[g], sums);
-        }
+        for (int g = 0; g < G; ++g) min[t][g] = _mm512_dpwssd_epi32(min[t][g], m[g], sums);
       }
     }
     for (int g = 0; g < G; ++g) {
@@ -162,28 +129,27 @@ void tile_q4_k_q5_k(const PackedArgs& a) {
   for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
 }
 
-template <bool kQ5, int G>
+template <int G>
 void by_tokens(const PackedArgs& a, int n_tok) {
   static_assert(kPackedPer256TileTokens == 3, "cases below");
   switch (n_tok) {
     case 1:
-      return tile_q4_k_q5_k<kQ5, G, 1>(a);
+      return tile_q4_k<G, 1>(a);
     case 2:
-      return tile_q4_k_q5_k<kQ5, G, 2>(a);
+      return tile_q4_k<G, 2>(a);
     default:
-      return tile_q4_k_q5_k<kQ5, G, 3>(a);
+      return tile_q4_k<G, 3>(a);
   }
 }
 
 }  // namespace
 
-void packed_tile_q4_k_q5_k(Dtype dtype, const PackedArgs& a, int n_tok) {
+void packed_tile_q4_k(const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2, "one or two groups below");
-  const bool q5 = dtype == Dtype::kQ5_K;
   if (a.n_rows > 16)
-    q5 ? by_tokens<true, 2>(a, n_tok) : by_tokens<false, 2>(a, n_tok);
+    by_tokens<2>(a, n_tok);
   else
-    q5 ? by_tokens<true, 1>(a, n_tok) : by_tokens<false, 1>(a, n_tok);
+    by_tokens<1>(a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu
