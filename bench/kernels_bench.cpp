@@ -1,8 +1,8 @@
 // Kernel micro-benchmark (not a test): GEMV weight-read bandwidth (GB/s) and 512-token GEMM
 // throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
 // override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
-//   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts, prefetch:
-//   below)
+//   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts, prefetch,
+//   tiles: below)
 // Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s
 // is cache, not DRAM, bandwidth.
 #include <immintrin.h>
@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/packed_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
@@ -465,6 +466,48 @@ void bench_prefetch(ThreadPool& pool) {
   }
 }
 
+// One packed tile from L1, one thread: for each packable quantized type, ns per 32-row tile
+// and 256 columns (two 16-row groups) at every token count the tile takes, and per token.
+// The tiles' own cost without DRAM, the pool or the activation quantization (compare types or
+// two builds: a change to a tile shows here first).
+//   loom_kernels_bench tiles
+void bench_tiles() {
+  const int64_t cols = 1024, rows = 32;
+  for (Dtype t : {Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kMXFP4, Dtype::kIQ4_NL, Dtype::kIQ4_XS,
+                  Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
+    Matrix m = make_matrix(t, rows, cols);
+    if (!kernels::packable(m.view)) continue;
+    const kernels::PackedMatrix packed = kernels::PackedMatrix::pack_rows16(m.view);
+    const int max_tokens = kernels::cpu::packed_tile_tokens(t);
+    const size_t stride = kernels::cpu::packed_act_row_bytes(cols);
+    std::vector<uint8_t> act(stride * max_tokens);
+    std::mt19937 rng(4);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    std::vector<float> x(cols);
+    for (int tok = 0; tok < max_tokens; ++tok) {
+      for (auto& v : x) v = dist(rng);
+      kernels::cpu::quantize_act_row_q8_32_avx512(x.data(), cols, act.data() + tok * stride, false,
+                                                  true);
+    }
+    std::vector<float> out(max_tokens * rows);
+    kernels::cpu::PackedArgs a;
+    a.w = static_cast<const uint8_t*>(packed.view().data);
+    a.x = act.data();
+    a.x_stride = stride;
+    a.cols = cols;
+    a.out = out.data();
+    a.out_stride = rows;
+    a.n_rows = rows;
+    std::printf("%-6s tile of 32 rows, ns per 256 columns (per token):", dtype_name(t).data());
+    for (int nt = 1; nt <= max_tokens; ++nt) {
+      const double s = time_call([&] { kernels::cpu::packed_tile(t, a, nt); }, 9);
+      const double ns = s * 1e9 / (cols / 256);
+      std::printf("  x%d %.1f (%.1f)", nt, ns, ns / nt);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -483,6 +526,10 @@ int main(int argc, char** argv) {
   }
   if (filter == "prefetch") {
     bench_prefetch(pool);
+    return 0;
+  }
+  if (filter == "tiles") {
+    bench_tiles();
     return 0;
   }
   const Dtype dtypes[] = {Dtype::kF32,   Dtype::kF16,    Dtype::kBF16,  Dtype::kQ8_0, Dtype::kQ4_0,
