@@ -513,28 +513,8 @@ TEST(PackedQ2_KQ3_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
                 << pool->size();
           }
           if (nt > 6) continue;
-          std::vector<float> w(cols);
-          double worst = 0;  // as a fraction of the bound
-          for (int64_t r = 0; r < rows; ++r) {
-            ref::dequantize_row(type, m.view.row(r), w.data(), cols);
-            for (int64_t tok = 0; tok < nt; ++tok) {
-              const float* xt = &x[tok * cols];
-              double exact = 0, bound = 0, mag = 0;
-              for (int64_t b = 0; b < cols / 256; ++b) {
-                double amax = 0, wsum = 0;
-                for (int64_t k = 256 * b; k < 256 * b + 256; ++k) {
-                  exact += double(w[k]) * xt[k];
-                  mag += std::abs(double(w[k]) * xt[k]);
-                  amax = std::max(amax, std::abs(double(xt[k])));
-                  wsum += std::abs(double(w[k]));
-                }
-                bound += amax / 254 * wsum;
-              }
-              worst =
-                  std::max(worst, std::abs(want[tok * rows + r] - exact) / (bound + 1e-5 * mag));
-            }
-          }
-          EXPECT_LT(worst, 1.0) << dtype_name(type) << " " << rows << "x" << cols;
+          EXPECT_LT(testing::worst_of_int8_bound(m.view, x, nt, want.data(), 256), 1.0)
+              << dtype_name(type) << " " << rows << "x" << cols;
         }
       }
     }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -10,6 +11,7 @@
 
 #include "format/tensor.h"
 #include "kernels/quant.h"
+#include "kernels/ref/ref.h"
 
 namespace loom::kernels::testing {
 
@@ -29,6 +31,37 @@ inline double rel_error(const float* a, const float* b, size_t n) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// The worst error of got (got[t * rows + r]) against the reference in double, over w's rows and
+// nt tokens, as a fraction of the error bound of int8 activations with one scale per `block`
+// columns: the sum over blocks of amax |x| / 254 * sum |w| (plus 1e-5 of sum |w x| for the
+// float sums). Below 1 where the activations' rounding is a kernel's only error; a wrong scale
+// or q is off by O(1) of sum |w x|.
+inline double worst_of_int8_bound(const TensorView& w, const std::vector<float>& x, int64_t nt,
+                                  const float* got, int64_t block) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  std::vector<float> wr(cols);
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::dequantize_row(w.dtype, w.row(r), wr.data(), cols);
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* xt = &x[t * cols];
+      double exact = 0, bound = 0, mag = 0;
+      for (int64_t b = 0; b < cols / block; ++b) {
+        double amax = 0, wsum = 0;
+        for (int64_t k = block * b; k < block * b + block; ++k) {
+          exact += double(wr[k]) * xt[k];
+          mag += std::abs(double(wr[k]) * xt[k]);
+          amax = std::max(amax, std::abs(double(xt[k])));
+          wsum += std::abs(double(wr[k]));
+        }
+        bound += amax / 254 * wsum;
+      }
+      worst = std::max(worst, std::abs(got[t * rows + r] - exact) / (bound + 1e-5 * mag));
+    }
+  }
+  return worst;
 }
 
 // A rows x cols weight matrix of dtype t quantized from seeded normal values (scale 0.5).

@@ -65,15 +65,7 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
   constexpr int kRec = kQ3 ? kPackedQ3KBytes : kPackedQ2KBytes;
   constexpr int kScales = kQ3 ? 32 : 64;
   const int64_t nsb = a.cols / 256;
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* xsum16[T];
-  for (int t = 0; t < T; ++t) {
-    const PackedActRow row(a.x + t * a.x_stride, a.cols);
-    xq[t] = row.q256;
-    xd[t] = row.d256;
-    xsum16[t] = row.sum256_16;
-  }
+  const Per256Rows<T> x(a);
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i three = _mm512_set1_epi8(3);
   const __m512i low_offset = _mm512_set1_epi32(16384);
@@ -116,7 +108,7 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
                                             16384, 0, 16384, 0, 16384);
       for (int t = 0; t < T; ++t) {
         const __m512i sums = _mm512_cvtepi16_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xsum16[t] + 16 * s)));
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sum16[t] + 16 * s)));
         _mm512_store_si512(start[t], _mm512_sub_epi32(even, _mm512_slli_epi32(sums, 2)));
       }
     }
@@ -156,7 +148,7 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
               w[g] = _mm512_and_si512(k == 0 ? low[g] : _mm512_srli_epi16(low[g], 2 * k), three);
           }
           for (int t = 0; t < T; ++t) {
-            const __m512i xv = bcast4(xq[t] + 256 * s + 16 * j + 4 * k);
+            const __m512i xv = bcast4(x.q[t] + 256 * s + 16 * j + 4 * k);
             for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
           }
         }
@@ -165,7 +157,7 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
         [[maybe_unused]] __m512i sums;
         if constexpr (!kQ3) {
           int32_t two;  // sum16 of sub-blocks 2p and 2p + 1
-          __builtin_memcpy(&two, xsum16[t] + 16 * s + 2 * p, 4);
+          __builtin_memcpy(&two, x.sum16[t] + 16 * s + 2 * p, 4);
           sums = _mm512_set1_epi32(two);
         }
         for (int g = 0; g < G; ++g) {
@@ -181,7 +173,7 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
       if constexpr (!kQ3)
         dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
       for (int t = 0; t < T; ++t) {
-        const __m512 vdx = _mm512_set1_ps(xd[t][s]);
+        const __m512 vdx = _mm512_set1_ps(x.d[t][s]);
         const __m512 sum_f = _mm512_cvtepi32_ps(sum[t][g]);
         if constexpr (kQ3) {
           acc[t][g] = _mm512_fmadd_ps(sum_f, _mm512_mul_ps(d, vdx), acc[t][g]);

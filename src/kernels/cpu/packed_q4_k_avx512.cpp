@@ -48,15 +48,7 @@ template <int G, int T>
 void tile_q4_k(const PackedArgs& a) {
   constexpr int kRec = kPackedQ4KBytes;
   const int64_t nsb = a.cols / 256;
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* xsum[T];
-  for (int t = 0; t < T; ++t) {
-    const PackedActRow row(a.x + t * a.x_stride, a.cols);
-    xq[t] = row.q256;
-    xd[t] = row.d256;
-    xsum[t] = row.sum256_32;
-  }
+  const Per256Rows<T> x(a);
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i nib = _mm512_set1_epi8(0x0F);
   __m512 acc[T][G];
@@ -71,7 +63,7 @@ void tile_q4_k(const PackedArgs& a) {
     for (int j = 0; j < 8; ++j) {
       prefetch.template part<G, 8>(rec, j);
       const int8_t* x_j[T];
-      for (int t = 0; t < T; ++t) x_j[t] = xq[t] + 256 * s + 32 * j;
+      for (int t = 0; t < T; ++t) x_j[t] = x.q[t] + 256 * s + 32 * j;
       __m512i lo[T][G], hi[T][G];  // the dots of columns 0..15 and 16..31
       for (int t = 0; t < T; ++t)
         for (int g = 0; g < G; ++g) lo[t][g] = hi[t][g] = _mm512_setzero_si512();
@@ -109,7 +101,7 @@ void tile_q4_k(const PackedArgs& a) {
         m[g] = byte_pairs(rec[g] + kMinBytes + 32 * p, rec[g] + kMinBytes + 32 * p + 16);
       for (int t = 0; t < T; ++t) {
         int32_t two;  // the token's sums of sub-blocks 2p and 2p + 1
-        __builtin_memcpy(&two, xsum[t] + 8 * s + 2 * p, 4);
+        __builtin_memcpy(&two, x.sum32[t] + 8 * s + 2 * p, 4);
         const __m512i sums = _mm512_set1_epi32(two);
         for (int g = 0; g < G; ++g) min[t][g] = _mm512_dpwssd_epi32(min[t][g], m[g], sums);
       }
@@ -122,7 +114,7 @@ void tile_q4_k(const PackedArgs& a) {
       for (int t = 0; t < T; ++t) {
         const __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(sum[t][g]), d,
                                          _mm512_mul_ps(_mm512_cvtepi32_ps(min[t][g]), dmin));
-        acc[t][g] = _mm512_fmadd_ps(v, _mm512_set1_ps(xd[t][s]), acc[t][g]);
+        acc[t][g] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[t][s]), acc[t][g]);
       }
     }
   }

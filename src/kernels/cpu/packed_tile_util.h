@@ -76,6 +76,25 @@ struct RecordPrefetch {
   [[gnu::always_inline]] void line(const uint8_t* p) const { prefetch_weight_line(p + ahead); }
 };
 
+// The per-256 activations of a tile's T tokens (PackedActRow): int8 values, one scale per 256
+// columns, the int16 sums of each 32 and each 16 values.
+template <int T>
+struct Per256Rows {
+  const int8_t* q[T];
+  const float* d[T];
+  const int16_t* sum32[T];
+  const int16_t* sum16[T];
+  explicit Per256Rows(const PackedArgs& a) {
+    for (int t = 0; t < T; ++t) {
+      const PackedActRow row(a.x + t * a.x_stride, a.cols);
+      q[t] = row.q256;
+      d[t] = row.d256;
+      sum32[t] = row.sum256_32;
+      sum16[t] = row.sum256_16;
+    }
+  }
+};
+
 // The lanes of a group's 16 rows that exist: n of them (n >= 16: all).
 inline __mmask16 row_mask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
