@@ -241,7 +241,6 @@ inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
 // tile, packed_q4_k_avx512.cpp: a 16-column half of its dots fits an int16, Q5_K's does not.)
 template <int G, int T>
 void tile_q5_k(const PackedArgs& a) {
-  constexpr bool kQ5 = true;
   constexpr int kRec = kPackedQ5KBytes;
   const int64_t nsb = a.cols / 256;
   const ActRows<T> x(a);
@@ -268,12 +267,10 @@ void tile_q5_k(const PackedArgs& a) {
         __m512i w[G];
         for (int g = 0; g < G; ++g) {
           const __m512i v = _mm512_loadu_si512(rec[g] + 320 + 512 * (j / 2) + 64 * k);
-          w[g] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib);
-          if constexpr (kQ5) {
-            __mmask64 high;
-            __builtin_memcpy(&high, rec[g] + kPackedQ4KBytes + 8 * (8 * j + k), 8);
-            w[g] = _mm512_or_si512(w[g], _mm512_maskz_mov_epi8(high, sixteen));
-          }
+          __mmask64 high;  // bit 4 of the step's 64 q
+          __builtin_memcpy(&high, rec[g] + kPackedQ4KBytes + 8 * (8 * j + k), 8);
+          w[g] = _mm512_or_si512(_mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib),
+                                 _mm512_maskz_mov_epi8(high, sixteen));
         }
         for (int t = 0; t < T; ++t) {
           const __m512i xv = bcast4(x.q[t] + 32 * blk + 4 * k);
