@@ -71,9 +71,6 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
       const PackedActRowOut row(dst, cols);
       const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
       const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
-      row.sum32[b] = sum;
-      row.sum16[2 * b] = half0;
-      row.sum16[2 * b + 1] = half1;
       row.start_q4_0[b] = -8 * sum;
       row.start_q8_0[b] = -128 * sum;
       row.dsum32[b] = db * static_cast<float>(sum);

@@ -43,10 +43,10 @@ const MatmulKernel* avx512_kernel(Dtype w);      // prefers avx512_zmm_kernel
 const MatmulKernel* avx512_zmm_kernel(Dtype w);  // 512-bit kernels (matmul_zmm_avx512.cpp)
 
 // kQ8_32 (as_unsigned: kQ8_32U) activation row, byte-identical to quantize_act_row
-// (act_quant_avx512.cpp; AVX-512 only). int_sums: the per-block sums are stored as the int32
-// sum of q instead of d * sum, followed by the int16 sums of each 16 elements, the sums times
-// the formats' offsets and, with per_256 (the K-quant tiles read it), the per-256 quantization
-// (the packed kernels' row, PackedActRow in packed_kernels.h).
+// (act_quant_avx512.cpp; AVX-512 only). int_sums: the packed kernels' row instead
+// (PackedActRow in packed_kernels.h: the same q and d, then the formats' dot starts and d * sum
+// per block in place of d * sum, and with per_256, where the K-quant tiles read it, the per-256
+// quantization).
 void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, bool as_unsigned,
                                    bool int_sums = false, bool per_256 = true);
 

@@ -506,14 +506,14 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 }  // namespace
 
 size_t packed_act_row_bytes(int64_t cols) {
-  // Per 32 columns: 32 q, d, sum32, two int16 sums, two dot starts, d * sum32, two Q6_K dot
-  // starts and MXFP4's; per 256 (where whole): 256 q256, d256 and 8 + 16 int16 sums
+  // Per 32 columns: 32 q, d, two dot starts, d * sum(q), two Q6_K dot starts and MXFP4's; per
+  // 256 (where whole): 256 q256, d256 and 8 + 16 int16 sums
   // (PackedActRow).
   // An odd number of cache lines: with a power-of-two stride (2048 bytes at 1024 columns) the
   // token rows of a tile all fall into the same few L1 sets.
   const size_t per256 =
       cols % 256 == 0 ? cols + (cols / 256) * sizeof(float) + (cols / 32 + cols / 16) * 2 : 0;
-  const size_t lines = (cols + 9 * (cols / 32) * sizeof(float) + per256 + 63) / 64;
+  const size_t lines = (cols + 7 * (cols / 32) * sizeof(float) + per256 + 63) / 64;
   return 64 * (lines | 1);
 }
 

@@ -16,18 +16,18 @@ constexpr int kPackedTileGroups = 2;
 constexpr int kPackedTileTokens = 6;
 
 // Activation row for the packed kernels (PackedActRow; value = d * q): int8 q[cols] | float
-// d[cols/32] | int32 sum_q[cols/32] | int16 sum_q[cols/16] | then what the tiles would
-// otherwise compute in scalar registers for every block and token (5% of a 16-token Q4_0
-// tile's time, paired runs): int32 -8 sum_q and -128 sum_q per 32 (where the Q4_0 and Q8_0
-// integer dots start), float d * sum_q per 32 (Q4_K's min term), int32 -32 sum_q per 16 (where
-// Q6_K's dots start), int32 -12 sum_q per 32 (MXFP4's). Same quantization as kQ8_32
-// (quantize_act_row_q8_32_avx512 with int_sums writes it).
-// Then, where cols is a multiple of 256, the row quantized again with one scale per 256 (as
-// llama.cpp's Q8_K, for the Q4_K tile: its sub-block scales then apply to exact integer dots,
-// and one float epilogue per super-block replaces one per 32 columns): int8 q256[cols] | float
-// d256[cols/256] | int16 sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and
-// each 16 q256). Same arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(
-// x * (1 / d)) clamped to +-127.
+// d[cols/32] | then what the tiles would otherwise compute in scalar registers for every block
+// and token (5% of a 16-token Q4_0 tile's time, paired runs): int32 -8 sum_q and -128 sum_q per
+// 32 (where the Q4_0 and Q8_0 integer dots start), float d * sum_q per 32 (Q5_K's min term),
+// int32 -32 sum_q per 16 (where Q6_K's dots start), int32 -12 sum_q per 32 (MXFP4's). Same
+// quantization as kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums writes it).
+// Then, where cols is a multiple of 256 and a K-quant tile of the call reads it (reads_per_256),
+// the row quantized again with one scale per 256 (as llama.cpp's Q8_K, for the Q2_K, Q3_K and
+// Q4_K tiles: their sub-block scales then apply to exact integer dots, and one float epilogue
+// per super-block replaces one per 32 columns): int8 q256[cols] | float d256[cols/256] | int16
+// sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and each 16 q256). Same
+// arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped
+// to +-127.
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
@@ -38,13 +38,11 @@ struct PackedActRowOf {
   using P = std::conditional_t<std::is_const_v<Byte>, const T*, T*>;
   P<int8_t> q;
   P<float> d;
-  P<int32_t> sum32;
-  P<int16_t> sum16;
-  P<int32_t> start_q4_0;   // -8 sum32
-  P<int32_t> start_q8_0;   // -128 sum32
-  P<float> dsum32;         // d * sum32
-  P<int32_t> start_q6_k;   // -32 sum16
-  P<int32_t> start_mxfp4;  // -12 sum32
+  P<int32_t> start_q4_0;   // -8 sum(q) per 32
+  P<int32_t> start_q8_0;   // -128 sum(q) per 32
+  P<float> dsum32;         // d * sum(q) per 32
+  P<int32_t> start_q6_k;   // -32 sum(q) per 16
+  P<int32_t> start_mxfp4;  // -12 sum(q) per 32
   P<int8_t> q256;          // cols % 256 == 0 only
   P<float> d256;
   P<int16_t> sum256_32;
@@ -53,9 +51,7 @@ struct PackedActRowOf {
     const int64_t nb = cols / 32;
     q = reinterpret_cast<P<int8_t>>(row);
     d = reinterpret_cast<P<float>>(row + cols);
-    sum32 = reinterpret_cast<P<int32_t>>(d + nb);
-    sum16 = reinterpret_cast<P<int16_t>>(sum32 + nb);
-    start_q4_0 = reinterpret_cast<P<int32_t>>(sum16 + 2 * nb);
+    start_q4_0 = reinterpret_cast<P<int32_t>>(d + nb);
     start_q8_0 = start_q4_0 + nb;
     dsum32 = reinterpret_cast<P<float>>(start_q8_0 + nb);
     start_q6_k = reinterpret_cast<P<int32_t>>(dsum32 + nb);
