@@ -11,7 +11,12 @@
 # before ldtilecfg), and the first tile instruction then dies with SIGILL. clang 14 spells the
 # AMX macros __AMXINT8__ & co., where ggml tests __AMX_INT8__: they are defined for it.
 #   LOOM=build/loom REPS=3 SEQS=16 bench/vs_llamacpp.sh /tmp/loom-moe/qwen3moe-2b-q8_0.gguf ...
-# Needs clang, cmake and ninja (apt-get install clang), npm on the first run.
+# ROUNDS=R (R > 0): instead, R rounds per file of one loom run and one llama-bench run (-p P -n N
+# -r REPS each), their order swapped every round (ABBA), then per test the median of the rounds'
+# loom / llama.cpp ratios: this host's read bandwidth drifts between ~33 and ~60 GB/s from
+# minute to minute, so a ratio is only meaningful between runs seconds apart.
+#   LLAMACPP_DIR=/tmp/llcpp LOOM=build/loom ROUNDS=8 REPS=2 P=0 bench/vs_llamacpp.sh FILE...
+# Needs clang, cmake and ninja (apt-get install clang), npm on the first run; python3 for ROUNDS.
 set -euo pipefail
 LOOM=${LOOM:-build/loom}
 REPS=${REPS:-3}
@@ -49,6 +54,41 @@ if [ ! -x "$BIN/llama-bench" ] || [ ! -x "$BIN/llama-batched-bench" ]; then
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF "-DCMAKE_C_FLAGS=$amx" \
     "-DCMAKE_CXX_FLAGS=$amx" >/dev/null
   cmake --build "$WORK/build" -j "$(nproc)" --target llama-bench llama-batched-bench >/dev/null
+fi
+
+ROUNDS=${ROUNDS:-0}
+if [ "$ROUNDS" -gt 0 ]; then
+  # Prints "TEST T/S" lines: loom's median over its repetitions, llama-bench's mean over its.
+  loom_tps() {
+    "$LOOM" bench model -m "$1" -p "$P" -n "$N" -r "$REPS" -t "$THREADS" -o json 2>/dev/null |
+      python3 -c 'import json,sys; [print(t["test"], t["median_ts"]) for t in json.load(sys.stdin)]'
+  }
+  llama_tps() {
+    "$BIN/llama-bench" -m "$1" -p "$P" -n "$N" -r "$REPS" -t "$THREADS" -o json 2>/dev/null |
+      python3 -c 'import json,sys; [print(("pp%d" % t["n_prompt"]) if t["n_gen"] == 0 else ("tg%d" % t["n_gen"]), t["avg_ts"]) for t in json.load(sys.stdin)]'
+  }
+  for f in "$@"; do
+    echo "== $f ($(du -h "$f" | cut -f1)), $THREADS threads, $ROUNDS alternating rounds"
+    pairs=$(mktemp)
+    for r in $(seq "$ROUNDS"); do
+      if [ $((r % 2)) = 1 ]; then a=$(loom_tps "$f"); b=$(llama_tps "$f"); else
+        b=$(llama_tps "$f"); a=$(loom_tps "$f"); fi
+      # Lines "round test loom llama" for the tests both ran.
+      join <(sort <<<"$a") <(sort <<<"$b") | sed "s/^/$r /" | tee -a "$pairs"
+    done
+    python3 - "$pairs" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+for test in sorted({r[1] for r in rows}):
+    own = [(float(r[2]), float(r[3])) for r in rows if r[1] == test]
+    ratios = sorted(a / b for a, b in own)
+    print(f"{test}: loom / llama.cpp median {statistics.median(ratios):.2f}x over {len(own)} rounds "
+          f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}); loom median "
+          f"{statistics.median(a for a, _ in own):.1f} t/s, llama.cpp {statistics.median(b for _, b in own):.1f}")
+PY
+    rm -f "$pairs"
+  done
+  exit 0
 fi
 
 batch=()

@@ -161,21 +161,21 @@ Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_se
 
 }  // namespace
 
-double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
-  const int64_t words = std::max<int64_t>(bytes / 8, 1024);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
-  const int n_tasks = pool.size();
-  auto slice = [&](int64_t task, int64_t* begin, int64_t* end) {
-    *begin = words * task / n_tasks;
-    *end = words * (task + 1) / n_tasks;
-  };
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, int64_t bytes)
+    : pool_(pool),
+      words_(std::max<int64_t>(bytes / 8, 1024)),
+      buf_(new uint64_t[words_]),
+      sinks_(static_cast<size_t>(pool.size()) * 8, 0) {
   // Each thread touches its own slice first, so pages land near the thread that reads them.
-  pool.parallel_for(n_tasks, [&](int64_t task, int) {
-    int64_t b, e;
-    slice(task, &b, &e);
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+  const int n_tasks = pool_.size();
+  pool_.parallel_for(n_tasks, [&](int64_t task, int) {
+    for (int64_t i = words_ * task / n_tasks; i < words_ * (task + 1) / n_tasks; ++i)
+      buf_[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
   });
-  std::vector<uint64_t> sinks(n_tasks * 8, 0);  // padded: one cache line per task
+}
+
+double ReadBandwidthProbe::measure(int32_t reps) {
+  const int n_tasks = pool_.size();
   // Plain loads (the hardware prefetchers alone) and loads behind software prefetches into L2
   // as far ahead as the weight kernels stream (kernels/cpu/packed_tile_util.h): the roofline
   // is the faster of the two, or kernels that prefetch would beat it (Intel host: 25.7 GB/s
@@ -185,9 +185,9 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
   for (int32_t r = 0; r < 2 * std::max(reps, 1); ++r) {
     const bool prefetch = r % 2 == 1;
     const auto t0 = Clock::now();
-    pool.parallel_for(n_tasks, [&](int64_t task, int) {
-      int64_t b, e;
-      slice(task, &b, &e);
+    pool_.parallel_for(n_tasks, [&](int64_t task, int) {
+      const int64_t b = words_ * task / n_tasks, e = words_ * (task + 1) / n_tasks;
+      const uint64_t* buf = buf_.get();
       uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       int64_t i = b;
       for (; i + 8 <= e; i += 8) {
@@ -198,15 +198,18 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
         a3 += buf[i + 3] + buf[i + 7];
       }
       for (; i < e; ++i) a0 += buf[i];
-      sinks[task * 8] += a0 ^ a1 ^ a2 ^ a3;
+      sinks_[task * 8] += a0 ^ a1 ^ a2 ^ a3;
     });
-    const double s = seconds_since(t0);
-    best = std::max(best, static_cast<double>(words * 8) / s);
+    best = std::max(best, static_cast<double>(words_ * 8) / seconds_since(t0));
   }
   volatile uint64_t keep = 0;
-  for (uint64_t s : sinks) keep = keep + s;
+  for (uint64_t s : sinks_) keep = keep + s;
   (void)keep;
   return best;
+}
+
+double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps) {
+  return ReadBandwidthProbe(pool, bytes).measure(reps);
 }
 
 Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
@@ -328,14 +331,23 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       *step_s = s / o.n_gen;
       return static_cast<double>(o.n_gen) * n_seqs * nv / s;
     };
+    // The bandwidth beside each single-sequence repetition (ModelBenchRow::samples_bw): a
+    // quarter of the final test's buffer, at most 256 MiB (still 8x a large last-level cache),
+    // read twice (plain and prefetched) before and after: ~25 ms per repetition, untimed.
+    ReadBandwidthProbe probe(model->thread_pool(),
+                             std::min<int64_t>(o.bw_bytes / 4 + 1, int64_t{256} << 20));
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
+      const double bw_before = r >= 0 ? probe.measure(1) : 0;
       model->set_profile(o.profile && r >= 0 ? &tg.profile : nullptr);
       auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, depth, toks, logits));
       const double single_s = seconds_since(t0);
       const double single_ts = o.n_gen / single_s;
-      if (r >= 0) tg.samples_ts.push_back(single_ts);
+      if (r >= 0) {
+        tg.samples_ts.push_back(single_ts);
+        tg.samples_bw.push_back((bw_before + probe.measure(1)) / 2);
+      }
       model->set_profile(nullptr);
       if (verify) {
         double step_s = 0;
@@ -397,22 +409,30 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   return res;
 }
 
-namespace {
-
-// Roofline fields of a row: only generation is bound by weight reads.
-struct Roof {
-  bool valid = false;
-  double roofline_ts = 0, fraction = 0;
-};
-Roof roof_of(const ModelBenchResult& r, const ModelBenchRow& row) {
-  Roof f;
-  if (row.n_gen > 0 && row.n_seqs == 1 && row.test.rfind("tg", 0) == 0 && r.roofline_tg_ts() > 0) {
+// Only single-sequence generation is bound by one weight read per token.
+Roofline roofline_of(const ModelBenchResult& r, const ModelBenchRow& row) {
+  Roofline f;
+  if (row.n_gen <= 0 || row.n_seqs != 1 || row.test.rfind("tg", 0) != 0 || r.bytes_per_token() == 0)
+    return f;
+  const double bytes = static_cast<double>(r.bytes_per_token());
+  if (!row.samples_bw.empty() && row.samples_bw.size() == row.samples_ts.size()) {
+    std::vector<double> roof, share;
+    for (size_t i = 0; i < row.samples_bw.size(); ++i) {
+      roof.push_back(row.samples_bw[i] / bytes);
+      share.push_back(row.samples_ts[i] / roof.back());
+    }
+    f.valid = true;
+    f.roofline_ts = median_of(roof);
+    f.fraction = median_of(share);
+  } else if (r.roofline_tg_ts() > 0) {
     f.valid = true;
     f.roofline_ts = r.roofline_tg_ts();
     f.fraction = row.median_ts / f.roofline_ts;
   }
   return f;
 }
+
+namespace {
 
 // With --profile: ms per forward call of each phase (share of the call) for each test.
 std::string profile_markdown(const ModelBenchResult& r) {
@@ -455,7 +475,7 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
-    Roof f = roof_of(r, row);
+    Roofline f = roofline_of(r, row);
     std::string rt =
         f.valid ? std::to_string(static_cast<int64_t>(std::llround(f.roofline_ts))) : "";
     char frac[32] = "";
@@ -482,6 +502,16 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     out += buf;
   }
   for (const ModelBenchRow& row : r.rows) {
+    if (!row.samples_bw.empty()) {
+      const auto [lo, hi] = std::minmax_element(row.samples_bw.begin(), row.samples_bw.end());
+      const Roofline f = roofline_of(r, row);
+      std::snprintf(buf, sizeof buf,
+                    "%s beside each repetition: memory read bandwidth median %.2f GB/s (%.2f to "
+                    "%.2f), roofline %.1f tokens/s; of it, median over repetitions %.0f%%\n",
+                    row.test.c_str(), median_of(row.samples_bw) / 1e9, *lo / 1e9, *hi / 1e9,
+                    f.roofline_ts, 100 * f.fraction);
+      out += buf;
+    }
     if (row.step_cost > 0) {
       std::snprintf(buf, sizeof buf,
                     "verify step cost, %s ÷ a decode step of as many sequences: %.2f× (median "
@@ -531,7 +561,7 @@ std::string model_bench_csv(const ModelBenchResult& r) {
   auto figure = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
   char buf[512];
   for (const ModelBenchRow& row : r.rows) {
-    Roof f = roof_of(r, row);
+    Roofline f = roofline_of(r, row);
     const SpeculationFigures* s = row.speculation ? &*row.speculation : nullptr;
     std::snprintf(buf, sizeof buf,
                   "\"%s\",%llu,%llu,%llu,%llu,%d,%s,%d,%d,%.6f,%.6f,%.3f,%s,%s,%d,%s,%s,%s\n",
@@ -552,7 +582,7 @@ std::string model_bench_csv(const ModelBenchResult& r) {
 nlohmann::json model_bench_json(const ModelBenchResult& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const ModelBenchRow& row : r.rows) {
-    Roof f = roof_of(r, row);
+    Roofline f = roofline_of(r, row);
     nlohmann::json j = {{"model_filename", r.model},
                         {"model_size", r.weight_bytes_total},
                         {"n_threads", r.n_threads},
@@ -574,6 +604,11 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
+    if (!row.samples_bw.empty()) {
+      std::vector<double> gbs;
+      for (double bw : row.samples_bw) gbs.push_back(bw / 1e9);
+      j["samples_mem_bw_gbs"] = gbs;
+    }
     if (row.speedup > 0) j["speedup_vs_single"] = row.speedup;
     if (row.step_cost > 0) j["step_cost_vs_decode"] = row.step_cost;
     if (row.speculation) {

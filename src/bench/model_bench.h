@@ -3,12 +3,14 @@
 // empty cache (tgN), optionally batched decode of B sequences together (tgNxB: tokens/s of all
 // sequences; its repetitions alternate with tgN's, and their median ratio is the batched
 // speed-up), mean ± sd over reps after one warm-up, plus the roofline single-sequence
-// generation implies: weight bytes read per token ÷ the memory read bandwidth of the same run.
+// generation implies: weight bytes read per token ÷ the memory read bandwidth measured beside
+// each repetition (ModelBenchRow::samples_bw).
 // With speculative options, generation through the engine without and with speculation
 // (bench/model_bench_spec.cpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -64,6 +66,11 @@ struct ModelBenchRow {
   double avg_ts = 0, stddev_ts = 0;  // tokens/s; sample standard deviation over reps
   double median_ts = 0;              // tokens/s; the figure to compare on a noisy machine
   std::vector<double> samples_ts;
+  // tgN rows (one sequence): the memory read bandwidth beside each repetition, bytes/s: the
+  // mean of a short streaming read just before it and one just after (the host's bandwidth
+  // drifts by 2x between minutes, so a roofline from one measurement taken at another moment
+  // can put a run at 60% or 117% of it). Empty elsewhere.
+  std::vector<double> samples_bw;
   // tgNxB rows: median over repetitions of this row's tokens/s ÷ the single-sequence tgN
   // repetition run just before it (the two alternate); 0 elsewhere.
   double speedup = 0;
@@ -88,7 +95,7 @@ struct ModelBenchResult {
   uint64_t weight_bytes_total = 0;
   uint64_t total_params = 0, active_params = 0;
   int32_t n_threads = 0;
-  double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads
+  double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads, after the tests
   std::vector<ModelBenchRow> rows;
   uint64_t bytes_per_token() const { return weight_bytes_per_token + state_read + state_written; }
   double roofline_tg_ts() const {
@@ -96,8 +103,28 @@ struct ModelBenchResult {
   }
 };
 
-// Multithreaded streaming read of a `bytes` buffer on `pool`, best of `reps` with plain loads
-// and `reps` behind software prefetches (as the weight kernels read); bytes/s.
+// A generation row's roofline: with samples_bw, per repetition (the tokens/s the bandwidth
+// beside it allows, and the repetition's share of that), the medians of both over the
+// repetitions; without, from the result's one bandwidth. Single-sequence generation only.
+struct Roofline {
+  bool valid = false;
+  double roofline_ts = 0, fraction = 0;
+};
+Roofline roofline_of(const ModelBenchResult& r, const ModelBenchRow& row);
+
+// Multithreaded streaming reads of one buffer (allocated and touched once): best of `reps`
+// with plain loads and `reps` behind software prefetches (as the weight kernels read); bytes/s.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(ThreadPool& pool, int64_t bytes);
+  double measure(int32_t reps);
+
+ private:
+  ThreadPool& pool_;
+  int64_t words_;
+  std::unique_ptr<uint64_t[]> buf_;
+  std::vector<uint64_t> sinks_;  // one cache line per task
+};
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
 
 Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o);

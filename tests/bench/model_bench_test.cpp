@@ -60,14 +60,65 @@ TEST(ModelBench, RowsAndRoofline) {
   EXPECT_TRUE(
       j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
   EXPECT_TRUE(j[0]["roofline_ts"].is_null());
-  EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), r->mem_bw_bytes_per_s / r->weight_bytes_per_token,
-              1e-6);
-  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(),
-              r->rows[1].median_ts / j[1]["roofline_ts"].get<double>(), 1e-9);
+  // tg8's roofline comes from the bandwidth measured beside each of its repetitions.
+  EXPECT_TRUE(r->rows[0].samples_bw.empty());
+  EXPECT_TRUE(r->rows[2].samples_bw.empty());
+  const ModelBenchRow& tg = r->rows[1];
+  ASSERT_EQ(tg.samples_bw.size(), 3u);
+  std::vector<double> roofs, shares;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GT(tg.samples_bw[i], 1e8);
+    roofs.push_back(tg.samples_bw[i] / r->weight_bytes_per_token);
+    shares.push_back(tg.samples_ts[i] / roofs.back());
+  }
+  std::sort(roofs.begin(), roofs.end());
+  std::sort(shares.begin(), shares.end());
+  EXPECT_NEAR(j[1]["roofline_ts"].get<double>(), roofs[1], 1e-6 * roofs[1]);
+  EXPECT_NEAR(j[1]["roofline_fraction"].get<double>(), shares[1], 1e-9 * shares[1]);
+  ASSERT_EQ(j[1]["samples_mem_bw_gbs"].size(), 3u);
+  EXPECT_NEAR(j[1]["samples_mem_bw_gbs"][2].get<double>(), tg.samples_bw[2] / 1e9, 1e-9);
+  EXPECT_FALSE(j[0].contains("samples_mem_bw_gbs"));
   const std::string md = model_bench_markdown(*r);
   EXPECT_NE(md.find("| tg8 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| tg8x4 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("tg8 beside each repetition: memory read bandwidth median"), std::string::npos)
+      << md;
   EXPECT_NE(model_bench_csv(*r).find(",pp32,32,0,"), std::string::npos);
+}
+
+// A repetition's share of the roofline is taken against the bandwidth measured beside it, and
+// the row reports the median of those shares: here 100 t/s at 1 GB/s, 200 at 4 and 150 at 1
+// (bytes per token 1e7: rooflines 100, 400, 100) are at 100%, 50% and 150%, median 100%, where
+// the median speed over the median roofline would say 150%. Without samples, the result's one
+// bandwidth; rows other than single-sequence generation have none.
+TEST(ModelBench, RooflineFractionIsTheMedianOfPerRepetitionShares) {
+  ModelBenchResult r;
+  r.weight_bytes_per_token = 10'000'000;
+  r.mem_bw_bytes_per_s = 2e9;
+  ModelBenchRow tg;
+  tg.test = "tg64";
+  tg.n_gen = 64;
+  tg.samples_ts = {100, 200, 150};
+  tg.median_ts = 150;
+  tg.samples_bw = {1e9, 4e9, 1e9};
+  Roofline f = roofline_of(r, tg);
+  ASSERT_TRUE(f.valid);
+  EXPECT_DOUBLE_EQ(f.roofline_ts, 100);
+  EXPECT_DOUBLE_EQ(f.fraction, 1.0);
+  tg.samples_bw.clear();
+  f = roofline_of(r, tg);
+  ASSERT_TRUE(f.valid);
+  EXPECT_DOUBLE_EQ(f.roofline_ts, 200);
+  EXPECT_DOUBLE_EQ(f.fraction, 0.75);
+  ModelBenchRow batched = tg;
+  batched.test = "tg64x16";
+  batched.n_seqs = 16;
+  EXPECT_FALSE(roofline_of(r, batched).valid);
+  ModelBenchRow pp;
+  pp.test = "pp512";
+  pp.n_prompt = 512;
+  pp.samples_ts = {1000};
+  EXPECT_FALSE(roofline_of(r, pp).valid);
 }
 
 // The batched speed-up pairs each tgNxB repetition with the tgN one run just before it: the
