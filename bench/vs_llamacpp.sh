@@ -14,7 +14,9 @@
 # ROUNDS=R (R > 0): instead, R rounds per file of one loom run and one llama-bench run (-p P -n N
 # -r REPS each), their order swapped every round (ABBA), then per test the median of the rounds'
 # loom / llama.cpp ratios: this host's read bandwidth drifts between ~33 and ~60 GB/s from
-# minute to minute, so a ratio is only meaningful between runs seconds apart.
+# minute to minute, so a ratio is only meaningful between runs seconds apart. Generation's ratio
+# is also given apart for the rounds whose bandwidth (measured beside loom's run) was at least
+# FAST_GBS (default 45) and below it: loom reads at the memory's speed, llama.cpp does not.
 #   LLAMACPP_DIR=/tmp/llcpp LOOM=build/loom ROUNDS=8 REPS=2 P=0 bench/vs_llamacpp.sh FILE...
 # Needs clang, cmake and ninja (apt-get install clang), npm on the first run; python3 for ROUNDS.
 set -euo pipefail
@@ -58,10 +60,14 @@ fi
 
 ROUNDS=${ROUNDS:-0}
 if [ "$ROUNDS" -gt 0 ]; then
-  # Prints "TEST T/S" lines: loom's median over its repetitions, llama-bench's mean over its.
+  # Prints "TEST T/S GB/S" lines: loom's median over its repetitions and, for generation, the
+  # median memory read bandwidth measured beside them (bench model's samples_mem_bw_gbs; 0 for
+  # prefill); llama-bench's mean over its repetitions.
   loom_tps() {
     "$LOOM" bench model -m "$1" -p "$P" -n "$N" -r "$REPS" -t "$THREADS" -o json 2>/dev/null |
-      python3 -c 'import json,sys; [print(t["test"], t["median_ts"]) for t in json.load(sys.stdin)]'
+      python3 -c 'import json,statistics,sys
+for t in json.load(sys.stdin):
+    print(t["test"], t["median_ts"], statistics.median(t.get("samples_mem_bw_gbs") or [0]))'
   }
   llama_tps() {
     "$BIN/llama-bench" -m "$1" -p "$P" -n "$N" -r "$REPS" -t "$THREADS" -o json 2>/dev/null |
@@ -73,18 +79,27 @@ if [ "$ROUNDS" -gt 0 ]; then
     for r in $(seq "$ROUNDS"); do
       if [ $((r % 2)) = 1 ]; then a=$(loom_tps "$f"); b=$(llama_tps "$f"); else
         b=$(llama_tps "$f"); a=$(loom_tps "$f"); fi
-      # Lines "round test loom llama" for the tests both ran.
+      # Lines "round test loom loom-GB/s llama" for the tests both ran.
       join <(sort <<<"$a") <(sort <<<"$b") | sed "s/^/$r /" | tee -a "$pairs"
     done
-    python3 - "$pairs" <<'PY'
+    python3 - "$pairs" "${FAST_GBS:-45}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+fast = float(sys.argv[2])
+def summary(label, own):
+    ratios = sorted(a / b for a, _, b in own)
+    return (f"{label}: loom / llama.cpp median {statistics.median(ratios):.2f}x over {len(own)} "
+            f"rounds (min {ratios[0]:.2f}, max {ratios[-1]:.2f}); loom median "
+            f"{statistics.median(a for a, _, _ in own):.1f} t/s, llama.cpp "
+            f"{statistics.median(b for _, _, b in own):.1f}")
 for test in sorted({r[1] for r in rows}):
-    own = [(float(r[2]), float(r[3])) for r in rows if r[1] == test]
-    ratios = sorted(a / b for a, b in own)
-    print(f"{test}: loom / llama.cpp median {statistics.median(ratios):.2f}x over {len(own)} rounds "
-          f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}); loom median "
-          f"{statistics.median(a for a, _ in own):.1f} t/s, llama.cpp {statistics.median(b for _, b in own):.1f}")
+    own = [(float(r[2]), float(r[3]), float(r[4])) for r in rows if r[1] == test]
+    print(summary(test, own))
+    if test.startswith("tg"):  # by the minute's memory bandwidth (measured beside loom's runs)
+        for label, part in ((f"  at >= {fast:g} GB/s", [o for o in own if o[1] >= fast]),
+                            (f"  at < {fast:g} GB/s", [o for o in own if o[1] < fast])):
+            if part:
+                print(summary(label, part) + f", memory {statistics.median(o[1] for o in part):.1f} GB/s")
 PY
     rm -f "$pairs"
   done
