@@ -164,13 +164,14 @@ Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_se
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, int64_t bytes)
     : pool_(pool),
       words_(std::max<int64_t>(bytes / 8, 1024)),
-      buf_(new uint64_t[words_]),
+      buf_(allocate_huge(static_cast<uint64_t>(words_) * 8, /*commit=*/false)),
       sinks_(static_cast<size_t>(pool.size()) * 8, 0) {
   // Each thread touches its own slice first, so pages land near the thread that reads them.
   const int n_tasks = pool_.size();
+  uint64_t* words = reinterpret_cast<uint64_t*>(buf_.get());
   pool_.parallel_for(n_tasks, [&](int64_t task, int) {
     for (int64_t i = words_ * task / n_tasks; i < words_ * (task + 1) / n_tasks; ++i)
-      buf_[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+      words[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
   });
 }
 
@@ -187,7 +188,7 @@ double ReadBandwidthProbe::measure(int32_t reps) {
     const auto t0 = Clock::now();
     pool_.parallel_for(n_tasks, [&](int64_t task, int) {
       const int64_t b = words_ * task / n_tasks, e = words_ * (task + 1) / n_tasks;
-      const uint64_t* buf = buf_.get();
+      const uint64_t* buf = reinterpret_cast<const uint64_t*>(buf_.get());
       uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       int64_t i = b;
       for (; i + 8 <= e; i += 8) {

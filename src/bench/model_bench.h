@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "loom/engine.h"
@@ -114,6 +115,9 @@ Roofline roofline_of(const ModelBenchResult& r, const ModelBenchRow& row);
 
 // Multithreaded streaming reads of one buffer (allocated and touched once): best of `reps`
 // with plain loads and `reps` behind software prefetches (as the weight kernels read); bytes/s.
+// The buffer is in transparent huge pages, as the weights are (base/huge_buffer.h): from 4 KiB
+// pages the same reads measured ~20% slower on the AMD host, a roofline below what the kernels
+// read.
 class ReadBandwidthProbe {
  public:
   ReadBandwidthProbe(ThreadPool& pool, int64_t bytes);
@@ -122,7 +126,7 @@ class ReadBandwidthProbe {
  private:
   ThreadPool& pool_;
   int64_t words_;
-  std::unique_ptr<uint64_t[]> buf_;
+  HugeBuffer buf_;
   std::vector<uint64_t> sinks_;  // one cache line per task
 };
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int32_t reps);
