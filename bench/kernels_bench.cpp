@@ -2,7 +2,7 @@
 // throughput (GFLOP/s) of kernels::matmul per weight dtype, on the active ISA (LOOM_ISA to
 // override) and a pool of one thread per physical core (LOOM_BENCH_THREADS to override).
 //   loom_kernels_bench [filter-substring]   (attn, attn-dram, attn-long, peak, experts, prefetch,
-//   tiles: below)
+//   tiles, calls: below)
 // Prints the best of several timed runs (see time_call); small shapes fit in cache, so their GB/s
 // is cache, not DRAM, bandwidth.
 #include <immintrin.h>
@@ -334,6 +334,48 @@ void bench_experts(ThreadPool& pool) {
   }
 }
 
+// Two-thread (the pool's) streaming read of a huge-page buffer, as the weights are held: the
+// bandwidth a round of a DRAM benchmark is compared with, GB/s.
+class StreamingRead {
+ public:
+  StreamingRead(ThreadPool& pool, int64_t bytes)
+      : pool_(pool),
+        words_(bytes / 8),
+        buf_(allocate_huge(bytes, /*commit=*/true)),
+        sinks_(static_cast<size_t>(pool.size()) * 8) {
+    auto* w = reinterpret_cast<uint64_t*>(buf_.get());
+    for (int64_t i = 0; i < words_; ++i) w[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+  }
+  double gbs() {
+    const uint64_t* w = reinterpret_cast<const uint64_t*>(buf_.get());
+    const double t0 = now_s();
+    pool_.parallel_for(pool_.size(), [&](int64_t task, int) {
+      const int64_t b = words_ * task / pool_.size(), e = words_ * (task + 1) / pool_.size();
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (int64_t i = b; i + 8 <= e; i += 8) {
+        a0 += w[i] + w[i + 4];
+        a1 += w[i + 1] + w[i + 5];
+        a2 += w[i + 2] + w[i + 6];
+        a3 += w[i + 3] + w[i + 7];
+      }
+      sinks_[task * 8] += a0 ^ a1 ^ a2 ^ a3;
+    });
+    return words_ * 8.0 / (now_s() - t0) / 1e9;
+  }
+
+ private:
+  ThreadPool& pool_;
+  int64_t words_;
+  HugeBuffer buf_;
+  std::vector<uint64_t> sinks_;
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // One-token GEMVs from DRAM with and without software prefetch of the weights, alternating
 // many times in one process (the host's bandwidth swings between minutes; each round measures
 // both, and a plain streaming read, within ~0.2 s): ~1 GiB of packed Q8_0 and of Q4_K, and 8
@@ -377,31 +419,11 @@ void bench_prefetch(ThreadPool& pool) {
   const uint64_t expert_bytes = experts.w.nbytes / 2048;
   std::vector<float> x(cols, 0.25f), out(static_cast<size_t>(rows));
   std::vector<float> expert_out(static_cast<size_t>(pool.size()) * 512);
-  const int64_t words = (int64_t{1} << 30) / 8;
-  HugeBuffer stream_buf = allocate_huge(words * 8, /*commit=*/true);
-  auto* words_ = reinterpret_cast<uint64_t*>(stream_buf.get());
-  for (int64_t i = 0; i < words; ++i) words_[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
-  std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()) * 8);
+  StreamingRead stream(pool, int64_t{1} << 30);
   auto seconds = [](auto&& f) {
     const double t0 = now_s();
     f();
     return now_s() - t0;
-  };
-  auto stream = [&] {
-    return words * 8.0 / seconds([&] {
-             pool.parallel_for(pool.size(), [&](int64_t task, int) {
-               const int64_t b = words * task / pool.size(), e = words * (task + 1) / pool.size();
-               uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-               for (int64_t i = b; i + 8 <= e; i += 8) {
-                 a0 += words_[i] + words_[i + 4];
-                 a1 += words_[i + 1] + words_[i + 5];
-                 a2 += words_[i + 2] + words_[i + 6];
-                 a3 += words_[i + 3] + words_[i + 7];
-               }
-               sinks[task * 8] += a0 ^ a1 ^ a2 ^ a3;
-             });
-           }) /
-           1e9;
   };
   auto gemv = [&](const Big& b) {
     return b.w.nbytes / seconds([&] { kernels::matmul(b.w, x.data(), 1, out.data(), &pool); }) /
@@ -431,7 +453,7 @@ void bench_prefetch(ThreadPool& pool) {
   // [setting][what]: q8, q4k, experts, q4_1 rows; stream per round.
   std::vector<double> got[2][4], streams;
   for (int r = 0; r < rounds; ++r) {
-    streams.push_back(stream());
+    streams.push_back(stream.gbs());
     for (int i = 0; i < 2; ++i) {
       kernels::set_weight_prefetch_bytes(settings[(i + r) % 2]);  // alternate which goes first
       const int s = (i + r) % 2;
@@ -442,11 +464,7 @@ void bench_prefetch(ThreadPool& pool) {
     }
   }
   kernels::set_weight_prefetch_bytes(before);
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
+  const auto median = median_of;
   for (const bool fast : {true, false}) {
     std::vector<double> sel_stream, sel[2][4];
     for (int r = 0; r < rounds; ++r) {
@@ -463,6 +481,99 @@ void bench_prefetch(ThreadPool& pool) {
           "(rows) gemv %.1f GB/s\n",
           static_cast<long long>(settings[s]), median(sel[s][0]), median(sel[s][1]),
           median(sel[s][2]), median(sel[s][3]));
+  }
+}
+
+// One-token packed Q4_K GEMVs on the pool: what a call costs beyond its bytes. From DRAM, each
+// call a distinct matrix (copies filling ~400 MB of huge pages) of 0.3, 1.2 and 9.7 MB (512,
+// 2,048 and 16,384 rows x 1,024: an expert matrix, a small model's qkv, a large FFN), each
+// size's calls timed between two streaming reads, round by round: medians of the calls' share
+// of the read over the rounds whose read was fast (>= 45 GB/s) and slow, and of the time a call
+// takes beyond its bytes at that read's speed. Then the same matrices hot (one matrix again and
+// again: from L2 for 0.3 and 1.2 MB) on the pool and on one thread, and a 16-row one (L1): the
+// fixed work of a call, and the tile's speed when its lines are in cache.
+//   loom_kernels_bench calls     (LOOM_BENCH_ROUNDS=N: rounds, default 150)
+void bench_calls(ThreadPool& pool) {
+  const int64_t cols = 1024;
+  const int64_t sizes[] = {512, 2048, 16384};
+  struct Copies {
+    kernels::PackedMatrix packed;
+    HugeBuffer buf;
+    int n = 0;
+    TensorView at(int i) const {
+      TensorView v = packed.view();
+      v.data = buf.get() + static_cast<uint64_t>(i) * v.nbytes;
+      return v;
+    }
+  };
+  Copies sets[3];
+  for (int k = 0; k < 3; ++k) {
+    sets[k].packed =
+        kernels::PackedMatrix::pack_rows16(make_matrix(Dtype::kQ4_K, sizes[k], cols).view);
+    const uint64_t bytes = sets[k].packed.view().nbytes;
+    sets[k].n = static_cast<int>(400e6 / bytes);
+    sets[k].buf = allocate_huge(bytes * sets[k].n, /*commit=*/true);
+    for (int i = 0; i < sets[k].n; ++i)
+      std::memcpy(sets[k].buf.get() + i * bytes, sets[k].packed.view().data, bytes);
+  }
+  std::vector<float> x(cols, 0.25f), out(16384);
+  StreamingRead stream(pool, int64_t{256} << 20);
+  const char* env = std::getenv("LOOM_BENCH_ROUNDS");
+  const int rounds = env ? std::max(1, std::atoi(env)) : 150;
+  int next[3] = {0, 0, 0};
+  std::vector<double> reads, share[3], beyond[3];  // per round
+  for (int r = 0; r < rounds; ++r) {
+    const double before = stream.gbs();
+    double per_call[3];
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t bytes = sets[k].packed.view().nbytes;
+      const int calls = std::max<int>(2, static_cast<int>(20e6 / bytes));
+      const double t0 = now_s();
+      for (int c = 0; c < calls; ++c) {
+        kernels::matmul(sets[k].at(next[k]), x.data(), 1, out.data(), &pool);
+        next[k] = (next[k] + 1) % sets[k].n;
+      }
+      per_call[k] = (now_s() - t0) / calls;
+    }
+    const double read = (before + stream.gbs()) / 2;
+    reads.push_back(read);
+    for (int k = 0; k < 3; ++k) {
+      const double bytes = static_cast<double>(sets[k].packed.view().nbytes);
+      share[k].push_back(bytes / per_call[k] / (read * 1e9));
+      beyond[k].push_back(per_call[k] - bytes / (read * 1e9));
+    }
+  }
+  for (const bool fast : {true, false}) {
+    std::vector<double> sel_read, sel_share[3], sel_beyond[3];
+    for (int r = 0; r < rounds; ++r) {
+      if ((reads[r] >= 45.0) != fast) continue;
+      sel_read.push_back(reads[r]);
+      for (int k = 0; k < 3; ++k) {
+        sel_share[k].push_back(share[k][r]);
+        sel_beyond[k].push_back(beyond[k][r]);
+      }
+    }
+    std::printf("%s rounds (%zu of %d): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
+                sel_read.size(), rounds, median_of(sel_read));
+    for (int k = 0; k < 3; ++k)
+      std::printf(
+          "  q4_k %5lld x %lld (%.2f MB) from DRAM: %3.0f%% of the read, %.1f us a call beyond its "
+          "bytes\n",
+          static_cast<long long>(sizes[k]), static_cast<long long>(cols),
+          sets[k].packed.view().nbytes / 1e6, 100 * median_of(sel_share[k]),
+          1e6 * median_of(sel_beyond[k]));
+  }
+  const kernels::PackedMatrix tiny =
+      kernels::PackedMatrix::pack_rows16(make_matrix(Dtype::kQ4_K, 16, cols).view);
+  for (int k = -1; k < 3; ++k) {
+    const TensorView v = k < 0 ? tiny.view() : sets[k].packed.view();
+    const double on_pool = time_call([&] { kernels::matmul(v, x.data(), 1, out.data(), &pool); });
+    const double alone = time_call([&] { kernels::matmul(v, x.data(), 1, out.data(), nullptr); });
+    std::printf(
+        "  q4_k %5lld x %lld hot: %.2f us a call on the pool (%.1f GB/s), %.2f us on one thread "
+        "(%.1f GB/s)\n",
+        static_cast<long long>(v.rows()), static_cast<long long>(cols), on_pool * 1e6,
+        v.nbytes / on_pool / 1e9, alone * 1e6, v.nbytes / alone / 1e9);
   }
 }
 
@@ -530,6 +641,10 @@ int main(int argc, char** argv) {
   }
   if (filter == "tiles") {
     bench_tiles();
+    return 0;
+  }
+  if (filter == "calls") {
+    bench_calls(pool);
     return 0;
   }
   const Dtype dtypes[] = {Dtype::kF32,   Dtype::kF16,    Dtype::kBF16,  Dtype::kQ8_0, Dtype::kQ4_0,
