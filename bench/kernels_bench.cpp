@@ -376,6 +376,21 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The rounds whose streaming read was fast (>= 45 GB/s: this host's bursts), or the others; a
+// line saying how many and their read's median.
+std::vector<int> rounds_where(const std::vector<double>& reads, bool fast) {
+  std::vector<int> picked;
+  std::vector<double> picked_reads;
+  for (int r = 0; r < static_cast<int>(reads.size()); ++r) {
+    if ((reads[r] >= 45.0) != fast) continue;
+    picked.push_back(r);
+    picked_reads.push_back(reads[r]);
+  }
+  std::printf("%s rounds (%zu of %zu): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
+              picked.size(), reads.size(), median_of(picked_reads));
+  return picked;
+}
+
 // One-token GEMVs from DRAM with and without software prefetch of the weights, alternating
 // many times in one process (the host's bandwidth swings between minutes; each round measures
 // both, and a plain streaming read, within ~0.2 s): ~1 GiB of packed Q8_0 and of Q4_K, and 8
@@ -466,15 +481,10 @@ void bench_prefetch(ThreadPool& pool) {
   kernels::set_weight_prefetch_bytes(before);
   const auto median = median_of;
   for (const bool fast : {true, false}) {
-    std::vector<double> sel_stream, sel[2][4];
-    for (int r = 0; r < rounds; ++r) {
-      if ((streams[r] >= 45.0) != fast) continue;
-      sel_stream.push_back(streams[r]);
+    std::vector<double> sel[2][4];
+    for (const int r : rounds_where(streams, fast))
       for (int s = 0; s < 2; ++s)
         for (int w = 0; w < 4; ++w) sel[s][w].push_back(got[s][w][r]);
-    }
-    std::printf("%s rounds (%zu of %d): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
-                sel_stream.size(), rounds, median(sel_stream));
     for (int s = 0; s < 2; ++s)
       std::printf(
           "  prefetch %5lld B: q8_0 gemv %.1f, q4_k gemv %.1f, 8 experts q4_k %.1f, q4_1 "
@@ -544,17 +554,12 @@ void bench_calls(ThreadPool& pool) {
     }
   }
   for (const bool fast : {true, false}) {
-    std::vector<double> sel_read, sel_share[3], sel_beyond[3];
-    for (int r = 0; r < rounds; ++r) {
-      if ((reads[r] >= 45.0) != fast) continue;
-      sel_read.push_back(reads[r]);
+    std::vector<double> sel_share[3], sel_beyond[3];
+    for (const int r : rounds_where(reads, fast))
       for (int k = 0; k < 3; ++k) {
         sel_share[k].push_back(share[k][r]);
         sel_beyond[k].push_back(beyond[k][r]);
       }
-    }
-    std::printf("%s rounds (%zu of %d): streaming read %.1f GB/s\n", fast ? "fast" : "slow",
-                sel_read.size(), rounds, median_of(sel_read));
     for (int k = 0; k < 3; ++k)
       std::printf(
           "  q4_k %5lld x %lld (%.2f MB) from DRAM: %3.0f%% of the read, %.1f us a call beyond its "
