@@ -332,11 +332,12 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       *step_s = s / o.n_gen;
       return static_cast<double>(o.n_gen) * n_seqs * nv / s;
     };
-    // The bandwidth beside each single-sequence repetition (ModelBenchRow::samples_bw): a
-    // quarter of the final test's buffer, at most 256 MiB (still 8x a large last-level cache),
-    // read twice (plain and prefetched) before and after: ~25 ms per repetition, untimed.
+    // The bandwidth beside each single-sequence repetition (ModelBenchRow::samples_bw): the
+    // final test's buffer size (--bw-mib, chosen well above the last-level cache), at most 256
+    // MiB (8x a large one), read twice (plain and prefetched) before and after: ~25 ms per
+    // repetition, untimed.
     ReadBandwidthProbe probe(model->thread_pool(),
-                             std::min<int64_t>(o.bw_bytes / 4 + 1, int64_t{256} << 20));
+                             std::min<int64_t>(o.bw_bytes, int64_t{256} << 20));
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
       const double bw_before = r >= 0 ? probe.measure(1) : 0;

@@ -29,38 +29,52 @@ TEST(ServeFake, TimingMetricsMatchKnownDelays) {
   fo.itl = std::chrono::milliseconds(25);
   test::FakeServer server(fo);
   ServeOptions o = fake_options(server);
-  auto r = run_serve(o);
-  ASSERT_TRUE(r.is_ok()) << r.status().message();
-  const auto& j = *r;
-  EXPECT_EQ(j["completed"], 6);
-  EXPECT_EQ(j["failed"], 0);
-  EXPECT_EQ(j["total_output_tokens"], 36);  // from the usage chunks
-  EXPECT_EQ(j["total_input_tokens"], 120);  // the server's prompt_tokens: 20 ids each
-  EXPECT_EQ(j["model_id"], "fake-model");
   // Loopback adds well under a few ms and the server's sleeps only ever overshoot, but on a
   // loaded 2-core machine the client may read a chunk late (up to `slack`). A late first
   // token lengthens TTFT and shortens TPOT = (E2EL - TTFT) / 5 by up to slack / 5 (a fresh
   // clone's CI run, with a build running beside it, read 24.5 ms; p99 TTFT 135.7).
   const double slack = 25;
-  EXPECT_GE(j["median_ttft_ms"].get<double>(), 120);
+  // Reads later than the slack happen too (ctest -j2 beside a compute-bound test: p99 TTFT
+  // 248.8 ms once, E2EL 432.5): the upper bounds hold for the best of three runs, as a client
+  // that overcounts would miss them in every run. The lower bounds and counts hold in each.
+  auto within_slack = [&](const nlohmann::json& j) {
+    return j["p99_ttft_ms"].get<double>() < 120 + slack &&
+           j["p99_tpot_ms"].get<double>() < 25 + slack &&
+           j["median_itl_ms"].get<double>() < 25 + slack &&
+           // Each of the 6 reads of a request can be late (CI measured 334.5 ms once).
+           j["p99_e2el_ms"].get<double>() < 120 + 5 * 25 + 5 * slack &&
+           // 6 requests, 3 at a time, ~0.245 s each: about two rounds.
+           j["duration"].get<double>() < 2 * 0.245 + 0.2;
+  };
+  nlohmann::json j;
+  for (int run = 0; run < 3; ++run) {
+    auto r = run_serve(o);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    j = *r;
+    EXPECT_EQ(j["completed"], 6);
+    EXPECT_EQ(j["failed"], 0);
+    EXPECT_EQ(j["total_output_tokens"], 36);  // from the usage chunks
+    EXPECT_EQ(j["total_input_tokens"], 120);  // the server's prompt_tokens: 20 ids each
+    EXPECT_EQ(j["model_id"], "fake-model");
+    EXPECT_GE(j["median_ttft_ms"].get<double>(), 120);
+    EXPECT_GE(j["median_tpot_ms"].get<double>(), 25 - slack / 5);
+    EXPECT_GE(j["median_itl_ms"].get<double>(), 25);
+    EXPECT_GE(j["median_e2el_ms"].get<double>(), 120 + 5 * 25);
+    EXPECT_GT(j["duration"].get<double>(), 2 * 0.245);
+    ASSERT_EQ(j["itls"].size(), 6u);
+    for (const auto& itl : j["itls"]) EXPECT_EQ(itl.size(), 5u);
+    for (const auto& t : j["generated_texts"]) EXPECT_EQ(t, "tttttt");
+    EXPECT_LE(server.peak_in_flight(), 3);
+    EXPECT_EQ(server.peak_in_flight(), 3);
+    EXPECT_FALSE(j.contains("request_goodput"));
+    EXPECT_FALSE(j.contains("server_num_preemptions"));  // no /metrics on this server
+    if (within_slack(j)) break;
+  }
   EXPECT_LT(j["p99_ttft_ms"].get<double>(), 120 + slack);
-  EXPECT_GE(j["median_tpot_ms"].get<double>(), 25 - slack / 5);
   EXPECT_LT(j["p99_tpot_ms"].get<double>(), 25 + slack);
-  EXPECT_GE(j["median_itl_ms"].get<double>(), 25);
   EXPECT_LT(j["median_itl_ms"].get<double>(), 25 + slack);
-  EXPECT_GE(j["median_e2el_ms"].get<double>(), 120 + 5 * 25);
-  // Each of the 6 reads of a request can be late on a loaded host (CI measured 334.5 ms once).
   EXPECT_LT(j["p99_e2el_ms"].get<double>(), 120 + 5 * 25 + 5 * slack);
-  ASSERT_EQ(j["itls"].size(), 6u);
-  for (const auto& itl : j["itls"]) EXPECT_EQ(itl.size(), 5u);
-  for (const auto& t : j["generated_texts"]) EXPECT_EQ(t, "tttttt");
-  EXPECT_LE(server.peak_in_flight(), 3);
-  EXPECT_EQ(server.peak_in_flight(), 3);
-  // 6 requests, 3 at a time, ~0.245 s each: about two rounds.
-  EXPECT_GT(j["duration"].get<double>(), 2 * 0.245);
   EXPECT_LT(j["duration"].get<double>(), 2 * 0.245 + 0.2);
-  EXPECT_FALSE(j.contains("request_goodput"));
-  EXPECT_FALSE(j.contains("server_num_preemptions"));  // no /metrics on this server
 }
 
 TEST(ServeFake, ChatShapeAndGoodput) {
