@@ -14,11 +14,19 @@ namespace loom::kernels::cpu {
 size_t act_row_bytes(ActFormat f, int64_t cols) {
   size_t n = 0;
   switch (f) {
-    case ActFormat::kF32: n = cols * sizeof(float); break;
-    case ActFormat::kBF16: n = cols * sizeof(uint16_t); break;
+    case ActFormat::kF32:
+      n = cols * sizeof(float);
+      break;
+    case ActFormat::kBF16:
+      n = cols * sizeof(uint16_t);
+      break;
     case ActFormat::kQ8_32:
-    case ActFormat::kQ8_32U: n = cols + 2 * (cols / 32) * sizeof(float); break;
-    case ActFormat::kQ8_K: n = (cols / kQKK) * sizeof(BlockQ8_K); break;
+    case ActFormat::kQ8_32U:
+      n = cols + 2 * (cols / 32) * sizeof(float);
+      break;
+    case ActFormat::kQ8_K:
+      n = (cols / kQKK) * sizeof(BlockQ8_K);
+      break;
   }
   return (n + 63) & ~size_t{63};
 }

@@ -9,11 +9,11 @@
 namespace loom::kernels::cpu {
 
 enum class ActFormat {
-  kF32,    // raw floats (F32/F16/BF16 weights)
-  kQ8_32,  // 32-element blocks, int8 + float scale: row = qs[cols] | d[nb] | s[nb]
-  kQ8_K,   // BlockQ8_K per 256 elements (K-quant weights)
-  kQ8_32U, // as kQ8_32 with qs stored as q + 128 (u8), for vpdpbusd against signed weights
-  kBF16,   // bf16 (round to nearest even), for vdpbf16ps against BF16 weights: row = bf16[cols]
+  kF32,     // raw floats (F32/F16/BF16 weights)
+  kQ8_32,   // 32-element blocks, int8 + float scale: row = qs[cols] | d[nb] | s[nb]
+  kQ8_K,    // BlockQ8_K per 256 elements (K-quant weights)
+  kQ8_32U,  // as kQ8_32 with qs stored as q + 128 (u8), for vpdpbusd against signed weights
+  kBF16,    // bf16 (round to nearest even), for vdpbf16ps against BF16 weights: row = bf16[cols]
 };
 
 // Layout of one kQ8_32 row: qs, then the per-block scale d (value = d * q), then s = d * sum(q).

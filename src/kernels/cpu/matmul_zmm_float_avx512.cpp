@@ -79,37 +79,36 @@ struct BF16Step {
 template <class S, int R, int T>
 void float_tile(const TileArgs& a) {
   __m512 acc[R][T];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   constexpr __mmask32 kAll = S::kStep == 32 ? ~__mmask32{0} : __mmask32{0xFFFF};
   // One loop with the tail mask computed per step: a separate tail (or a lambda shared by
   // both) made GCC keep the accumulators in memory, storing all R x T of them every step.
   for (int64_t k = 0; k < a.cols; k += S::kStep) {
     const int64_t left = a.cols - k;
-    const __mmask32 m =
-        left >= S::kStep ? kAll : static_cast<__mmask32>((uint64_t{1} << left) - 1);
+    const __mmask32 m = left >= S::kStep ? kAll : static_cast<__mmask32>((uint64_t{1} << left) - 1);
     // Weight rows stream from DRAM in decode: one line per row every 64 bytes.
     if (a.prefetch && (k * S::kWeightBytes) % 64 == 0)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         _mm_prefetch(reinterpret_cast<const char*>(a.w + r * a.w_stride + k * S::kWeightBytes +
                                                    kPrefetchBytes),
                      _MM_HINT_T0);
     typename S::W w[R];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) w[r] = S::load_w(a.w + r * a.w_stride, k, m);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const typename S::X x = S::load_x(a.x + t * a.x_stride, k, m);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][t] = S::step(acc[r][t], w[r], x);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) a.out[t * a.out_stride + r] = hsum16(acc[r][t]);
 }
 
@@ -118,7 +117,8 @@ void float_dispatch(const TileArgs& a, int n_rows, int n_tok) {
   using Fn = void (*)(const TileArgs&);
   static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, R * T>{&float_tile<S, I / T + 1, I % T + 1>...};
-  }(std::make_index_sequence<R * T>{});
+  }
+  (std::make_index_sequence<R * T>{});
   table[(n_rows - 1) * T + (n_tok - 1)](a);
 }
 
@@ -130,9 +130,12 @@ constexpr MatmulKernel kBF16{ActFormat::kBF16, float_dispatch<BF16Step, 4, 6>, 4
 // 512-bit float-weight kernels; nullptr for other dtypes (and BF16 without AVX512-BF16).
 const MatmulKernel* avx512_zmm_float_kernel(Dtype w) {
   switch (w) {
-    case Dtype::kF16: return &kF16;
-    case Dtype::kBF16: return cpu_features().avx512bf16 ? &kBF16 : nullptr;
-    default: return nullptr;
+    case Dtype::kF16:
+      return &kF16;
+    case Dtype::kBF16:
+      return cpu_features().avx512bf16 ? &kBF16 : nullptr;
+    default:
+      return nullptr;
   }
 }
 

@@ -33,7 +33,9 @@ namespace {
 // Same distance as the other kernels (see matmul_zmm_avx512.cpp).
 constexpr int64_t kPrefetchBytes = 16384;
 
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+inline float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 inline __m512i bcast256(const void* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -151,11 +153,13 @@ inline __m256i sum_lanes(const __m256i* y) {
   __m256i z[8];
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) z[t] = t < T ? y[t] : _mm256_setzero_si256();
-  const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(z[0], z[1]), _mm256_hadd_epi32(z[2], z[3]));
+  const __m256i q0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(z[0], z[1]), _mm256_hadd_epi32(z[2], z[3]));
   if constexpr (T <= 4)
     return _mm256_zextsi128_si256(
         _mm_add_epi32(_mm256_castsi256_si128(q0), _mm256_extracti128_si256(q0, 1)));
-  const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(z[4], z[5]), _mm256_hadd_epi32(z[6], z[7]));
+  const __m256i q1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(z[4], z[5]), _mm256_hadd_epi32(z[6], z[7]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
                           _mm256_permute2x128_si256(q0, q1, 0x31));
 }
@@ -211,8 +215,7 @@ void kq_tile(const TileArgs& a) {
         const __m512i x = _mm512_loadu_si512(xb[t]->qs + 64 * c);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
-          acc[h][r][t] =
-              _mm512_dpwssd_epi32(acc[h][r][t], _mm512_maddubs_epi16(wq[r], x), sc[r]);
+          acc[h][r][t] = _mm512_dpwssd_epi32(acc[h][r][t], _mm512_maddubs_epi16(wq[r], x), sc[r]);
       }
     }
     // Super-block epilogue. Each int32 accumulator folded to 8 lanes (exact), then a float
@@ -237,7 +240,8 @@ void kq_tile(const TileArgs& a) {
       facc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), isum, facc[0]);
       if constexpr (Row::kHasMins) {
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) y[r] = _mm256_madd_epi16(load256(xb[0]->bsums), w[r].mins_pairs());
+        for (int r = 0; r < R; ++r)
+          y[r] = _mm256_madd_epi16(load256(xb[0]->bsums), w[r].mins_pairs());
         const __m256 msum = _mm256_cvtepi32_ps(sum_lanes<R>(y));
         const __m256 dm = lanes([](const Row& x) { return x.dmin; });
         facc[0] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), msum, facc[0]);
@@ -245,8 +249,8 @@ void kq_tile(const TileArgs& a) {
     } else {
       // Built in registers: scalar stores reloaded as a vector stall store forwarding.
       auto d_of = [&](int t) { return t < T ? xb[t < T ? t : 0]->d : 0.0f; };
-      const __m256 dx = _mm256_setr_ps(d_of(0), d_of(1), d_of(2), d_of(3), d_of(4), d_of(5),
-                                       d_of(6), d_of(7));
+      const __m256 dx =
+          _mm256_setr_ps(d_of(0), d_of(1), d_of(2), d_of(3), d_of(4), d_of(5), d_of(6), d_of(7));
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         __m256i y[T];
@@ -259,8 +263,7 @@ void kq_tile(const TileArgs& a) {
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) y[t] = _mm256_madd_epi16(load256(xb[t]->bsums), mp);
           const __m256 msum = _mm256_cvtepi32_ps(sum_lanes<T>(y));
-          facc[r] =
-              _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].dmin), dx), msum, facc[r]);
+          facc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[r].dmin), dx), msum, facc[r]);
         }
       }
     }
@@ -291,13 +294,15 @@ void kq_kernel(const TileArgs& a, int n_rows, int n_tok) {
   if (n_tok == 1) {
     static constexpr auto decode = []<size_t... I>(std::index_sequence<I...>) {
       return std::array<Fn, kDecodeRows>{&kq_tile<Row, I + 1, 1>...};
-    }(std::make_index_sequence<kDecodeRows>{});
+    }
+    (std::make_index_sequence<kDecodeRows>{});
     decode[n_rows - 1](a);
     return;
   }
   static constexpr auto prefill = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<Fn, kPairRows * kTokens>{&kq_tile<Row, I / kTokens + 1, I % kTokens + 1>...};
-  }(std::make_index_sequence<kPairRows * kTokens>{});
+  }
+  (std::make_index_sequence<kPairRows * kTokens>{});
   for (int r0 = 0; r0 < n_rows; r0 += kPairRows) {
     TileArgs sub = a;
     sub.w = a.w + r0 * a.w_stride;
@@ -316,10 +321,14 @@ constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, kq_kernel<Q6KRow>, kDecodeRows, k
 // 512-bit K-quant kernels; nullptr for other dtypes.
 const MatmulKernel* avx512_zmm_kquant_kernel(Dtype w) {
   switch (w) {
-    case Dtype::kQ4_K: return &kQ4_K;
-    case Dtype::kQ5_K: return &kQ5_K;
-    case Dtype::kQ6_K: return &kQ6_K;
-    default: return nullptr;
+    case Dtype::kQ4_K:
+      return &kQ4_K;
+    case Dtype::kQ5_K:
+      return &kQ5_K;
+    case Dtype::kQ6_K:
+      return &kQ6_K;
+    default:
+      return nullptr;
   }
 }
 
