@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -116,7 +115,7 @@ Roofline roofline_of(const ModelBenchResult& r, const ModelBenchRow& row);
 // Multithreaded streaming reads of one buffer (allocated and touched once): best of `reps`
 // with plain loads and `reps` behind software prefetches (as the weight kernels read); bytes/s.
 // The buffer is in transparent huge pages, as the weights are (base/huge_buffer.h): from 4 KiB
-// pages the same reads measured ~20% slower on the AMD host, a roofline below what the kernels
+// pages the same reads measured 8-20% slower on the AMD host, a roofline below what the kernels
 // read.
 class ReadBandwidthProbe {
  public:
