@@ -9,10 +9,17 @@
 // float ops per row group, token and sub-block, which shared the vpdpbusd ports). From L1 (one
 // thread, 1,024 columns, ns per super-block of 32 rows against the per-32 tile): one token 80.7
 // -> 70.3; a token of a full tile 51.3 (six tokens) -> 46.0 (three).
-// Each 16-column half of a sub-block's dot fits an int16 (|sum q x| <= 15 * 127 * 16 = 30,480):
-// the two halves meet in one int32 lane per row as (hi << 16) | lo, which one vpdpwssd
-// multiplies by the row's (sc_j, sc_j) and adds to S. M is one vpdpwssd per pair of sub-blocks,
-// (m_2p, m_2p+1) against the token's two int16 sums of 32.
+// The 64-byte steps of a pair of sub-blocks hold j's q in their low nibbles and j + 1's in the
+// high ones: each step is loaded once and masked twice, the high nibbles in place (v & 0xF0 =
+// 16 q), so j + 1's dot comes out 16 times too large and j's scale is taken 16 times too: the
+// integers summed are 16 S (|16 S| <= 16 * 8 * 63 * 15 * 127 * 32 < 2^31), shifted back once per
+// super-block. Each sub-block's dot meets its row's scale in one vpmulld. M is one vpdpwssd per
+// pair of sub-blocks, (m_2p, m_2p+1) against the token's two int16 sums of 32. Per step and row
+// group that is two ANDs where the dots of each half used to be unpacked by shift, and per
+// sub-block a multiply where two 16-bit halves were packed for vpdpwssd: with the vector
+// pipes the tile's bound (two 512-bit ops a cycle, vpdpbusd and vpmulld one), one token's tile
+// from L1 (loom_kernels_bench tiles, ns per 256 columns of 32 rows) 70.3 -> 58.8, two tokens
+// 101.6 -> 92-97, three 137.7 -> 136-138.
 // Integer parts exact, one float order per token: a token's result does not depend on the tile
 // it is computed in (batch invariance), and a scalar redo of this arithmetic matches it bit for
 // bit (PackedQ4_K test).
@@ -31,17 +38,13 @@ constexpr int kScaleBytes = 64;                // after 16 fp16 d and 16 fp16 dm
 constexpr int kMinBytes = 64 + 8 * kPackRows;  // after the scales
 constexpr int kQuantBytes = 64 + 16 * kPackRows;
 
-// 16 bytes (one per row) as int32 lanes holding (b, b) as an int16 pair.
-inline __m512i byte_pairs(const uint8_t* p) {
-  const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
-}
-
-// Two rows of 16 bytes as int32 lanes holding (a, b) as an int16 pair.
-inline __m512i byte_pairs(const uint8_t* a, const uint8_t* b) {
-  const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
-  const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+// vpermw's index that interleaves 32 int16 (m_2p of rows 0..15, then m_2p+1 of rows 0..15) into
+// row r's int32 lane as the pair (m_2p, m_2p+1).
+inline __m512i min_pair_index() {
+  alignas(64) static constexpr uint16_t kIndex[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                      21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                      11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_load_si512(kIndex);
 }
 
 template <int G, int T>
@@ -50,55 +53,75 @@ void tile_q4_k(const PackedArgs& a) {
   const int64_t nsb = a.cols / 256;
   const Per256Rows<T> x(a);
   const RecordPrefetch<kRec> prefetch(a);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i low_nib = _mm512_set1_epi8(0x0F), high_nib = _mm512_set1_epi8(-16);
+  const __m512i min_pairs = min_pair_index();
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
     for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* rec[G];
     for (int g = 0; g < G; ++g) rec[g] = a.w + (g * nsb + s) * kRec;
+    // 16 * S: a pair of sub-blocks shares its 64-byte steps (j's q in the low nibbles, j + 1's
+    // in the high ones), and the high nibbles are taken in place (v & 0xF0 = 16 q): their dot
+    // is 16 times the sub-block's, so the even sub-block's scale is taken times 16 too. That
+    // saves a shift per step; the one exact shift back comes per super-block.
+    __m512i sum16[T][G];
+    for (int t = 0; t < T; ++t)
+      for (int g = 0; g < G; ++g) sum16[t][g] = _mm512_setzero_si512();
+    for (int jp = 0; jp < 4; ++jp) {
+      prefetch.template part<G, 4>(rec, jp);
+      const int8_t* x_j[T];
+      for (int t = 0; t < T; ++t) x_j[t] = x.q[t] + 256 * s + 64 * jp;
+      // Per sub-block h (0: low nibbles, 1: high) the dots of its steps: a one-token tile in two
+      // chains (steps 0-3 and 4-7), for the vpdpbusd latency; larger tiles have chains enough.
+      constexpr int kChains = T == 1 ? 2 : 1;
+      __m512i dot[2][kChains][T][G];
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < kChains; ++c)
+          for (int t = 0; t < T; ++t)
+            for (int g = 0; g < G; ++g) dot[h][c][t][g] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        __m512i w[2][G];
+        for (int g = 0; g < G; ++g) {
+          const __m512i v = _mm512_loadu_si512(rec[g] + kQuantBytes + 512 * jp + 64 * k);
+          w[0][g] = _mm512_and_si512(v, low_nib);
+          w[1][g] = _mm512_and_si512(v, high_nib);
+        }
+        const int c = k * kChains / 8;
+        for (int h = 0; h < 2; ++h)
+          for (int t = 0; t < T; ++t) {
+            const __m512i xv = bcast4(x_j[t] + 32 * h + 4 * k);
+            for (int g = 0; g < G; ++g)
+              dot[h][c][t][g] = _mm512_dpbusd_epi32(dot[h][c][t][g], w[h][g], xv);
+          }
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m512i sc[G];  // the rows' 6-bit scales of sub-block 2 jp + h, times 16 for h = 0
+        for (int g = 0; g < G; ++g) {
+          sc[g] = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(rec[g] + kScaleBytes + 16 * (2 * jp + h))));
+          if (h == 0) sc[g] = _mm512_slli_epi32(sc[g], 4);
+        }
+        for (int t = 0; t < T; ++t)
+          for (int g = 0; g < G; ++g) {
+            const __m512i d =
+                kChains == 1 ? dot[h][0][t][g] : _mm512_add_epi32(dot[h][0][t][g], dot[h][1][t][g]);
+            sum16[t][g] = _mm512_add_epi32(sum16[t][g], _mm512_mullo_epi32(d, sc[g]));
+          }
+      }
+    }
     __m512i sum[T][G];
     for (int t = 0; t < T; ++t)
-      for (int g = 0; g < G; ++g) sum[t][g] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
-      prefetch.template part<G, 8>(rec, j);
-      const int8_t* x_j[T];
-      for (int t = 0; t < T; ++t) x_j[t] = x.q[t] + 256 * s + 32 * j;
-      __m512i lo[T][G], hi[T][G];  // the dots of columns 0..15 and 16..31
-      for (int t = 0; t < T; ++t)
-        for (int g = 0; g < G; ++g) lo[t][g] = hi[t][g] = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) {
-        __m512i w[G];
-        for (int g = 0; g < G; ++g) {
-          const __m512i v = _mm512_loadu_si512(rec[g] + kQuantBytes + 512 * (j / 2) + 64 * k);
-          w[g] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib);
-        }
-        for (int t = 0; t < T; ++t) {
-          const __m512i xv = bcast4(x_j[t] + 4 * k);
-          for (int g = 0; g < G; ++g) {
-            if (k < 4)
-              lo[t][g] = _mm512_dpbusd_epi32(lo[t][g], w[g], xv);
-            else
-              hi[t][g] = _mm512_dpbusd_epi32(hi[t][g], w[g], xv);
-          }
-        }
-      }
-      __m512i sc[G];
-      for (int g = 0; g < G; ++g) sc[g] = byte_pairs(rec[g] + kScaleBytes + 16 * j);
-      for (int t = 0; t < T; ++t)
-        for (int g = 0; g < G; ++g) {
-          const __m512i halves =
-              _mm512_mask_blend_epi16(0x55555555u, _mm512_slli_epi32(hi[t][g], 16), lo[t][g]);
-          sum[t][g] = _mm512_dpwssd_epi32(sum[t][g], halves, sc[g]);
-        }
-    }
+      for (int g = 0; g < G; ++g) sum[t][g] = _mm512_srai_epi32(sum16[t][g], 4);
     __m512i min[T][G];
     for (int t = 0; t < T; ++t)
       for (int g = 0; g < G; ++g) min[t][g] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
-      __m512i m[G];
+      __m512i m[G];  // (m_2p, m_2p+1) of each row as an int16 pair
       for (int g = 0; g < G; ++g)
-        m[g] = byte_pairs(rec[g] + kMinBytes + 32 * p, rec[g] + kMinBytes + 32 * p + 16);
+        m[g] = _mm512_permutexvar_epi16(
+            min_pairs, _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                           reinterpret_cast<const __m256i*>(rec[g] + kMinBytes + 32 * p))));
       for (int t = 0; t < T; ++t) {
         int32_t two;  // the token's sums of sub-blocks 2p and 2p + 1
         __builtin_memcpy(&two, x.sum32[t] + 8 * s + 2 * p, 4);
