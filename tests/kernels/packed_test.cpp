@@ -49,7 +49,7 @@ std::vector<double> reference(const TensorView& w, const std::vector<float>& x, 
   return out;
 }
 
-// The error of int8 activations relative to the largest output: the Q2_K, Q3_K and Q4_K tiles
+// The error of int8 activations relative to the largest output: the K-quant tiles (Q2_K to Q6_K)
 // read them quantized per 256 columns (as the row kernels of every K-quant do, and llama.cpp),
 // the others per 32; amax over 256 normal values is ~1.4x that over 32, and so is the step.
 double int8_tolerance(Dtype t) {
@@ -314,10 +314,11 @@ Matrix random_q6_k(int64_t rows, int64_t cols, uint32_t seed) {
   return m;
 }
 
-// The packed Q6_K kernel's arithmetic in scalar code, which fixes it bit for bit: per
-// 16-column sub-block the exact integer dot of q (0..63) with the int8 activations started at
-// -32 * sum(x_q), then acc = fma(dot, (d * sc) * d_x, acc), sub-blocks in order. q comes from
-// the reference dequantizer (each block with d = 1 and all scales 1 gives q - 32 exactly).
+// The packed Q6_K kernel's arithmetic in scalar code, which fixes it bit for bit: against the
+// activations quantized per 256 columns, per super-block the exact integer
+// S = sum_j sc_j * (sum_{c in j} q_c x_c - 32 * sum_{c in j} x_c) over its 16-column
+// sub-blocks j, then acc = fma(S, d * d_x, acc), super-blocks in order. q comes from the
+// reference dequantizer (each block with d = 1 and all scales 1 gives q - 32 exactly).
 std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<float>& x,
                                           int64_t nt) {
   const int64_t rows = m.view.rows(), cols = m.view.cols(), nsb = cols / kQKK;
@@ -339,11 +340,15 @@ std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<flo
     for (int64_t r = 0; r < rows; ++r) {
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(m.view.row(r));
       float acc = 0.0f;
-      for (int64_t half = 0; half < cols / 16; ++half) {  // 16-column sub-blocks in order
-        int32_t dot = xa.start_q6_k[half];
-        for (int64_t c = 16 * half; c < 16 * half + 16; ++c) dot += q[r * cols + c] * xa.q[c];
-        const float scale = fp16_to_f32(blk[half / 16].d) * float(blk[half / 16].scales[half % 16]);
-        acc = std::fma(float(dot), scale * xa.d[half / 2], acc);
+      for (int64_t s = 0; s < nsb; ++s) {
+        int32_t sum = 0;
+        for (int j = 0; j < 16; ++j) {
+          const int64_t c0 = kQKK * s + 16 * j;
+          int32_t dot = -32 * xa.sum256_16[c0 / 16];
+          for (int64_t c = c0; c < c0 + 16; ++c) dot += q[r * cols + c] * xa.q256[c];
+          sum += blk[s].scales[j] * dot;
+        }
+        acc = std::fma(float(sum), fp16_to_f32(blk[s].d) * xa.d256[s], acc);
       }
       out[t * rows + r] = acc;
     }
@@ -352,7 +357,8 @@ std::vector<float> q6_k_packed_arithmetic(const Matrix& m, const std::vector<flo
 }
 
 // Bit-exact against that arithmetic: one and two groups (a padded last one), 1..6 tokens
-// (every tile width), several tiles and the prefill loop order (> 64 tokens), 1 and 2 threads.
+// (every tile width and more), several tiles and the prefill loop order (> 64 tokens), 1 and 2
+// threads.
 TEST(PackedQ6_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
   if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
   ThreadPool one(1), two(2);

@@ -69,13 +69,8 @@ void quantize_act_row_q8_32_avx512(const float* x, int64_t cols, uint8_t* dst, b
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     if (int_sums) {  // the packed kernels' row (packed_kernels.h)
       const PackedActRowOut row(dst, cols);
-      const auto half0 = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
-      const auto half1 = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
       row.start_q4_0[b] = -8 * sum;
       row.start_q8_0[b] = -128 * sum;
-      row.dsum32[b] = db * static_cast<float>(sum);
-      row.start_q6_k[2 * b] = -32 * half0;
-      row.start_q6_k[2 * b + 1] = -32 * half1;
       row.start_mxfp4[b] = -12 * sum;
     } else
       s[b] = db * static_cast<float>(sum);

@@ -1,5 +1,6 @@
-// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K (VNNI) and F16 / BF16
-// matrices (layout in kernels/packed.h).
+// AVX-512 kernels for kRows16-packed Q8_0 / Q4_0 / MXFP4 / IQ4_NL / IQ4_XS (VNNI) and F16 / BF16
+// matrices (layout in kernels/packed.h); Q2_K / Q3_K, Q4_K / Q5_K and Q6_K have files of their
+// own.
 //
 // Weights are unsigned (Q8_0 stored as q + 128, Q4_0 nibbles 0..15 standing for q - 8, MXFP4
 // nibbles mapped by a byte shuffle to doubled E2M1 + 12) and the activations signed int8, so
@@ -210,156 +211,6 @@ void tile_iq4_xs(const PackedArgs& a) {
   }
 }
 
-// The activation rows of a tile: int8 values, block scales, d * sum per 32, Q6_K dot starts.
-template <int T>
-struct ActRows {
-  const int8_t* q[T];
-  const float* d[T];
-  const float* dsum32[T];
-  const int32_t* start_q6_k[T];
-  ActRows(const PackedArgs& a) {
-    for (int t = 0; t < T; ++t) {
-      const PackedActRow row(a.x + t * a.x_stride, a.cols);
-      q[t] = row.q;
-      d[t] = row.d;
-      dsum32[t] = row.dsum32;
-      start_q6_k[t] = row.start_q6_k;
-    }
-  }
-};
-
-// 16 bytes (one per row) as floats; signed or unsigned.
-inline __m512 bytes_to_ps(const uint8_t* p, bool is_signed) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
-}
-
-// Q5_K: per 32-column sub-block j, the integer dot of q (0..31: the nibbles of the Q4_K record,
-// bit 4 of each step's 64 bytes from its 64-bit mask) with the int8 activations, then
-// acc += (d * sc_j) * d_x * dot - (dmin * m_j) * d_x * sum(x_q), sub-blocks in order. Exact
-// integer dots and a fixed float order: batch-invariant like the others. (Q4_K has its own
-// tile, packed_q4_k_avx512.cpp: a 16-column half of its dots fits an int16, Q5_K's does not.)
-template <int G, int T>
-void tile_q5_k(const PackedArgs& a) {
-  constexpr int kRec = kPackedQ5KBytes;
-  const int64_t nsb = a.cols / 256;
-  const ActRows<T> x(a);
-  const RecordPrefetch<kRec> prefetch(a);
-  const __m512i nib = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(0x10);
-  __m512 acc[T][G];
-  for (int t = 0; t < T; ++t)
-    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* rec[G];
-    __m512 d[G], dmin[G];
-    for (int g = 0; g < G; ++g) {
-      rec[g] = a.w + (g * nsb + s) * kRec;
-      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
-      dmin[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g] + 32)));
-    }
-    for (int j = 0; j < 8; ++j) {
-      prefetch.template part<G, 8>(rec, j);
-      const int64_t blk = 8 * s + j;  // 32-column block of the activations
-      __m512i dot[T][G];
-      for (int t = 0; t < T; ++t)
-        for (int g = 0; g < G; ++g) dot[t][g] = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) {
-        __m512i w[G];
-        for (int g = 0; g < G; ++g) {
-          const __m512i v = _mm512_loadu_si512(rec[g] + 320 + 512 * (j / 2) + 64 * k);
-          __mmask64 high;  // bit 4 of the step's 64 q
-          __builtin_memcpy(&high, rec[g] + kPackedQ4KBytes + 8 * (8 * j + k), 8);
-          w[g] = _mm512_or_si512(_mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, nib),
-                                 _mm512_maskz_mov_epi8(high, sixteen));
-        }
-        for (int t = 0; t < T; ++t) {
-          const __m512i xv = bcast4(x.q[t] + 32 * blk + 4 * k);
-          for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
-        }
-      }
-      __m512 scale[G], min[G];
-      for (int g = 0; g < G; ++g) {
-        scale[g] = _mm512_mul_ps(d[g], bytes_to_ps(rec[g] + 64 + 16 * j, false));
-        min[g] = _mm512_mul_ps(dmin[g], bytes_to_ps(rec[g] + 192 + 16 * j, false));
-      }
-      for (int t = 0; t < T; ++t) {
-        const __m512 vdx = _mm512_set1_ps(x.d[t][blk]);
-        const __m512 vms = _mm512_set1_ps(x.dsum32[t][blk]);
-        for (int g = 0; g < G; ++g) {
-          acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][g]), _mm512_mul_ps(scale[g], vdx),
-                                      acc[t][g]);
-          acc[t][g] = _mm512_fnmadd_ps(min[g], vms, acc[t][g]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
-}
-
-// Q6_K: per 16-column sub-block j, the integer dot of q (0..63) with the int8 activations,
-// started at -32 * sum(x_q) so it is the dot of q - 32, then acc += (d * sc_j) * d_x * dot.
-// Step k's q from the sub-block's vectors s0..s2 (packed.h): 16-bit shifts move bits 0-1 of the
-// next byte into bits 6-7, which the & 63 drops.
-template <int G, int T>
-void tile_q6_k(const PackedArgs& a) {
-  const int64_t nsb = a.cols / 256;
-  const ActRows<T> x(a);
-  const RecordPrefetch<kPackedQ6KBytes> prefetch(a);
-  const __m512i low6 = _mm512_set1_epi8(63);
-  constexpr int kXorAnd = 0x28;  // vpternlog: (a ^ b) & c
-  __m512 acc[T][G];
-  for (int t = 0; t < T; ++t)
-    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* rec[G];
-    __m512 d[G];
-    for (int g = 0; g < G; ++g) {
-      rec[g] = a.w + (g * nsb + s) * kPackedQ6KBytes;
-      d[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec[g])));
-    }
-    for (int j = 0; j < 16; ++j) {
-      prefetch.template part<G, 16>(rec, j);
-      const int64_t half = 16 * s + j;  // 16-column half-block of the activations
-      __m512i dot[T][G];
-      for (int t = 0; t < T; ++t) {
-        const __m512i init = _mm512_set1_epi32(x.start_q6_k[t][half]);
-        for (int g = 0; g < G; ++g) dot[t][g] = init;
-      }
-      __m512i prev[G];  // s_{k-1}
-      for (int k = 0; k < 4; ++k) {
-        __m512i w[G];
-        for (int g = 0; g < G; ++g) {
-          const uint8_t* sv = rec[g] + 288 + 192 * j + 64 * k;
-          if (k == 0) {
-            prev[g] = _mm512_loadu_si512(sv);
-            w[g] = _mm512_and_si512(prev[g], low6);
-          } else if (k < 3) {
-            const __m512i cur = _mm512_loadu_si512(sv);
-            w[g] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(prev[g], 2), cur, low6, kXorAnd);
-            prev[g] = cur;
-          } else {
-            w[g] = _mm512_and_si512(_mm512_srli_epi16(prev[g], 2), low6);
-          }
-        }
-        for (int t = 0; t < T; ++t) {
-          const __m512i xv = bcast4(x.q[t] + 16 * half + 4 * k);
-          for (int g = 0; g < G; ++g) dot[t][g] = _mm512_dpbusd_epi32(dot[t][g], w[g], xv);
-        }
-      }
-      __m512 scale[G];
-      for (int g = 0; g < G; ++g)
-        scale[g] = _mm512_mul_ps(d[g], bytes_to_ps(rec[g] + 32 + 16 * j, true));
-      for (int t = 0; t < T; ++t) {
-        const __m512 vdx = _mm512_set1_ps(x.d[t][half / 2]);
-        for (int g = 0; g < G; ++g)
-          acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][g]), _mm512_mul_ps(scale[g], vdx),
-                                      acc[t][g]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
-}
-
 // F16 and BF16 weights: column steps of 16 rows. F16 takes float activations and adds one
 // column per step (vcvtph2ps + FMA); BF16 takes bf16 activations and adds a column pair per
 // step (vdpbf16ps). Per row lane, steps are summed in two interleaved chains (even and odd
@@ -441,16 +292,11 @@ struct QuantTile {
     tile<F, G, T>(a);
   }
 };
-template <int G, Dtype kType>
-struct KQuantTile {
+template <int G>
+struct Iq4XsTile {
   template <int T>
   static void run(const PackedArgs& a) {
-    if constexpr (kType == Dtype::kQ6_K)
-      tile_q6_k<G, T>(a);
-    else if constexpr (kType == Dtype::kIQ4_XS)
-      tile_iq4_xs<G, T>(a);
-    else
-      tile_q5_k<G, T>(a);
+    tile_iq4_xs<G, T>(a);
   }
 };
 template <int G, class S>
@@ -491,11 +337,7 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
     case Dtype::kIQ4_NL:
       return by_tokens<QuantTile<G, Block32::kIq4Nl>>(a, n_tok);
     case Dtype::kIQ4_XS:
-      return by_tokens<KQuantTile<G, Dtype::kIQ4_XS>>(a, n_tok);
-    case Dtype::kQ5_K:
-      return by_tokens<KQuantTile<G, Dtype::kQ5_K>>(a, n_tok);
-    case Dtype::kQ6_K:
-      return by_tokens<KQuantTile<G, Dtype::kQ6_K>>(a, n_tok);
+      return by_tokens<Iq4XsTile<G>>(a, n_tok);
     case Dtype::kF16:
       return by_tokens<FloatTile<G, F16Columns>>(a, n_tok);
     default:
@@ -506,14 +348,13 @@ void by_dtype(Dtype dtype, const PackedArgs& a, int n_tok) {
 }  // namespace
 
 size_t packed_act_row_bytes(int64_t cols) {
-  // Per 32 columns: 32 q, d, two dot starts, d * sum(q), two Q6_K dot starts and MXFP4's; per
-  // 256 (where whole): 256 q256, d256 and 8 + 16 int16 sums
-  // (PackedActRow).
+  // Per 32 columns: 32 q, d, and Q4_0's, Q8_0's and MXFP4's dot starts; per 256 (where whole):
+  // 256 q256, d256 and 8 + 16 int16 sums (PackedActRow).
   // An odd number of cache lines: with a power-of-two stride (2048 bytes at 1024 columns) the
   // token rows of a tile all fall into the same few L1 sets.
   const size_t per256 =
       cols % 256 == 0 ? cols + (cols / 256) * sizeof(float) + (cols / 32 + cols / 16) * 2 : 0;
-  const size_t lines = (cols + 7 * (cols / 32) * sizeof(float) + per256 + 63) / 64;
+  const size_t lines = (cols + 4 * (cols / 32) * sizeof(float) + per256 + 63) / 64;
   return 64 * (lines | 1);
 }
 
@@ -526,7 +367,8 @@ void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok) {
   static_assert(kPackedTileGroups == 2, "one or two groups below");
   if (dtype == Dtype::kBF16 && amx_enabled()) return packed_tile_amx_bf16(a, n_tok);
   if (dtype == Dtype::kQ2_K || dtype == Dtype::kQ3_K) return packed_tile_q2_k_q3_k(dtype, a, n_tok);
-  if (dtype == Dtype::kQ4_K) return packed_tile_q4_k(a, n_tok);
+  if (dtype == Dtype::kQ4_K || dtype == Dtype::kQ5_K) return packed_tile_q4_k_q5_k(dtype, a, n_tok);
+  if (dtype == Dtype::kQ6_K) return packed_tile_q6_k(a, n_tok);
   if (a.n_rows > 16)
     by_dtype<2>(dtype, a, n_tok);
   else

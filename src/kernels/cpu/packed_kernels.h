@@ -18,16 +18,15 @@ constexpr int kPackedTileTokens = 6;
 // Activation row for the packed kernels (PackedActRow; value = d * q): int8 q[cols] | float
 // d[cols/32] | then what the tiles would otherwise compute in scalar registers for every block
 // and token (5% of a 16-token Q4_0 tile's time, paired runs): int32 -8 sum_q and -128 sum_q per
-// 32 (where the Q4_0 and Q8_0 integer dots start), float d * sum_q per 32 (Q5_K's min term),
-// int32 -32 sum_q per 16 (where Q6_K's dots start), int32 -12 sum_q per 32 (MXFP4's). Same
-// quantization as kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums writes it).
-// Then, where cols is a multiple of 256 and a K-quant tile of the call reads it (reads_per_256),
-// the row quantized again with one scale per 256 (as llama.cpp's Q8_K, for the Q2_K, Q3_K and
-// Q4_K tiles: their sub-block scales then apply to exact integer dots, and one float epilogue
-// per super-block replaces one per 32 columns): int8 q256[cols] | float d256[cols/256] | int16
+// 32 (where the Q4_0 and Q8_0 integer dots start), int32 -12 sum_q per 32 (MXFP4's). Same
+// quantization as kQ8_32 (quantize_act_row_q8_32_avx512 with int_sums writes it). Then, where cols
+// is a multiple of 256 and a K-quant tile of the call reads it (reads_per_256), the row quantized
+// again with one scale per 256 (as llama.cpp's Q8_K, for the K-quant tiles, Q2_K to Q6_K: their
+// sub-block scales then apply to exact integer dots, and one float epilogue per super-block
+// replaces one per 32 or 16 columns): int8 q256[cols] | float d256[cols/256] | int16
 // sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and each 16 q256). Same
-// arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped
-// to +-127.
+// arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped to
+// +-127.
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
@@ -40,8 +39,6 @@ struct PackedActRowOf {
   P<float> d;
   P<int32_t> start_q4_0;   // -8 sum(q) per 32
   P<int32_t> start_q8_0;   // -128 sum(q) per 32
-  P<float> dsum32;         // d * sum(q) per 32
-  P<int32_t> start_q6_k;   // -32 sum(q) per 16
   P<int32_t> start_mxfp4;  // -12 sum(q) per 32
   P<int8_t> q256;          // cols % 256 == 0 only
   P<float> d256;
@@ -53,9 +50,7 @@ struct PackedActRowOf {
     d = reinterpret_cast<P<float>>(row + cols);
     start_q4_0 = reinterpret_cast<P<int32_t>>(d + nb);
     start_q8_0 = start_q4_0 + nb;
-    dsum32 = reinterpret_cast<P<float>>(start_q8_0 + nb);
-    start_q6_k = reinterpret_cast<P<int32_t>>(dsum32 + nb);
-    start_mxfp4 = start_q6_k + 2 * nb;
+    start_mxfp4 = start_q8_0 + nb;
     q256 = reinterpret_cast<P<int8_t>>(start_mxfp4 + nb);
     d256 = reinterpret_cast<P<float>>(q256 + cols);
     sum256_32 = reinterpret_cast<P<int16_t>>(d256 + cols / 256);
@@ -95,20 +90,24 @@ constexpr int64_t kPrefetchAheadBytes = 16384;
 // kAmxTileTokens tokens.
 void packed_tile(Dtype dtype, const PackedArgs& a, int n_tok);
 
-// The K-quant tiles on the per-256 activations (Q2_K, Q3_K, Q4_K) take up to this many tokens.
+// The K-quant tiles on the per-256 activations (Q2_K to Q6_K) take up to this many tokens.
 constexpr int kPackedPer256TileTokens = 3;
 inline bool reads_per_256(Dtype t) {
-  return t == Dtype::kQ2_K || t == Dtype::kQ3_K || t == Dtype::kQ4_K;
+  return t == Dtype::kQ2_K || t == Dtype::kQ3_K || t == Dtype::kQ4_K || t == Dtype::kQ5_K ||
+         t == Dtype::kQ6_K;
 }
 
 // packed_tile for kQ2_K and kQ3_K (packed_kquant_low_avx512.cpp).
 void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok);
 
-// packed_tile for kQ4_K (packed_q4_k_avx512.cpp).
-void packed_tile_q4_k(const PackedArgs& a, int n_tok);
+// packed_tile for kQ4_K and kQ5_K (packed_q4_k_q5_k_avx512.cpp).
+void packed_tile_q4_k_q5_k(Dtype dtype, const PackedArgs& a, int n_tok);
+
+// packed_tile for kQ6_K (packed_q6_k_avx512.cpp).
+void packed_tile_q6_k(const PackedArgs& a, int n_tok);
 
 // The most tokens packed_tile takes for dtype: kPackedTileTokens, kPackedPer256TileTokens for
-// Q2_K, Q3_K and Q4_K, or kAmxTileTokens for BF16 on AMX.
+// Q2_K to Q6_K, or kAmxTileTokens for BF16 on AMX.
 int packed_tile_tokens(Dtype dtype);
 
 // ceil(n_rows / 16) groups x n_tok (1..kAmxTileTokens) tokens of a packed BF16 matrix on AMX

@@ -1,5 +1,6 @@
-// AVX-512 (VNNI) tile for kRows16-packed Q4_K matrices (layout in kernels/packed.h) against the
-// activations quantized with one scale per 256 columns (PackedActRow's q256 / d256 / sum256_32).
+// AVX-512 (VNNI) tile for kRows16-packed Q4_K and Q5_K matrices (layout in kernels/packed.h)
+// against the activations quantized with one scale per 256 columns (PackedActRow's q256 / d256 /
+// sum256_32).
 //
 // A Q4_K value is d * sc_j * q - dmin * m_j for 32-column sub-block j, with q in 0..15 and the
 // 6-bit sc_j, m_j per row. With one activation scale d_x per super-block the whole super-block
@@ -20,9 +21,13 @@
 // pipes the tile's bound (two 512-bit ops a cycle, vpdpbusd and vpmulld one), one token's tile
 // from L1 (loom_kernels_bench tiles, ns per 256 columns of 32 rows) 70.3 -> 58.8, two tokens
 // 101.6 -> 92-97, three 137.7 -> 136-138.
+// Q5_K is the same with q in 0..31, bit 4 from the step's 64-bit mask: its high nibbles are
+// shifted down (16 q would not fit a byte), and the sums are S itself (|S| <= 8 * 63 * 31 * 127
+// * 32). Against the per-32 Q5_K tile it replaced, one token from L1 113.0 -> 99.5 ns, two 156.1 ->
+// 133.2, a token of a full tile 60.9 (six tokens) -> 58.8 (three).
 // Integer parts exact, one float order per token: a token's result does not depend on the tile
 // it is computed in (batch invariance), and a scalar redo of this arithmetic matches it bit for
-// bit (PackedQ4_K test).
+// bit (PackedQ4_K and PackedQ5_K tests).
 // Up to kPackedPer256TileTokens tokens: four would hold 5 x 4 x 2 accumulators, more than the 32
 // registers (a prototype's 4- to 6-token tiles spilled and ran slower than the per-32 tile).
 #include <immintrin.h>
@@ -47,13 +52,17 @@ inline __m512i min_pair_index() {
   return _mm512_load_si512(kIndex);
 }
 
-template <int G, int T>
-void tile_q4_k(const PackedArgs& a) {
-  constexpr int kRec = kPackedQ4KBytes;
+// kQ5: Q5_K, whose records are Q4_K's with bit 4 of each q after them (packed.h).
+template <bool kQ5, int G, int T>
+void tile_q4_k_q5_k(const PackedArgs& a) {
+  constexpr int kRec = kQ5 ? kPackedQ5KBytes : kPackedQ4KBytes;
+  // Q4_K's sums are 16 S (the high nibbles taken in place), Q5_K's S.
+  constexpr int kShift = kQ5 ? 0 : 4;
   const int64_t nsb = a.cols / 256;
   const Per256Rows<T> x(a);
   const RecordPrefetch<kRec> prefetch(a);
   const __m512i low_nib = _mm512_set1_epi8(0x0F), high_nib = _mm512_set1_epi8(-16);
+  [[maybe_unused]] const __m512i sixteen = _mm512_set1_epi8(0x10);
   const __m512i min_pairs = min_pair_index();
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
@@ -65,9 +74,9 @@ void tile_q4_k(const PackedArgs& a) {
     // in the high ones), and the high nibbles are taken in place (v & 0xF0 = 16 q): their dot
     // is 16 times the sub-block's, so the even sub-block's scale is taken times 16 too. That
     // saves a shift per step; the one exact shift back comes per super-block.
-    __m512i sum16[T][G];
+    __m512i scaled_sum[T][G];  // 2^kShift * S
     for (int t = 0; t < T; ++t)
-      for (int g = 0; g < G; ++g) sum16[t][g] = _mm512_setzero_si512();
+      for (int g = 0; g < G; ++g) scaled_sum[t][g] = _mm512_setzero_si512();
     for (int jp = 0; jp < 4; ++jp) {
       prefetch.template part<G, 4>(rec, jp);
       const int8_t* x_j[T];
@@ -80,12 +89,26 @@ void tile_q4_k(const PackedArgs& a) {
         for (int c = 0; c < kChains; ++c)
           for (int t = 0; t < T; ++t)
             for (int g = 0; g < G; ++g) dot[h][c][t][g] = _mm512_setzero_si512();
+              // Unrolled: the chain of step k is then a register (Q5_K's longer body was left a
+              // loop, its dots indexed in memory: 1.3x slower).
+#pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         __m512i w[2][G];
         for (int g = 0; g < G; ++g) {
           const __m512i v = _mm512_loadu_si512(rec[g] + kQuantBytes + 512 * jp + 64 * k);
-          w[0][g] = _mm512_and_si512(v, low_nib);
-          w[1][g] = _mm512_and_si512(v, high_nib);
+          if constexpr (kQ5) {
+            // q = nibble | bit 4 from the step's 64-bit mask of sub-block 2 jp + h.
+            __mmask64 high0, high1;
+            __builtin_memcpy(&high0, rec[g] + kPackedQ4KBytes + 8 * (16 * jp + k), 8);
+            __builtin_memcpy(&high1, rec[g] + kPackedQ4KBytes + 8 * (16 * jp + 8 + k), 8);
+            const __m512i lo = _mm512_and_si512(v, low_nib);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nib);
+            w[0][g] = _mm512_mask_add_epi8(lo, high0, lo, sixteen);  // | 16: bit 4 is clear
+            w[1][g] = _mm512_mask_add_epi8(hi, high1, hi, sixteen);
+          } else {
+            w[0][g] = _mm512_and_si512(v, low_nib);
+            w[1][g] = _mm512_and_si512(v, high_nib);
+          }
         }
         const int c = k * kChains / 8;
         for (int h = 0; h < 2; ++h)
@@ -100,19 +123,19 @@ void tile_q4_k(const PackedArgs& a) {
         for (int g = 0; g < G; ++g) {
           sc[g] = _mm512_cvtepu8_epi32(_mm_loadu_si128(
               reinterpret_cast<const __m128i*>(rec[g] + kScaleBytes + 16 * (2 * jp + h))));
-          if (h == 0) sc[g] = _mm512_slli_epi32(sc[g], 4);
+          if (h == 0) sc[g] = _mm512_slli_epi32(sc[g], kShift);
         }
         for (int t = 0; t < T; ++t)
           for (int g = 0; g < G; ++g) {
             const __m512i d =
                 kChains == 1 ? dot[h][0][t][g] : _mm512_add_epi32(dot[h][0][t][g], dot[h][1][t][g]);
-            sum16[t][g] = _mm512_add_epi32(sum16[t][g], _mm512_mullo_epi32(d, sc[g]));
+            scaled_sum[t][g] = _mm512_add_epi32(scaled_sum[t][g], _mm512_mullo_epi32(d, sc[g]));
           }
       }
     }
     __m512i sum[T][G];
     for (int t = 0; t < T; ++t)
-      for (int g = 0; g < G; ++g) sum[t][g] = _mm512_srai_epi32(sum16[t][g], 4);
+      for (int g = 0; g < G; ++g) sum[t][g] = _mm512_srai_epi32(scaled_sum[t][g], kShift);
     __m512i min[T][G];
     for (int t = 0; t < T; ++t)
       for (int g = 0; g < G; ++g) min[t][g] = _mm512_setzero_si512();
@@ -144,27 +167,35 @@ void tile_q4_k(const PackedArgs& a) {
   for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
 }
 
-template <int G>
+template <bool kQ5, int G>
 void by_tokens(const PackedArgs& a, int n_tok) {
   static_assert(kPackedPer256TileTokens == 3, "cases below");
   switch (n_tok) {
     case 1:
-      return tile_q4_k<G, 1>(a);
+      return tile_q4_k_q5_k<kQ5, G, 1>(a);
     case 2:
-      return tile_q4_k<G, 2>(a);
+      return tile_q4_k_q5_k<kQ5, G, 2>(a);
     default:
-      return tile_q4_k<G, 3>(a);
+      return tile_q4_k_q5_k<kQ5, G, 3>(a);
   }
+}
+
+template <bool kQ5>
+void by_groups(const PackedArgs& a, int n_tok) {
+  static_assert(kPackedTileGroups == 2, "one or two groups below");
+  if (a.n_rows > 16)
+    by_tokens<kQ5, 2>(a, n_tok);
+  else
+    by_tokens<kQ5, 1>(a, n_tok);
 }
 
 }  // namespace
 
-void packed_tile_q4_k(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileGroups == 2, "one or two groups below");
-  if (a.n_rows > 16)
-    by_tokens<2>(a, n_tok);
+void packed_tile_q4_k_q5_k(Dtype dtype, const PackedArgs& a, int n_tok) {
+  if (dtype == Dtype::kQ5_K)
+    by_groups<true>(a, n_tok);
   else
-    by_tokens<1>(a, n_tok);
+    by_groups<false>(a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu
