@@ -192,28 +192,21 @@ void tile_q2_k_q3_k(const PackedArgs& a) {
   for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
 }
 
-template <bool kQ3, int G>
-void by_tokens(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedPer256TileTokens == 3, "cases below");
-  switch (n_tok) {
-    case 1:
-      return tile_q2_k_q3_k<kQ3, G, 1>(a);
-    case 2:
-      return tile_q2_k_q3_k<kQ3, G, 2>(a);
-    default:
-      return tile_q2_k_q3_k<kQ3, G, 3>(a);
+template <bool kQ3>
+struct Q2KQ3KTile {
+  template <int G, int T>
+  static void run(const PackedArgs& a) {
+    tile_q2_k_q3_k<kQ3, G, T>(a);
   }
-}
+};
 
 }  // namespace
 
 void packed_tile_q2_k_q3_k(Dtype dtype, const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileGroups == 2, "one or two groups below");
-  const bool q3 = dtype == Dtype::kQ3_K;
-  if (a.n_rows > 16)
-    q3 ? by_tokens<true, 2>(a, n_tok) : by_tokens<false, 2>(a, n_tok);
+  if (dtype == Dtype::kQ3_K)
+    run_per256_tile<Q2KQ3KTile<true>>(a, n_tok);
   else
-    q3 ? by_tokens<true, 1>(a, n_tok) : by_tokens<false, 1>(a, n_tok);
+    run_per256_tile<Q2KQ3KTile<false>>(a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu

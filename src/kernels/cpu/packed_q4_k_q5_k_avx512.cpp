@@ -167,35 +167,21 @@ void tile_q4_k_q5_k(const PackedArgs& a) {
   for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
 }
 
-template <bool kQ5, int G>
-void by_tokens(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedPer256TileTokens == 3, "cases below");
-  switch (n_tok) {
-    case 1:
-      return tile_q4_k_q5_k<kQ5, G, 1>(a);
-    case 2:
-      return tile_q4_k_q5_k<kQ5, G, 2>(a);
-    default:
-      return tile_q4_k_q5_k<kQ5, G, 3>(a);
-  }
-}
-
 template <bool kQ5>
-void by_groups(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileGroups == 2, "one or two groups below");
-  if (a.n_rows > 16)
-    by_tokens<kQ5, 2>(a, n_tok);
-  else
-    by_tokens<kQ5, 1>(a, n_tok);
-}
+struct Q4KQ5KTile {
+  template <int G, int T>
+  static void run(const PackedArgs& a) {
+    tile_q4_k_q5_k<kQ5, G, T>(a);
+  }
+};
 
 }  // namespace
 
 void packed_tile_q4_k_q5_k(Dtype dtype, const PackedArgs& a, int n_tok) {
   if (dtype == Dtype::kQ5_K)
-    by_groups<true>(a, n_tok);
+    run_per256_tile<Q4KQ5KTile<true>>(a, n_tok);
   else
-    by_groups<false>(a, n_tok);
+    run_per256_tile<Q4KQ5KTile<false>>(a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu

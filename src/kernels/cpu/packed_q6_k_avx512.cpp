@@ -101,27 +101,17 @@ void tile_q6_k(const PackedArgs& a) {
   for (int t = 0; t < T; ++t) store_rows<G>(a, t, acc[t]);
 }
 
-template <int G>
-void by_tokens(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedPer256TileTokens == 3, "cases below");
-  switch (n_tok) {
-    case 1:
-      return tile_q6_k<G, 1>(a);
-    case 2:
-      return tile_q6_k<G, 2>(a);
-    default:
-      return tile_q6_k<G, 3>(a);
+struct Q6KTile {
+  template <int G, int T>
+  static void run(const PackedArgs& a) {
+    tile_q6_k<G, T>(a);
   }
-}
+};
 
 }  // namespace
 
 void packed_tile_q6_k(const PackedArgs& a, int n_tok) {
-  static_assert(kPackedTileGroups == 2, "one or two groups below");
-  if (a.n_rows > 16)
-    by_tokens<2>(a, n_tok);
-  else
-    by_tokens<1>(a, n_tok);
+  run_per256_tile<Q6KTile>(a, n_tok);
 }
 
 }  // namespace loom::kernels::cpu

@@ -114,4 +114,27 @@ inline void store_rows(const PackedArgs& a, int t, const __m512 (&acc)[G]) {
     _mm512_mask_storeu_ps(a.out + t * a.out_stride + 16 * g, row_mask(a.n_rows - 16 * g), acc[g]);
 }
 
+// A per-256 tile (the K-quants') for a call's shape: Tile::run<G, T>(a) with G = 1 or 2 groups
+// by a.n_rows and T = n_tok tokens (1..kPackedPer256TileTokens).
+template <class Tile, int G>
+void run_per256_tokens(const PackedArgs& a, int n_tok) {
+  static_assert(kPackedPer256TileTokens == 3, "cases below");
+  switch (n_tok) {
+    case 1:
+      return Tile::template run<G, 1>(a);
+    case 2:
+      return Tile::template run<G, 2>(a);
+    default:
+      return Tile::template run<G, 3>(a);
+  }
+}
+template <class Tile>
+void run_per256_tile(const PackedArgs& a, int n_tok) {
+  static_assert(kPackedTileGroups == 2, "one or two groups below");
+  if (a.n_rows > 16)
+    run_per256_tokens<Tile, 2>(a, n_tok);
+  else
+    run_per256_tokens<Tile, 1>(a, n_tok);
+}
+
 }  // namespace loom::kernels::cpu
