@@ -397,7 +397,8 @@ std::vector<int> rounds_where(const std::vector<double>& reads, bool fast) {
 // experts' gate, up and down as the MoE FFN runs them (8 single-threaded tasks of 3 matrices
 // at random places in 590 MiB of Q4_K), and ~0.6 GiB of Q4_1 in the file's row layout (not
 // packed: the row kernels' own prefetch). Medians over the rounds whose streaming read was fast
-// (>= 45 GB/s) and slow, GB/s.
+// (>= 45 GB/s) and slow, GB/s. LOOM_BENCH_TOKENS=T: the Q8_0, Q4_K and Q4_1 GEMVs for T tokens
+// at once (5: a speculative verify step's shape; its tile computes 5x while the weights stream).
 //   loom_kernels_bench prefetch     (LOOM_BENCH_ROUNDS=N: rounds, default 200)
 void bench_prefetch(ThreadPool& pool) {
   const int64_t cols = 1024, rows = 960000;
@@ -432,7 +433,9 @@ void bench_prefetch(ThreadPool& pool) {
   q41.w.data = q41.buf.get();
   Big experts = make(Dtype::kQ4_K, 512 * 2048);  // 2,048 expert matrices of 512 x 1024
   const uint64_t expert_bytes = experts.w.nbytes / 2048;
-  std::vector<float> x(cols, 0.25f), out(static_cast<size_t>(rows));
+  const char* tokens_env = std::getenv("LOOM_BENCH_TOKENS");
+  const int64_t nt = tokens_env ? std::clamp<int64_t>(std::atoll(tokens_env), 1, 64) : 1;
+  std::vector<float> x(nt * cols, 0.25f), out(static_cast<size_t>(nt * rows));
   std::vector<float> expert_out(static_cast<size_t>(pool.size()) * 512);
   StreamingRead stream(pool, int64_t{1} << 30);
   auto seconds = [](auto&& f) {
@@ -441,7 +444,7 @@ void bench_prefetch(ThreadPool& pool) {
     return now_s() - t0;
   };
   auto gemv = [&](const Big& b) {
-    return b.w.nbytes / seconds([&] { kernels::matmul(b.w, x.data(), 1, out.data(), &pool); }) /
+    return b.w.nbytes / seconds([&] { kernels::matmul(b.w, x.data(), nt, out.data(), &pool); }) /
            1e9;
   };
   std::mt19937 rng(5);
@@ -487,10 +490,11 @@ void bench_prefetch(ThreadPool& pool) {
         for (int w = 0; w < 4; ++w) sel[s][w].push_back(got[s][w][r]);
     for (int s = 0; s < 2; ++s)
       std::printf(
-          "  prefetch %5lld B: q8_0 gemv %.1f, q4_k gemv %.1f, 8 experts q4_k %.1f, q4_1 "
-          "(rows) gemv %.1f GB/s\n",
-          static_cast<long long>(settings[s]), median(sel[s][0]), median(sel[s][1]),
-          median(sel[s][2]), median(sel[s][3]));
+          "  prefetch %5lld B: q8_0 gemv x%lld %.1f, q4_k gemv x%lld %.1f, 8 experts q4_k %.1f, "
+          "q4_1 (rows) gemv x%lld %.1f GB/s\n",
+          static_cast<long long>(settings[s]), static_cast<long long>(nt), median(sel[s][0]),
+          static_cast<long long>(nt), median(sel[s][1]), median(sel[s][2]),
+          static_cast<long long>(nt), median(sel[s][3]));
   }
 }
 

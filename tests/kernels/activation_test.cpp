@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/ops.h"
 #include "kernels/ref/ops_ref.h"
 #include "test_util.h"
 
@@ -55,6 +56,28 @@ TEST_P(ActivationTest, PartialRopeMatchesReferenceAndLeavesTheRest) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t d = R; d < D; ++d) EXPECT_EQ(x[h * D + d], orig[h * D + d]);
     EXPECT_NE(x, orig);
+  }
+}
+
+// Full RoPE of every head, both pair layouts, within the double reference, and the same bits
+// on every ISA as the scalar loop (the AVX-512 path for head_dim a multiple of 32 rounds each
+// product and then their sum, as the loop does); head_dim 48 takes the loop everywhere.
+TEST_P(ActivationTest, RopeMatchesReferenceAndTheScalarLoopBitForBit) {
+  const int64_t H = 3;
+  for (int64_t D : {48, 64, 128}) {
+    for (bool neox : {true, false}) {
+      const auto orig = random_normal(H * D, 41 + D);
+      const auto ang = random_normal(D, 42 + D);  // cs then sn (the op is linear in them)
+      auto x = orig, y = orig, scalar = orig;
+      rope_rotate(x.data(), H, D, ang.data(), ang.data() + D / 2, neox);
+      ref::rope_rotate_partial(y.data(), H, D, D, ang.data(), ang.data() + D / 2, neox);
+      EXPECT_LT(rel_error(x.data(), y.data(), x.size()), 1e-6) << D << " " << neox;
+      set_active_isa(Isa::kScalar);
+      rope_rotate(scalar.data(), H, D, ang.data(), ang.data() + D / 2, neox);
+      set_active_isa(GetParam());
+      EXPECT_EQ(x, scalar) << D << " " << neox;
+      EXPECT_NE(x, orig);
+    }
   }
 }
 

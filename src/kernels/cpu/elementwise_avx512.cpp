@@ -44,4 +44,41 @@ void softcap_avx512(float* x, int64_t n, float cap) {
   }
 }
 
+// A product as its own rounded value: the barrier keeps the compiler from fusing it into the
+// next add (-ffp-contract=fast lowers _mm512_mul_ps + _mm512_sub_ps to one FMA), so RoPE rounds
+// as the scalar loop does.
+inline __m512 product(__m512 a, __m512 b) {
+  __m512 p = _mm512_mul_ps(a, b);
+  asm("" : "+v"(p));
+  return p;
+}
+
+void rope_rotate_avx512(float* x, int64_t n_heads, int64_t head_dim, const float* cs,
+                        const float* sn, bool neox) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    if (neox) {  // pairs (i, i + half)
+      for (int64_t i = 0; i < half; i += 16) {
+        const __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + half);
+        const __m512 c = _mm512_loadu_ps(cs + i), s = _mm512_loadu_ps(sn + i);
+        _mm512_storeu_ps(v + i, _mm512_sub_ps(product(x0, c), product(x1, s)));
+        _mm512_storeu_ps(v + i + half, _mm512_add_ps(product(x0, s), product(x1, c)));
+      }
+      continue;
+    }
+    // Pairs (2i, 2i + 1): 8 pairs a vector, each angle's cos and sin in both lanes of its pair;
+    // even lanes x0 c - x1 s, odd lanes x1 c + x0 s (the pair swapped times s, then + or -).
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    for (int64_t i = 0; i < half; i += 8) {
+      const __m512 xv = _mm512_loadu_ps(v + 2 * i);
+      const __m512 c = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(cs + i)));
+      const __m512 s = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(sn + i)));
+      const __m512 a = product(xv, c);
+      const __m512 b = product(_mm512_permute_ps(xv, 0xB1), s);  // (x1, x0) * s
+      _mm512_storeu_ps(v + 2 * i, _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b));
+    }
+  }
+}
+
 }  // namespace loom::kernels::cpu

@@ -63,6 +63,11 @@ void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
 // (elementwise_avx512.cpp).
 void gelu_tanh_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
 void softcap_avx512(float* x, int64_t n, float cap);
+// kernels::rope_rotate for head_dim a multiple of 32, rounded as its scalar loop (each product
+// rounded, then their sum or difference: no FMA), so both give the same bits
+// (elementwise_avx512.cpp).
+void rope_rotate_avx512(float* x, int64_t n_heads, int64_t head_dim, const float* cs,
+                        const float* sn, bool neox);
 
 // Best kernel for (dtype, isa): the ISA's fast path, else the next lower ISA's, else scalar.
 const MatmulKernel* find_kernel(Dtype w, Isa isa);
