@@ -120,39 +120,35 @@ class PackedQ4_K : public ::testing::Test {
   }
 };
 
-// The per-256 quantization written beside the per-32 one: d = amax / 127, q = x / d rounded to
-// nearest even, and the int16 sums of each 16 and 32 q, against the same rule in scalar code on
-// rows with outliers (where one scale per 256 and per 32 differ most), a zero block and a row whose
+// The per-256 quantization written beside the per-32 one is llama.cpp's Q8_K as the reference
+// quantizer has it (ref::quantize_row(kQ8_K): the row kernels' activations): the same d, q and
+// sums of each 16, and sums of each 32 from those, on rows with outliers of either sign (where
+// one scale per 256 and per 32 differ most), a tie of magnitudes, a zero block and a row whose
 // columns are zero.
-TEST_F(PackedQ4_K, PerSuperBlockActivationsAreTheScalarQuantization) {
-  const int64_t cols = 768;
+TEST_F(PackedQ4_K, PerSuperBlockActivationsAreLlamaCppsQ8_K) {
+  const int64_t cols = 1024;
   auto x = testing::random_normal(cols, 3);
   x[5] = 40.0f;
   x[300] = -17.5f;
-  for (int64_t k = 512; k < 768; ++k) x[k] = 0.0f;
+  x[700] = 9.25f;  // block 2: the first of a tie of magnitudes gives the sign
+  x[701] = -9.25f;
+  for (int64_t k = 768; k < 1024; ++k) x[k] = 0.0f;
   std::vector<uint8_t> act(cpu::packed_act_row_bytes(cols));
   cpu::quantize_act_row_q8_32_avx512(x.data(), cols, act.data(), false, true);
   const cpu::PackedActRow row(act.data(), cols);
+  std::vector<BlockQ8_K> want(cols / kQKK);
+  ref::quantize_row(Dtype::kQ8_K, x.data(), want.data(), cols);
   for (int64_t b = 0; b < cols / 256; ++b) {
-    float amax = 0;
-    for (int64_t k = 256 * b; k < 256 * b + 256; ++k) amax = std::max(amax, std::abs(x[k]));
-    const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-    EXPECT_EQ(row.d256[b], d) << b;
-    for (int j = 0; j < 16; ++j) {
-      int sum = 0;
-      for (int64_t k = 256 * b + 16 * j; k < 256 * b + 16 * j + 16; ++k) {
-        const int q = std::clamp(static_cast<int>(std::nearbyint(x[k] * id)), -127, 127);
-        ASSERT_EQ(row.q256[k], q) << "column " << k;
-        sum += q;
-      }
-      EXPECT_EQ(row.sum256_16[16 * b + j], sum) << b << " " << j;
-    }
+    EXPECT_EQ(row.d256[b], want[b].d) << b;
+    for (int k = 0; k < 256; ++k) ASSERT_EQ(row.q256[256 * b + k], want[b].qs[k]) << b << " " << k;
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(row.sum256_16[16 * b + j], want[b].bsums[j]) << b;
     for (int j = 0; j < 8; ++j)
       EXPECT_EQ(row.sum256_32[8 * b + j],
                 row.sum256_16[16 * b + 2 * j] + row.sum256_16[16 * b + 2 * j + 1])
           << b << " " << j;
   }
-  EXPECT_EQ(row.d256[2], 0.0f);
+  EXPECT_LT(row.d256[0], 0.0f);  // its largest value is positive: iscale = -127 / 40
+  EXPECT_EQ(row.d256[3], 0.0f);
 }
 
 // Bit-exact against that arithmetic: one and two groups (a padded last one), 1..7 tokens (every

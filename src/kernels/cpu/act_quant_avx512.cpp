@@ -9,8 +9,13 @@
 namespace loom::kernels::cpu {
 namespace {
 
-// The packed row's second quantization, one scale per 256 (packed_kernels.h): the arithmetic of
-// the per-32 loop below over 256 values, and the int16 sums of each 32 and each 16 q.
+// The packed row's second quantization, one scale per 256 (packed_kernels.h), in llama.cpp's
+// Q8_K arithmetic as ref::quantize_row(kQ8_K) has it (the row kernels' activations): the value
+// of largest magnitude `max` (the first one, with its sign), iscale = -127 / max, q = iscale * x
+// rounded to nearest even, d = 1 / iscale; and the int16 sums of each 32 and each 16 q. So the
+// packed K-quant tiles multiply the same integers as the row kernels and llama.cpp (with
+// d = amax / 127 and x * (1 / d) instead, an activation rounded the other way now and then
+// moved a tiny model's logits by 1%).
 void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
@@ -19,9 +24,19 @@ void quantize_per_256(const float* x, int64_t cols, const PackedActRowOut& row) 
     __m512 m = _mm512_setzero_ps();
     for (int i = 0; i < 256; i += 16)
       m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), abs_mask));
-    const float db = _mm512_reduce_max_ps(m) / 127;
-    const __m512 id = _mm512_set1_ps(db ? 1.0f / db : 0.0f);
-    row.d256[b] = db;
+    const float amax = _mm512_reduce_max_ps(m);
+    float max = 0.0f;  // the first value whose magnitude is amax
+    for (int i = 0; amax > 0.0f && i < 256; i += 16) {
+      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(xb + i), abs_mask),
+                                              _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (at) {
+        max = xb[i + __builtin_ctz(at)];
+        break;
+      }
+    }
+    const float iscale = amax > 0.0f ? -127.0f / max : 0.0f;
+    const __m512 id = _mm512_set1_ps(iscale);
+    row.d256[b] = amax > 0.0f ? 1 / iscale : 0.0f;
     for (int i = 0; i < 256; i += 32) {
       const __m512i q0 = _mm512_min_epi32(
           hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), id))));

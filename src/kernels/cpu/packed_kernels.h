@@ -24,9 +24,9 @@ constexpr int kPackedTileTokens = 6;
 // again with one scale per 256 (as llama.cpp's Q8_K, for the K-quant tiles, Q2_K to Q6_K: their
 // sub-block scales then apply to exact integer dots, and one float epilogue per super-block
 // replaces one per 32 or 16 columns): int8 q256[cols] | float d256[cols/256] | int16
-// sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and each 16 q256). Same
-// arithmetic per 256 as per 32: d = amax / 127, q = round-to-nearest-even(x * (1 / d)) clamped to
-// +-127.
+// sum256_32[cols/32] | int16 sum256_16[cols/16] (the sums of each 32 and each 16 q256), in
+// llama.cpp's Q8_K arithmetic (iscale = -127 / the value of largest magnitude, q = iscale * x
+// rounded to nearest even, d = 1 / iscale), exactly the row kernels' kQ8_K activations.
 size_t packed_act_row_bytes(int64_t cols);
 
 // Where each array of a packed activation row starts: the one definition of the layout, for
