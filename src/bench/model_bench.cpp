@@ -159,6 +159,24 @@ Status verify_steps(Model& m, KvCache& kv, int32_t n_seqs, int32_t blocks_per_se
   return Status::ok();
 }
 
+// The weight reads of a row's timed repetitions (Model::weight_reads before and after each),
+// as ModelBenchRow's per-step figures.
+struct StepReads {
+  Model::WeightReads sum;
+  void add(const Model::WeightReads& before, const Model::WeightReads& after) {
+    sum.bytes += after.bytes - before.bytes;
+    sum.calls += after.calls - before.calls;
+    sum.moe_layer_runs += after.moe_layer_runs - before.moe_layer_runs;
+    sum.experts_read += after.experts_read - before.experts_read;
+  }
+  void set(ModelBenchRow& row) const {
+    if (sum.calls == 0 || sum.bytes == 0) return;
+    row.weight_bytes_per_step = static_cast<double>(sum.bytes) / sum.calls;
+    if (sum.moe_layer_runs > 0)
+      row.experts_per_moe_layer = static_cast<double>(sum.experts_read) / sum.moe_layer_runs;
+  }
+};
+
 }  // namespace
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, int64_t bytes)
@@ -273,6 +291,7 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   res.total_params = ws.total_params;
   res.active_params = ws.active_params;
   res.n_threads = model->thread_pool().size();
+  res.n_expert = c.moe.n_expert;
   if (o.n_prompt > 0) {
     ModelBenchRow row;
     row.test = "pp" + std::to_string(o.n_prompt);
@@ -338,17 +357,23 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
     // repetition, untimed.
     ReadBandwidthProbe probe(model->thread_pool(),
                              std::min<int64_t>(o.bw_bytes, int64_t{256} << 20));
+    // The weights the timed steps read (Model::weight_reads), per row.
+    StepReads tg_reads, tgb_reads;
     for (int32_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       auto toks = random_tokens(o.n_gen);
       const double bw_before = r >= 0 ? probe.measure(1) : 0;
       model->set_profile(o.profile && r >= 0 ? &tg.profile : nullptr);
+      Model::WeightReads reads = model->weight_reads();
       auto t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(generate(*model, *kv, table, depth, toks, logits));
       const double single_s = seconds_since(t0);
       const double single_ts = o.n_gen / single_s;
+      double bw_after = 0;
       if (r >= 0) {
+        tg_reads.add(reads, model->weight_reads());
         tg.samples_ts.push_back(single_ts);
-        tg.samples_bw.push_back((bw_before + probe.measure(1)) / 2);
+        bw_after = probe.measure(1);
+        tg.samples_bw.push_back((bw_before + bw_after) / 2);
       }
       model->set_profile(nullptr);
       if (verify) {
@@ -363,12 +388,17 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       if (!batched) continue;
       toks = random_tokens(o.n_gen * o.batch_seqs);
       model->set_profile(o.profile && r >= 0 ? &tgb.profile : nullptr);
+      reads = model->weight_reads();
       t0 = Clock::now();
       LOOM_RETURN_IF_ERROR(
           generate_batched(*model, *kv, o.batch_seqs, n_blocks, depth, toks, logits));
       const double batched_s = seconds_since(t0);
       const double batched_ts = static_cast<double>(o.n_gen) * o.batch_seqs / batched_s;
       model->set_profile(nullptr);
+      if (r >= 0) {
+        tgb_reads.add(reads, model->weight_reads());
+        tgb.samples_bw.push_back((bw_after + probe.measure(1)) / 2);
+      }
       if (verify) {
         double step_s = 0;
         LOOM_ASSIGN_OR_RETURN(
@@ -384,9 +414,11 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
       speedups.push_back(batched_ts / single_ts);
     }
     mean_sd(tg);
+    tg_reads.set(tg);
     res.rows.push_back(std::move(tg));
     if (batched) {
       mean_sd(tgb);
+      tgb_reads.set(tgb);
       tgb.speedup = median_of(speedups);
       res.rows.push_back(std::move(tgb));
     }
@@ -411,12 +443,15 @@ Result<ModelBenchResult> run_model_bench(const ModelBenchOptions& o) {
   return res;
 }
 
-// Only single-sequence generation is bound by one weight read per token.
+// Generation is bound by the weights a step reads: one sequence's token all its active
+// bytes; a batch's tokens share a step's (measured) bytes, each reading its own state.
 Roofline roofline_of(const ModelBenchResult& r, const ModelBenchRow& row) {
   Roofline f;
-  if (row.n_gen <= 0 || row.n_seqs != 1 || row.test.rfind("tg", 0) != 0 || r.bytes_per_token() == 0)
-    return f;
-  const double bytes = static_cast<double>(r.bytes_per_token());
+  if (row.n_gen <= 0 || row.test.rfind("tg", 0) != 0 || r.bytes_per_token() == 0) return f;
+  if (row.n_seqs != 1 && row.weight_bytes_per_step <= 0) return f;
+  const double bytes =
+      row.n_seqs == 1 ? static_cast<double>(r.bytes_per_token())
+                      : row.weight_bytes_per_step / row.n_seqs + r.state_read + r.state_written;
   if (!row.samples_bw.empty() && row.samples_bw.size() == row.samples_ts.size()) {
     std::vector<double> roof, share;
     for (size_t i = 0; i < row.samples_bw.size(); ++i) {
@@ -504,9 +539,9 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
     out += buf;
   }
   for (const ModelBenchRow& row : r.rows) {
-    if (!row.samples_bw.empty()) {
+    const Roofline f = roofline_of(r, row);
+    if (!row.samples_bw.empty() && f.valid) {
       const auto [lo, hi] = std::minmax_element(row.samples_bw.begin(), row.samples_bw.end());
-      const Roofline f = roofline_of(r, row);
       std::snprintf(buf, sizeof buf,
                     "%s beside each repetition: memory read bandwidth median %.2f GB/s (%.2f to "
                     "%.2f), roofline %.1f tokens/s; of it, median over repetitions %.0f%%\n",
@@ -546,6 +581,23 @@ std::string model_bench_markdown(const ModelBenchResult& r) {
                   row.test.c_str(), row.n_gen, depth_suffix(row.n_depth).c_str(), row.speedup,
                   row.samples_ts.size());
     out += buf;
+    if (row.weight_bytes_per_step <= 0) continue;
+    // What sharing a step's weights allows: a token's bytes ÷ a batched token's share.
+    const double batched_token =
+        row.weight_bytes_per_step / row.n_seqs + r.state_read + r.state_written;
+    std::snprintf(buf, sizeof buf,
+                  "%s reads %.1f MiB of weights a step, %.2f× one token's; at one sequence's "
+                  "share of its roofline it would run %.2f× one sequence's tokens/s",
+                  row.test.c_str(), row.weight_bytes_per_step / 1048576.0,
+                  row.weight_bytes_per_step / r.weight_bytes_per_token,
+                  r.bytes_per_token() / batched_token);
+    out += buf;
+    if (row.experts_per_moe_layer > 0) {
+      std::snprintf(buf, sizeof buf, " (routed experts read per MoE layer a step: %.1f of %d)",
+                    row.experts_per_moe_layer, r.n_expert);
+      out += buf;
+    }
+    out += "\n";
   }
   out += profile_markdown(r);
   return out;
@@ -604,6 +656,8 @@ nlohmann::json model_bench_json(const ModelBenchResult& r) {
                         {"params_total", r.total_params},
                         {"params_active", r.active_params},
                         {"mem_bw_gbs", r.mem_bw_bytes_per_s / 1e9}};
+    if (row.weight_bytes_per_step > 0) j["weight_bytes_per_step"] = row.weight_bytes_per_step;
+    if (row.experts_per_moe_layer > 0) j["experts_per_moe_layer"] = row.experts_per_moe_layer;
     j["roofline_ts"] = f.valid ? nlohmann::json(f.roofline_ts) : nlohmann::json();
     j["roofline_fraction"] = f.valid ? nlohmann::json(f.fraction) : nlohmann::json();
     if (!row.samples_bw.empty()) {

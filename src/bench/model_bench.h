@@ -71,6 +71,12 @@ struct ModelBenchRow {
   // drifts by 2x between minutes, so a roofline from one measurement taken at another moment
   // can put a run at 60% or 117% of it). Empty elsewhere.
   std::vector<double> samples_bw;
+  // Generation rows (tgN, tgNxB): the weight bytes a step read (Model::weight_reads over the
+  // timed repetitions: a batch reads the experts its sequences share once) and the routed
+  // experts a Mixture-of-Experts layer read per step; 0 where the backend does not count.
+  // tgNxB rows also have samples_bw, and their roofline is n_seqs tokens per step's bytes.
+  double weight_bytes_per_step = 0;
+  double experts_per_moe_layer = 0;
   // tgNxB rows: median over repetitions of this row's tokens/s ÷ the single-sequence tgN
   // repetition run just before it (the two alternate); 0 elsewhere.
   double speedup = 0;
@@ -95,6 +101,7 @@ struct ModelBenchResult {
   uint64_t weight_bytes_total = 0;
   uint64_t total_params = 0, active_params = 0;
   int32_t n_threads = 0;
+  int32_t n_expert = 0;           // routed experts per Mixture-of-Experts layer (0: none)
   double mem_bw_bytes_per_s = 0;  // best of bw_reps streaming reads, after the tests
   std::vector<ModelBenchRow> rows;
   uint64_t bytes_per_token() const { return weight_bytes_per_token + state_read + state_written; }
@@ -105,7 +112,9 @@ struct ModelBenchResult {
 
 // A generation row's roofline: with samples_bw, per repetition (the tokens/s the bandwidth
 // beside it allows, and the repetition's share of that), the medians of both over the
-// repetitions; without, from the result's one bandwidth. Single-sequence generation only.
+// repetitions; without, from the result's one bandwidth. Generation of one sequence, and of
+// several where the row has the bytes its steps read (a token's share: weight_bytes_per_step
+// ÷ n_seqs).
 struct Roofline {
   bool valid = false;
   double roofline_ts = 0, fraction = 0;

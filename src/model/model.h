@@ -176,6 +176,18 @@ class Model {
     uint64_t active_params = 0;
   };
   virtual WeightStats weight_stats() const = 0;
+  // What the forward calls so far have read of the weights, cumulative (take differences):
+  // the matrices outside the routed experts once a call, one embedding row per token, and
+  // each routed expert once per call that routes any of its rows to it, so a batch reads
+  // the experts its sequences share once. A one-token call reads weight_bytes(). Zeros
+  // where the backend does not count.
+  struct WeightReads {
+    uint64_t bytes = 0;
+    uint64_t calls = 0;
+    uint64_t moe_layer_runs = 0;  // Mixture-of-Experts layers run, one per such layer a call
+    uint64_t experts_read = 0;    // distinct routed experts read, summed over those runs
+  };
+  virtual WeightReads weight_reads() const { return {}; }
   // Memory the backend holds beside the file mapping: its kernel-ready weight copies and its
   // scratch (activations), as allocated now (what `loom plan` predicts; tests compare them).
   struct MemoryUse {

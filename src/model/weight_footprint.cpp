@@ -40,6 +40,8 @@ void WeightFootprint::add(TokenShare share, uint64_t numel, uint64_t nbytes, int
   }
   active_params += numel / of * take;
   active_bytes += nbytes / of * take;
+  if (share == TokenShare::kOneRow) active_row_bytes += nbytes / of * take;
+  if (share == TokenShare::kExperts) active_expert_bytes += nbytes / of * take;
 }
 
 }  // namespace loom

@@ -30,6 +30,10 @@ TokenShare token_share(std::string_view gguf_name, bool tied_head);
 struct WeightFootprint {
   uint64_t params = 0, bytes = 0;                // every tensor stored
   uint64_t active_params = 0, active_bytes = 0;  // read per token of the main pass
+  // The parts of active_bytes that each token of a call reads for itself: its embedding row
+  // (kOneRow) and its routed experts (kExperts). A call of n tokens reads the rest once, n
+  // rows, and each expert any of its tokens is routed to once (Model::weight_reads).
+  uint64_t active_row_bytes = 0, active_expert_bytes = 0;
 
   // A tensor of numel elements in nbytes, `slices` rows or experts along its outer
   // dimension. Each stored tensor once: a tied LM head is token_embd, added as kWhole.

@@ -57,12 +57,20 @@ TEST(ModelBench, RowsAndRoofline) {
     for (const char* k :
          {"test", "avg_ts", "stddev_ts", "median_ts", "n_threads", "model_size", "n_seqs"})
       EXPECT_TRUE(row.contains(k)) << k;
-  EXPECT_TRUE(
-      j[2]["roofline_ts"].is_null());  // batched decode is not bound by one weight read per token
   EXPECT_TRUE(j[0]["roofline_ts"].is_null());
-  // tg8's roofline comes from the bandwidth measured beside each of its repetitions.
+  // tg8's roofline comes from the bandwidth measured beside each of its repetitions, and so
+  // does tg8x4's, whose steps read the weights once for 4 tokens: a dense model's every
+  // matrix, and one embedding row a token more than tg8's steps (synth:tiny, F32).
   EXPECT_TRUE(r->rows[0].samples_bw.empty());
-  EXPECT_TRUE(r->rows[2].samples_bw.empty());
+  const ModelBenchRow& tg4 = r->rows[2];
+  ASSERT_EQ(tg4.samples_bw.size(), 3u);
+  EXPECT_EQ(r->rows[1].weight_bytes_per_step, static_cast<double>(r->weight_bytes_per_token));
+  EXPECT_EQ(tg4.weight_bytes_per_step, r->weight_bytes_per_token + 3 * 4.0 * 64);
+  EXPECT_EQ(tg4.experts_per_moe_layer, 0.0);
+  std::vector<double> roofs4;
+  for (double bw : tg4.samples_bw) roofs4.push_back(4 * bw / tg4.weight_bytes_per_step);
+  std::sort(roofs4.begin(), roofs4.end());
+  EXPECT_NEAR(j[2]["roofline_ts"].get<double>(), roofs4[1], 1e-6 * roofs4[1]);
   const ModelBenchRow& tg = r->rows[1];
   ASSERT_EQ(tg.samples_bw.size(), 3u);
   std::vector<double> roofs, shares;
@@ -475,6 +483,47 @@ TEST(ModelBench, MoeCountsActiveExpertsOnly) {
   EXPECT_EQ(cell("weight_bytes_per_token"), std::to_string(4 * r->active_params));
   EXPECT_EQ(cell("params_total"), std::to_string(r->total_params));
   EXPECT_EQ(cell("params_active"), std::to_string(r->active_params));
+}
+
+// Batched decode of a Mixture-of-Experts model reads each expert its sequences share once a
+// step: the rows carry the bytes a step read, counted as the CPU backend runs (tiny-moe, F32:
+// 2 layers of 8 experts of 6,144 parameters, 2 a token; per call the attention, routers, LM
+// head and norm, 2 x 12,960 + 32,768 + 64 parameters, and one 64-float embedding row a token).
+TEST(ModelBench, BatchedRowsCountTheExpertsTheirStepsShare) {
+  ModelBenchOptions o = tiny_options(1);
+  o.model = "synth:tiny-moe";
+  o.n_prompt = 0;
+  o.reps = 2;
+  auto r = run_model_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->rows.size(), 2u);
+  const ModelBenchRow& one = r->rows[0];
+  const ModelBenchRow& four = r->rows[1];
+  ASSERT_EQ(four.n_seqs, 4);
+  EXPECT_EQ(r->n_expert, 8);
+  // One token a step: exactly what a token reads, its 2 experts in each layer.
+  EXPECT_EQ(one.weight_bytes_per_step, static_cast<double>(r->weight_bytes_per_token));
+  EXPECT_EQ(one.experts_per_moe_layer, 2.0);
+  // Four: between 2 and 8 distinct experts a layer (random routing of random tokens: more
+  // than 2 on average), and the step's bytes are the call's, four rows and those experts.
+  EXPECT_GT(four.experts_per_moe_layer, 2.0);
+  EXPECT_LE(four.experts_per_moe_layer, 8.0);
+  const double per_call = 4.0 * (2 * 12960 + 32768 + 64), row = 4.0 * 64, expert = 4.0 * 6144;
+  EXPECT_NEAR(four.weight_bytes_per_step,
+              per_call + 4 * row + 2 * four.experts_per_moe_layer * expert, 1e-6);
+  // Its roofline: 4 tokens per step's bytes at the bandwidth beside each repetition.
+  ASSERT_EQ(four.samples_bw.size(), 2u);
+  const Roofline f = roofline_of(*r, four);
+  ASSERT_TRUE(f.valid);
+  std::vector<double> roof;
+  for (double bw : four.samples_bw) roof.push_back(4 * bw / four.weight_bytes_per_step);
+  EXPECT_NEAR(f.roofline_ts, (roof[0] + roof[1]) / 2, 1e-9 * f.roofline_ts);
+  const std::string md = model_bench_markdown(*r);
+  EXPECT_NE(md.find("tg8x4 reads "), std::string::npos) << md;
+  EXPECT_NE(md.find(" of 8)"), std::string::npos) << md;
+  const nlohmann::json j = model_bench_json(*r);
+  EXPECT_EQ(j[1]["weight_bytes_per_step"].get<double>(), four.weight_bytes_per_step);
+  EXPECT_EQ(j[1]["experts_per_moe_layer"].get<double>(), four.experts_per_moe_layer);
 }
 
 }  // namespace

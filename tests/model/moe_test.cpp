@@ -12,6 +12,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
+#include <vector>
 
 #include "backend/cpu/moe_ffn.h"
 #include "kernels/ref/ref.h"
@@ -237,17 +239,29 @@ struct TestLayer {
     return y;
   }
 
-  std::vector<double> expected(const float* x) const {
-    const int64_t E = c.n_embd, X = c.moe.n_expert, F = c.moe.n_ff_exp;
+  // The experts x is routed to and their weights, in double.
+  void route(const float* x, std::vector<int32_t>* ids, std::vector<double>* w) const {
+    const int64_t E = c.n_embd, X = c.moe.n_expert;
     std::vector<float> logits(X);
     for (int64_t e = 0; e < X; ++e) {
       double a = 0;
       for (int64_t k = 0; k < E; ++k) a += double(router[e * E + k]) * x[k];
       logits[e] = static_cast<float>(a);
     }
+    brute_force_route(c.moe, logits, ids, w);
+  }
+  std::vector<int32_t> route(const float* x) const {
     std::vector<int32_t> ids;
     std::vector<double> w;
-    brute_force_route(c.moe, logits, &ids, &w);
+    route(x, &ids, &w);
+    return ids;
+  }
+
+  std::vector<double> expected(const float* x) const {
+    const int64_t E = c.n_embd, F = c.moe.n_ff_exp;
+    std::vector<int32_t> ids;
+    std::vector<double> w;
+    route(x, &ids, &w);
     std::vector<double> out(E, 0.0);
     for (size_t s = 0; s < ids.size(); ++s) {
       auto y = ffn(gate[ids[s]].data(), up[ids[s]].data(), down[ids[s]].data(), E, F, x);
@@ -269,6 +283,16 @@ void expect_matches_direct(const TestLayer& t, const std::vector<float>& x, int6
   CpuMoeFfn moe;
   std::vector<float> out(n * E);
   moe.run(t.c, t.L, x.data(), n, out.data(), pool);
+  // The run read each expert some row is routed to once (the test's own routing).
+  std::set<int32_t> routed;
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t e : t.route(&x[i * E])) routed.insert(e);
+  uint64_t routed_bytes = 0;
+  for (int32_t e : routed)
+    routed_bytes += t.L.gate_exp[e].nbytes + t.L.up_exp[e].nbytes + t.L.down_exp[e].nbytes;
+  EXPECT_EQ(moe.runs(), 1u) << what;
+  EXPECT_EQ(moe.experts_read(), routed.size()) << what;
+  EXPECT_EQ(moe.expert_bytes_read(), routed_bytes) << what;
   for (int64_t i = 0; i < n; ++i) {
     auto want = t.expected(&x[i * E]);
     double num = 0, den = 0;

@@ -46,7 +46,7 @@ CpuModel::CpuModel(ModelConfig config, Weights weights, const ModelLoadOptions& 
       layers::deltanet_regroup_weights(config_.deltanet, weights_.layers[l]);
   // weight_bytes_: as the file has them until the copies are made (finish_repacking: Q4_K and
   // Q5_K grow a little, kernels/packed.h); a MoE layer reads its chosen experts only.
-  weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+  count_weight_bytes();
   weight_stats_ = {weights_.total_bytes(), weights_.total_params(),
                    weights_.active_params(config_.moe.n_expert_used)};
   start_repacking(options.repack_in_background);
@@ -89,6 +89,21 @@ int64_t dense_ff(const ModelConfig& c) {
   return 0;
 }
 }  // namespace
+
+void CpuModel::count_weight_bytes() {
+  const WeightFootprint f = weights_.footprint(config_.moe.n_expert_used);
+  weight_bytes_ = f.active_bytes;
+  bytes_per_row_ = f.active_row_bytes;
+  bytes_per_call_ = f.active_bytes - f.active_row_bytes - f.active_expert_bytes;
+}
+
+Model::WeightReads CpuModel::weight_reads() const {
+  WeightReads r = weight_reads_;
+  r.bytes += moe_.expert_bytes_read();
+  r.moe_layer_runs = moe_.runs();
+  r.experts_read = moe_.experts_read();
+  return r;
+}
 
 // Keep in step with reserve() and CpuMoeFfn (MemoryPlan tests compare this with what a full
 // step allocates).
@@ -383,6 +398,8 @@ Status CpuModel::forward(const Batch& b, KvCache& kv_base, float* logits, float*
   }
   const int64_t n = b.n_rows();
   if (n == 0) return Status::ok();
+  ++weight_reads_.calls;
+  weight_reads_.bytes += bytes_per_call_ + static_cast<uint64_t>(n) * bytes_per_row_;
 
   const auto& c = config_;
   const int64_t E = c.n_embd, D = c.head_dim, F = c.n_ff;

@@ -42,6 +42,7 @@ class CpuModel final : public Model {
   // As loaded (the file's sizes), taken before the copies: server threads ask for it while the
   // repacker may be switching views.
   WeightStats weight_stats() const override { return weight_stats_; }
+  WeightReads weight_reads() const override;
   const Weights& weights() const { return weights_; }
   MemoryUse memory_use() const override;
   std::function<bool()> weight_copies_made() const override {
@@ -67,6 +68,11 @@ class CpuModel final : public Model {
   ThreadPool& pool_;
   bool repack_output_ = true;  // false: output is the parent's copy (an MTP module's head)
   uint64_t weight_bytes_ = 0;
+  // weight_bytes_ as a call reads it (Model::weight_reads): bytes_per_call_ once, one
+  // embedding row of bytes_per_row_ a token, and the routed experts (moe_ counts those).
+  uint64_t bytes_per_call_ = 0, bytes_per_row_ = 0;
+  void count_weight_bytes();  // the three from the weights' footprint as they are now
+  WeightReads weight_reads_;  // bytes and calls outside the routed experts
   WeightStats weight_stats_;
   // RoPE: the distinct frequency tables (n_rot/2 pairs each, scaling folded in) and each
   // layer's (-1: no RoPE in that layer).

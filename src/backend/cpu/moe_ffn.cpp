@@ -33,6 +33,7 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
   expert_fill_.assign(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t s = 0; s < n * K; ++s)
     rows_of_expert_[expert_fill_[ids_[s]]++] = static_cast<int32_t>(s);
+  count_reads(c, L);
   tasks_.clear();
   for (int32_t e = 0; e < X; ++e)
     for (int32_t b = expert_begin_[e]; b < expert_begin_[e + 1]; b += kRowsPerTask)
@@ -63,6 +64,19 @@ void CpuMoeFfn::run(const ModelConfig& c, const LayerWeights& L, const float* xn
       const float* y = &slot_out_[(i * K + s) * E];
       for (int64_t j = 0; j < E; ++j) o[j] += w * y[j];
     }
+  }
+}
+
+// The experts this run reads: those with rows (after the counting sort).
+void CpuMoeFfn::count_reads(const ModelConfig& c, const LayerWeights& L) {
+  const bool bias = !L.gate_exp_bias.empty();
+  const uint64_t bias_bytes = bias ? (2 * c.moe.n_ff_exp + c.n_embd) * sizeof(float) : 0;
+  ++runs_;
+  for (int64_t e = 0; e < c.moe.n_expert; ++e) {
+    if (expert_begin_[e + 1] == expert_begin_[e]) continue;
+    ++experts_read_;
+    expert_bytes_read_ +=
+        L.gate_exp[e].nbytes + L.up_exp[e].nbytes + L.down_exp[e].nbytes + bias_bytes;
   }
 }
 

@@ -27,6 +27,11 @@ class CpuMoeFfn {
            ThreadPool& pool);
   // Bytes of scratch held now (grown to the largest step so far).
   uint64_t scratch_bytes() const;
+  // Since construction: runs, the distinct experts they routed rows to (summed over runs),
+  // and those experts' weight bytes (gate, up, down and their biases): Model::weight_reads.
+  uint64_t runs() const { return runs_; }
+  uint64_t experts_read() const { return experts_read_; }
+  uint64_t expert_bytes_read() const { return expert_bytes_read_; }
 
  private:
   struct Task {
@@ -35,6 +40,7 @@ class CpuMoeFfn {
   };
   void run_task(const ModelConfig& c, const LayerWeights& L, const Task& t, const float* xn,
                 int thread);
+  void count_reads(const ModelConfig& c, const LayerWeights& L);
   void shared_expert(const ModelConfig& c, const LayerWeights& L, const float* xn, int64_t n,
                      float* out, ThreadPool& pool);
 
@@ -53,6 +59,7 @@ class CpuMoeFfn {
   static void size_scratch(Scratch& s, const ModelConfig& c, int64_t rows);
   std::vector<Scratch> scratch_;
   std::vector<float> sh_gate_, sh_up_, sh_out_;  // shared expert, (n, Fs) and (n, E)
+  uint64_t runs_ = 0, experts_read_ = 0, expert_bytes_read_ = 0;
 };
 
 }  // namespace loom

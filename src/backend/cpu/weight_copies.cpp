@@ -134,7 +134,7 @@ void CpuModel::finish_repacking() {
   repack_pending_ = false;
   release_loader_made_ = std::move(weights_.release_copied);
   weights_.release_copied = nullptr;
-  weight_bytes_ = weights_.bytes_per_token(config_.moe.n_expert_used);
+  count_weight_bytes();
 }
 
 // The loader's memory that views still read: the embeddings and heads (dequantized on lookup
