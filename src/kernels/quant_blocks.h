@@ -125,6 +125,21 @@ struct BlockQ6_K {
   int8_t scales[kQKK / 16];
   uint16_t d;
 };
+// Ternary super-blocks (llama.cpp's TQ1_0, TQ2_0): value = d * (t - 1), trit t in 0..2, d the
+// block's largest magnitude. TQ2_0 keeps each trit in 2 bits: element 128h + 32l + m of the
+// block in bits 2l of qs[32h + m]. TQ1_0 packs 5 trits a byte as the fraction t0/3 + t1/9 +
+// ... of 256 (rounded up): trit n of byte b is floor(3 * (b * 3^n mod 256) / 256). Its qs
+// hold elements 32n + m (byte m < 32) and 160 + 16n + m (byte 32 + m), qh elements 240 + 4n + j
+// in their first 4 trits.
+struct BlockTq1_0 {
+  uint8_t qs[(kQKK - 4 * kQKK / 64) / 5];
+  uint8_t qh[kQKK / 64];
+  uint16_t d;
+};
+struct BlockTq2_0 {
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+};
 // Activation side of K-quant dot products: value = d * q; bsums = sums of 16 consecutive q.
 struct BlockQ8_K {
   float d;
@@ -147,6 +162,8 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockTq1_0) == 54);
+static_assert(sizeof(BlockTq2_0) == 66);
 
 // Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
 inline void k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {

@@ -32,6 +32,8 @@ TEST(DtypeTable, BlockSizesMatchStructs) {
   EXPECT_EQ(dtype_info(Dtype::kQ8_K).block_bytes, int64_t(sizeof(BlockQ8_K)));
   EXPECT_EQ(dtype_info(Dtype::kIQ4_NL).block_bytes, int64_t(sizeof(BlockIq4Nl)));
   EXPECT_EQ(dtype_info(Dtype::kIQ4_XS).block_bytes, int64_t(sizeof(BlockIq4Xs)));
+  EXPECT_EQ(dtype_info(Dtype::kTQ1_0).block_bytes, int64_t(sizeof(BlockTq1_0)));
+  EXPECT_EQ(dtype_info(Dtype::kTQ2_0).block_bytes, int64_t(sizeof(BlockTq2_0)));
 }
 
 template <typename Block>
@@ -52,6 +54,53 @@ TEST(DequantKnown, Q4_0) {
     EXPECT_EQ(y[j], (j - 8) * 0.5f);
     EXPECT_EQ(y[16 + j], (7 - j) * 0.5f);
   }
+}
+
+// A trit pattern over a 256-element block with every trit value in every place: element k's
+// trit is (k + k / 7) % 3.
+int pattern_trit(int k) {
+  return (k + k / 7) % 3;
+}
+
+TEST(DequantKnown, Tq2_0) {
+  // 2 bits per element: element 128h + 32l + m in bits 2l..2l+1 of byte 32h + m.
+  BlockTq2_0 b{};
+  b.d = kHalfHalf;
+  for (int k = 0; k < 256; ++k)
+    b.qs[32 * (k / 128) + k % 32] |= static_cast<uint8_t>(pattern_trit(k) << (2 * ((k / 32) % 4)));
+  auto y = dq(Dtype::kTQ2_0, b, 256);
+  for (int k = 0; k < 256; ++k) EXPECT_EQ(y[k], 0.5f * (pattern_trit(k) - 1)) << k;
+}
+
+TEST(DequantKnown, Tq1_0) {
+  // 5 trits per byte as a base-3 fraction of 256, the first trit most significant and the
+  // byte rounded up: byte = ceil(256 * (t0 t1 t2 t3 t4)_3 / 243). Bytes 0..31 hold elements
+  // 32n + m (trit n of byte m), bytes 32..47 elements 160 + 16n + m, and the 4 qh bytes
+  // elements 240 + 4n + j in their first 4 trits (the fifth 0).
+  auto pack = [](const int(&t)[5]) {
+    const int v = (((t[0] * 3 + t[1]) * 3 + t[2]) * 3 + t[3]) * 3 + t[4];
+    return static_cast<uint8_t>((256 * v + 242) / 243);
+  };
+  BlockTq1_0 b{};
+  b.d = kHalfMinusOne;
+  for (int m = 0; m < 32; ++m) {
+    int t[5];
+    for (int n = 0; n < 5; ++n) t[n] = pattern_trit(32 * n + m);
+    b.qs[m] = pack(t);
+  }
+  for (int m = 0; m < 16; ++m) {
+    int t[5];
+    for (int n = 0; n < 5; ++n) t[n] = pattern_trit(160 + 16 * n + m);
+    b.qs[32 + m] = pack(t);
+  }
+  for (int j = 0; j < 4; ++j) {
+    int t[5] = {0, 0, 0, 0, 0};
+    for (int n = 0; n < 4; ++n) t[n] = pattern_trit(240 + 4 * n + j);
+    b.qh[j] = pack(t);
+  }
+  EXPECT_EQ(b.qs[0], 15);  // trits 0 0 1 1 2 = 9 + 3 + 2 = 14: ceil(256 * 14 / 243) = 15
+  auto y = dq(Dtype::kTQ1_0, b, 256);
+  for (int k = 0; k < 256; ++k) EXPECT_EQ(y[k], -1.0f * (pattern_trit(k) - 1)) << k;
 }
 
 // IQ4_NL's grid, written out from the format's definition (ggml-common.h kvalues_iq4nl).

@@ -20,10 +20,10 @@
 namespace loom::kernels {
 namespace {
 
-const Dtype kMatmulDtypes[] = {Dtype::kF32,  Dtype::kF16,   Dtype::kBF16,   Dtype::kQ8_0,
-                               Dtype::kQ4_0, Dtype::kQ4_1,  Dtype::kQ5_0,   Dtype::kQ5_1,
-                               Dtype::kQ2_K, Dtype::kQ3_K,  Dtype::kQ4_K,   Dtype::kQ5_K,
-                               Dtype::kQ6_K, Dtype::kMXFP4, Dtype::kIQ4_NL, Dtype::kIQ4_XS};
+const Dtype kMatmulDtypes[] = {
+    Dtype::kF32,  Dtype::kF16,   Dtype::kBF16,   Dtype::kQ8_0,   Dtype::kQ4_0,  Dtype::kQ4_1,
+    Dtype::kQ5_0, Dtype::kQ5_1,  Dtype::kQ2_K,   Dtype::kQ3_K,   Dtype::kQ4_K,  Dtype::kQ5_K,
+    Dtype::kQ6_K, Dtype::kMXFP4, Dtype::kIQ4_NL, Dtype::kIQ4_XS, Dtype::kTQ1_0, Dtype::kTQ2_0};
 
 bool is_k_quant(Dtype t) {
   return dtype_info(t).block_size == 256;
@@ -215,11 +215,12 @@ TEST(Matmul, RowPairingDoesNotChangeResults) {
 }
 
 TEST(Matmul, KQuantSimdMatchesScalarExactly) {
-  // K-quant kernels keep whole super-blocks in exact integer sums, so every ISA must agree
-  // with the generic path bit for bit. 1 token (decode), 5 and 13 (full and partial token
+  // K-quant (and ternary) kernels keep whole super-blocks in exact integer sums, so every ISA must
+  // agree with the generic path bit for bit. 1 token (decode), 5 and 13 (full and partial token
   // tiles) take different paths through the kernels.
   const int64_t rows = 21, cols = 768;
-  for (Dtype t : {Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K}) {
+  for (Dtype t : {Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K, Dtype::kQ6_K,
+                  Dtype::kTQ1_0, Dtype::kTQ2_0}) {
     Weights w = make_weights(t, rows, cols, 8);
     for (int64_t nt : {1, 5, 13}) {
       const auto x = testing::random_normal(nt * cols, 9);

@@ -34,6 +34,7 @@ TEST(QuantRoundTrip, ErrorBoundsOnGaussianData) {
       {Dtype::kQ5_0, 0.055}, {Dtype::kQ5_1, 0.048},   {Dtype::kQ2_K, 0.375},
       {Dtype::kQ3_K, 0.19},  {Dtype::kQ4_K, 0.092},   {Dtype::kQ5_K, 0.046},
       {Dtype::kQ6_K, 0.023}, {Dtype::kIQ4_NL, 0.093}, {Dtype::kIQ4_XS, 0.094},
+      {Dtype::kTQ1_0, 1.0},  {Dtype::kTQ2_0, 1.0},
   };
   const auto x = testing::random_normal(4096, 1234);
   for (const Bound& b : bounds) {
@@ -55,9 +56,10 @@ TEST(QuantRoundTrip, ScaledAndShiftedData) {
 }
 
 TEST(QuantRoundTrip, ZerosAndConstants) {
-  for (Dtype t : {Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ8_K, Dtype::kQ4_0, Dtype::kQ4_1,
-                  Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K,
-                  Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kIQ4_NL, Dtype::kIQ4_XS}) {
+  for (Dtype t :
+       {Dtype::kF16, Dtype::kBF16, Dtype::kQ8_0, Dtype::kQ8_K, Dtype::kQ4_0, Dtype::kQ4_1,
+        Dtype::kQ5_0, Dtype::kQ5_1, Dtype::kQ2_K, Dtype::kQ3_K, Dtype::kQ4_K, Dtype::kQ5_K,
+        Dtype::kQ6_K, Dtype::kIQ4_NL, Dtype::kIQ4_XS, Dtype::kTQ1_0, Dtype::kTQ2_0}) {
     std::vector<float> zeros(512, 0.0f), y(512);
     std::vector<uint8_t> q(*row_bytes(t, 512));
     ASSERT_TRUE(quantize_row(t, zeros.data(), q.data(), 512).is_ok());

@@ -79,12 +79,12 @@ TEST_P(LlamaCppQuantFile, LogitsMatchLlamaCppOnTheSameFile) {
   EXPECT_GE(same_best, 20) << q.file_type;
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, LlamaCppQuantFile,
-                         ::testing::Values(QuantFile{"IQ4_NL", Dtype::kIQ4_NL},
-                                           QuantFile{"IQ4_XS", Dtype::kIQ4_XS},
-                                           QuantFile{"Q3_K_M", Dtype::kQ3_K},
-                                           QuantFile{"Q2_K", Dtype::kQ2_K}),
-                         [](const auto& info) { return std::string(info.param.file_type); });
+INSTANTIATE_TEST_SUITE_P(
+    Files, LlamaCppQuantFile,
+    ::testing::Values(QuantFile{"IQ4_NL", Dtype::kIQ4_NL}, QuantFile{"IQ4_XS", Dtype::kIQ4_XS},
+                      QuantFile{"Q3_K_M", Dtype::kQ3_K}, QuantFile{"Q2_K", Dtype::kQ2_K},
+                      QuantFile{"TQ1_0", Dtype::kTQ1_0}, QuantFile{"TQ2_0", Dtype::kTQ2_0}),
+    [](const auto& info) { return std::string(info.param.file_type); });
 
 }  // namespace
 }  // namespace loom

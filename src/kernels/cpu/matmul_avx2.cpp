@@ -16,6 +16,7 @@ inline __m256i acc_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) 
 
 #define LOOM_SIMD_NS avx2
 #include "kernels/cpu/matmul_simd-inl.h"
+#include "kernels/cpu/matmul_simd_ternary-inl.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -37,6 +38,8 @@ constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile_dispatch<KLow<true>, 2, 2>, 
 constexpr MatmulKernel kQ4_K{ActFormat::kQ8_K, tile_dispatch<KMins<false>, 2, 2>, 2, 2};
 constexpr MatmulKernel kQ5_K{ActFormat::kQ8_K, tile_dispatch<KMins<true>, 2, 2>, 2, 2};
 constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile_dispatch<Q6K, 2, 2>, 2, 2};
+constexpr MatmulKernel kTq1_0{ActFormat::kQ8_K, tile_dispatch<Ternary<true>, 2, 2>, 2, 2};
+constexpr MatmulKernel kTq2_0{ActFormat::kQ8_K, tile_dispatch<Ternary<false>, 2, 2>, 2, 2};
 }  // namespace
 
 const MatmulKernel* avx2_kernel(Dtype w) {
@@ -63,6 +66,10 @@ const MatmulKernel* avx2_kernel(Dtype w) {
       return &kQ4_1;
     case Dtype::kQ5_1:
       return &kQ5_1;
+    case Dtype::kTQ1_0:
+      return &kTq1_0;
+    case Dtype::kTQ2_0:
+      return &kTq2_0;
     case Dtype::kQ2_K:
       return &kQ2_K;
     case Dtype::kQ3_K:

@@ -17,6 +17,7 @@ inline __m256i acc_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i sc16) 
 
 #define LOOM_SIMD_NS avx512
 #include "kernels/cpu/matmul_simd-inl.h"
+#include "kernels/cpu/matmul_simd_ternary-inl.h"
 
 namespace loom::kernels::cpu {
 
@@ -41,6 +42,8 @@ constexpr MatmulKernel kQ4_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ4_1>,
 constexpr MatmulKernel kQ5_1{ActFormat::kQ8_32, tile_dispatch<Min32<UnpackQ5_1>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ2_K{ActFormat::kQ8_K, tile_dispatch<KLow<false>, 4, 4>, 4, 4};
 constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile_dispatch<KLow<true>, 4, 4>, 4, 4};
+constexpr MatmulKernel kTq1_0{ActFormat::kQ8_K, tile_dispatch<Ternary<true>, 4, 4>, 4, 4};
+constexpr MatmulKernel kTq2_0{ActFormat::kQ8_K, tile_dispatch<Ternary<false>, 4, 4>, 4, 4};
 }  // namespace
 
 const MatmulKernel* avx512_kernel(Dtype w) {
@@ -68,6 +71,10 @@ const MatmulKernel* avx512_kernel(Dtype w) {
       return &kQ4_1;
     case Dtype::kQ5_1:
       return &kQ5_1;
+    case Dtype::kTQ1_0:
+      return &kTq1_0;
+    case Dtype::kTQ2_0:
+      return &kTq2_0;
     case Dtype::kQ2_K:
       return &kQ2_K;
     case Dtype::kQ3_K:

@@ -7,6 +7,7 @@
 #include "base/fp16.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/ref/ternary_ref.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -281,6 +282,22 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
   return acc;
 }
 
+// TQ1_0 / TQ2_0: the trits t in 0..2 against the int8 activations, less the activations' sum
+// (value t - 1), then one FMA per super-block with d_w * d_x, as for the K-quants.
+template <class Block, int (*kTrit)(const Block&, int)>
+float dot_ternary(const uint8_t* w, const uint8_t* x, int64_t cols) {
+  const auto* b = reinterpret_cast<const Block*>(w);
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(x);
+  float acc = 0;
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    int isum = 0;
+    for (int k = 0; k < kQKK; ++k) isum += kTrit(b[i], k) * a[i].qs[k];
+    for (int j = 0; j < kQKK / 16; ++j) isum -= a[i].bsums[j];
+    acc = std::fma(fp16_to_f32(b[i].d) * a[i].d, static_cast<float>(isum), acc);
+  }
+  return acc;
+}
+
 template <DotFn kDot>
 void tile(const TileArgs& a, int n_rows, int n_tok) {
   for (int t = 0; t < n_tok; ++t)
@@ -304,6 +321,10 @@ constexpr MatmulKernel kQ3_K{ActFormat::kQ8_K, tile<dot_q3_k>, 4, 4};
 constexpr MatmulKernel kQ4_K{ActFormat::kQ8_K, tile<dot_q4_k>, 4, 4};
 constexpr MatmulKernel kQ5_K{ActFormat::kQ8_K, tile<dot_q5_k>, 4, 4};
 constexpr MatmulKernel kQ6_K{ActFormat::kQ8_K, tile<dot_q6_k>, 4, 4};
+constexpr MatmulKernel kTq1_0{ActFormat::kQ8_K, tile<dot_ternary<BlockTq1_0, ref::tq1_0_trit>>, 4,
+                              4};
+constexpr MatmulKernel kTq2_0{ActFormat::kQ8_K, tile<dot_ternary<BlockTq2_0, ref::tq2_0_trit>>, 4,
+                              4};
 
 }  // namespace
 
@@ -341,6 +362,10 @@ const MatmulKernel* scalar_kernel(Dtype w) {
       return &kQ5_K;
     case Dtype::kQ6_K:
       return &kQ6_K;
+    case Dtype::kTQ1_0:
+      return &kTq1_0;
+    case Dtype::kTQ2_0:
+      return &kTq2_0;
     default:
       return nullptr;
   }

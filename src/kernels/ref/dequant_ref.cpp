@@ -9,6 +9,7 @@
 #include "kernels/ref/iq4_ref.h"
 #include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/ref.h"
+#include "kernels/ref/ternary_ref.h"
 
 namespace loom::kernels::ref {
 namespace {
@@ -211,6 +212,8 @@ bool can_dequantize(Dtype t) {
     case Dtype::kMXFP4:
     case Dtype::kIQ4_NL:
     case Dtype::kIQ4_XS:
+    case Dtype::kTQ1_0:
+    case Dtype::kTQ2_0:
       return true;
     default:
       return false;
@@ -264,6 +267,10 @@ void dequantize_row(Dtype t, const void* src, float* dst, int64_t n) {
       return dequantize_iq4_nl(static_cast<const BlockIq4Nl*>(src), dst, nb);
     case Dtype::kIQ4_XS:
       return dequantize_iq4_xs(static_cast<const BlockIq4Xs*>(src), dst, nb);
+    case Dtype::kTQ1_0:
+      return dequantize_tq1_0(static_cast<const BlockTq1_0*>(src), dst, nb);
+    case Dtype::kTQ2_0:
+      return dequantize_tq2_0(static_cast<const BlockTq2_0*>(src), dst, nb);
     default:
       LOOM_CHECK(false && "dtype has no dequantizer");
   }

@@ -12,6 +12,7 @@
 #include "kernels/ref/mxfp4_ref.h"
 #include "kernels/ref/quant_ref_k.h"
 #include "kernels/ref/ref.h"
+#include "kernels/ref/ternary_ref.h"
 
 namespace loom::kernels::ref {
 
@@ -198,6 +199,10 @@ void quantize_row(Dtype t, const float* src, void* dst, int64_t n) {
       return quantize_iq4_nl(src, static_cast<BlockIq4Nl*>(dst), nb);
     case Dtype::kIQ4_XS:
       return quantize_iq4_xs(src, static_cast<BlockIq4Xs*>(dst), nb);
+    case Dtype::kTQ1_0:
+      return quantize_tq1_0(src, static_cast<BlockTq1_0*>(dst), nb);
+    case Dtype::kTQ2_0:
+      return quantize_tq2_0(src, static_cast<BlockTq2_0*>(dst), nb);
     default:
       LOOM_CHECK(false && "dtype has no quantizer");
   }

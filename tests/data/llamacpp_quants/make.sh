@@ -17,7 +17,7 @@ OUT=${OUT:-/tmp/loom-llamacpp-logits}
 tool="$OUT/llamacpp_logits"
 [ -x "$tool" ] || { echo "run bench/llamacpp_logits.sh first (it builds $tool)" >&2; exit 1; }
 types=("$@")
-[ ${#types[@]} -gt 0 ] || types=(IQ4_NL IQ4_XS Q3_K_M Q2_K)
+[ ${#types[@]} -gt 0 ] || types=(IQ4_NL IQ4_XS Q3_K_M Q2_K TQ1_0 TQ2_0)
 src="$OUT/fixture-tiny-k-f32.gguf"
 "$LOOM" synth --preset tiny-k --seed 11 -o "$src" >/dev/null
 read -r -a ids <"$HERE/ids.txt"
