@@ -656,9 +656,10 @@ int main(int argc, char** argv) {
     bench_calls(pool);
     return 0;
   }
-  const Dtype dtypes[] = {Dtype::kF32,   Dtype::kF16,    Dtype::kBF16,  Dtype::kQ8_0, Dtype::kQ4_0,
-                          Dtype::kQ2_K,  Dtype::kQ3_K,   Dtype::kQ4_K,  Dtype::kQ5_K, Dtype::kQ6_K,
-                          Dtype::kMXFP4, Dtype::kIQ4_NL, Dtype::kIQ4_XS};
+  const Dtype dtypes[] = {Dtype::kF32,    Dtype::kF16,   Dtype::kBF16,  Dtype::kQ8_0,
+                          Dtype::kQ4_0,   Dtype::kQ2_K,  Dtype::kQ3_K,  Dtype::kQ4_K,
+                          Dtype::kQ5_K,   Dtype::kQ6_K,  Dtype::kMXFP4, Dtype::kIQ4_NL,
+                          Dtype::kIQ4_XS, Dtype::kTQ1_0, Dtype::kTQ2_0};
   struct Shape {
     int64_t cols, rows;
   };

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/ref/ternary_ref.h"
 
 namespace loom::kernels {
 
@@ -17,7 +19,7 @@ bool packable(const TensorView& w) {
          (w.dtype == Dtype::kQ8_0 || w.dtype == Dtype::kQ4_0 || w.dtype == Dtype::kMXFP4 ||
           w.dtype == Dtype::kIQ4_NL || w.dtype == Dtype::kF16 || w.dtype == Dtype::kQ2_K ||
           w.dtype == Dtype::kQ3_K || w.dtype == Dtype::kQ4_K || w.dtype == Dtype::kQ5_K ||
-          w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS ||
+          w.dtype == Dtype::kQ6_K || w.dtype == Dtype::kIQ4_XS || is_ternary(w.dtype) ||
           (w.dtype == Dtype::kBF16 && cpu_features().avx512bf16)) &&
          w.n_dims == 2 && w.cols() % 32 == 0 && active_isa() == Isa::kAvx512;
 }
@@ -41,6 +43,8 @@ uint64_t PackedMatrix::group_bytes(Dtype dtype, int64_t cols) {
     case Dtype::kQ6_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ6KBytes;
     case Dtype::kQ2_K:
+    case Dtype::kTQ1_0:  // packed as Q2_K (pack_rows16)
+    case Dtype::kTQ2_0:
       return static_cast<uint64_t>(cols / 256) * kPackedQ2KBytes;
     case Dtype::kQ3_K:
       return static_cast<uint64_t>(cols / 256) * kPackedQ3KBytes;
@@ -284,6 +288,19 @@ PackedMatrix PackedMatrix::pack_rows16(const TensorView& w, uint8_t* dst) {
     auto* out = reinterpret_cast<uint16_t*>(m.ptr_);
     w.dtype == Dtype::kF16 ? pack_f16(w, groups, out) : pack_bf16(w, groups, out);
     return finish(std::move(m), w, bytes);
+  }
+  if (is_ternary(w.dtype)) {
+    // The rows as Q2_K blocks with the same values (ref::ternary_to_q2_k), packed as Q2_K: the
+    // copy is a Q2_K matrix, and runs the Q2_K tiles.
+    const int64_t nsb = w.cols() / kQKK;
+    std::vector<BlockQ2_K> q2(static_cast<size_t>(rows * nsb));
+    for (int64_t r = 0; r < rows; ++r) ref::ternary_to_q2_k(w.dtype, w.row(r), &q2[r * nsb], nsb);
+    TensorView v = w;
+    v.dtype = Dtype::kQ2_K;
+    v.data = q2.data();
+    v.nbytes = q2.size() * sizeof(BlockQ2_K);
+    pack_q2_k_q3_k<BlockQ2_K>(v, groups, m.ptr_);
+    return finish(std::move(m), v, bytes);
   }
   if (packed_super_blocks(w.dtype)) {
     if (w.dtype == Dtype::kQ4_K) pack_q4_k_q5_k<BlockQ4_K>(w, groups, m.ptr_);

@@ -76,10 +76,17 @@ constexpr int kPackedQ2KBytes = 64 + 16 * kPackRows + 16 * 64;            // one
 constexpr int kPackedQ3KBytes = 32 + 16 * kPackRows + 16 * 64 + 16 * 32;  // one Q3_K record: 1824
 
 // Whether pack_rows16 applies: Q8_0/Q4_0/MXFP4/IQ4_NL/F16 (BF16 with AVX512-BF16) with columns
-// a multiple of 32, Q2_K..Q6_K and IQ4_XS (multiples of 256 by their format), and the kernels
-// run AVX-512 VNNI (active_isa: LOOM_ISA=avx2 on such a CPU keeps the file's row layout and
-// the AVX2 kernels, as an AVX2 CPU would).
+// a multiple of 32, Q2_K..Q6_K, IQ4_XS and TQ1_0 / TQ2_0 (multiples of 256 by their format), and
+// the kernels run AVX-512 VNNI (active_isa: LOOM_ISA=avx2 on such a CPU keeps the file's row layout
+// and the AVX2 kernels, as an AVX2 CPU would).
 bool packable(const TensorView& w);
+
+// TQ1_0 / TQ2_0: packed as the Q2_K matrix with the same values (ref::ternary_to_q2_k): the
+// copy's view says kQ2_K, and its bytes are Q2_K's (2.625 bits a weight against 1.69 / 2.06):
+// its tile runs 3-7x faster than the ternary row kernels, and decode reads at memory speed.
+inline bool is_ternary(Dtype t) {
+  return t == Dtype::kTQ1_0 || t == Dtype::kTQ2_0;
+}
 
 // Whether t's kRows16 records are 256-column super-blocks (Q2_K .. Q6_K, IQ4_XS) rather than
 // 32-column blocks or float columns.

@@ -22,6 +22,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
+#include "kernels/ref/ternary_ref.h"
 #include "test_util.h"
 
 namespace loom::kernels {
@@ -53,7 +54,7 @@ std::vector<double> reference(const TensorView& w, const std::vector<float>& x, 
 // read them quantized per 256 columns (as the row kernels of every K-quant do, and llama.cpp),
 // the others per 32; amax over 256 normal values is ~1.4x that over 32, and so is the step.
 double int8_tolerance(Dtype t) {
-  return cpu::reads_per_256(t) ? 1.5e-2 : 1e-2;
+  return cpu::reads_per_256(t) || is_ternary(t) ? 1.5e-2 : 1e-2;
 }
 
 class Packed : public ::testing::TestWithParam<Dtype> {
@@ -527,6 +528,39 @@ TEST(PackedQ2_KQ3_K, EveryTileShapeMatchesTheScalarArithmeticBitForBit) {
   }
 }
 
+// TQ1_0 / TQ2_0 are packed as the Q2_K matrix with the same values (packed.h): the copy says
+// Q2_K, its values are the ternary ones exactly, and the Q2_K tile gives the row kernels'
+// floats bit for bit (both take Q2_K's two FMAs per super-block) for decode, verify and
+// prefill-sized calls.
+TEST(PackedTernary, IsTheSameValuesAsQ2_KAndTheRowKernelsResultsBitForBit) {
+  if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
+  ThreadPool pool(2);
+  for (Dtype t : {Dtype::kTQ1_0, Dtype::kTQ2_0}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const int64_t rows = 45, cols = 768;
+    Matrix m = make_matrix(t, rows, cols, 61);
+    std::vector<BlockQ2_K> q2(3);
+    std::vector<float> want(cols), got(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      ref::ternary_to_q2_k(t, m.view.row(r), q2.data(), 3);
+      ref::dequantize_row(t, m.view.row(r), want.data(), cols);
+      ref::dequantize_row(Dtype::kQ2_K, q2.data(), got.data(), cols);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), cols * sizeof(float))) << "row " << r;
+    }
+    const PackedMatrix p = PackedMatrix::pack_rows16(m.view);
+    EXPECT_EQ(p.view().dtype, Dtype::kQ2_K);
+    EXPECT_EQ(p.view().nbytes, 3 * PackedMatrix::group_bytes(Dtype::kQ2_K, cols));
+    for (int64_t nt : {1, 5, 70}) {
+      const auto x = testing::random_normal(nt * cols, 62 + nt);
+      std::vector<float> packed(nt * rows), plain(nt * rows);
+      matmul(p.view(), x.data(), nt, packed.data(), &pool);
+      matmul(m.view, x.data(), nt, plain.data(), &pool);
+      EXPECT_EQ(0, std::memcmp(packed.data(), plain.data(), packed.size() * sizeof(float)))
+          << nt << " tokens";
+    }
+  }
+}
+
 // A Q3_K_M layer: Q3_K, Q4_K, Q5_K and Q6_K matrices share one activation quantization.
 TEST(PackedMixed, Q3_KAndQ5_KInOneMultiCallEachGetTheirOwnResult) {
   if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";
@@ -538,7 +572,7 @@ INSTANTIATE_TEST_SUITE_P(Q8_0Q4_0F16, Packed,
                          ::testing::Values(Dtype::kQ8_0, Dtype::kQ4_0, Dtype::kMXFP4, Dtype::kQ4_K,
                                            Dtype::kQ5_K, Dtype::kQ6_K, Dtype::kQ2_K, Dtype::kQ3_K,
                                            Dtype::kIQ4_NL, Dtype::kIQ4_XS, Dtype::kF16,
-                                           Dtype::kBF16),
+                                           Dtype::kBF16, Dtype::kTQ1_0, Dtype::kTQ2_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -282,18 +282,22 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, int64_t cols) {
   return acc;
 }
 
-// TQ1_0 / TQ2_0: the trits t in 0..2 against the int8 activations, less the activations' sum
-// (value t - 1), then one FMA per super-block with d_w * d_x, as for the K-quants.
+// TQ1_0 / TQ2_0: the trits t in 0..2 against the int8 activations (S), and the activations'
+// sum (M) for the value's - 1, then per super-block acc += d_x * (d * S - d * M) in the packed
+// Q2_K tile's float order: the packed copy of a ternary matrix is the Q2_K matrix with the same
+// values (every scale and min 1, dmin = d; kernels/packed.h), so every path gives the same floats.
 template <class Block, int (*kTrit)(const Block&, int)>
 float dot_ternary(const uint8_t* w, const uint8_t* x, int64_t cols) {
   const auto* b = reinterpret_cast<const Block*>(w);
   const auto* a = reinterpret_cast<const BlockQ8_K*>(x);
   float acc = 0;
   for (int64_t i = 0; i < cols / kQKK; ++i) {
-    int isum = 0;
+    int isum = 0, xsum = 0;
     for (int k = 0; k < kQKK; ++k) isum += kTrit(b[i], k) * a[i].qs[k];
-    for (int j = 0; j < kQKK / 16; ++j) isum -= a[i].bsums[j];
-    acc = std::fma(fp16_to_f32(b[i].d) * a[i].d, static_cast<float>(isum), acc);
+    for (int j = 0; j < kQKK / 16; ++j) xsum += a[i].bsums[j];
+    const float d = fp16_to_f32(b[i].d);
+    const float v = std::fma(static_cast<float>(isum), d, -(static_cast<float>(xsum) * d));
+    acc = std::fma(v, a[i].d, acc);
   }
   return acc;
 }

@@ -1,8 +1,9 @@
 // Ternary weights (TQ1_0, TQ2_0) for the shared 256-bit kernels: included by matmul_avx2.cpp and
 // matmul_avx512.cpp right after matmul_simd-inl.h, in the same LOOM_SIMD_NS. The trits t in
 // 0..2 multiply the Q8_K activations as unsigned bytes; the value t - 1 takes the activations'
-// sum off through the Q8_K block sums, then one FMA per super-block with d_w * d_x, exactly as
-// dot_ternary in matmul_scalar.cpp: the same integers and float on every ISA.
+// sum off through the Q8_K block sums, in the float order of the packed Q2_K tile that runs a
+// ternary matrix's copy (kernels/packed.h), exactly as dot_ternary in matmul_scalar.cpp: the
+// same integers and floats on every ISA and layout.
 #pragma once
 
 #include <type_traits>
@@ -92,7 +93,9 @@ struct Ternary {
     const BlockQ8_K* x = q8k(xrow, b);
     int32_t isum, xsum;
     reduce2(s, _mm256_madd_epi16(load32(x->bsums), _mm256_set1_epi16(1)), &isum, &xsum);
-    acc.v = fma1(w.d * x->d, static_cast<float>(isum - xsum), acc.v);
+    // d_x * (d * S - d * M), as dot_ternary in matmul_scalar.cpp and the packed Q2_K tile.
+    const float v = fma1(static_cast<float>(isum), w.d, -(static_cast<float>(xsum) * w.d));
+    acc.v = fma1(v, x->d, acc.v);
   }
   static float finish(const Acc& acc) { return acc.v; }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/fp16.h"
 
@@ -73,6 +74,33 @@ void quantize_tq2_0(const float* x, BlockTq2_0* y, int64_t nb) {
         for (int l = 0; l < 4; ++l) q |= t[128 * h + 32 * l + m] << (2 * l);
         y[i].qs[32 * h + m] = static_cast<uint8_t>(q);
       }
+  }
+}
+
+void ternary_to_q2_k(Dtype t, const void* src, BlockQ2_K* dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ2_K& q = dst[i];
+    std::memset(q.scales, 0x11, sizeof q.scales);  // scale 1 (low nibble), min 1 (high)
+    if (t == Dtype::kTQ2_0) {
+      const BlockTq2_0& b = static_cast<const BlockTq2_0*>(src)[i];
+      q.d = q.dmin = b.d;
+      std::memcpy(q.qs, b.qs, sizeof q.qs);
+      continue;
+    }
+    const BlockTq1_0& b = static_cast<const BlockTq1_0*>(src)[i];
+    q.d = q.dmin = b.d;
+    std::memset(q.qs, 0, sizeof q.qs);
+    auto put = [&](int k, int trit) {  // element 128h + 32l + m: bits 2l of qs[32h + m]
+      q.qs[32 * (k / 128) + k % 32] |= static_cast<uint8_t>(trit << (2 * ((k / 32) % 4)));
+    };
+    // Byte by byte (tq1_0_trit's places), not element by element: loading converts every
+    // ternary matrix so.
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 32; ++m) put(32 * n + m, tq1_trit(b.qs[m], n));
+      for (int m = 0; m < 16; ++m) put(160 + 16 * n + m, tq1_trit(b.qs[32 + m], n));
+    }
+    for (int n = 0; n < 4; ++n)
+      for (int j = 0; j < 4; ++j) put(240 + 4 * n + j, tq1_trit(b.qh[j], n));
   }
 }
 

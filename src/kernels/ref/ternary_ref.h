@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "format/dtype.h"
 #include "kernels/quant_blocks.h"
 
 namespace loom::kernels::ref {
@@ -24,5 +25,10 @@ void dequantize_tq2_0(const BlockTq2_0* b, float* y, int64_t nb);
 // Per block: d = the largest magnitude, each trit x / d rounded half away from zero, plus 1.
 void quantize_tq1_0(const float* x, BlockTq1_0* y, int64_t nb);
 void quantize_tq2_0(const float* x, BlockTq2_0* y, int64_t nb);
+
+// A ternary row (TQ1_0 or TQ2_0, nb blocks) as Q2_K blocks with the same values exactly:
+// Q2_K's 2-bit q in TQ2_0's very places, every sub-block's scale and min 1 and dmin = d, so
+// d * 1 * q - d * 1 = d * (q - 1). (The packed kernels read ternary matrices this way.)
+void ternary_to_q2_k(Dtype t, const void* src, BlockQ2_K* dst, int64_t nb);
 
 }  // namespace loom::kernels::ref
