@@ -35,6 +35,9 @@ constexpr TargetRow kTargets[] = {
     {"MXFP4_MOE", Dtype::kMXFP4, false, "MXFP4_MOE"},
     {"IQ4_NL", Dtype::kIQ4_NL, false, "IQ4_NL"},
     {"IQ4_XS", Dtype::kIQ4_XS, false, "IQ4_XS"},
+    // llama.cpp's ternary types: the layer matrices ternary, token_embd Q4_K, the output Q6_K.
+    {"TQ1_0", Dtype::kTQ1_0, false, "TQ1_0"},
+    {"TQ2_0", Dtype::kTQ2_0, false, "TQ2_0"},
 };
 
 bool use_more_bits(int i, int n) {
@@ -165,6 +168,12 @@ Result<std::vector<QuantizedTensor>> plan_quantization(const GgufFile& in,
                          ", which loom does not quantize");
     Dtype want = target.base;
     if (want == Dtype::kMXFP4) want = matrix_type_for(want, v.n_dims == 3);
+    if (want == Dtype::kTQ1_0 || want == Dtype::kTQ2_0) {
+      if (t.name == names::kOutput || (!has_output && t.name == names::kTokenEmbd))
+        want = Dtype::kQ6_K;
+      else if (t.name == names::kTokenEmbd)
+        want = Dtype::kQ4_K;
+    }
     if (target.mix_m) {
       auto l = names::parse_layer_tensor(t.name);
       const bool is_output =

@@ -485,6 +485,8 @@ bool is_synth_weight_type(Dtype t) {
 Dtype fit_matrix_type(Dtype want, int64_t cols) {
   if (row_bytes(want, cols)) return want;
   if (want == Dtype::kIQ4_XS && row_bytes(Dtype::kIQ4_NL, cols)) return Dtype::kIQ4_NL;
+  if ((want == Dtype::kTQ1_0 || want == Dtype::kTQ2_0) && row_bytes(Dtype::kQ4_0, cols))
+    return Dtype::kQ4_0;
   if (row_bytes(Dtype::kQ8_0, cols)) return Dtype::kQ8_0;
   return Dtype::kF16;
 }

@@ -76,8 +76,8 @@ uint32_t gguf_file_type_for(Dtype t);
 Dtype matrix_type_for(Dtype file_type, bool expert);
 
 // The type a matrix of `cols` columns gets when `want` does not fit its rows (K-quants and
-// IQ4_XS need multiples of 256, the 32-blocks 32), as llama-quantize falls back: IQ4_XS to
-// IQ4_NL, then Q8_0, then F16.
+// IQ4_XS and TQ1_0 / TQ2_0 need multiples of 256, the 32-blocks 32), as llama-quantize falls
+// back: IQ4_XS to IQ4_NL, the ternary types to Q4_0, then Q8_0, then F16.
 Dtype fit_matrix_type(Dtype want, int64_t cols);
 
 }  // namespace loom

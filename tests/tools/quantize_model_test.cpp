@@ -147,6 +147,36 @@ INSTANTIATE_TEST_SUITE_P(
                                          "IQ4_NL", "IQ4_XS", "F16")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// The ternary targets write what llama.cpp's llama-quantize writes from the same F32 file
+// (tests/data/llamacpp_quants/TQ*.gguf, made by make.sh there from `synth --preset tiny-k
+// --seed 11`): every tensor of the same type, the ternary ones byte for byte (its reference
+// quantizer: d the block's largest magnitude, trits rounded half away from zero, TQ1_0's base-3
+// bytes rounded up), and the file type named as llama.cpp names it.
+TEST(QuantizeModelTest, TernaryTargetsWriteWhatLlamaQuantizeWrites) {
+  GgufFile in = synth_file("tiny-k", "llama", Dtype::kF32, 11);
+  for (const char* type : {"TQ1_0", "TQ2_0"}) {
+    SCOPED_TRACE(type);
+    auto want = GgufFile::open(std::string(LOOM_TEST_DATA) + "/llamacpp_quants/" + type + ".gguf");
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    auto bytes = quantize_model_bytes(in, parse_quantize_target(type).value(), {}, nullptr);
+    ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+    auto got = GgufFile::parse_bytes(*bytes);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    EXPECT_EQ(got->get_int("general.file_type"), want->get_int("general.file_type"));
+    int ternary = 0;
+    for (const auto& t : want->tensors()) {
+      const GgufTensorInfo* g = got->find_tensor(t.name);
+      ASSERT_NE(g, nullptr) << t.name;
+      EXPECT_EQ(g->view.dtype, t.view.dtype) << t.name;
+      if (t.view.dtype != Dtype::kTQ1_0 && t.view.dtype != Dtype::kTQ2_0) continue;
+      ++ternary;
+      ASSERT_EQ(g->view.nbytes, t.view.nbytes) << t.name;
+      EXPECT_EQ(std::memcmp(g->view.data, t.view.data, t.view.nbytes), 0) << t.name;
+    }
+    EXPECT_EQ(ternary, 14);  // 2 layers x 7 matrices
+  }
+}
+
 TEST(QuantizeModelTest, MixRuleForTwentyEightLayers) {
   // A 28-layer model reduced to the tensors the rule looks at (one 256-wide row each).
   std::vector<float> row(256, 0.5f);
