@@ -262,6 +262,18 @@ PackedMatrix PackedMatrix::allocate(uint64_t bytes, uint8_t* dst) {
 
 PackedMatrix PackedMatrix::copy_rows(const TensorView& w, uint8_t* dst) {
   LOOM_CHECK(w.layout == TensorLayout::kRows);
+  if (w.dtype == Dtype::kTQ1_0) {  // as TQ2_0 (copied_bytes)
+    const int64_t nb = w.cols() / kQKK;
+    PackedMatrix m = allocate(copied_bytes(w), dst);
+    auto* out = reinterpret_cast<BlockTq2_0*>(m.ptr_);
+    for (int64_t r = 0; r < w.rows(); ++r)
+      ref::tq1_0_to_tq2_0(reinterpret_cast<const BlockTq1_0*>(w.row(r)), out + r * nb, nb);
+    m.view_ = w;
+    m.view_.dtype = Dtype::kTQ2_0;
+    m.view_.data = m.ptr_;
+    m.view_.nbytes = copied_bytes(w);
+    return m;
+  }
   PackedMatrix m = allocate(w.nbytes, dst);
   std::memcpy(m.ptr_, w.data, w.nbytes);
   m.view_ = w;
@@ -269,8 +281,13 @@ PackedMatrix PackedMatrix::copy_rows(const TensorView& w, uint8_t* dst) {
   return m;
 }
 
+uint64_t PackedMatrix::copied_bytes(const TensorView& w) {
+  if (w.dtype != Dtype::kTQ1_0) return w.nbytes;
+  return static_cast<uint64_t>(w.rows()) * (w.cols() / kQKK) * sizeof(BlockTq2_0);
+}
+
 uint64_t PackedMatrix::packed_bytes(const TensorView& w) {
-  if (!packable(w)) return w.nbytes;
+  if (!packable(w)) return copied_bytes(w);
   const int64_t groups = (w.rows() + kPackRows - 1) / kPackRows;
   return group_bytes(w.dtype, w.cols()) * groups;
 }

@@ -107,7 +107,10 @@ class PackedMatrix {
   // The same bytes (layout kRows) in anonymous huge-page-backed memory. Decode streams
   // every weight once per token: from a file mapping's 4 KiB page-cache pages it measured
   // 2.5x slower (F16, 1 thread: 9 vs 22.6 tok/s) than from anonymous memory.
+  // TQ1_0 is the exception: its copy is TQ2_0 with the same trits (ref::tq1_0_to_tq2_0; the
+  // view says kTQ2_0), whose row kernels unpack 2-bit trits far faster than base-3 bytes.
   static PackedMatrix copy_rows(const TensorView& w, uint8_t* dst = nullptr);
+  static uint64_t copied_bytes(const TensorView& w);  // copy_rows's bytes
   // Bytes of w's copy: pack_rows16's when packable(w), else copy_rows's.
   static uint64_t packed_bytes(const TensorView& w);
   const TensorView& view() const { return view_; }

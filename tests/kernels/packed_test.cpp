@@ -561,6 +561,32 @@ TEST(PackedTernary, IsTheSameValuesAsQ2_KAndTheRowKernelsResultsBitForBit) {
   }
 }
 
+// Without packing (AVX2, LOOM_ISA=avx2), a TQ1_0 matrix's copy is TQ2_0 with the same trits:
+// the same values, and the TQ2_0 row kernels give the TQ1_0 ones' floats bit for bit.
+TEST(PackedTernary, Tq1_0CopiedAsTq2_0KeepsValuesAndResults) {
+  ThreadPool pool(2);
+  const int64_t rows = 19, cols = 512;
+  Matrix m = make_matrix(Dtype::kTQ1_0, rows, cols, 71);
+  const PackedMatrix c = PackedMatrix::copy_rows(m.view);
+  ASSERT_EQ(c.view().dtype, Dtype::kTQ2_0);
+  EXPECT_EQ(c.view().nbytes, PackedMatrix::copied_bytes(m.view));
+  EXPECT_EQ(c.view().nbytes, static_cast<uint64_t>(rows * 2 * sizeof(BlockTq2_0)));
+  std::vector<float> want(cols), got(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::dequantize_row(Dtype::kTQ1_0, m.view.row(r), want.data(), cols);
+    ref::dequantize_row(Dtype::kTQ2_0, c.view().row(r), got.data(), cols);
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), cols * sizeof(float))) << "row " << r;
+  }
+  for (int64_t nt : {1, 6}) {
+    const auto x = testing::random_normal(nt * cols, 72 + nt);
+    std::vector<float> copied(nt * rows), original(nt * rows);
+    matmul(c.view(), x.data(), nt, copied.data(), &pool);
+    matmul(m.view, x.data(), nt, original.data(), &pool);
+    EXPECT_EQ(0, std::memcmp(copied.data(), original.data(), copied.size() * sizeof(float)))
+        << nt << " tokens";
+  }
+}
+
 // A Q3_K_M layer: Q3_K, Q4_K, Q5_K and Q6_K matrices share one activation quantization.
 TEST(PackedMixed, Q3_KAndQ5_KInOneMultiCallEachGetTheirOwnResult) {
   if (best_isa() != Isa::kAvx512) GTEST_SKIP() << "packing needs AVX-512 VNNI";

@@ -77,6 +77,33 @@ void quantize_tq2_0(const float* x, BlockTq2_0* y, int64_t nb) {
   }
 }
 
+namespace {
+
+// The trits of a TQ1_0 block into 64 bytes of 2-bit trits in TQ2_0's (and Q2_K's) places:
+// element 128h + 32l + m in bits 2l of qs[32h + m]. Byte by byte (tq1_0_trit's places), not
+// element by element: loading converts every ternary matrix so.
+void tq1_0_trits_2bit(const BlockTq1_0& b, uint8_t* qs) {
+  std::memset(qs, 0, kQKK / 4);
+  auto put = [&](int k, int trit) {
+    qs[32 * (k / 128) + k % 32] |= static_cast<uint8_t>(trit << (2 * ((k / 32) % 4)));
+  };
+  for (int n = 0; n < 5; ++n) {
+    for (int m = 0; m < 32; ++m) put(32 * n + m, tq1_trit(b.qs[m], n));
+    for (int m = 0; m < 16; ++m) put(160 + 16 * n + m, tq1_trit(b.qs[32 + m], n));
+  }
+  for (int n = 0; n < 4; ++n)
+    for (int j = 0; j < 4; ++j) put(240 + 4 * n + j, tq1_trit(b.qh[j], n));
+}
+
+}  // namespace
+
+void tq1_0_to_tq2_0(const BlockTq1_0* src, BlockTq2_0* dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    dst[i].d = src[i].d;
+    tq1_0_trits_2bit(src[i], dst[i].qs);
+  }
+}
+
 void ternary_to_q2_k(Dtype t, const void* src, BlockQ2_K* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ2_K& q = dst[i];
@@ -89,18 +116,7 @@ void ternary_to_q2_k(Dtype t, const void* src, BlockQ2_K* dst, int64_t nb) {
     }
     const BlockTq1_0& b = static_cast<const BlockTq1_0*>(src)[i];
     q.d = q.dmin = b.d;
-    std::memset(q.qs, 0, sizeof q.qs);
-    auto put = [&](int k, int trit) {  // element 128h + 32l + m: bits 2l of qs[32h + m]
-      q.qs[32 * (k / 128) + k % 32] |= static_cast<uint8_t>(trit << (2 * ((k / 32) % 4)));
-    };
-    // Byte by byte (tq1_0_trit's places), not element by element: loading converts every
-    // ternary matrix so.
-    for (int n = 0; n < 5; ++n) {
-      for (int m = 0; m < 32; ++m) put(32 * n + m, tq1_trit(b.qs[m], n));
-      for (int m = 0; m < 16; ++m) put(160 + 16 * n + m, tq1_trit(b.qs[32 + m], n));
-    }
-    for (int n = 0; n < 4; ++n)
-      for (int j = 0; j < 4; ++j) put(240 + 4 * n + j, tq1_trit(b.qh[j], n));
+    tq1_0_trits_2bit(b, q.qs);
   }
 }
 

@@ -31,4 +31,9 @@ void quantize_tq2_0(const float* x, BlockTq2_0* y, int64_t nb);
 // d * 1 * q - d * 1 = d * (q - 1). (The packed kernels read ternary matrices this way.)
 void ternary_to_q2_k(Dtype t, const void* src, BlockQ2_K* dst, int64_t nb);
 
+// A TQ1_0 row (nb blocks) as TQ2_0 blocks with the same trits and scale (lossless: the row
+// kernels read TQ2_0's 2-bit trits with two shifts and masks per 64, TQ1_0's base-3 bytes
+// with eight ops per 32).
+void tq1_0_to_tq2_0(const BlockTq1_0* src, BlockTq2_0* dst, int64_t nb);
+
 }  // namespace loom::kernels::ref
